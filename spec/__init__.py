@@ -1,0 +1,22 @@
+"""remat-oracle's executable specification of JAX autodiff and remat.
+
+Pure Python + numpy; never imports jax. Start with `spec.trace`, print the
+program, then apply transformations (each maps programs to programs):
+
+    >>> import spec
+    >>> from spec import ops
+    >>> prog = spec.trace(lambda x: ops.sin(ops.sin(x)), spec.f32[3])
+    >>> [str(r) for r in spec.saved_residuals(prog)]
+    ['f32[3] output of cos', 'f32[3] output of cos']
+"""
+from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,  # noqa: F401
+                     check_program, f16, f32, f64, bf16, i32, bool_, float0, pp_program)
+from spec.core import (Zero, UndefinedPrimal, trace, primitives, shape_rules,  # noqa: F401
+                       eval_rules, jvp_rules, transpose_rules, PrimitiveError)
+from spec import prims_elementwise, prims_structural, prims_call  # noqa: F401  (register rules)
+from spec import ops  # noqa: F401
+from spec.evaluate import evaluate, EvaluationError  # noqa: F401
+from spec.jvp import jvp, jvp_program  # noqa: F401
+from spec.partial_eval import partial_eval, dce, Residual, Source, PartialEval  # noqa: F401
+from spec.transpose import transpose  # noqa: F401
+from spec.vjp import linearize, vjp, grad, saved_residuals, Linearized  # noqa: F401

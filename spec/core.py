@@ -1,0 +1,274 @@
+"""Rule tables, `bind`, and the tracing builder.
+
+Every primitive registers its rules in the tables below, in the module that
+defines it (``spec/prims_*.py``); transformations look rules up here and
+never special-case a primitive by name:
+
+    shape_rules[p](*in_types, **params)        -> [out types]
+    eval_rules[p](*arrays, **params)           -> array | [arrays]
+    jvp_rules[p](primals, tangents, **params)  -> (primal outs, tangent outs)
+    transpose_rules[p](cts, *inputs, **params) -> [input cotangents]
+    partial_eval_rules[p], dce_rules[p]        -> only for primitives with
+                                                  sub-programs (call, remat)
+
+Programs are built by *tracing*: a transformation (or a user's `spec.trace`)
+opens a :class:`Builder`, calls ops on :class:`Tracer` values, and every op
+appends one equation. JVP and transpose rules are themselves written with
+ops, so a rule's output is a piece of program that can be printed and read.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,
+                     canonical_dtype, is_float, type_of)
+
+# --------------------------------------------------------------------------
+# primitives and their rule tables
+
+shape_rules: dict[Primitive, Callable] = {}
+eval_rules: dict[Primitive, Callable] = {}
+jvp_rules: dict[Primitive, Callable] = {}
+transpose_rules: dict[Primitive, Callable] = {}
+partial_eval_rules: dict[Primitive, Callable] = {}
+dce_rules: dict[Primitive, Callable] = {}
+param_specs: dict[Primitive, tuple[str, ...]] = {}
+
+primitives: dict[str, Primitive] = {}
+
+
+def primitive(name: str, params: Sequence[str] = (), multiple_results=False) -> Primitive:
+    """Declare a primitive and the names of its params (JAX's names)."""
+    if name in primitives:
+        raise ValueError(f"primitive {name!r} declared twice")
+    p = Primitive(name, multiple_results)
+    primitives[name] = p
+    param_specs[p] = tuple(params)
+    return p
+
+
+class PrimitiveError(TypeError):
+    """Bad input to a primitive: the message names the primitive and the problem."""
+
+    def __init__(self, prim: Primitive | str, problem: str):
+        name = prim.name if isinstance(prim, Primitive) else prim
+        super().__init__(f"{name}: {problem}")
+
+
+def check_params(prim: Primitive, params: dict) -> None:
+    expected = set(param_specs[prim])
+    got = set(params)
+    if got - expected:
+        raise PrimitiveError(prim, f"unknown param(s) {sorted(got - expected)}; "
+                                   f"{prim.name} takes {sorted(expected) or 'no params'}")
+    if expected - got:
+        raise PrimitiveError(prim, f"missing param(s) {sorted(expected - got)}")
+
+
+# --------------------------------------------------------------------------
+# symbolic zeros and undefined primals
+
+@dataclass(frozen=True)
+class Zero:
+    """A symbolic zero tangent or cotangent of the given type: it creates no
+    equations. Integer and bool values only ever have Zero tangents."""
+    type: ArrayType
+
+
+@dataclass(frozen=True)
+class UndefinedPrimal:
+    """In a transpose rule, marks a linear input (whose cotangent is wanted)."""
+    type: ArrayType
+
+
+def is_undefined(x) -> bool:
+    return isinstance(x, UndefinedPrimal)
+
+
+# --------------------------------------------------------------------------
+# tracing
+
+class Builder:
+    """Collects the equations of a program being traced."""
+
+    def __init__(self):
+        self.eqns: list[Eqn] = []
+
+    def new_input(self, type: ArrayType) -> "Tracer":
+        return Tracer(self, Var(type))
+
+    def add_eqn(self, prim: Primitive, inputs, params, out_types) -> list[Var]:
+        outs = [Var(t) for t in out_types]
+        self.eqns.append(Eqn(prim, list(inputs), outs, dict(params)))
+        return outs
+
+    def build(self, inputs: Sequence["Tracer"], outputs: Sequence[Any],
+              input_names=None) -> Program:
+        outs = [to_atom(o, self) for o in outputs]
+        return Program([t.atom for t in inputs], self.eqns, outs,
+                       input_names=tuple(input_names) if input_names else None)
+
+
+_builders: list[Builder] = []
+
+
+@contextlib.contextmanager
+def building():
+    """Open a fresh builder: ops called inside append to it."""
+    b = Builder()
+    _builders.append(b)
+    try:
+        yield b
+    finally:
+        _builders.pop()
+
+
+def current_builder() -> Builder:
+    if not _builders:
+        raise RuntimeError("spec ops can only be called while tracing "
+                           "(inside spec.trace or a transformation)")
+    return _builders[-1]
+
+
+class Tracer:
+    """A value of a program being built: wraps a Var or a Literal."""
+    __slots__ = ("builder", "atom")
+    __array_priority__ = 1000   # numpy scalars defer to our operators
+
+    def __init__(self, builder: Builder, atom):
+        self.builder, self.atom = builder, atom
+
+    type = property(lambda self: self.atom.type)
+    shape = property(lambda self: self.atom.type.shape)
+    dtype = property(lambda self: self.atom.type.dtype)
+    ndim = property(lambda self: self.atom.type.ndim)
+
+    def __repr__(self):
+        return f"Tracer<{self.type}>"
+
+    # operator overloading: each maps to one primitive (see spec/ops.py)
+    def __neg__(self): return _ops().neg(self)
+    def __add__(self, o): return _ops().add(self, o)
+    def __radd__(self, o): return _ops().add(o, self)
+    def __sub__(self, o): return _ops().sub(self, o)
+    def __rsub__(self, o): return _ops().sub(o, self)
+    def __mul__(self, o): return _ops().mul(self, o)
+    def __rmul__(self, o): return _ops().mul(o, self)
+    def __truediv__(self, o): return _ops().div(self, o)
+    def __rtruediv__(self, o): return _ops().div(o, self)
+    def __matmul__(self, o): return _ops().matmul(self, o)
+    def __rmatmul__(self, o): return _ops().matmul(o, self)
+    def __gt__(self, o): return _ops().gt(self, o)
+    def __lt__(self, o): return _ops().lt(self, o)
+    def __ge__(self, o): return _ops().ge(self, o)
+    def __le__(self, o): return _ops().le(self, o)
+    def __pow__(self, y): return _ops().integer_pow(self, y)
+    __hash__ = object.__hash__
+
+    @property
+    def T(self):
+        return _ops().transpose(self, tuple(reversed(range(self.ndim))))
+
+    def sum(self, axis=None):
+        axes = tuple(range(self.ndim)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+        return _ops().reduce_sum(self, axes)
+
+
+def _ops():
+    import spec.ops as ops
+    return ops
+
+
+def to_atom(x, builder: Builder | None = None, dtype=None):
+    """A Var/Literal for `x`: a Tracer's atom, or a Literal for a constant."""
+    if isinstance(x, Tracer):
+        if builder is not None and x.builder is not builder:
+            raise RuntimeError("a value of another trace leaked into this one "
+                               f"({x!r}); pass it as an input instead")
+        return x.atom
+    if isinstance(x, (Var, Literal)):
+        return x
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        if dtype is None and isinstance(x, (bool, int, float)):
+            dtype = {bool: np.bool_, int: np.int32, float: np.float32}[type(x)]
+        value = np.asarray(x, dtype=dtype)
+        canonical_dtype(value.dtype)
+        return Literal(value, type_of(value))
+    raise TypeError(f"expected an array value (Tracer, numpy array or Python scalar), got {type(x).__name__}: {x!r}")
+
+
+def bind(prim: Primitive, *args, **params):
+    """Apply `prim` in the current trace: type-check, append one equation,
+    and return the output Tracer(s)."""
+    check_params(prim, params)
+    builder = next((a.builder for a in args if isinstance(a, Tracer)), None) or current_builder()
+    atoms = [to_atom(a, builder) for a in args]
+    out_types = shape_rules[prim](*[a.type for a in atoms], **params)
+    outs = [Tracer(builder, v) for v in builder.add_eqn(prim, atoms, params, out_types)]
+    return outs if prim.multiple_results else outs[0]
+
+
+def eval_program_traced(prog: Program, *args) -> list:
+    """Re-emit `prog`'s equations on traced `args` (inlining it)."""
+    if len(args) != len(prog.inputs):
+        raise TypeError(f"program takes {len(prog.inputs)} inputs, got {len(args)}")
+    env: dict[int, Any] = {}
+
+    def read(a):
+        return env[a.id] if isinstance(a, Var) else a
+
+    for v, x in zip(prog.inputs, args):
+        env[v.id] = x
+    for e in prog.eqns:
+        outs = bind(e.primitive, *map(read, e.inputs), **e.params)
+        for v, o in zip(e.outputs, outs if e.primitive.multiple_results else [outs]):
+            env[v.id] = o
+    return [read(a) for a in prog.outputs]
+
+
+def trace(fn: Callable, *types: ArrayType) -> Program:
+    """Trace `fn` (which calls spec.ops on its arguments) into a Program.
+
+    >>> import spec
+    >>> print(spec.trace(lambda x: spec.ops.sin(x) * 2.0, spec.f32[3]))
+    { lambda ; a:f32[3]. let
+        b:f32[3] = sin[accuracy=None] a
+        c:f32[3] = mul b 2.0:f32[]
+      in (c,) }
+    """
+    for t in types:
+        if not isinstance(t, ArrayType):
+            raise TypeError(f"spec.trace takes array types such as spec.f32[3], got {t!r}")
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = names[:len(types)] if len(names) >= len(types) else None
+    except (TypeError, ValueError):
+        names = None
+    with building() as b:
+        ins = [b.new_input(t) for t in types]
+        out = fn(*ins)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        return b.build(ins, outs, input_names=names)
+
+
+def zeros_like_type(t: ArrayType):
+    """Instantiate a zero of type `t` as JAX does (`broadcast_in_dim 0.0`)."""
+    ops = _ops()
+    zero = np.zeros((), t.dtype)
+    if t.ndim == 0:
+        return zero          # a scalar zero is a literal
+    return ops.broadcast_in_dim(zero, t.shape, ())
+
+
+def instantiate(t):
+    return zeros_like_type(t.type) if isinstance(t, Zero) else t
+
+
+def is_differentiable(t: ArrayType) -> bool:
+    return is_float(t.dtype)

@@ -1,0 +1,366 @@
+"""The spec's intermediate representation: a small, jaxpr-like IR.
+
+A :class:`Program` is a list of first-order equations over typed variables::
+
+    { lambda ; a:f32[3] b:f32[3]. let
+        c:f32[3] = sin a
+        d:f32[3] = mul c b
+      in (d,) }
+
+* an :class:`ArrayType` is a shape and a dtype (``f32[3, 4]``);
+* a :class:`Var` is a named, typed value, defined exactly once;
+* a :class:`Literal` is a constant scalar written inline (``2.0:f32[]``);
+* a constant is a non-scalar array captured by the program (a *constvar*);
+* an :class:`Eqn` applies a primitive to input atoms, binding output vars.
+
+Sub-programs (the body of ``call`` or ``remat``) are ordinary params.
+Nothing here knows any primitive: primitives and their rules live in
+``spec/prims_*.py`` and register themselves in the tables of ``spec/core.py``.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import ml_dtypes
+import numpy as np
+
+# --------------------------------------------------------------------------
+# dtypes and array types
+
+float0 = np.dtype([("float0", np.void, 0)])   # never used for values; documentation only
+
+DTYPES = {
+    "f64": np.dtype("float64"),
+    "f32": np.dtype("float32"),
+    "f16": np.dtype("float16"),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i32": np.dtype("int32"),
+    "bool": np.dtype("bool"),
+}
+SHORT_NAMES = {dt: name for name, dt in DTYPES.items()}
+FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16"))
+
+
+def canonical_dtype(dtype) -> np.dtype:
+    """The spec dtype for `dtype` (a numpy dtype, a type or a short name)."""
+    if isinstance(dtype, str) and dtype in DTYPES:
+        return DTYPES[dtype]
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"unsupported dtype {dtype!r}; supported: {', '.join(DTYPES)}") from e
+    if dt not in SHORT_NAMES:
+        raise TypeError(f"unsupported dtype {dt}; supported: {', '.join(DTYPES)}")
+    return dt
+
+
+def is_float(dtype) -> bool:
+    """Floating values carry tangents; integer and bool values never do."""
+    return np.dtype(dtype) in FLOAT_DTYPES
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """The type of an array value: ``f32[3, 4]`` is ArrayType((3, 4), float32)."""
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __str__(self):
+        return f"{SHORT_NAMES[self.dtype]}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__
+
+
+class _DTypeName:
+    """``spec.f32[3, 4]`` builds ArrayType((3, 4), float32); ``spec.f32[()]`` a scalar."""
+
+    def __init__(self, name):
+        self.name, self.dtype = name, DTYPES[name]
+
+    def __getitem__(self, shape) -> ArrayType:
+        if not isinstance(shape, tuple):
+            shape = (shape,)
+        return ArrayType(shape, self.dtype)
+
+    def __repr__(self):
+        return f"spec.{self.name}"
+
+
+f64, f32, f16, bf16, i32 = (_DTypeName(n) for n in ("f64", "f32", "f16", "bf16", "i32"))
+bool_ = _DTypeName("bool")
+
+
+def type_of(value) -> ArrayType:
+    """The ArrayType of a concrete numpy value."""
+    value = np.asarray(value)
+    return ArrayType(value.shape, value.dtype)
+
+
+# --------------------------------------------------------------------------
+# atoms, equations, programs
+
+_var_ids = itertools.count()
+
+
+class Var:
+    """A variable: defined once (a program input or an equation output).
+
+    Identity is object identity; `hint` only helps printing (names are
+    assigned afresh by the printer, like jaxprs: a, b, c, ...)."""
+    __slots__ = ("type", "id")
+
+    def __init__(self, type: ArrayType):
+        assert isinstance(type, ArrayType), type
+        self.type = type
+        self.id = next(_var_ids)
+
+    def __repr__(self):
+        return f"Var#{self.id}:{self.type}"
+
+
+@dataclass(frozen=True, eq=False)
+class Literal:
+    """A constant written inline in the program. Scalars print as
+    ``2.0:f32[]``; non-scalar constants print as constvars."""
+    value: np.ndarray
+    type: ArrayType
+
+    @staticmethod
+    def of(value, dtype=None) -> "Literal":
+        value = np.asarray(value, dtype=dtype)
+        return Literal(value, type_of(value))
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.type.ndim == 0
+
+    def __repr__(self):
+        return f"Literal({self.value!r})"
+
+
+Atom = Var | Literal
+
+
+@dataclass(frozen=True, eq=False)
+class Primitive:
+    """A primitive operation. Its rules live in the tables of spec/core.py."""
+    name: str
+    multiple_results: bool = False
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(eq=False)
+class Eqn:
+    """``outputs = primitive[params] inputs``."""
+    primitive: Primitive
+    inputs: list[Atom]
+    outputs: list[Var]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Program:
+    """``{ lambda ; inputs. let eqns in (outputs,) }``.
+
+    Non-scalar constants are Literals too; they are printed as constvars."""
+    inputs: list[Var]
+    eqns: list[Eqn]
+    outputs: list[Atom]
+    input_names: tuple[str, ...] | None = None   # the traced function's parameter names
+
+    @property
+    def in_types(self) -> list[ArrayType]:
+        return [v.type for v in self.inputs]
+
+    @property
+    def out_types(self) -> list[ArrayType]:
+        return [a.type for a in self.outputs]
+
+    def __str__(self):
+        return pp_program(self)
+
+    def __repr__(self):
+        return f"Program(\n{pp_program(self)})"
+
+    def _repr_pretty_(self, p, cycle):  # IPython
+        p.text(str(self))
+
+
+def subprograms(params: dict) -> list[tuple[str, Program]]:
+    """The (param name, program) pairs of an equation's params."""
+    return [(k, v) for k, v in params.items() if isinstance(v, Program)]
+
+
+# --------------------------------------------------------------------------
+# printing
+
+def _names():
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            yield "".join(combo)
+
+
+class _Namer:
+    def __init__(self):
+        self.names: dict[int, str] = {}
+        self.fresh = _names()
+
+    def __call__(self, v: Var) -> str:
+        if v.id not in self.names:
+            self.names[v.id] = next(self.fresh)
+        return self.names[v.id]
+
+
+def _fmt_literal(lit: Literal) -> str:
+    v = lit.value
+    if v.dtype == np.bool_:
+        s = "True" if v else "False"
+    elif np.issubdtype(v.dtype, np.integer):
+        s = str(int(v))
+    else:
+        s = repr(float(v))
+    return f"{s}:{lit.type}"
+
+
+def _fmt_param(value, namer, indent) -> str:
+    if isinstance(value, Program):
+        return _pp(value, namer, indent + 4).lstrip()
+    if isinstance(value, np.dtype):
+        return SHORT_NAMES.get(value, str(value))
+    if callable(value) and hasattr(value, "__name__") and not isinstance(value, type):
+        return value.__name__
+    return str(value)
+
+
+def _pp(prog: Program, namer: _Namer, indent: int = 0) -> str:
+    consts: list[Literal] = []
+    seen = set()
+
+    def atom(a: Atom) -> str:
+        if isinstance(a, Var):
+            return namer(a)
+        if a.is_scalar:
+            return _fmt_literal(a)
+        if id(a) not in seen:
+            seen.add(id(a))
+            consts.append(a)
+        return f"{_const_name(a)}"
+
+    const_names: dict[int, str] = {}
+
+    def _const_name(a):
+        if id(a) not in const_names:
+            const_names[id(a)] = next(namer.fresh)
+        return const_names[id(a)]
+
+    # constants must be named before inputs to read like a jaxpr: collect first
+    for e in prog.eqns:
+        for a in e.inputs:
+            if isinstance(a, Literal) and not a.is_scalar:
+                atom(a)
+    for a in prog.outputs:
+        if isinstance(a, Literal) and not a.is_scalar:
+            atom(a)
+    pad = " " * indent
+    ins = " ".join(f"{namer(v)}:{v.type}" for v in prog.inputs)
+    cs = " ".join(f"{_const_name(c)}:{c.type}" for c in consts)
+    lines = []
+    for e in prog.eqns:
+        outs = " ".join(f"{namer(v)}:{v.type}" for v in e.outputs)
+        params = ""
+        shown = {k: v for k, v in e.params.items() if v is not None}   # defaults (None) are not shown
+        if shown:
+            body = " ".join(f"{k}={_fmt_param(v, namer, indent + 4)}" for k, v in shown.items())
+            params = f"[{body}]"
+        args = " ".join(atom(a) for a in e.inputs)
+        lines.append(f"{pad}    {outs} = {e.primitive.name}{params} {args}".rstrip())
+    outs = ", ".join(atom(a) for a in prog.outputs)
+    if len(prog.outputs) == 1:
+        outs += ","
+    head = f"{pad}{{ lambda {cs}; {ins}. let"
+    if not lines:
+        return f"{head} in ({outs}) }}"
+    return "\n".join([head, *lines, f"{pad}  in ({outs}) }}"])
+
+
+def pp_program(prog: Program) -> str:
+    """Print a program the way JAX prints a jaxpr."""
+    return _pp(prog, _Namer())
+
+
+# --------------------------------------------------------------------------
+# type checking
+
+class TypeCheckError(TypeError):
+    pass
+
+
+def check_program(prog: Program) -> None:
+    """Check that `prog` is well formed and well typed.
+
+    Every variable is defined once before use; every equation's output types
+    equal its primitive's shape rule applied to its input types and params;
+    sub-programs are checked recursively. Raises TypeCheckError."""
+    from spec.core import shape_rules  # the rules are registered there
+
+    defined: set[int] = set()
+
+    def define(v: Var, where: str):
+        if not isinstance(v, Var):
+            raise TypeCheckError(f"{where}: expected a Var, got {v!r}")
+        if v.id in defined:
+            raise TypeCheckError(f"{where}: variable {v!r} defined twice")
+        defined.add(v.id)
+
+    def use(a: Atom, where: str):
+        if isinstance(a, Literal):
+            if type_of(a.value) != a.type:
+                raise TypeCheckError(f"{where}: literal {a!r} has type {type_of(a.value)}, says {a.type}")
+            return
+        if not isinstance(a, Var):
+            raise TypeCheckError(f"{where}: expected a Var or Literal, got {a!r}")
+        if a.id not in defined:
+            raise TypeCheckError(f"{where}: variable {a!r} used before it is defined")
+
+    for v in prog.inputs:
+        define(v, "program input")
+    for i, e in enumerate(prog.eqns):
+        where = f"equation {i} ({e.primitive.name})"
+        for a in e.inputs:
+            use(a, where)
+        for _, sub in subprograms(e.params):
+            check_program(sub)
+        rule = shape_rules.get(e.primitive)
+        if rule is None:
+            raise TypeCheckError(f"{where}: primitive {e.primitive.name!r} has no shape rule")
+        expected = rule(*[a.type for a in e.inputs], **e.params)
+        got = [v.type for v in e.outputs]
+        if list(expected) != got:
+            raise TypeCheckError(f"{where}: outputs typed {got}, shape rule says {list(expected)}")
+        for v in e.outputs:
+            define(v, where)
+    for a in prog.outputs:
+        use(a, "program output")

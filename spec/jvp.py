@@ -1,0 +1,85 @@
+"""Forward-mode AD: `jvp(prog)` is a program of (primals, tangents).
+
+Tangents are either traced values or symbolic zeros (`Zero`). An equation
+whose inputs all have zero tangents is copied as it is and creates no
+tangent equations; otherwise its primitive's JVP rule (spec/core.py's
+`jvp_rules`) emits both the primal and the tangent computation. Integer and
+bool values never carry tangents.
+"""
+from __future__ import annotations
+
+from spec.core import (Tracer, Zero, bind, building, instantiate,
+                       is_differentiable, jvp_rules)
+from spec.ir import Program, Var
+
+
+class JVPError(TypeError):
+    pass
+
+
+def jvp_traced(prog: Program, primals, tangents):
+    """Emit the JVP of `prog` into the current trace. `tangents` holds
+    Tracers or Zeros; returns (primal outs, tangent outs)."""
+    primal_env, tangent_env = {}, {}
+
+    def read_p(a):
+        return primal_env[a.id] if isinstance(a, Var) else a.value
+
+    def read_t(a):
+        return tangent_env[a.id] if isinstance(a, Var) else Zero(a.type)
+
+    for v, p, t in zip(prog.inputs, primals, tangents):
+        primal_env[v.id] = p
+        tangent_env[v.id] = t if is_differentiable(v.type) else Zero(v.type)
+    for e in prog.eqns:
+        ps = [read_p(a) for a in e.inputs]
+        ts = [read_t(a) for a in e.inputs]
+        if all(isinstance(t, Zero) for t in ts):
+            outs = bind(e.primitive, *ps, **e.params)
+            outs = outs if e.primitive.multiple_results else [outs]
+            out_ts = [None] * len(outs)
+        else:
+            rule = jvp_rules.get(e.primitive)
+            if rule is None:
+                raise JVPError(f"primitive {e.primitive.name!r} has no JVP rule")
+            outs, out_ts = rule(ps, ts, **e.params)
+            if not e.primitive.multiple_results:
+                outs, out_ts = [outs], [out_ts]
+        for v, o, t in zip(e.outputs, outs, out_ts):
+            primal_env[v.id] = o
+            tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
+    return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
+
+
+def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True):
+    """The JVP program of `prog` and which tangent outputs it returns.
+
+    Inputs: all primals, then a tangent for each input with nonzeros[i]
+    (default: every floating input). Outputs: all primal outputs, then a
+    tangent for each floating output (zeros instantiated as `broadcast_in_dim
+    0.0`, as JAX does) or, with instantiate_zeros=False, only for the
+    outputs whose tangent is not a symbolic zero. Returns (program,
+    out_nonzeros)."""
+    if nonzeros is None:
+        nonzeros = [is_differentiable(t) for t in prog.in_types]
+    nonzeros = [bool(nz) and is_differentiable(t) for nz, t in zip(nonzeros, prog.in_types)]
+    with building() as b:
+        primals = [b.new_input(t) for t in prog.in_types]
+        tangent_ins = [b.new_input(t) for t, nz in zip(prog.in_types, nonzeros) if nz]
+        it = iter(tangent_ins)
+        tangents = [next(it) if nz else Zero(t) for t, nz in zip(prog.in_types, nonzeros)]
+        outs, out_ts = jvp_traced(prog, primals, tangents)
+        if instantiate_zeros:
+            out_nz = [is_differentiable(t) for t in prog.out_types]
+        else:
+            out_nz = [not isinstance(t, Zero) for t in out_ts]
+        kept = [instantiate(t) for t, nz in zip(out_ts, out_nz) if nz]
+        names = prog.input_names + tuple(f"{n}_dot" for n, nz in zip(prog.input_names, nonzeros) if nz) \
+            if prog.input_names else None
+        return b.build(primals + tangent_ins, outs + kept, input_names=names), out_nz
+
+
+def jvp(prog: Program) -> Program:
+    """Program (primals, tangents of float inputs) -> (outputs, tangents of
+    float outputs)."""
+    return jvp_program(prog)[0]

@@ -1,0 +1,271 @@
+"""Partial evaluation: split a program into a *known* part, run now, and a
+*staged* part, run later, connected by residuals.
+
+Given which inputs are unknown, each equation is classified in program
+order, as JAX's `partial_eval_jaxpr_custom` does:
+
+* all inputs known  -> the equation is *known*. The policy (`saveable`) is
+  asked whether its outputs may be saved. If yes they stay in the known
+  program only; if not, the equation is *also copied into the staged
+  program* (recomputed there) and its own inputs are what the staged program
+  needs instead.
+* some input unknown -> the equation is *staged*; its outputs are unknown.
+
+Then the staged program is dead-code eliminated, and the **residuals** are
+exactly the known values the live staged equations still read: its free
+variables. Each residual has a provenance (`Source`): an argument of the
+program, the output of a primitive (or a name, or a call), a literal or a
+constant. Without a policy everything is saveable; remat (spec/remat.py)
+passes its checkpoint policy.
+
+Literals: JAX's trace-based linearization turns a scalar literal read by a
+tangent equation into a residual ("from a literal"), while the
+jaxpr-to-jaxpr `partial_eval_jaxpr_custom` used inside remat keeps literals
+inline. `literals_are_residuals` selects the former.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from spec.core import dce_rules, partial_eval_rules, primitives
+from spec.ir import ArrayType, Eqn, Literal, Program, Var
+
+
+# --------------------------------------------------------------------------
+# residual provenance
+
+@dataclass(frozen=True)
+class Source:
+    """Where a residual comes from, in the terms `jax.ad_checkpoint.saved_residuals` uses.
+
+    kind is one of 'argument', 'output', 'named', 'literal', 'constant';
+    `index`/`name` identify an argument, `primitive` the producing equation
+    (`name` also holds a checkpoint_name or a called function's name)."""
+    kind: str
+    index: int | None = None
+    name: str | None = None
+    primitive: str | None = None
+
+    def __str__(self):
+        if self.kind == "argument":
+            return (f"from the argument {self.name}" if self.name
+                    else f"from the argument at flattened index {self.index}")
+        if self.kind == "literal":
+            return "from a literal"
+        if self.kind == "constant":
+            return "from a constant"
+        if self.kind == "named":
+            return f"named '{self.name}'"
+        if self.primitive == "call":
+            return f"output of jitted function '{self.name}'"
+        return f"output of {self.primitive}"
+
+
+@dataclass(frozen=True)
+class Residual:
+    """A value saved by the forward pass for the backward pass."""
+    type: ArrayType
+    source: Source
+    var: Any = field(default=None, compare=False, repr=False)     # its Var in known/staged
+    value: Any = field(default=None, compare=False, repr=False)   # filled in by spec.vjp
+
+    def __str__(self):
+        return f"{self.type} {self.source}"
+
+
+def source_of(atom, known: Program) -> Source:
+    """The provenance of a known value, found in the known program."""
+    if isinstance(atom, Literal):
+        return Source("literal") if atom.is_scalar else Source("constant")
+    for i, v in enumerate(known.inputs):
+        if v is atom:
+            name = known.input_names[i] if known.input_names else None
+            return Source("argument", index=i, name=name)
+    for e in known.eqns:
+        if any(v is atom for v in e.outputs):
+            return eqn_source(e, atom)
+    raise ValueError(f"{atom!r} is not defined in the known program")
+
+
+source_rules: dict = {}   # primitive -> fn(eqn, var) -> Source, for name/call/remat
+
+
+def eqn_source(e: Eqn, var) -> Source:
+    rule = source_rules.get(e.primitive)
+    return rule(e, var) if rule else Source("output", primitive=e.primitive.name)
+
+
+# --------------------------------------------------------------------------
+# policies as seen by partial evaluation
+
+def everything_saveable(eqn: Eqn):
+    """Without remat, every known value may be saved."""
+    return True
+
+
+# --------------------------------------------------------------------------
+# the split
+
+@dataclass
+class PartialEval:
+    """known:  known inputs -> known outputs + residuals
+    staged: residuals + unknown inputs -> unknown outputs"""
+    known: Program
+    staged: Program
+    residuals: list[Residual]
+    out_unknowns: list[bool]
+    recomputed: list[Eqn] = field(default_factory=list)   # known eqns copied into staged
+
+    def __iter__(self):   # (known, staged, residuals)
+        return iter((self.known, self.staged, self.residuals))
+
+
+def partial_eval(prog: Program, unknowns: Sequence[bool], *,
+                 instantiate: bool | Sequence[bool] = False,
+                 saveable: Callable[[Eqn], Any] = everything_saveable,
+                 literals_are_residuals: bool = False) -> PartialEval:
+    """Split `prog` given which inputs are `unknowns`.
+
+    `instantiate[i]` forces output i to be computed by the staged program
+    (a known value there becomes a residual forwarded to the output).
+    `saveable(eqn)` is the policy for all-known equations: truthy to save its
+    outputs, falsy to recompute the equation in the staged program."""
+    unknowns = list(unknowns)
+    if len(unknowns) != len(prog.inputs):
+        raise ValueError(f"unknowns has {len(unknowns)} entries for {len(prog.inputs)} inputs")
+    if isinstance(instantiate, bool):
+        instantiate = [instantiate] * len(prog.outputs)
+    unknown: set[int] = {v.id for v, u in zip(prog.inputs, unknowns) if u}
+    known_eqns: list[Eqn] = []
+    staged_eqns: list[Eqn] = []
+    recomputed: list[Eqn] = []
+
+    def is_unknown(a):
+        return isinstance(a, Var) and a.id in unknown
+
+    for e in prog.eqns:
+        in_unknowns = [is_unknown(a) for a in e.inputs]
+        rule = partial_eval_rules.get(e.primitive)
+        if rule is not None:
+            known_e, staged_e, out_unknowns, recomp = rule(
+                e, in_unknowns, saveable=saveable, literals_are_residuals=literals_are_residuals)
+            if known_e is not None:
+                known_eqns.append(known_e)
+            if staged_e is not None:
+                staged_eqns.append(staged_e)
+            recomputed += recomp
+            unknown.update(v.id for v, u in zip(e.outputs, out_unknowns) if u)
+        elif not any(in_unknowns):
+            known_eqns.append(e)
+            if not saveable(e):
+                staged_eqns.append(e)       # recompute it in the backward pass
+                recomputed.append(e)
+        else:
+            staged_eqns.append(e)
+            unknown.update(v.id for v in e.outputs)
+
+    out_unknowns = [is_unknown(a) for a in prog.outputs]
+    staged_out_mask = [u or inst for u, inst in zip(out_unknowns, instantiate)]
+    staged_outs = [a for a, m in zip(prog.outputs, staged_out_mask) if m]
+    unknown_ins = [v for v, u in zip(prog.inputs, unknowns) if u]
+
+    # dead code in the staged program reads nothing: drop it before counting
+    staged_eqns = dce_eqns(staged_eqns, staged_outs)
+    recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
+
+    # residuals = the free variables of the staged program
+    defined = {v.id for v in unknown_ins} | {v.id for e in staged_eqns for v in e.outputs}
+    free: dict[tuple, Any] = {}          # key -> known atom, in order of first use
+    lit_subst: dict[int, Var] = {}       # id(literal) -> the residual var standing for it
+
+    def need(a):
+        if isinstance(a, Var):
+            if a.id not in defined:
+                free.setdefault(("var", a.id), a)
+        elif not a.is_scalar or literals_are_residuals:
+            if id(a) not in lit_subst:
+                lit_subst[id(a)] = Var(a.type)
+                free[("lit", id(a))] = a
+    for e in staged_eqns:
+        for a in e.inputs:
+            need(a)
+    for a in staged_outs:
+        need(a)
+    if lit_subst:   # literals and constants are read through residual vars
+        sub = lambda a: lit_subst.get(id(a), a) if isinstance(a, Literal) else a
+        staged_eqns = [replace(e, inputs=[sub(a) for a in e.inputs]) if any(
+            isinstance(a, Literal) and id(a) in lit_subst for a in e.inputs) else e
+            for e in staged_eqns]
+        staged_outs = [sub(a) for a in staged_outs]
+
+    known_outs = [a for a, u in zip(prog.outputs, out_unknowns) if not u]
+    known_ins = [v for v, u in zip(prog.inputs, unknowns) if not u]
+    names = [n for n, u in zip(prog.input_names, unknowns) if not u] if prog.input_names else None
+    known_all = Program(known_ins, known_eqns, known_outs + list(free.values()), input_names=names)
+    residuals = [Residual(a.type, source_of(a, known_all),
+                          var=lit_subst[id(a)] if isinstance(a, Literal) else a)
+                 for a in free.values()]
+    order = residual_order(residuals, known_all)
+    residuals = [residuals[i] for i in order]
+    res_atoms = [list(free.values())[i] for i in order]
+
+    known = Program(known_ins, dce_eqns(known_eqns, known_outs + res_atoms),
+                    known_outs + res_atoms, input_names=names)
+    staged = Program([r.var for r in residuals] + unknown_ins, staged_eqns, staged_outs)
+    return PartialEval(known, staged, residuals, out_unknowns, recomputed)
+
+
+_KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}
+
+
+def residual_order(residuals: list[Residual], known: Program) -> list[int]:
+    """JAX's `saved_residuals` order: literals, constants, arguments (in
+    argument order), then equation outputs in the known program's order."""
+    position = {}
+    for i, v in enumerate(known.inputs):
+        position[v.id] = (2, i, 0)
+    for j, e in enumerate(known.eqns):
+        for k, v in enumerate(e.outputs):
+            position[v.id] = (3, j, k)
+
+    def key(i):
+        r = residuals[i]
+        if isinstance(r.var, Var) and r.var.id in position:
+            return position[r.var.id]
+        return (_KIND_ORDER.get(r.source.kind, 3), i, 0)
+    return sorted(range(len(residuals)), key=key)
+
+
+# --------------------------------------------------------------------------
+# dead-code elimination
+
+def dce_eqns(eqns: list[Eqn], outputs) -> list[Eqn]:
+    """Keep the equations whose outputs are (transitively) needed."""
+    live = {a.id for a in outputs if isinstance(a, Var)}
+    kept = []
+    for e in reversed(eqns):
+        used = [v.id in live for v in e.outputs]
+        if not any(used):
+            continue
+        rule = dce_rules.get(e.primitive)
+        if rule is not None:
+            e, used_inputs = rule(e, used)
+        else:
+            used_inputs = [True] * len(e.inputs)
+        kept.append(e)
+        live.update(a.id for a, u in zip(e.inputs, used_inputs) if u and isinstance(a, Var))
+    return kept[::-1]
+
+
+def dce(prog: Program, used_outputs: Sequence[bool] | None = None) -> tuple[Program, list[bool]]:
+    """Remove dead equations (and unused outputs); returns the program and
+    which inputs it still reads. Inputs are kept so the signature is stable."""
+    outs = prog.outputs if used_outputs is None else [a for a, u in zip(prog.outputs, used_outputs) if u]
+    eqns = dce_eqns(prog.eqns, outs)
+    read = {a.id for e in eqns for a in e.inputs if isinstance(a, Var)} | {
+        a.id for a in outs if isinstance(a, Var)}
+    return (Program(prog.inputs, eqns, outs, input_names=prog.input_names),
+            [v.id in read for v in prog.inputs])

@@ -1,0 +1,118 @@
+"""`call`: apply a nested program (JAX's `jit`/pjit inside a jaxpr).
+
+Every transformation maps the body and wraps the result in a new call, so
+the structure of the user's program survives differentiation. Partial
+evaluation splits the body into a known call and a staged call whose
+residuals are outputs of the known call ("output of jitted function"),
+except residuals that are just inputs of the call, which are forwarded.
+"""
+from __future__ import annotations
+
+from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
+                       instantiate, jvp_rules, partial_eval_rules, primitive,
+                       shape_rules, transpose_rules)
+from spec.ir import Eqn, Literal, Program, Var
+
+call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
+
+
+def call(prog: Program, *args, name: str = "call"):
+    """Apply `prog` to args as one equation; returns a list of outputs."""
+    return bind(call_p, *args, jaxpr=prog, name=name)
+
+
+def _call_shape(*in_types, jaxpr, name):
+    if not isinstance(jaxpr, Program):
+        raise PrimitiveError(call_p, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
+    if list(in_types) != jaxpr.in_types:
+        raise PrimitiveError(call_p, f"'{name}' takes {jaxpr.in_types}, got {list(in_types)}")
+    return jaxpr.out_types
+
+
+def _call_eval(*args, jaxpr, name):
+    from spec.evaluate import evaluate
+    return evaluate(jaxpr, *args)
+
+
+def _call_jvp(primals, tangents, *, jaxpr, name):
+    from spec.jvp import jvp_program
+    nonzeros = [not isinstance(t, Zero) for t in tangents]
+    body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False)
+    outs = call(body, *primals, *[t for t in tangents if not isinstance(t, Zero)], name=name)
+    n = len(jaxpr.outputs)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+
+def _call_transpose(cts, *args, jaxpr, name):
+    from spec.core import is_undefined
+    from spec.transpose import transpose
+    linear = [is_undefined(a) for a in args]
+    body = transpose(jaxpr, linear)
+    nonlin = [a for a in args if not is_undefined(a)]
+    cts_in = iter(call(body, *nonlin, *[instantiate(c) if isinstance(c, Zero) else c for c in cts],
+                       name=f"transpose({name})"))
+    return [next(cts_in) if lin else None for lin in linear]
+
+
+def _call_partial_eval(eqn: Eqn, in_unknowns, *, saveable, literals_are_residuals):
+    from spec.partial_eval import partial_eval
+    body = eqn.params["jaxpr"]
+    name = eqn.params["name"]
+    if not any(in_unknowns):
+        pe = partial_eval(body, in_unknowns, saveable=saveable)
+        if not pe.recomputed:
+            return eqn, None, [False] * len(eqn.outputs), []
+    pe = partial_eval(body, in_unknowns, saveable=saveable,
+                      literals_are_residuals=literals_are_residuals)
+    known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
+    unknown_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if u]
+    known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
+    unknown_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if u]
+    # residuals that are inputs of the body are forwarded from outside
+    res_atoms, new_res_vars, body_res = [], [], []
+    for r in pe.residuals:
+        if r.source.kind == "argument":
+            res_atoms.append(known_ins[r.source.index])
+        else:
+            v = Var(r.type)
+            res_atoms.append(v)
+            new_res_vars.append(v)
+            body_res.append(r.var)
+    n_known = len(known_outs)
+    known_body = Program(pe.known.inputs, pe.known.eqns,
+                         pe.known.outputs[:n_known] + [o for o, r in zip(pe.known.outputs[n_known:], pe.residuals)
+                                                       if r.source.kind != "argument"])
+    known_eqn = Eqn(call_p, known_ins, known_outs + new_res_vars, dict(jaxpr=known_body, name=name))
+    staged_eqn = Eqn(call_p, res_atoms + unknown_ins, unknown_outs, dict(jaxpr=pe.staged, name=name))
+    return known_eqn, staged_eqn, pe.out_unknowns, []
+
+
+def _call_dce(eqn: Eqn, used_outputs):
+    from spec.partial_eval import dce
+    body, used_inputs = dce(eqn.params["jaxpr"], used_outputs)
+    body = Program([v for v, u in zip(body.inputs, used_inputs) if u], body.eqns, body.outputs)
+    new = Eqn(call_p, [a for a, u in zip(eqn.inputs, used_inputs) if u],
+              [v for v, u in zip(eqn.outputs, used_outputs) if u], dict(eqn.params, jaxpr=body))
+    return new, used_inputs
+
+
+def _call_source(eqn, var):
+    from spec.partial_eval import Source
+    return Source("output", primitive="call", name=eqn.params["name"])
+
+
+shape_rules[call_p] = _call_shape
+eval_rules[call_p] = _call_eval
+jvp_rules[call_p] = _call_jvp
+transpose_rules[call_p] = _call_transpose
+partial_eval_rules[call_p] = _call_partial_eval
+dce_rules[call_p] = _call_dce
+
+
+def _register_source():
+    from spec.partial_eval import source_rules
+    source_rules[call_p] = _call_source
+
+
+_register_source()

@@ -1,0 +1,657 @@
+"""Elementwise primitives: their types, evaluation, JVP and transpose rules.
+
+Each JVP rule has the *shape* of jax 0.10.2's rule (`jax/_src/lax/lax.py`),
+cited beside it. The shape matters: which intermediates a JVP rule computes
+from primals decides what partial evaluation can save as residuals. For
+example tanh's rule computes ``1 - ans`` from the primal output, so ``sub``
+outputs appear in JAX's residual lists, and so they do here.
+
+Binary ops follow lax's typing: both operands have one dtype; shapes are
+equal, or one operand is a scalar, or (equal rank) dimensions of size 1
+broadcast. Python scalars become literals of the other operand's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from spec.core import (PrimitiveError, UndefinedPrimal, Zero, bind,
+                       eval_rules, is_undefined, jvp_rules, primitive,
+                       shape_rules, transpose_rules, Tracer, to_atom)
+from spec.ir import ArrayType, DTYPES, canonical_dtype, is_float, type_of
+
+# --------------------------------------------------------------------------
+# numeric helpers for evaluation
+
+def _compute_dtype(dtype):
+    """f16 and bf16 are computed in f32 and rounded once, as XLA:CPU does."""
+    return np.float32 if dtype in (DTYPES["f16"], DTYPES["bf16"]) else dtype
+
+
+def _unary_eval(fn):
+    def rule(x, **_):
+        return np.asarray(fn(x.astype(_compute_dtype(x.dtype)))).astype(x.dtype)
+    return rule
+
+
+def _binary_eval(fn):
+    def rule(x, y, **_):
+        c = _compute_dtype(x.dtype)
+        return np.asarray(fn(x.astype(c), y.astype(c))).astype(x.dtype)
+    return rule
+
+
+def _logistic(x):
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-x))
+
+
+# --------------------------------------------------------------------------
+# type rules
+
+def _float_unary_shape(prim):
+    def rule(x: ArrayType, **params):
+        if not is_float(x.dtype):
+            raise PrimitiveError(prim, f"operand must be floating point, got {x}")
+        return [x]
+    return rule
+
+
+def broadcast_shapes(prim, x: ArrayType, y: ArrayType) -> tuple[int, ...]:
+    if x.shape == y.shape:
+        return x.shape
+    if x.ndim == 0:
+        return y.shape
+    if y.ndim == 0:
+        return x.shape
+    if x.ndim == y.ndim and all(a == b or a == 1 or b == 1 for a, b in zip(x.shape, y.shape)):
+        return tuple(max(a, b) if min(a, b) == 1 else a for a, b in zip(x.shape, y.shape))
+    raise PrimitiveError(prim, f"incompatible shapes {x} and {y}")
+
+
+def _binary_shape(prim, kinds=("float", "int"), out_dtype=None):
+    def rule(x: ArrayType, y: ArrayType, **params):
+        if x.dtype != y.dtype:
+            raise PrimitiveError(prim, f"operands must have one dtype, got {x} and {y}")
+        kind = "float" if is_float(x.dtype) else ("bool" if x.dtype == np.bool_ else "int")
+        if kind not in kinds:
+            raise PrimitiveError(prim, f"dtype {x.dtype} not supported; supported kinds: {kinds}")
+        return [ArrayType(broadcast_shapes(prim, x, y), out_dtype or x.dtype)]
+    return rule
+
+
+# --------------------------------------------------------------------------
+# small helpers used by the rules (each binds a primitive)
+
+def _lit_like(x, value):
+    """A scalar literal of x's dtype (what lax's `_const(x, v)` gives)."""
+    return np.asarray(value, dtype=x.dtype)
+
+
+def _coerce(x, y):
+    """Python scalars take the dtype of the traced operand (weak typing)."""
+    if isinstance(x, Tracer) and isinstance(y, (int, float, bool)):
+        y = np.asarray(y, dtype=x.dtype)
+    elif isinstance(y, Tracer) and isinstance(x, (int, float, bool)):
+        x = np.asarray(x, dtype=y.dtype)
+    return x, y
+
+
+def _full_like(x, value):
+    """lax.full_like: `broadcast_in_dim value` for arrays, a literal for scalars."""
+    from spec.prims_structural import broadcast_in_dim
+    v = _lit_like(x, value)
+    return v if x.ndim == 0 else broadcast_in_dim(v, x.shape, ())
+
+
+def _maybe_broadcast(shape, t):
+    """lax._maybe_broadcast: broadcast a (scalar or size-1) tangent to `shape`."""
+    from spec.prims_structural import broadcast_in_dim, reshape
+    if t.shape == tuple(shape):
+        return t
+    if t.ndim == 0:
+        return broadcast_in_dim(t, shape, ())
+    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if a == b]
+    return broadcast_in_dim(reshape(t, tuple(t.shape[i] for i in dims)), shape, tuple(dims))
+
+
+def unbroadcast(type_: ArrayType, ct):
+    """lax._unbroadcast: sum a cotangent back down to an operand's shape."""
+    from spec.prims_structural import reduce_sum, reshape
+    if ct.shape == type_.shape:
+        return ct
+    if type_.ndim == 0:
+        return reduce_sum(ct, tuple(range(ct.ndim)))
+    dims = tuple(i for i, (a, b) in enumerate(zip(ct.shape, type_.shape)) if a != b)
+    return reshape(reduce_sum(ct, dims), type_.shape)
+
+
+def add_tangents(terms):
+    """Sum the nonzero terms with add_any (JAX's `defjvp` accumulation)."""
+    terms = [t for t in terms if t is not None and not isinstance(t, Zero)]
+    if not terms:
+        return None
+    out = terms[0]
+    for t in terms[1:]:
+        out = add_any(out, t)
+    return out
+
+
+def _op_type(x):
+    return x.type if isinstance(x, (Tracer, UndefinedPrimal)) else type_of(x)
+
+
+# ==========================================================================
+# unary floating-point primitives
+
+neg_p = primitive("neg")
+sin_p = primitive("sin", ["accuracy"])
+cos_p = primitive("cos", ["accuracy"])
+tanh_p = primitive("tanh", ["accuracy"])
+exp_p = primitive("exp", ["accuracy"])
+log_p = primitive("log", ["accuracy"])
+log1p_p = primitive("log1p", ["accuracy"])
+logistic_p = primitive("logistic", ["accuracy"])
+sqrt_p = primitive("sqrt", ["accuracy"])
+rsqrt_p = primitive("rsqrt", ["accuracy"])
+square_p = primitive("square")
+abs_p = primitive("abs")
+integer_pow_p = primitive("integer_pow", ["y"])
+
+
+def neg(x): return bind(neg_p, x)
+def sin(x, accuracy=None): return bind(sin_p, x, accuracy=accuracy)
+def cos(x, accuracy=None): return bind(cos_p, x, accuracy=accuracy)
+def tanh(x, accuracy=None): return bind(tanh_p, x, accuracy=accuracy)
+def exp(x, accuracy=None): return bind(exp_p, x, accuracy=accuracy)
+def log(x, accuracy=None): return bind(log_p, x, accuracy=accuracy)
+def log1p(x, accuracy=None): return bind(log1p_p, x, accuracy=accuracy)
+def logistic(x, accuracy=None): return bind(logistic_p, x, accuracy=accuracy)
+def sqrt(x, accuracy=None): return bind(sqrt_p, x, accuracy=accuracy)
+def rsqrt(x, accuracy=None): return bind(rsqrt_p, x, accuracy=accuracy)
+def square(x): return bind(square_p, x)
+def abs(x): return bind(abs_p, x)   # noqa: A001  (lax's name)
+
+
+def integer_pow(x, y: int):
+    return bind(integer_pow_p, x, y=y)
+
+
+_unary_numpy = {
+    sin_p: np.sin, cos_p: np.cos, tanh_p: np.tanh, exp_p: np.exp,
+    log_p: np.log, log1p_p: np.log1p, logistic_p: _logistic, sqrt_p: np.sqrt,
+    rsqrt_p: lambda x: 1 / np.sqrt(x), square_p: np.square,
+}
+for _p, _fn in _unary_numpy.items():
+    shape_rules[_p] = _float_unary_shape(_p)
+    eval_rules[_p] = _unary_eval(_fn)
+
+
+def _accuracy_check(prim):
+    base = shape_rules[prim]
+
+    def rule(x, *, accuracy):
+        if accuracy is not None:
+            raise PrimitiveError(prim, f"accuracy={accuracy!r} is not supported; "
+                                       "the spec models accuracy=None (the default)")
+        return base(x)
+    return rule
+
+
+for _p in (sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p, rsqrt_p):
+    shape_rules[_p] = _accuracy_check(_p)
+
+
+def _numeric_unary_shape(prim):
+    def rule(x: ArrayType, **params):
+        if x.dtype == np.bool_:
+            raise PrimitiveError(prim, f"operand must be numeric, got {x}")
+        return [x]
+    return rule
+
+
+shape_rules[neg_p] = _numeric_unary_shape(neg_p)
+eval_rules[neg_p] = lambda x: np.negative(x)
+shape_rules[abs_p] = _numeric_unary_shape(abs_p)
+eval_rules[abs_p] = lambda x: np.abs(x)
+
+
+def _integer_pow_shape(x: ArrayType, *, y):
+    if not isinstance(y, (int, np.integer)) or isinstance(y, bool):
+        raise PrimitiveError(integer_pow_p, f"param y must be an int, got {y!r}")
+    if x.dtype == np.bool_:
+        raise PrimitiveError(integer_pow_p, f"operand must be numeric, got {x}")
+    if y < 0 and not is_float(x.dtype):
+        raise PrimitiveError(integer_pow_p, f"negative power {y} of integer operand {x}")
+    return [x]
+
+
+shape_rules[integer_pow_p] = _integer_pow_shape
+
+
+def _integer_pow_eval(x, *, y):
+    c = _compute_dtype(x.dtype)
+    xc = x.astype(c)
+    if y == 0:
+        return np.ones_like(x)
+    # XLA computes integer powers by repeated squaring; numpy's power is exact enough
+    out = np.power(xc, abs(y)) if y > 0 else 1 / np.power(xc, -y)
+    return np.asarray(out).astype(x.dtype)
+
+
+eval_rules[integer_pow_p] = _integer_pow_eval
+
+
+# -- JVP rules: each mirrors jax 0.10.2's rule shape -----------------------
+
+def _jvp_neg(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return neg(x), neg(t)              # ad.deflinear2(neg_p, ...)
+
+
+def _jvp_sin(primals, tangents, *, accuracy):
+    (x,), (t,) = primals, tangents     # ad.defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+    ans = sin(x, accuracy=accuracy)
+    return ans, mul(t, cos(x, accuracy=accuracy))
+
+
+def _jvp_cos(primals, tangents, *, accuracy):
+    (x,), (t,) = primals, tangents     # ad.defjvp(cos_p, lambda g, x: neg(mul(g, sin(x))))
+    ans = cos(x, accuracy=accuracy)
+    return ans, neg(mul(t, sin(x, accuracy=accuracy)))
+
+
+def _jvp_tanh(primals, tangents, *, accuracy):
+    # ad.defjvp2(tanh_p, lambda g, ans, x: mul(add(g, mul(g, ans)), sub(1, ans)))
+    # so `ans` and `1 - ans` are what a backward pass reads.
+    (x,), (t,) = primals, tangents
+    ans = tanh(x, accuracy=accuracy)
+    return ans, mul(add(t, mul(t, ans)), sub(_lit_like(ans, 1), ans))
+
+
+def _jvp_exp(primals, tangents, *, accuracy):
+    (x,), (t,) = primals, tangents     # ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+    ans = exp(x, accuracy=accuracy)
+    return ans, mul(t, ans)
+
+
+def _jvp_log(primals, tangents, *, accuracy):
+    (x,), (t,) = primals, tangents     # ad.defjvp(log_p, lambda g, x: div(g, x))
+    return log(x, accuracy=accuracy), div(t, x)
+
+
+def _jvp_log1p(primals, tangents, *, accuracy):
+    # ad.defjvp(log1p_p, lambda g, x: div(g, add(x, _one(x))))
+    (x,), (t,) = primals, tangents
+    ans = log1p(x, accuracy=accuracy)
+    return ans, div(t, add(x, _lit_like(x, 1)))
+
+
+def _jvp_logistic(primals, tangents, *, accuracy):
+    # logistic_p's JVP: t * (ans * (1 - ans)), with the product formed from ans
+    (x,), (t,) = primals, tangents
+    ans = logistic(x, accuracy=accuracy)
+    return ans, mul(t, mul(ans, sub(_lit_like(ans, 1), ans)))
+
+
+def _jvp_sqrt(primals, tangents, *, accuracy):
+    # ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
+    (x,), (t,) = primals, tangents
+    ans = sqrt(x, accuracy=accuracy)
+    return ans, mul(t, div(_lit_like(ans, 0.5), ans))
+
+
+def _jvp_rsqrt(primals, tangents, *, accuracy):
+    # ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))
+    (x,), (t,) = primals, tangents
+    ans = rsqrt(x, accuracy=accuracy)
+    return ans, mul(t, mul(_lit_like(x, -0.5), div(ans, x)))
+
+
+def _jvp_square(primals, tangents):
+    # ad.defjvp2(square_p, lambda g, ans, x: mul(g, mul(_const(x, 2), x)))
+    (x,), (t,) = primals, tangents
+    ans = square(x)
+    return ans, mul(t, mul(_lit_like(x, 2), x))
+
+
+def _jvp_abs(primals, tangents):
+    # _abs_jvp_rule: select(x >= 0, t, -t)  ==  select_n(ge(x, 0), neg(t), t)
+    (x,), (t,) = primals, tangents
+    ans = abs(x)
+    return ans, select_n(ge(x, _lit_like(x, 0)), neg(t), t)
+
+
+def _jvp_integer_pow(primals, tangents, *, y):
+    # _integer_pow_jvp: g * (y * x**(y-1)); y == 0 gives zeros, y == 1 the tangent
+    (x,), (t,) = primals, tangents
+    ans = integer_pow(x, y)
+    if y == 0:
+        return ans, _full_like(t, 0)
+    if y == 1:
+        return ans, t
+    coeff = mul(_lit_like(x, y), integer_pow(x, y - 1))
+    return ans, mul(t, coeff)
+
+
+jvp_rules.update({
+    neg_p: _jvp_neg, sin_p: _jvp_sin, cos_p: _jvp_cos, tanh_p: _jvp_tanh,
+    exp_p: _jvp_exp, log_p: _jvp_log, log1p_p: _jvp_log1p,
+    logistic_p: _jvp_logistic, sqrt_p: _jvp_sqrt, rsqrt_p: _jvp_rsqrt,
+    square_p: _jvp_square, abs_p: _jvp_abs, integer_pow_p: _jvp_integer_pow,
+})
+
+
+def _transpose_neg(ct, x):
+    return [Zero(x.type) if isinstance(ct, Zero) else neg(ct)]
+
+
+transpose_rules[neg_p] = _transpose_neg
+
+
+# ==========================================================================
+# binary arithmetic
+
+add_p = primitive("add")
+sub_p = primitive("sub")
+mul_p = primitive("mul")
+div_p = primitive("div")
+max_p = primitive("max")
+min_p = primitive("min")
+add_any_p = primitive("add_any")   # tangent accumulation (ad_util.add_jaxvals_p)
+
+
+def add(x, y): return bind(add_p, *_coerce(x, y))
+def sub(x, y): return bind(sub_p, *_coerce(x, y))
+def mul(x, y): return bind(mul_p, *_coerce(x, y))
+def div(x, y): return bind(div_p, *_coerce(x, y))
+def max(x, y): return bind(max_p, *_coerce(x, y))   # noqa: A001
+def min(x, y): return bind(min_p, *_coerce(x, y))   # noqa: A001
+def add_any(x, y): return bind(add_any_p, x, y)
+
+
+for _p in (add_p, sub_p, mul_p, div_p, max_p, min_p):
+    shape_rules[_p] = _binary_shape(_p)
+
+
+def _add_any_shape(x, y):
+    if x != y:
+        raise PrimitiveError(add_any_p, f"operands must have equal types, got {x} and {y}")
+    return [x]
+
+
+shape_rules[add_any_p] = _add_any_shape
+
+
+def _div_eval(x, y):
+    if is_float(x.dtype):
+        return _binary_eval(np.divide)(x, y)
+    # lax.div on integers rounds toward zero (C semantics)
+    with np.errstate(divide="ignore"):
+        q = np.trunc(np.true_divide(x, y))
+    return np.asarray(q).astype(x.dtype)
+
+
+eval_rules.update({
+    add_p: _binary_eval(np.add), sub_p: _binary_eval(np.subtract),
+    mul_p: _binary_eval(np.multiply), div_p: _div_eval,
+    max_p: _binary_eval(np.maximum), min_p: _binary_eval(np.minimum),
+    add_any_p: _binary_eval(np.add),
+})
+
+
+def _jvp_add(primals, tangents):          # lax._add_jvp
+    (x, y), (tx, ty) = primals, tangents
+    ans = add(x, y)
+    if isinstance(tx, Zero) and isinstance(ty, Zero):
+        return ans, Zero(ans.type)
+    if isinstance(tx, Zero):
+        return ans, _maybe_broadcast(ans.shape, ty)
+    if isinstance(ty, Zero):
+        return ans, _maybe_broadcast(ans.shape, tx)
+    return ans, add(tx, ty)
+
+
+def _jvp_sub(primals, tangents):          # lax._sub_jvp
+    (x, y), (tx, ty) = primals, tangents
+    ans = sub(x, y)
+    if isinstance(tx, Zero) and isinstance(ty, Zero):
+        return ans, Zero(ans.type)
+    if isinstance(tx, Zero):
+        return ans, _maybe_broadcast(ans.shape, neg(ty))
+    if isinstance(ty, Zero):
+        return ans, _maybe_broadcast(ans.shape, tx)
+    return ans, sub(tx, ty)
+
+
+def _jvp_mul(primals, tangents):
+    # ad.defjvp(mul_p, lambda xdot, x, y: mul(xdot, y), lambda ydot, x, y: mul(x, ydot))
+    (x, y), (tx, ty) = primals, tangents
+    ans = mul(x, y)
+    terms = [None if isinstance(tx, Zero) else mul(tx, y),
+             None if isinstance(ty, Zero) else mul(x, ty)]
+    return ans, add_tangents(terms)
+
+
+def _jvp_div(primals, tangents):
+    # ad.defjvp(div_p, lambda g, x, y: div(g, y),
+    #                  lambda g, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
+    (x, y), (tx, ty) = primals, tangents
+    ans = div(x, y)
+    terms = [None if isinstance(tx, Zero) else div(tx, y),
+             None if isinstance(ty, Zero) else mul(mul(neg(ty), x), integer_pow(y, -2))]
+    return ans, add_tangents(terms)
+
+
+def _balanced_eq(x, z, y):
+    """lax._balanced_eq: 1 where x == z, halved where also y == z (ties split
+    the derivative evenly between the operands of max/min)."""
+    # lax writes select(pred, on_true, on_false) with on_true built first;
+    # the same order here gives the same equations in the same order.
+    x_is_z = eq(x, z)
+    one, zero = _full_like(z, 1), _full_like(z, 0)
+    num = select_n(x_is_z, zero, one)
+    y_is_z = eq(y, z)
+    two, one_ = _full_like(z, 2), _full_like(z, 1)
+    den = select_n(y_is_z, one_, two)
+    return div(num, den)
+
+
+def _minmax_jvp(prim_fn):
+    # ad.defjvp2(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+    #                   lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+    def rule(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        ans = prim_fn(x, y)
+        terms = [None if isinstance(tx, Zero) else mul(tx, _balanced_eq(x, ans, y)),
+                 None if isinstance(ty, Zero) else mul(ty, _balanced_eq(y, ans, x))]
+        return ans, add_tangents(terms)
+    return rule
+
+
+def _jvp_add_any(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    return add_any(x, y), add_tangents([tx, ty])
+
+
+jvp_rules.update({
+    add_p: _jvp_add, sub_p: _jvp_sub, mul_p: _jvp_mul, div_p: _jvp_div,
+    max_p: _minmax_jvp(max), min_p: _minmax_jvp(min), add_any_p: _jvp_add_any,
+})
+
+
+def _transpose_add(ct, x, y):
+    if isinstance(ct, Zero):
+        return [Zero(_op_type(x)) if is_undefined(x) else None,
+                Zero(_op_type(y)) if is_undefined(y) else None]
+    return [unbroadcast(_op_type(x), ct) if is_undefined(x) else None,
+            unbroadcast(_op_type(y), ct) if is_undefined(y) else None]
+
+
+def _transpose_sub(ct, x, y):
+    if isinstance(ct, Zero):
+        return [Zero(_op_type(x)) if is_undefined(x) else None,
+                Zero(_op_type(y)) if is_undefined(y) else None]
+    return [unbroadcast(_op_type(x), ct) if is_undefined(x) else None,
+            unbroadcast(_op_type(y), neg(ct)) if is_undefined(y) else None]
+
+
+def _transpose_mul(ct, x, y):
+    # lax._mul_transpose: linear in exactly one operand
+    if is_undefined(x) and is_undefined(y):
+        raise PrimitiveError(mul_p, "transpose of a product of two linear values (not linear)")
+    if is_undefined(x):
+        return [Zero(x.type) if isinstance(ct, Zero) else unbroadcast(x.type, mul(ct, y)), None]
+    return [None, Zero(y.type) if isinstance(ct, Zero) else unbroadcast(y.type, mul(x, ct))]
+
+
+def _transpose_div(ct, x, y):
+    # lax._div_transpose_rule: linear in the numerator only
+    if is_undefined(y):
+        raise PrimitiveError(div_p, "transpose with respect to the divisor (not linear)")
+    return [Zero(x.type) if isinstance(ct, Zero) else unbroadcast(x.type, div(ct, y)), None]
+
+
+def _transpose_add_any(ct, x, y):
+    return [ct if is_undefined(x) else None, ct if is_undefined(y) else None]
+
+
+transpose_rules.update({
+    add_p: _transpose_add, sub_p: _transpose_sub, mul_p: _transpose_mul,
+    div_p: _transpose_div, add_any_p: _transpose_add_any,
+})
+
+
+# ==========================================================================
+# comparisons (bool results, no tangents) and select_n
+
+gt_p, lt_p, ge_p, le_p, eq_p, ne_p = (primitive(n) for n in ("gt", "lt", "ge", "le", "eq", "ne"))
+
+
+def gt(x, y): return bind(gt_p, *_coerce(x, y))
+def lt(x, y): return bind(lt_p, *_coerce(x, y))
+def ge(x, y): return bind(ge_p, *_coerce(x, y))
+def le(x, y): return bind(le_p, *_coerce(x, y))
+def eq(x, y): return bind(eq_p, *_coerce(x, y))
+def ne(x, y): return bind(ne_p, *_coerce(x, y))
+
+
+for _p, _fn in ((gt_p, np.greater), (lt_p, np.less), (ge_p, np.greater_equal),
+                (le_p, np.less_equal), (eq_p, np.equal), (ne_p, np.not_equal)):
+    shape_rules[_p] = _binary_shape(_p, kinds=("float", "int", "bool"), out_dtype=np.dtype(bool))
+    eval_rules[_p] = (lambda fn: lambda x, y: np.asarray(fn(x, y)))(_fn)
+    # comparisons are piecewise constant: a zero tangent (ad.defjvp_zero)
+    jvp_rules[_p] = (lambda p: lambda primals, tangents: (bind(p, *primals), None))(_p)
+
+
+select_n_p = primitive("select_n")
+
+
+def select_n(which, *cases):
+    """cases[which]: `which` is bool (two cases) or int32 (any number)."""
+    return bind(select_n_p, which, *cases)
+
+
+def _select_n_shape(which: ArrayType, *cases: ArrayType):
+    if not cases:
+        raise PrimitiveError(select_n_p, "needs at least one case")
+    if any(c != cases[0] for c in cases):
+        raise PrimitiveError(select_n_p, f"cases must have equal types, got {list(cases)}")
+    if which.shape not in ((), cases[0].shape):
+        raise PrimitiveError(select_n_p, f"predicate shape {which.shape} must be scalar or {cases[0].shape}")
+    if which.dtype == np.bool_:
+        if len(cases) > 2:
+            raise PrimitiveError(select_n_p, "a bool predicate selects between at most 2 cases")
+    elif which.dtype != np.int32:
+        raise PrimitiveError(select_n_p, f"predicate must be bool or i32, got {which}")
+    return [cases[0]]
+
+
+def _select_n_eval(which, *cases):
+    return np.asarray(np.choose(which.astype(np.int32), cases, mode="raise")).astype(cases[0].dtype)
+
+
+def _jvp_select_n(primals, tangents):
+    # lax._select_jvp: select the tangents with the same predicate
+    which, *cases = primals
+    _, *case_ts = tangents
+    ans = select_n(which, *cases)
+    if all(isinstance(t, Zero) for t in case_ts):
+        return ans, None
+    from spec.core import instantiate
+    return ans, select_n(which, *[instantiate(t) for t in case_ts])
+
+
+def _transpose_select_n(ct, which, *cases):
+    # lax._select_transpose_rule
+    if is_undefined(which):
+        raise PrimitiveError(select_n_p, "transpose with respect to the predicate (not linear)")
+    if isinstance(ct, Zero):
+        return [None] + [Zero(c.type) if is_undefined(c) else None for c in cases]
+    zeros = _full_like(ct, 0)
+    if which.dtype == np.bool_:
+        ct0 = select_n(which, ct, zeros) if is_undefined(cases[0]) else None
+        ct1 = select_n(which, zeros, ct) if len(cases) > 1 and is_undefined(cases[1]) else None
+        return [None, ct0] + ([ct1] if len(cases) > 1 else [])
+    return [None] + [select_n(eq(which, np.int32(i)), zeros, ct) if is_undefined(c) else None
+                     for i, c in enumerate(cases)]
+
+
+shape_rules[select_n_p] = _select_n_shape
+eval_rules[select_n_p] = _select_n_eval
+jvp_rules[select_n_p] = _jvp_select_n
+transpose_rules[select_n_p] = _transpose_select_n
+
+
+# ==========================================================================
+# dtype conversion and stop_gradient
+
+convert_element_type_p = primitive("convert_element_type", ["new_dtype", "weak_type"])
+stop_gradient_p = primitive("stop_gradient")
+
+
+def convert_element_type(x, new_dtype):
+    return bind(convert_element_type_p, x, new_dtype=canonical_dtype(new_dtype), weak_type=False)
+
+
+def _convert_shape(x, *, new_dtype, weak_type):
+    return [ArrayType(x.shape, canonical_dtype(new_dtype))]
+
+
+def _convert_eval(x, *, new_dtype, weak_type):
+    new_dtype = canonical_dtype(new_dtype)
+    if is_float(x.dtype) and not is_float(new_dtype) and new_dtype != np.bool_:
+        x = np.trunc(x.astype(np.float64))          # float -> int rounds toward zero
+    if new_dtype == np.bool_:
+        return x != 0
+    return x.astype(new_dtype)
+
+
+def _jvp_convert(primals, tangents, *, new_dtype, weak_type):
+    # lax._convert_element_type_jvp_rule: convert the tangent; none to/from ints
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type(x, new_dtype)
+    if isinstance(t, Zero) or not is_float(new_dtype):
+        return ans, None
+    return ans, convert_element_type(t, new_dtype)
+
+
+def _transpose_convert(ct, x, *, new_dtype, weak_type):
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    return [convert_element_type(ct, x.type.dtype)]
+
+
+shape_rules[convert_element_type_p] = _convert_shape
+eval_rules[convert_element_type_p] = _convert_eval
+jvp_rules[convert_element_type_p] = _jvp_convert
+transpose_rules[convert_element_type_p] = _transpose_convert
+
+
+def stop_gradient(x):
+    return bind(stop_gradient_p, x)
+
+
+shape_rules[stop_gradient_p] = lambda x: [x]
+eval_rules[stop_gradient_p] = lambda x: x
+# its tangent is a symbolic zero (ad.defjvp_zero): nothing flows back through it
+jvp_rules[stop_gradient_p] = lambda primals, tangents: (stop_gradient(primals[0]), None)

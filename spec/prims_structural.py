@@ -1,0 +1,511 @@
+"""Structural primitives (shapes move, values don't change), reductions,
+and dot_general. All but reduce_max are linear; their JVP applies the
+primitive to the tangent, and their transpose rules are JAX's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from spec.core import (PrimitiveError, Zero, bind, eval_rules, is_undefined,
+                       jvp_rules, primitive, shape_rules, transpose_rules)
+from spec.ir import ArrayType, canonical_dtype, is_float
+from spec.prims_elementwise import (_compute_dtype, _lit_like, add_tangents,
+                                    convert_element_type, div, eq, mul)
+
+
+def _as_tuple(x, prim, name):
+    try:
+        return tuple(int(i) for i in x)
+    except TypeError:
+        raise PrimitiveError(prim, f"param {name} must be a sequence of ints, got {x!r}") from None
+
+
+def _linear_jvp(fn):
+    """deflinear: the tangent of a linear primitive is the primitive applied
+    to the tangent(s)."""
+    def rule(primals, tangents, **params):
+        ans = fn(*primals, **params)
+        if all(isinstance(t, Zero) for t in tangents):
+            return ans, None
+        from spec.core import instantiate
+        return ans, fn(*[instantiate(t) for t in tangents], **params)
+    return rule
+
+
+# ==========================================================================
+# broadcast_in_dim
+
+broadcast_in_dim_p = primitive("broadcast_in_dim", ["shape", "broadcast_dimensions"])
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    """Operand dim i becomes output dim broadcast_dimensions[i]; the rest are new."""
+    return bind(broadcast_in_dim_p, x, shape=tuple(int(d) for d in shape),
+                broadcast_dimensions=tuple(int(d) for d in broadcast_dimensions))
+
+
+def _broadcast_in_dim_shape(x, *, shape, broadcast_dimensions):
+    p = broadcast_in_dim_p
+    shape = _as_tuple(shape, p, "shape")
+    bd = _as_tuple(broadcast_dimensions, p, "broadcast_dimensions")
+    if len(bd) != x.ndim:
+        raise PrimitiveError(p, f"broadcast_dimensions {bd} must have one entry per operand dim of {x}")
+    if any(not 0 <= d < len(shape) for d in bd) or list(bd) != sorted(set(bd)):
+        raise PrimitiveError(p, f"broadcast_dimensions {bd} must be strictly increasing dims of {shape}")
+    for i, d in enumerate(bd):
+        if x.shape[i] not in (1, shape[d]):
+            raise PrimitiveError(p, f"operand dim {i} of {x} (size {x.shape[i]}) cannot broadcast to size {shape[d]}")
+    return [ArrayType(shape, x.dtype)]
+
+
+def _broadcast_in_dim_eval(x, *, shape, broadcast_dimensions):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape).copy()
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    # lax._broadcast_in_dim_transpose_rule: sum over the new dims and the
+    # broadcast unit dims, then restore the unit dims with expand_dims
+    if not is_undefined(x):
+        return [None]
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    unit_dims = [i for i, s in enumerate(x.type.shape) if s == 1]
+    bdims = tuple(d for i, d in enumerate(broadcast_dimensions) if i not in unit_dims)
+    axes = tuple(i for i in range(len(shape)) if i not in bdims)
+    return [expand_dims(reduce_sum(ct, axes), unit_dims)]
+
+
+shape_rules[broadcast_in_dim_p] = _broadcast_in_dim_shape
+eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_eval
+jvp_rules[broadcast_in_dim_p] = _linear_jvp(lambda x, **p: broadcast_in_dim(x, **p))
+transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_transpose
+
+
+def expand_dims(x, dimensions):
+    """lax.expand_dims: insert size-1 dims (a broadcast_in_dim, or nothing)."""
+    if not dimensions:
+        return x
+    ndim_out = x.ndim + len(dimensions)
+    shape = list(x.shape)
+    for i in sorted(dimensions):
+        shape.insert(i, 1)
+    return broadcast_in_dim(x, shape, [i for i in range(ndim_out) if i not in set(dimensions)])
+
+
+# ==========================================================================
+# reshape, transpose, squeeze
+
+reshape_p = primitive("reshape", ["new_sizes", "dimensions"])
+transpose_p = primitive("transpose", ["permutation"])
+squeeze_p = primitive("squeeze", ["dimensions"])
+
+
+def reshape(x, new_sizes):
+    return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes), dimensions=None)
+
+
+def transpose(x, permutation):
+    return bind(transpose_p, x, permutation=tuple(int(d) for d in permutation))
+
+
+def squeeze(x, dimensions):
+    return bind(squeeze_p, x, dimensions=tuple(int(d) for d in dimensions))
+
+
+def _reshape_shape(x, *, new_sizes, dimensions):
+    new_sizes = _as_tuple(new_sizes, reshape_p, "new_sizes")
+    if dimensions is not None:
+        raise PrimitiveError(reshape_p, f"dimensions={dimensions!r} is not supported (only None, as in JAX)")
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise PrimitiveError(reshape_p, f"cannot reshape {x} to {new_sizes}")
+    return [ArrayType(new_sizes, x.dtype)]
+
+
+def _transpose_shape(x, *, permutation):
+    perm = _as_tuple(permutation, transpose_p, "permutation")
+    if sorted(perm) != list(range(x.ndim)):
+        raise PrimitiveError(transpose_p, f"permutation {perm} is not a permutation of the dims of {x}")
+    return [ArrayType(tuple(x.shape[i] for i in perm), x.dtype)]
+
+
+def _squeeze_shape(x, *, dimensions):
+    dims = _as_tuple(dimensions, squeeze_p, "dimensions")
+    if any(not 0 <= d < x.ndim or x.shape[d] != 1 for d in dims) or len(set(dims)) != len(dims):
+        raise PrimitiveError(squeeze_p, f"dimensions {dims} must be distinct size-1 dims of {x}")
+    return [ArrayType(tuple(s for i, s in enumerate(x.shape) if i not in dims), x.dtype)]
+
+
+shape_rules[reshape_p] = _reshape_shape
+shape_rules[transpose_p] = _transpose_shape
+shape_rules[squeeze_p] = _squeeze_shape
+eval_rules[reshape_p] = lambda x, *, new_sizes, dimensions: x.reshape(new_sizes)
+eval_rules[transpose_p] = lambda x, *, permutation: np.transpose(x, permutation).copy()
+eval_rules[squeeze_p] = lambda x, *, dimensions: np.squeeze(x, axis=tuple(dimensions)) if dimensions else x
+jvp_rules[reshape_p] = _linear_jvp(lambda x, *, new_sizes, dimensions: reshape(x, new_sizes))
+jvp_rules[transpose_p] = _linear_jvp(lambda x, *, permutation: transpose(x, permutation))
+jvp_rules[squeeze_p] = _linear_jvp(lambda x, *, dimensions: squeeze(x, dimensions))
+transpose_rules[reshape_p] = lambda ct, x, *, new_sizes, dimensions: [
+    Zero(x.type) if isinstance(ct, Zero) else reshape(ct, x.type.shape)]
+transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
+    Zero(x.type) if isinstance(ct, Zero) else transpose(ct, tuple(np.argsort(permutation)))]
+transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [   # lax: expand_dims(t, dimensions)
+    Zero(x.type) if isinstance(ct, Zero) else expand_dims(ct, dimensions)]
+
+
+# ==========================================================================
+# concatenate, slice, pad
+
+concatenate_p = primitive("concatenate", ["dimension"])
+slice_p = primitive("slice", ["start_indices", "limit_indices", "strides"])
+pad_p = primitive("pad", ["padding_config"])
+
+
+def concatenate(operands, dimension):
+    return bind(concatenate_p, *operands, dimension=int(dimension))
+
+
+def slice(x, start_indices, limit_indices, strides=None):   # noqa: A001 (lax's name)
+    return bind(slice_p, x, start_indices=tuple(int(i) for i in start_indices),
+                limit_indices=tuple(int(i) for i in limit_indices),
+                strides=None if strides is None else tuple(int(s) for s in strides))
+
+
+def pad(x, padding_value, padding_config):
+    return bind(pad_p, x, padding_value,
+                padding_config=tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config))
+
+
+def _concatenate_shape(*xs, dimension):
+    p = concatenate_p
+    if not xs:
+        raise PrimitiveError(p, "needs at least one operand")
+    x0 = xs[0]
+    if not 0 <= dimension < x0.ndim:
+        raise PrimitiveError(p, f"dimension {dimension} out of range for {x0}")
+    for x in xs:
+        if x.dtype != x0.dtype or x.ndim != x0.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape)) if i != dimension):
+            raise PrimitiveError(p, f"operands {list(xs)} differ outside dimension {dimension}")
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return [ArrayType(shape, x0.dtype)]
+
+
+def _transpose_concatenate(ct, *xs, dimension):
+    # lax._concatenate_transpose_rule: slice the cotangent back apart
+    shapes = [x.type.shape if is_undefined(x) else x.shape for x in xs]
+    if isinstance(ct, Zero):
+        return [Zero(x.type) if is_undefined(x) else None for x in xs]
+    limits = np.cumsum([s[dimension] for s in shapes])
+    out, start = [], 0
+    for x, s, limit in zip(xs, shapes, limits):
+        if is_undefined(x):
+            lo = [0] * ct.ndim
+            hi = list(ct.shape)
+            lo[dimension], hi[dimension] = start, int(limit)
+            out.append(slice(ct, lo, hi))
+        else:
+            out.append(None)
+        start = int(limit)
+    return out
+
+
+shape_rules[concatenate_p] = _concatenate_shape
+eval_rules[concatenate_p] = lambda *xs, dimension: np.concatenate(xs, axis=dimension)
+jvp_rules[concatenate_p] = _linear_jvp(lambda *xs, dimension: concatenate(xs, dimension))
+transpose_rules[concatenate_p] = _transpose_concatenate
+
+
+def _slice_shape(x, *, start_indices, limit_indices, strides):
+    p = slice_p
+    lo = _as_tuple(start_indices, p, "start_indices")
+    hi = _as_tuple(limit_indices, p, "limit_indices")
+    st = (1,) * x.ndim if strides is None else _as_tuple(strides, p, "strides")
+    if not len(lo) == len(hi) == len(st) == x.ndim:
+        raise PrimitiveError(p, f"start/limit/strides must have one entry per dim of {x}")
+    if any(not 0 <= a <= b <= d for a, b, d in zip(lo, hi, x.shape)) or any(s < 1 for s in st):
+        raise PrimitiveError(p, f"bad slice {lo}:{hi}:{st} of {x}")
+    return [ArrayType(tuple(-(-(b - a) // s) for a, b, s in zip(lo, hi, st)), x.dtype)]
+
+
+def _slice_eval(x, *, start_indices, limit_indices, strides):
+    st = strides or (1,) * x.ndim
+    return x[tuple(np.s_[a:b:s] for a, b, s in zip(start_indices, limit_indices, st))].copy()
+
+
+def _transpose_slice(ct, x, *, start_indices, limit_indices, strides):
+    # slicing._slice_transpose_fancy: pad the cotangent with zeros
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    shape = x.type.shape
+    if strides is None or all(s == 1 for s in strides):
+        pads = zip(start_indices, np.subtract(shape, limit_indices), (0,) * len(shape))
+    else:
+        real_limits = np.add(start_indices, np.where(np.array(ct.shape) == 0, 0,
+                             np.add(1, np.multiply(np.subtract(ct.shape, 1), strides))))
+        pads = zip(start_indices, np.subtract(shape, real_limits), np.subtract(strides, 1))
+    return [pad(ct, _lit_like(ct, 0), list(pads))]
+
+
+shape_rules[slice_p] = _slice_shape
+eval_rules[slice_p] = _slice_eval
+jvp_rules[slice_p] = _linear_jvp(lambda x, **p: bind(slice_p, x, **p))
+transpose_rules[slice_p] = _transpose_slice
+
+
+def _pad_shape(x, v, *, padding_config):
+    p = pad_p
+    if v.ndim != 0 or v.dtype != x.dtype:
+        raise PrimitiveError(p, f"padding value must be a scalar of dtype {x.dtype}, got {v}")
+    if len(padding_config) != x.ndim or any(i < 0 for _, _, i in padding_config):
+        raise PrimitiveError(p, f"padding_config {padding_config} must have one (lo, hi, interior>=0) per dim of {x}")
+    shape = tuple(lo + hi + (d + (d - 1) * i if d else 0)
+                  for (lo, hi, i), d in zip(padding_config, x.shape))
+    if any(d < 0 for d in shape):
+        raise PrimitiveError(p, f"padding_config {padding_config} gives negative size for {x}")
+    return [ArrayType(shape, x.dtype)]
+
+
+def _pad_eval(x, v, *, padding_config):
+    out = x
+    for axis, (lo, hi, interior) in enumerate(padding_config):
+        n = out.shape[axis]
+        size = n + max(n - 1, 0) * interior
+        shape = list(out.shape)
+        shape[axis] = size
+        dil = np.full(shape, v, dtype=x.dtype)
+        idx = [np.s_[:]] * out.ndim
+        idx[axis] = np.s_[::interior + 1]
+        dil[tuple(idx)] = out
+        # negative lo/hi crop
+        before = [(0, 0)] * out.ndim
+        before[axis] = (max(lo, 0), max(hi, 0))
+        dil = np.pad(dil, before, constant_values=v)
+        idx = [np.s_[:]] * out.ndim
+        idx[axis] = np.s_[max(-lo, 0): dil.shape[axis] - max(-hi, 0)]
+        out = dil[tuple(idx)]
+    return out.copy()
+
+
+def _jvp_pad(primals, tangents, *, padding_config):
+    # lax._pad_jvp: pad the operand tangent with the padding value's tangent
+    (x, v), (tx, tv) = primals, tangents
+    from spec.core import instantiate
+    ans = pad(x, v, padding_config)
+    return ans, pad(instantiate(tx), instantiate(tv), padding_config)
+
+
+def _transpose_pad(ct, x, v, *, padding_config):
+    # lax._pad_transpose
+    if isinstance(ct, Zero):
+        return [Zero(x.type) if is_undefined(x) else None, Zero(v.type) if is_undefined(v) else None]
+    lo, hi, interior = zip(*padding_config)
+    t_op = None
+    if is_undefined(x):
+        unpadded = pad(ct, _lit_like(ct, 0), list(zip(np.negative(lo), np.negative(hi), (0,) * len(lo))))
+        t_op = slice(unpadded, [0] * len(lo), unpadded.shape, list(np.add(interior, 1)))
+    t_v = None
+    if is_undefined(v):
+        from spec.prims_elementwise import sub
+        total = lambda a: reduce_sum(a, tuple(range(a.ndim)))
+        t_v = sub(total(ct), total(t_op)) if t_op is not None else None
+        if t_v is None:
+            raise PrimitiveError(pad_p, "transpose with respect to the padding value alone is not supported")
+    return [t_op, t_v]
+
+
+shape_rules[pad_p] = _pad_shape
+eval_rules[pad_p] = _pad_eval
+jvp_rules[pad_p] = _jvp_pad
+transpose_rules[pad_p] = _transpose_pad
+
+
+# ==========================================================================
+# reductions
+
+reduce_sum_p = primitive("reduce_sum", ["axes"])
+reduce_max_p = primitive("reduce_max", ["axes"])
+
+
+def reduce_sum(x, axes):
+    return bind(reduce_sum_p, x, axes=tuple(int(a) for a in axes))
+
+
+def reduce_max(x, axes):
+    return bind(reduce_max_p, x, axes=tuple(int(a) for a in axes))
+
+
+def _reduce_shape(prim):
+    def rule(x, *, axes):
+        axes = _as_tuple(axes, prim, "axes")
+        if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
+            raise PrimitiveError(prim, f"axes {axes} must be distinct dims of {x}")
+        if x.dtype == np.bool_:
+            raise PrimitiveError(prim, f"operand must be numeric, got {x}")
+        return [ArrayType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)]
+    return rule
+
+
+def _reduce_sum_eval(x, *, axes):
+    return np.asarray(np.sum(x.astype(_compute_dtype(x.dtype)), axis=tuple(axes))).astype(x.dtype)
+
+
+def _transpose_reduce_sum(ct, x, *, axes):
+    # lax._reduce_sum_transpose_rule: broadcast the cotangent back
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    shape = x.type.shape
+    return [broadcast_in_dim(ct, shape, tuple(i for i in range(len(shape)) if i not in axes))]
+
+
+def _jvp_reduce_max(primals, tangents, *, axes):
+    # lax._reduce_chooser_jvp_rule: average the tangent over the locations
+    # of the maximum (so the location mask and the count are residuals)
+    (x,), (t,) = primals, tangents
+    ans = reduce_max(x, axes)
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    location_indicators = convert_element_type(eq(x, reshape(ans, shape)), t.dtype)
+    counts = reduce_sum(location_indicators, axes)
+    return ans, div(reduce_sum(mul(t, location_indicators), axes), counts)
+
+
+shape_rules[reduce_sum_p] = _reduce_shape(reduce_sum_p)
+shape_rules[reduce_max_p] = _reduce_shape(reduce_max_p)
+eval_rules[reduce_sum_p] = _reduce_sum_eval
+eval_rules[reduce_max_p] = lambda x, *, axes: np.asarray(np.max(x, axis=tuple(axes))).astype(x.dtype)
+jvp_rules[reduce_sum_p] = _linear_jvp(lambda x, *, axes: reduce_sum(x, axes))
+jvp_rules[reduce_max_p] = _jvp_reduce_max
+transpose_rules[reduce_sum_p] = _transpose_reduce_sum
+
+
+# ==========================================================================
+# dot_general
+
+dot_general_p = primitive("dot_general", ["dimension_numbers", "precision", "preferred_element_type"])
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """lax.dot_general. dimension_numbers = ((lhs_contract, rhs_contract),
+    (lhs_batch, rhs_batch)); output dims are batch, lhs free, rhs free."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    pet = None if preferred_element_type is None else canonical_dtype(preferred_element_type)
+    return bind(dot_general_p, lhs, rhs, dimension_numbers=dn, precision=precision,
+                preferred_element_type=pet)
+
+
+def matmul(x, y):
+    """x @ y for 1-D or 2-D operands, as a dot_general."""
+    return dot_general(x, y, (((x.ndim - 1,), (0 if y.ndim == 1 else y.ndim - 2,)), ((), ())),
+                       preferred_element_type=x.dtype)
+
+
+def _free_dims(ndim, contract, batch):
+    return [i for i in range(ndim) if i not in contract and i not in batch]
+
+
+def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_type):
+    p = dot_general_p
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError):
+        raise PrimitiveError(p, f"dimension_numbers must be ((lhs_contract, rhs_contract), "
+                                f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
+    if precision is not None:
+        raise PrimitiveError(p, f"precision={precision!r} is not supported (only None)")
+    if x.dtype != y.dtype:
+        raise PrimitiveError(p, f"operands must have one dtype, got {x} and {y}")
+    if x.dtype == np.bool_:
+        raise PrimitiveError(p, f"operands must be numeric, got {x}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise PrimitiveError(p, f"unequal numbers of contracting/batch dims in {dimension_numbers}")
+    for dims, t in ((tuple(lc) + tuple(lb), x), (tuple(rc) + tuple(rb), y)):
+        if len(set(dims)) != len(dims) or any(not 0 <= d < t.ndim for d in dims):
+            raise PrimitiveError(p, f"dims {dims} must be distinct dims of {t}")
+    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
+        if x.shape[a] != y.shape[b]:
+            raise PrimitiveError(p, f"dim {a} of {x} and dim {b} of {y} must be equal")
+    shape = ([x.shape[i] for i in lb] + [x.shape[i] for i in _free_dims(x.ndim, lc, lb)]
+             + [y.shape[i] for i in _free_dims(y.ndim, rc, rb)])
+    dtype = x.dtype if preferred_element_type is None else canonical_dtype(preferred_element_type)
+    return [ArrayType(shape, dtype)]
+
+
+def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    xs = [next(letters) for _ in range(x.ndim)]
+    ys = [next(letters) for _ in range(y.ndim)]
+    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
+        ys[b] = xs[a]
+    out = ([xs[i] for i in lb] + [xs[i] for i in _free_dims(x.ndim, lc, lb)]
+           + [ys[i] for i in _free_dims(y.ndim, rc, rb)])
+    out_dtype = x.dtype if preferred_element_type is None else canonical_dtype(preferred_element_type)
+    c = np.float64 if np.float64 in (x.dtype, out_dtype) else (
+        np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
+    res = np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x.astype(c), y.astype(c))
+    return np.asarray(res).astype(out_dtype)
+
+
+def _jvp_dot_general(primals, tangents, **params):
+    # ad.defbilinear: dot(t_x, y) + dot(x, t_y)
+    (x, y), (tx, ty) = primals, tangents
+    ans = bind(dot_general_p, x, y, **params)
+    terms = [None if isinstance(tx, Zero) else bind(dot_general_p, tx, y, **params),
+             None if isinstance(ty, Zero) else bind(dot_general_p, x, ty, **params)]
+    return ans, add_tangents(terms)
+
+
+def _ranges_like(*xs):
+    start = 0
+    for x in xs:
+        yield tuple(range(start, start + len(x)))
+        start += len(x)
+
+
+def _dot_transpose_lhs(ct, x_type, y, *, dimension_numbers, precision,
+                       preferred_element_type, swap_ans=False):
+    # lax._dot_general_transpose_lhs
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    y_ndim = y.type.ndim if is_undefined(y) else y.ndim
+    x_kept = _free_dims(x_type.ndim, x_contract, x_batch)
+    y_kept = _free_dims(y_ndim, y_contract, y_batch)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(x_batch, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+    dims = ((ans_y, tuple(y_kept)), (ans_batch, tuple(y_batch)))
+    x_contract_sorted_by_y = list(np.take(x_contract, np.argsort(y_contract))) if x_contract else []
+    unsorted_axes = list(x_batch) + x_kept + [int(a) for a in x_contract_sorted_by_y]
+    out_axes = tuple(int(a) for a in np.argsort(unsorted_axes))
+    out = dot_general(ct, y, dims, precision=precision, preferred_element_type=preferred_element_type)
+    x_bar = transpose(out, out_axes)
+    if x_bar.dtype != x_type.dtype:
+        x_bar = convert_element_type(x_bar, x_type.dtype)
+    return x_bar
+
+
+def _transpose_dot_general(ct, x, y, *, dimension_numbers, precision, preferred_element_type):
+    if is_undefined(x) and is_undefined(y):
+        raise PrimitiveError(dot_general_p, "transpose of a product of two linear values (not linear)")
+    if is_undefined(x):
+        if isinstance(ct, Zero):
+            return [Zero(x.type), None]
+        return [_dot_transpose_lhs(ct, x.type, y, dimension_numbers=dimension_numbers,
+                                   precision=precision, preferred_element_type=preferred_element_type), None]
+    if isinstance(ct, Zero):
+        return [None, Zero(y.type)]
+    # lax._dot_general_transpose_rhs: the lhs rule with the operands swapped
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    swapped = ((y_contract, x_contract), (y_batch, x_batch))
+    return [None, _dot_transpose_lhs(ct, y.type, x, dimension_numbers=swapped, precision=precision,
+                                     preferred_element_type=preferred_element_type, swap_ans=True)]
+
+
+shape_rules[dot_general_p] = _dot_general_shape
+eval_rules[dot_general_p] = _dot_general_eval
+jvp_rules[dot_general_p] = _jvp_dot_general
+transpose_rules[dot_general_p] = _transpose_dot_general

@@ -1,0 +1,94 @@
+"""Reverse mode: transpose a linear program.
+
+`transpose(prog, linear)` turns a program that is linear in the inputs
+marked `linear` into its backward pass: (non-linear inputs, output
+cotangents) -> cotangents of the linear inputs. As in JAX's
+`backward_pass`: equations that do not depend on linear inputs are replayed
+forward first; then the linear equations are visited in reverse, each
+primitive's transpose rule maps its output cotangent to input cotangents,
+and cotangents of a value read several times are summed with `add_any`.
+Cotangents are symbolic zeros (`Zero`) until something flows into them.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from spec.core import (Tracer, UndefinedPrimal, Zero, bind, building,
+                       instantiate, transpose_rules)
+from spec.ir import Program, Var
+from spec.prims_elementwise import add_any
+
+
+class TransposeError(TypeError):
+    pass
+
+
+def _add_ct(a, b):
+    if isinstance(a, Zero):
+        return b
+    if isinstance(b, Zero):
+        return a
+    return add_any(a, b)
+
+
+def transpose_traced(prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):
+    """Emit the backward pass into the current trace; returns the cotangents
+    (Tracers or Zeros) of the linear inputs."""
+    env: dict[int, object] = {}
+    linear_vars: set[int] = set()
+    it = iter(nonlinear_args)
+    for v, lin in zip(prog.inputs, linear):
+        if lin:
+            linear_vars.add(v.id)
+        else:
+            env[v.id] = next(it)
+
+    def read(a):
+        if isinstance(a, Var):
+            return UndefinedPrimal(a.type) if a.id in linear_vars else env[a.id]
+        return a.value
+
+    linear_eqns = []
+    for e in prog.eqns:          # forward: replay what does not depend on linear inputs
+        if any(isinstance(a, Var) and a.id in linear_vars for a in e.inputs):
+            linear_eqns.append(e)
+            linear_vars.update(v.id for v in e.outputs)
+        else:
+            outs = bind(e.primitive, *map(read, e.inputs), **e.params)
+            for v, o in zip(e.outputs, outs if e.primitive.multiple_results else [outs]):
+                env[v.id] = o
+
+    ct_env: dict[int, object] = {}
+    for a, ct in zip(prog.outputs, cts_out):
+        if isinstance(a, Var) and a.id in linear_vars:
+            ct_env[a.id] = _add_ct(ct_env.get(a.id, Zero(a.type)), ct)
+
+    for e in reversed(linear_eqns):   # backward
+        cts = [ct_env.pop(v.id, Zero(v.type)) for v in e.outputs]
+        if all(isinstance(c, Zero) for c in cts):
+            continue
+        rule = transpose_rules.get(e.primitive)
+        if rule is None:
+            raise TransposeError(f"primitive {e.primitive.name!r} is not linear "
+                                 "(it has no transpose rule) but reads a linear value")
+        cts_in = rule(cts if e.primitive.multiple_results else cts[0],
+                      *map(read, e.inputs), **e.params)
+        for a, ct in zip(e.inputs, cts_in):
+            if ct is None or not (isinstance(a, Var) and a.id in linear_vars):
+                continue
+            ct_env[a.id] = _add_ct(ct_env.get(a.id, Zero(a.type)), ct)
+
+    return [ct_env.get(v.id, Zero(v.type)) for v, lin in zip(prog.inputs, linear) if lin]
+
+
+def transpose(prog: Program, linear: Sequence[bool]) -> Program:
+    """Backward program: (non-linear inputs..., output cotangents...) ->
+    cotangents of the linear inputs (zeros instantiated)."""
+    linear = list(linear)
+    if len(linear) != len(prog.inputs):
+        raise TransposeError(f"linear has {len(linear)} entries for {len(prog.inputs)} inputs")
+    with building() as b:
+        nonlin = [b.new_input(v.type) for v, lin in zip(prog.inputs, linear) if not lin]
+        cts_out = [b.new_input(t) for t in prog.out_types]
+        cts = transpose_traced(prog, linear, nonlin, cts_out)
+        return b.build(nonlin + cts_out, [instantiate(c) for c in cts])

@@ -1,0 +1,114 @@
+"""Reverse-mode AD composed from the pieces:
+
+    linearize = jvp, then partial_eval (primals known, tangents unknown)
+    vjp       = linearize, then transpose the linear (staged) program
+    grad      = vjp with output cotangent 1.0, as one program
+
+The residuals of `linearize` are what a backward pass reads from the
+forward pass: `saved_residuals` reports them with their provenance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from spec.core import (Zero, building, eval_program_traced, instantiate,
+                       is_differentiable, zeros_like_type)
+from spec.evaluate import evaluate
+from spec.ir import ArrayType, Program, float0
+from spec.jvp import jvp_program
+from spec.partial_eval import Residual, partial_eval
+from spec.transpose import transpose
+
+
+@dataclass
+class Linearized:
+    """forward:  primals -> primal outputs + residuals
+    linear:   residuals + tangents (of float inputs) -> tangents (of float outputs)"""
+    forward: Program
+    linear: Program
+    residuals: list[Residual]
+    diff_inputs: list[bool]      # which inputs have a tangent
+    diff_outputs: list[bool]     # which outputs have a tangent
+
+
+def linearize(prog: Program) -> Linearized:
+    """Linearize `prog` at symbolic primals (program to programs)."""
+    diff_in = [is_differentiable(t) for t in prog.in_types]
+    diff_out = [is_differentiable(t) for t in prog.out_types]
+    jp, out_nz = jvp_program(prog, diff_in, instantiate_zeros=False)
+    n_in, n_tan = len(prog.inputs), sum(diff_in)
+    n_out, n_tan_out = len(prog.outputs), sum(out_nz)
+    pe = partial_eval(jp, [False] * n_in + [True] * n_tan,
+                      instantiate=[False] * n_out + [True] * n_tan_out,
+                      literals_are_residuals=True)
+    if any(pe.out_unknowns[:n_out]):
+        raise AssertionError("a primal output depends on a tangent")
+    # Tangent outputs that are symbolic zeros are created in the linear
+    # program itself (as JAX's linearize does), never saved.
+    with building() as b:
+        res = [b.new_input(r.type) for r in pe.residuals]
+        tangents = [b.new_input(t) for t, d in zip(prog.in_types, diff_in) if d]
+        nz_outs = iter(eval_program_traced(pe.staged, *res, *tangents))
+        outs = [next(nz_outs) if nz else zeros_like_type(t)
+                for t, d, nz in zip(prog.out_types, diff_out, out_nz + [False] * 0) if d]
+        linear = b.build(res + tangents, outs)
+    return Linearized(pe.known, linear, pe.residuals, diff_in, diff_out)
+
+
+def vjp(prog: Program, *primals):
+    """(outputs, vjp_fn, residuals): vjp_fn maps cotangents of the float
+    outputs to cotangents of all inputs (float0 zeros for int/bool inputs);
+    residuals carry their values."""
+    lin = linearize(prog)
+    vals = evaluate(lin.forward, *primals)
+    n_out = len(prog.outputs)
+    outs, res_vals = vals[:n_out], vals[n_out:]
+    n_res = len(lin.residuals)
+    backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
+    diff_out_types = [t for t, d in zip(prog.out_types, lin.diff_outputs) if d]
+
+    def vjp_fn(*cts):
+        if len(cts) != len(diff_out_types):
+            raise TypeError(f"vjp_fn takes {len(diff_out_types)} cotangents (one per float output), got {len(cts)}")
+        cts_in = iter(evaluate(backward, *res_vals, *cts))
+        return [next(cts_in) if d else np.zeros(t.shape, float0)
+                for t, d in zip(prog.in_types, lin.diff_inputs)]
+
+    residuals = [replace(r, value=v) for r, v in zip(lin.residuals, res_vals)]
+    return outs, vjp_fn, residuals
+
+
+def saved_residuals(prog: Program, *types: ArrayType) -> list[Residual]:
+    """The residuals a backward pass of `prog` reads, in JAX's order (as
+    `jax.ad_checkpoint.saved_residuals` lists them)."""
+    if types and list(types) != prog.in_types:
+        raise TypeError(f"program takes {prog.in_types}, got {list(types)}")
+    return linearize(prog).residuals
+
+
+def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
+    """The gradient program of a program with one scalar float output:
+    same inputs, outputs d out / d inputs[argnums]."""
+    if len(prog.outputs) != 1 or prog.out_types[0].shape != () or not is_differentiable(prog.out_types[0]):
+        raise TypeError(f"grad needs a program with one scalar float output, got {prog.out_types}")
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not is_differentiable(prog.in_types[i]):
+            raise TypeError(f"grad with respect to input {i} of type {prog.in_types[i]} (not a float)")
+    lin = linearize(prog)
+    n_res = len(lin.residuals)
+    backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
+    with building() as b:
+        ins = [b.new_input(t) for t in prog.in_types]
+        fwd = eval_program_traced(lin.forward, *ins)
+        res = fwd[1:]
+        one = np.ones((), prog.out_types[0].dtype)
+        cts = iter(eval_program_traced(backward, *res, one))
+        all_cts = [next(cts) if d else None for d in lin.diff_inputs]
+        outs = [all_cts[i] for i in nums]
+        prog_grad = b.build(ins, outs, input_names=prog.input_names)
+    from spec.partial_eval import dce
+    return dce(prog_grad)[0]

@@ -66,6 +66,7 @@ class ArrayType:
     """The type of an array value: ``f32[3, 4]`` is ArrayType((3, 4), float32)."""
     shape: tuple[int, ...]
     dtype: np.dtype
+    memory_space: str | None = None    # None: device memory; e.g. 'pinned_host' when offloaded
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
@@ -85,8 +86,13 @@ class ArrayType:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
+    def with_memory_space(self, memory_space) -> "ArrayType":
+        return ArrayType(self.shape, self.dtype, memory_space)
+
     def __str__(self):
-        return f"{SHORT_NAMES[self.dtype]}[{','.join(map(str, self.shape))}]"
+        space = "<host>" if self.memory_space and "host" in self.memory_space else (
+            f"<{self.memory_space}>" if self.memory_space else "")
+        return f"{SHORT_NAMES[self.dtype]}{space}[{','.join(map(str, self.shape))}]"
 
     __repr__ = __str__
 

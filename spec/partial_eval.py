@@ -18,10 +18,13 @@ program, the output of a primitive (or a name, or a call), a literal or a
 constant. Without a policy everything is saveable; remat (spec/remat.py)
 passes its checkpoint policy.
 
-Literals: JAX's trace-based linearization turns a scalar literal read by a
-tangent equation into a residual ("from a literal"), while the
-jaxpr-to-jaxpr `partial_eval_jaxpr_custom` used inside remat keeps literals
-inline. `literals_are_residuals` selects the former.
+Two flavours (the `linearize` flag): JAX's trace-based linearization,
+used by `jax.vjp` outside any checkpoint, and the jaxpr-to-jaxpr
+`partial_eval_jaxpr_custom`, used inside a checkpoint. The first turns a
+scalar literal read by a tangent equation into a residual ("from a
+literal") and splits each checkpoint it meets by that checkpoint's own
+policy; the second keeps literals inline and splits nested checkpoints by
+the policy of the enclosing one (see spec/remat.py).
 """
 from __future__ import annotations
 
@@ -99,25 +102,26 @@ def eqn_source(e: Eqn, var) -> Source:
 
 
 # --------------------------------------------------------------------------
-# policies as seen by partial evaluation
+# the split
 
 def everything_saveable(eqn: Eqn):
     """Without remat, every known value may be saved."""
-    return True
+    from spec.policies import Saveable
+    return Saveable
 
-
-# --------------------------------------------------------------------------
-# the split
 
 @dataclass
 class PartialEval:
     """known:  known inputs -> known outputs + residuals
-    staged: residuals + unknown inputs -> unknown outputs"""
+    staged: residuals + staged inputs -> unknown outputs, where the staged
+            inputs are the unknown inputs and the known ones marked `in_inst`"""
     known: Program
     staged: Program
     residuals: list[Residual]
     out_unknowns: list[bool]
-    recomputed: list[Eqn] = field(default_factory=list)   # known eqns copied into staged
+    staged_inputs: list[bool]                               # which inputs `staged` takes
+    recomputed: list[Eqn] = field(default_factory=list)     # known eqns copied into staged
+    decisions: dict = field(default_factory=dict)           # id(eqn) -> policy answer
 
     def __iter__(self):   # (known, staged, residuals)
         return iter((self.known, self.staged, self.residuals))
@@ -126,58 +130,91 @@ class PartialEval:
 def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  instantiate: bool | Sequence[bool] = False,
                  saveable: Callable[[Eqn], Any] = everything_saveable,
-                 literals_are_residuals: bool = False) -> PartialEval:
+                 linearize: bool = False,
+                 in_inst: Sequence[bool] | None = None) -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
-    `instantiate[i]` forces output i to be computed by the staged program
-    (a known value there becomes a residual forwarded to the output).
-    `saveable(eqn)` is the policy for all-known equations: truthy to save its
-    outputs, falsy to recompute the equation in the staged program."""
+    * `instantiate[i]` forces output i to be computed by the staged program
+      (a known value there becomes a residual forwarded to the output).
+    * `saveable(eqn)` is the policy for all-known equations: Saveable,
+      Recompute (copy the equation into the staged program) or Offload.
+    * `linearize`: JAX's trace-based linearization (what `jax.vjp` and
+      `jax.linearize` use outside any checkpoint) rather than the jaxpr-level
+      `partial_eval_jaxpr_custom` (used inside a checkpoint). They differ in
+      two ways: literals read by staged equations become residuals, and a
+      checkpoint met on the way is split by its own policy.
+    * `in_inst[i]`: known input i is also an input of the staged program
+      (so reading it there does not make it a residual)."""
+    from spec.policies import Offload, Recompute
     unknowns = list(unknowns)
     if len(unknowns) != len(prog.inputs):
         raise ValueError(f"unknowns has {len(unknowns)} entries for {len(prog.inputs)} inputs")
+    in_inst = [False] * len(unknowns) if in_inst is None else list(in_inst)
     if isinstance(instantiate, bool):
         instantiate = [instantiate] * len(prog.outputs)
     unknown: set[int] = {v.id for v, u in zip(prog.inputs, unknowns) if u}
+    inst: set[int] = {v.id for v, u, i in zip(prog.inputs, unknowns, in_inst) if u or i}
     known_eqns: list[Eqn] = []
     staged_eqns: list[Eqn] = []
     recomputed: list[Eqn] = []
+    decisions: dict[int, Any] = {}
 
     def is_unknown(a):
         return isinstance(a, Var) and a.id in unknown
 
+    def is_inst(a):
+        return not isinstance(a, Var) or a.id in inst
+
+    subst: dict[int, Any] = {}   # vars a rule replaced by other atoms (hoisted checkpoint outputs)
     for e in prog.eqns:
+        if subst and any(isinstance(a, Var) and a.id in subst for a in e.inputs):
+            e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
         in_unknowns = [is_unknown(a) for a in e.inputs]
         rule = partial_eval_rules.get(e.primitive)
         if rule is not None:
-            known_e, staged_e, out_unknowns, recomp = rule(
-                e, in_unknowns, saveable=saveable, literals_are_residuals=literals_are_residuals)
-            if known_e is not None:
-                known_eqns.append(known_e)
-            if staged_e is not None:
-                staged_eqns.append(staged_e)
+            known_es, staged_es, out_unknowns, out_inst, recomp, new_subst = rule(
+                e, in_unknowns, [is_inst(a) for a in e.inputs],
+                saveable=saveable, linearize=linearize)
+            known_eqns += known_es
+            staged_eqns += staged_es
             recomputed += recomp
+            subst.update(new_subst)
             unknown.update(v.id for v, u in zip(e.outputs, out_unknowns) if u)
-        elif not any(in_unknowns):
-            known_eqns.append(e)
-            if not saveable(e):
-                staged_eqns.append(e)       # recompute it in the backward pass
-                recomputed.append(e)
-        else:
+            inst.update(v.id for v, i in zip(e.outputs, out_inst) if i)
+        elif any(in_unknowns):
             staged_eqns.append(e)
             unknown.update(v.id for v in e.outputs)
+            inst.update(v.id for v in e.outputs)
+        else:
+            known_eqns.append(e)
+            answer = saveable(e)
+            decisions[id(e)] = answer
+            if answer is Recompute:            # recompute it in the backward pass
+                staged_eqns.append(e)
+                recomputed.append(e)
+                inst.update(v.id for v in e.outputs)
+            elif isinstance(answer, Offload):  # save a copy in memory `dst`
+                from spec.remat import device_put_eqn
+                for v in e.outputs:
+                    host = Var(v.type.with_memory_space(answer.dst))
+                    known_eqns.append(device_put_eqn(v, host, answer.dst))
+                    staged_eqns.append(device_put_eqn(host, v, answer.src))
+                    inst.add(v.id)
+            # Saveable: outputs stay known and not instantiated
 
-    out_unknowns = [is_unknown(a) for a in prog.outputs]
-    staged_out_mask = [u or inst for u, inst in zip(out_unknowns, instantiate)]
-    staged_outs = [a for a, m in zip(prog.outputs, staged_out_mask) if m]
-    unknown_ins = [v for v, u in zip(prog.inputs, unknowns) if u]
+    outputs = [subst.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
+    out_unknowns = [is_unknown(a) for a in outputs]
+    staged_out_mask = [u or i for u, i in zip(out_unknowns, instantiate)]
+    staged_outs = [a for a, m in zip(outputs, staged_out_mask) if m]
+    staged_inputs = [u or i for u, i in zip(unknowns, in_inst)]
+    staged_ins = [v for v, m in zip(prog.inputs, staged_inputs) if m]
 
     # dead code in the staged program reads nothing: drop it before counting
     staged_eqns = dce_eqns(staged_eqns, staged_outs)
     recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
 
     # residuals = the free variables of the staged program
-    defined = {v.id for v in unknown_ins} | {v.id for e in staged_eqns for v in e.outputs}
+    defined = {v.id for v in staged_ins} | {v.id for e in staged_eqns for v in e.outputs}
     free: dict[tuple, Any] = {}          # key -> known atom, in order of first use
     lit_subst: dict[int, Var] = {}       # id(literal) -> the residual var standing for it
 
@@ -185,7 +222,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
         if isinstance(a, Var):
             if a.id not in defined:
                 free.setdefault(("var", a.id), a)
-        elif not a.is_scalar or literals_are_residuals:
+        elif not a.is_scalar or linearize:
             if id(a) not in lit_subst:
                 lit_subst[id(a)] = Var(a.type)
                 free[("lit", id(a))] = a
@@ -201,7 +238,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             for e in staged_eqns]
         staged_outs = [sub(a) for a in staged_outs]
 
-    known_outs = [a for a, u in zip(prog.outputs, out_unknowns) if not u]
+    known_outs = [a for a, u in zip(outputs, out_unknowns) if not u]
     known_ins = [v for v, u in zip(prog.inputs, unknowns) if not u]
     names = [n for n, u in zip(prog.input_names, unknowns) if not u] if prog.input_names else None
     known_all = Program(known_ins, known_eqns, known_outs + list(free.values()), input_names=names)
@@ -214,8 +251,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
 
     known = Program(known_ins, dce_eqns(known_eqns, known_outs + res_atoms),
                     known_outs + res_atoms, input_names=names)
-    staged = Program([r.var for r in residuals] + unknown_ins, staged_eqns, staged_outs)
-    return PartialEval(known, staged, residuals, out_unknowns, recomputed)
+    staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
+    return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions)
 
 
 _KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}
@@ -251,11 +288,8 @@ def dce_eqns(eqns: list[Eqn], outputs) -> list[Eqn]:
         if not any(used):
             continue
         rule = dce_rules.get(e.primitive)
-        if rule is not None:
-            e, used_inputs = rule(e, used)
-        else:
-            used_inputs = [True] * len(e.inputs)
-        kept.append(e)
+        new_e, used_inputs = rule(e, used) if rule is not None else (e, [True] * len(e.inputs))
+        kept.append(new_e)
         live.update(a.id for a, u in zip(e.inputs, used_inputs) if u and isinstance(a, Var))
     return kept[::-1]
 

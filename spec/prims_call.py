@@ -55,37 +55,34 @@ def _call_transpose(cts, *args, jaxpr, name):
     return [next(cts_in) if lin else None for lin in linear]
 
 
-def _call_partial_eval(eqn: Eqn, in_unknowns, *, saveable, literals_are_residuals):
-    from spec.partial_eval import partial_eval
-    body = eqn.params["jaxpr"]
-    name = eqn.params["name"]
-    if not any(in_unknowns):
-        pe = partial_eval(body, in_unknowns, saveable=saveable)
-        if not pe.recomputed:
-            return eqn, None, [False] * len(eqn.outputs), []
-    pe = partial_eval(body, in_unknowns, saveable=saveable,
-                      literals_are_residuals=literals_are_residuals)
+def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+    """Split the body with the same policy: a known call computing the known
+    outputs and the residuals, and a staged call. Residuals that are inputs
+    of the body are forwarded from outside rather than returned by the call
+    (as pjit's partial-eval rule does)."""
+    from spec.partial_eval import partial_eval, dce
+    body, name = eqn.params["jaxpr"], eqn.params["name"]
+    pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize)
+    if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
+        return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     unknown_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
     unknown_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if u]
-    # residuals that are inputs of the body are forwarded from outside
-    res_atoms, new_res_vars, body_res = [], [], []
-    for r in pe.residuals:
+    n_known = len(known_outs)
+    res_atoms, new_res_vars, body_res_outs = [], [], []
+    for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
         if r.source.kind == "argument":
             res_atoms.append(known_ins[r.source.index])
         else:
             v = Var(r.type)
             res_atoms.append(v)
             new_res_vars.append(v)
-            body_res.append(r.var)
-    n_known = len(known_outs)
-    known_body = Program(pe.known.inputs, pe.known.eqns,
-                         pe.known.outputs[:n_known] + [o for o, r in zip(pe.known.outputs[n_known:], pe.residuals)
-                                                       if r.source.kind != "argument"])
+            body_res_outs.append(out)
+    known_body = Program(pe.known.inputs, pe.known.eqns, pe.known.outputs[:n_known] + body_res_outs)
     known_eqn = Eqn(call_p, known_ins, known_outs + new_res_vars, dict(jaxpr=known_body, name=name))
     staged_eqn = Eqn(call_p, res_atoms + unknown_ins, unknown_outs, dict(jaxpr=pe.staged, name=name))
-    return known_eqn, staged_eqn, pe.out_unknowns, []
+    return [known_eqn], [staged_eqn], pe.out_unknowns, pe.out_unknowns, pe.recomputed, {}
 
 
 def _call_dce(eqn: Eqn, used_outputs):

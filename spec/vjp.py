@@ -43,7 +43,7 @@ def linearize(prog: Program) -> Linearized:
     n_out, n_tan_out = len(prog.outputs), sum(out_nz)
     pe = partial_eval(jp, [False] * n_in + [True] * n_tan,
                       instantiate=[False] * n_out + [True] * n_tan_out,
-                      literals_are_residuals=True)
+                      linearize=True)
     if any(pe.out_unknowns[:n_out]):
         raise AssertionError("a primal output depends on a tangent")
     # Tangent outputs that are symbolic zeros are created in the linear

@@ -1,0 +1,249 @@
+"""remat (jax.checkpoint) and checkpoint_name.
+
+`remat` wraps a sub-program. Evaluating it evaluates the body; its JVP is a
+remat of the body's JVP (same policy). What makes it special is partial
+evaluation, i.e. differentiation: the body's known values are saved only
+where the checkpoint's *policy* allows, and everything else the backward
+pass needs is recomputed from saved values and the checkpoint's inputs.
+
+The two rules JAX 0.10.2 follows (remat2, `jax/_src/ad_checkpoint.py`):
+
+1. A checkpoint met by ordinary differentiation (`jax.vjp`, `jax.grad`;
+   `linearize=True` here) is split by *its own* policy (None means
+   nothing_saveable) with `partial_eval_jaxpr_custom`: the known part is
+   inlined into the forward pass ("hoisted out of the remat"), so saved
+   values are reported as outputs of their primitives; the staged part
+   stays a remat, which reads the residuals and the checkpoint's inputs.
+   (`remat_partial_eval`)
+2. A checkpoint nested inside a checkpoint that is being split is split by
+   the *enclosing* checkpoint's policy; its own policy is not consulted.
+   Both halves stay remat equations, so values it saves are reported as
+   "output of remat2". (`call_partial_eval_custom_rule` registered for
+   remat_p in `partial_eval_jaxpr_custom_rules`)
+
+`name` (checkpoint_name) is the identity; policies see it as an equation
+with a `name` param, so saving a named value saves the `name` output.
+Names do not name tangents: the tangent passes through unnamed.
+
+JAX also wraps residual producers in `reduce_precision` (so excess
+precision cannot make the backward pass see a different value) and
+`saved_residuals` looks through it; the spec models values exactly and
+leaves it out.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from spec.core import (PrimitiveError, Zero, bind, building, dce_rules,
+                       eval_rules, instantiate, is_undefined, jvp_rules,
+                       partial_eval_rules, primitive, shape_rules, trace,
+                       transpose_rules, Tracer)
+from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.partial_eval import Source, dce, partial_eval, source_rules
+from spec import policies as _policies
+
+# ==========================================================================
+# name (checkpoint_name)
+
+name_p = primitive("name", ["name"])
+
+
+def checkpoint_name(x, name: str):
+    """Name a value so that policies can refer to it."""
+    if not isinstance(name, str):
+        raise PrimitiveError(name_p, f"param name must be a str, got {name!r}")
+    return bind(name_p, x, name=name)
+
+
+shape_rules[name_p] = lambda x, *, name: [x]
+eval_rules[name_p] = lambda x, *, name: x
+# name_jvp: the primal is named, the tangent passes through unnamed
+jvp_rules[name_p] = lambda primals, tangents, *, name: (checkpoint_name(primals[0], name), tangents[0])
+transpose_rules[name_p] = lambda ct, x, *, name: [ct]
+source_rules[name_p] = lambda eqn, var: Source("named", name=eqn.params["name"])
+
+
+# ==========================================================================
+# device_put (offloading residuals to another memory space)
+
+device_put_p = primitive("device_put", ["memory_space"])
+
+
+def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
+    return Eqn(device_put_p, [src], [dst], dict(memory_space=memory_space))
+
+
+shape_rules[device_put_p] = lambda x, *, memory_space: [
+    x.with_memory_space(None if memory_space == "device" else memory_space)]
+eval_rules[device_put_p] = lambda x, *, memory_space: x.copy()
+
+
+# ==========================================================================
+# remat
+
+remat_p = primitive("remat", ["jaxpr", "policy", "prevent_cse", "differentiated"],
+                    multiple_results=True)
+
+
+def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnums=()):
+    """jax.checkpoint: returns a function that applies `fn` as one remat equation.
+
+    `fn` is traced on the argument types when the returned function is
+    called; arguments at `static_argnums` are passed to `fn` as Python values."""
+    from spec.core import building
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint policy must be callable or None, got {policy!r}")
+
+    def wrapped(*args):
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        for i, a in enumerate(dyn):
+            if not isinstance(a, Tracer):
+                raise TypeError(f"checkpoint: argument {i} must be a traced array "
+                                f"(or listed in static_argnums), got {type(a).__name__}")
+        with building() as b:
+            ins = [b.new_input(a.type) for a in dyn]
+            it = iter(ins)
+            out = fn(*[a if i in static else next(it) for i, a in enumerate(args)])
+            multiple = isinstance(out, (tuple, list))
+            prog = b.build(ins, list(out) if multiple else [out])
+        outs = bind(remat_p, *dyn, jaxpr=prog, policy=policy, prevent_cse=prevent_cse,
+                    differentiated=False)
+        return tuple(outs) if multiple else outs[0]
+    wrapped.__name__ = f"checkpoint({getattr(fn, '__name__', 'fn')})"
+    return wrapped
+
+
+def _remat_shape(*in_types, jaxpr, policy, prevent_cse, differentiated):
+    if not isinstance(jaxpr, Program):
+        raise PrimitiveError(remat_p, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
+    if list(in_types) != jaxpr.in_types:
+        raise PrimitiveError(remat_p, f"body takes {jaxpr.in_types}, got {list(in_types)}")
+    if policy is not None and not callable(policy):
+        raise PrimitiveError(remat_p, f"policy must be callable or None, got {policy!r}")
+    if not isinstance(prevent_cse, bool) and (
+            not isinstance(prevent_cse, tuple) or len(prevent_cse) != len(in_types)):
+        raise PrimitiveError(remat_p, f"prevent_cse must be a bool or one bool per input, got {prevent_cse!r}")
+    return jaxpr.out_types
+
+
+def _remat_eval(*args, jaxpr, **params):
+    from spec.evaluate import evaluate
+    return evaluate(jaxpr, *args)
+
+
+def _remat_jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
+    """remat_jvp: a remat of the body's JVP, with the same policy."""
+    from spec.jvp import jvp_program
+    nonzeros = [not isinstance(t, Zero) for t in tangents]
+    body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False)
+    nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
+    if isinstance(prevent_cse, tuple):
+        prevent_cse = prevent_cse + (True,) * len(nz_tangents)
+    outs = bind(remat_p, *primals, *nz_tangents, jaxpr=body, policy=policy,
+                prevent_cse=prevent_cse, differentiated=differentiated)
+    n = len(jaxpr.outputs)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+
+def policy_saveable(policy) -> Callable[[Eqn], object]:
+    """The partial evaluator's view of a checkpoint policy: ask it about an
+    equation with the primitive, the input types and the params."""
+    policy = _policies.nothing_saveable if policy is None else policy
+    return lambda eqn: _policies.ask(policy, eqn.primitive, [a.type for a in eqn.inputs], eqn.params)
+
+
+def _clone(eqns: Sequence[Eqn], env: dict) -> list[Eqn]:
+    """Copy equations with fresh output vars; `env` maps old var ids to atoms."""
+    out = []
+    for e in eqns:
+        ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
+        outs = [Var(v.type) for v in e.outputs]
+        env.update({v.id: n for v, n in zip(e.outputs, outs)})
+        out.append(Eqn(e.primitive, ins, outs, e.params))
+    return out
+
+
+def _staged_remat(pe, eqn, res_atoms, params):
+    """The staged remat: its body is pe.staged with unused inputs removed."""
+    staged_ins_outer = [a for a, m in zip(eqn.inputs, pe.staged_inputs) if m]
+    body, used = dce(pe.staged)
+    body = Program([v for v, u in zip(body.inputs, used) if u], body.eqns, body.outputs)
+    args = [a for a, u in zip(list(res_atoms) + staged_ins_outer, used) if u]
+    prevent_cse = params["prevent_cse"]
+    if isinstance(prevent_cse, tuple):
+        flags = [True] * len(res_atoms) + [f for f, m in zip(prevent_cse, pe.staged_inputs) if m]
+        prevent_cse = tuple(f for f, u in zip(flags, used) if u)
+    unknown_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if u]
+    return Eqn(remat_p, args, unknown_outs,
+               dict(params, jaxpr=body, prevent_cse=prevent_cse, differentiated=True))
+
+
+def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+    body, params = eqn.params["jaxpr"], eqn.params
+    n_out = len(eqn.outputs)
+    if linearize:
+        # Rule 1 (remat_partial_eval): split by this checkpoint's own policy,
+        # with every input instantiated; hoist the known part out.
+        pe = partial_eval(body, in_unknowns, in_inst=[True] * len(in_unknowns),
+                          saveable=policy_saveable(params["policy"]))
+        env = {v.id: a for v, a in zip(body.inputs, eqn.inputs)}
+        known_eqns = _clone(pe.known.eqns, env)
+        known_out_atoms = [env.get(a.id, a) if isinstance(a, Var) else a for a in pe.known.outputs]
+        n_known = n_out - sum(pe.out_unknowns)
+        # the checkpoint's known outputs *are* the hoisted values
+        known_vars = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
+        subst = {v.id: a for v, a in zip(known_vars, known_out_atoms[:n_known])}
+        res_atoms = known_out_atoms[n_known:]
+        staged = _staged_remat(pe, eqn, res_atoms, params)
+        return known_eqns, [staged], pe.out_unknowns, pe.out_unknowns, [], subst
+    # Rule 2 (nested): split by the enclosing policy; both halves stay remats.
+    pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable)
+    res_vars = [Var(r.type) for r in pe.residuals]
+    known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
+    known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
+    known = Eqn(remat_p, known_ins, known_outs + res_vars,
+                dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)))
+    staged = _staged_remat(pe, eqn, res_vars, params)
+    out_inst = [u or i for u, i in zip(pe.out_unknowns, [False] * n_out)]
+    return [known], [staged], pe.out_unknowns, out_inst, pe.recomputed, {}
+
+
+def _known_prevent_cse(params, in_unknowns):
+    p = params["prevent_cse"]
+    return tuple(f for f, u in zip(p, in_unknowns) if not u) if isinstance(p, tuple) else p
+
+
+def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
+    """remat_transpose: a remat of the transposed body."""
+    from spec.transpose import transpose
+    linear = [is_undefined(a) for a in args]
+    body = transpose(jaxpr, linear)
+    nonlin = [a for a in args if not is_undefined(a)]
+    n_ct = len(jaxpr.outputs)
+    if isinstance(prevent_cse, tuple):
+        prevent_cse = tuple(f for f, lin in zip(prevent_cse, linear) if not lin) + (True,) * n_ct
+    outs = iter(bind(remat_p, *nonlin, *[instantiate(c) for c in cts], jaxpr=body, policy=policy,
+                     prevent_cse=prevent_cse, differentiated=differentiated))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _remat_dce(eqn: Eqn, used_outputs):
+    body, used_inputs = dce(eqn.params["jaxpr"], used_outputs)
+    body = Program([v for v, u in zip(body.inputs, used_inputs) if u], body.eqns, body.outputs)
+    p = eqn.params["prevent_cse"]
+    if isinstance(p, tuple):
+        p = tuple(f for f, u in zip(p, used_inputs) if u)
+    new = Eqn(remat_p, [a for a, u in zip(eqn.inputs, used_inputs) if u],
+              [v for v, u in zip(eqn.outputs, used_outputs) if u], dict(eqn.params, jaxpr=body, prevent_cse=p))
+    return new, used_inputs
+
+
+shape_rules[remat_p] = _remat_shape
+eval_rules[remat_p] = _remat_eval
+jvp_rules[remat_p] = _remat_jvp
+transpose_rules[remat_p] = _remat_transpose
+partial_eval_rules[remat_p] = _remat_partial_eval
+dce_rules[remat_p] = _remat_dce
+source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  # JAX's primitive name

@@ -22,3 +22,4 @@ from spec.jvp import jvp, jvp_program  # noqa: F401
 from spec.partial_eval import partial_eval, dce, Residual, Source, PartialEval  # noqa: F401
 from spec.transpose import transpose  # noqa: F401
 from spec.vjp import linearize, vjp, grad, saved_residuals, Linearized  # noqa: F401
+from spec.explain import explain, Explanation  # noqa: F401

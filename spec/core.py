@@ -38,6 +38,9 @@ transpose_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}
+# FLOPs of one equation (for spec.explain's recompute cost). Default: one
+# operation per output element; data movement registers 0, dot_general 2*M*N*K.
+cost_rules: dict[Primitive, Callable] = {}
 
 primitives: dict[str, Primitive] = {}
 
@@ -244,17 +247,28 @@ def trace(fn: Callable, *types: ArrayType) -> Program:
     for t in types:
         if not isinstance(t, ArrayType):
             raise TypeError(f"spec.trace takes array types such as spec.f32[3], got {t!r}")
-    try:
-        names = [p.name for p in inspect.signature(fn).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        names = names[:len(types)] if len(names) >= len(types) else None
-    except (TypeError, ValueError):
-        names = None
+    names = _arg_names(fn, len(types))
     with building() as b:
         ins = [b.new_input(t) for t in types]
         out = fn(*ins)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         return b.build(ins, outs, input_names=names)
+
+
+def _arg_names(fn, n: int):
+    """Argument names as JAX's debug info gives them: parameter names, and
+    `args[i]` for the i-th value of a `*args` parameter."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for p in params:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        elif p.kind is p.VAR_POSITIONAL:
+            names += [f"{p.name}[{i}]" for i in range(n - len(names))]
+    return names[:n] if len(names) >= n else None
 
 
 def zeros_like_type(t: ArrayType):

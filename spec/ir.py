@@ -184,6 +184,7 @@ class Eqn:
     inputs: list[Atom]
     outputs: list[Var]
     params: dict[str, Any] = field(default_factory=dict)
+    why: str | None = field(default=None, compare=False)   # set when a checkpoint's policy decided about it
 
 
 @dataclass(eq=False)

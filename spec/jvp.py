@@ -17,10 +17,18 @@ class JVPError(TypeError):
     pass
 
 
-def jvp_traced(prog: Program, primals, tangents):
+def jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero=False):
     """Emit the JVP of `prog` into the current trace. `tangents` holds
-    Tracers or Zeros; returns (primal outs, tangent outs)."""
+    Tracers or Zeros; returns (primal outs, tangent outs).
+
+    With `known_tangents_are_zero` (what linearization does, as JAX's
+    `linearize_from_jvp`), a tangent a rule computes without reading any
+    input tangent, such as integer_pow's zeros for y == 0, is a symbolic
+    zero: it is never a residual and creates no tangent equations."""
+    from spec.core import current_builder
     primal_env, tangent_env = {}, {}
+    builder = current_builder()
+    depends: set[int] = {t.atom.id for t in tangents if isinstance(t, Tracer) and isinstance(t.atom, Var)}
 
     def read_p(a):
         return primal_env[a.id] if isinstance(a, Var) else a.value
@@ -42,16 +50,23 @@ def jvp_traced(prog: Program, primals, tangents):
             rule = jvp_rules.get(e.primitive)
             if rule is None:
                 raise JVPError(f"primitive {e.primitive.name!r} has no JVP rule")
+            start = len(builder.eqns)
             outs, out_ts = rule(ps, ts, **e.params)
             if not e.primitive.multiple_results:
                 outs, out_ts = [outs], [out_ts]
+            if known_tangents_are_zero:
+                for new in builder.eqns[start:]:
+                    if any(isinstance(a, Var) and a.id in depends for a in new.inputs):
+                        depends.update(v.id for v in new.outputs)
+                out_ts = [t if isinstance(t, Tracer) and isinstance(t.atom, Var) and t.atom.id in depends
+                          else None for t in out_ts]
         for v, o, t in zip(e.outputs, outs, out_ts):
             primal_env[v.id] = o
             tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
 
 
-def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True):
+def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True, known_tangents_are_zero=False):
     """The JVP program of `prog` and which tangent outputs it returns.
 
     Inputs: all primals, then a tangent for each input with nonzeros[i]
@@ -68,7 +83,7 @@ def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True):
         tangent_ins = [b.new_input(t) for t, nz in zip(prog.in_types, nonzeros) if nz]
         it = iter(tangent_ins)
         tangents = [next(it) if nz else Zero(t) for t, nz in zip(prog.in_types, nonzeros)]
-        outs, out_ts = jvp_traced(prog, primals, tangents)
+        outs, out_ts = jvp_traced(prog, primals, tangents, known_tangents_are_zero)
         if instantiate_zeros:
             out_nz = [is_differentiable(t) for t in prog.out_types]
         else:

@@ -131,6 +131,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  instantiate: bool | Sequence[bool] = False,
                  saveable: Callable[[Eqn], Any] = everything_saveable,
                  linearize: bool = False,
+                 literals_are_residuals: bool | None = None,
                  in_inst: Sequence[bool] | None = None) -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
@@ -144,8 +145,13 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       two ways: literals read by staged equations become residuals, and a
       checkpoint met on the way is split by its own policy.
     * `in_inst[i]`: known input i is also an input of the staged program
-      (so reading it there does not make it a residual)."""
+      (so reading it there does not make it a residual).
+    * `literals_are_residuals` (default: `linearize`) is False inside the
+      body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
+      literals stay inline there."""
     from spec.policies import Offload, Recompute
+    if literals_are_residuals is None:
+        literals_are_residuals = linearize
     unknowns = list(unknowns)
     if len(unknowns) != len(prog.inputs):
         raise ValueError(f"unknowns has {len(unknowns)} entries for {len(prog.inputs)} inputs")
@@ -222,7 +228,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
         if isinstance(a, Var):
             if a.id not in defined:
                 free.setdefault(("var", a.id), a)
-        elif not a.is_scalar or linearize:
+        elif not a.is_scalar or literals_are_residuals:
             if id(a) not in lit_subst:
                 lit_subst[id(a)] = Var(a.type)
                 free[("lit", id(a))] = a

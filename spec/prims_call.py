@@ -62,7 +62,8 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     (as pjit's partial-eval rule does)."""
     from spec.partial_eval import partial_eval, dce
     body, name = eqn.params["jaxpr"], eqn.params["name"]
-    pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize)
+    pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
+                      literals_are_residuals=False)
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]

@@ -12,6 +12,8 @@ broadcast. Python scalars become literals of the other operand's dtype.
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from spec.core import (PrimitiveError, UndefinedPrimal, Zero, bind,
@@ -64,7 +66,7 @@ def broadcast_shapes(prim, x: ArrayType, y: ArrayType) -> tuple[int, ...]:
     if y.ndim == 0:
         return x.shape
     if x.ndim == y.ndim and all(a == b or a == 1 or b == 1 for a, b in zip(x.shape, y.shape)):
-        return tuple(max(a, b) if min(a, b) == 1 else a for a, b in zip(x.shape, y.shape))
+        return tuple(builtins.max(a, b) for a, b in zip(x.shape, y.shape))
     raise PrimitiveError(prim, f"incompatible shapes {x} and {y}")
 
 
@@ -234,7 +236,7 @@ def _integer_pow_eval(x, *, y):
     if y == 0:
         return np.ones_like(x)
     # XLA computes integer powers by repeated squaring; numpy's power is exact enough
-    out = np.power(xc, abs(y)) if y > 0 else 1 / np.power(xc, -y)
+    out = np.power(xc, y) if y > 0 else 1 / np.power(xc, -y)
     return np.asarray(out).astype(x.dtype)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.core import (PrimitiveError, Zero, bind, eval_rules, is_undefined,
+from spec.core import (PrimitiveError, Zero, bind, cost_rules, eval_rules, is_undefined,
                        jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_compute_dtype, _lit_like, add_tangents,
@@ -416,9 +416,9 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
                                 f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
     if precision is not None:
         raise PrimitiveError(p, f"precision={precision!r} is not supported (only None)")
-    if x.dtype != y.dtype:
-        raise PrimitiveError(p, f"operands must have one dtype, got {x} and {y}")
-    if x.dtype == np.bool_:
+    if x.dtype != y.dtype and not (is_float(x.dtype) and is_float(y.dtype)):
+        raise PrimitiveError(p, f"operands must have one dtype (or two float dtypes), got {x} and {y}")
+    if np.bool_ in (x.dtype, y.dtype):
         raise PrimitiveError(p, f"operands must be numeric, got {x}")
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise PrimitiveError(p, f"unequal numbers of contracting/batch dims in {dimension_numbers}")
@@ -430,8 +430,19 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
             raise PrimitiveError(p, f"dim {a} of {x} and dim {b} of {y} must be equal")
     shape = ([x.shape[i] for i in lb] + [x.shape[i] for i in _free_dims(x.ndim, lc, lb)]
              + [y.shape[i] for i in _free_dims(y.ndim, rc, rb)])
-    dtype = x.dtype if preferred_element_type is None else canonical_dtype(preferred_element_type)
+    dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
+        else canonical_dtype(preferred_element_type)
     return [ArrayType(shape, dtype)]
+
+
+def _type_properties(dt):
+    """lax._dot_general_dtype_rule: mixed operand dtypes give the "higher"
+    one, ordered by (max exponent, mantissa bits, bit width)."""
+    import ml_dtypes
+    if is_float(dt):
+        fi = ml_dtypes.finfo(dt)
+        return (fi.maxexp, fi.nmant, fi.bits)
+    return (-1, -1, np.dtype(dt).itemsize * 8)
 
 
 def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_type):
@@ -443,8 +454,9 @@ def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_t
         ys[b] = xs[a]
     out = ([xs[i] for i in lb] + [xs[i] for i in _free_dims(x.ndim, lc, lb)]
            + [ys[i] for i in _free_dims(y.ndim, rc, rb)])
-    out_dtype = x.dtype if preferred_element_type is None else canonical_dtype(preferred_element_type)
-    c = np.float64 if np.float64 in (x.dtype, out_dtype) else (
+    out_dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
+        else canonical_dtype(preferred_element_type)
+    c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
         np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
     res = np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x.astype(c), y.astype(c))
     return np.asarray(res).astype(out_dtype)
@@ -509,3 +521,16 @@ shape_rules[dot_general_p] = _dot_general_shape
 eval_rules[dot_general_p] = _dot_general_eval
 jvp_rules[dot_general_p] = _jvp_dot_general
 transpose_rules[dot_general_p] = _transpose_dot_general
+
+
+def _dot_general_cost(x, y, *, dimension_numbers, **_):
+    """2 * (batch) * (lhs free) * (rhs free) * (contracted): one multiply-add per term."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    size = lambda t, dims: int(np.prod([t.shape[d] for d in dims], dtype=np.int64))
+    return 2 * size(x, lb) * size(x, _free_dims(x.ndim, lc, lb)) * size(y, _free_dims(y.ndim, rc, rb)) * size(x, lc)
+
+
+cost_rules[dot_general_p] = _dot_general_cost
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, concatenate_p, slice_p, pad_p):
+    cost_rules[_p] = lambda *in_types, **params: 0      # data movement only
+cost_rules[reduce_sum_p] = cost_rules[reduce_max_p] = lambda x, **_: x.size

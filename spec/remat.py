@@ -107,11 +107,42 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
             out = fn(*[a if i in static else next(it) for i, a in enumerate(args)])
             multiple = isinstance(out, (tuple, list))
             prog = b.build(ins, list(out) if multiple else [out])
+        _check_policy_names(policy, prog)
         outs = bind(remat_p, *dyn, jaxpr=prog, policy=policy, prevent_cse=prevent_cse,
                     differentiated=False)
         return tuple(outs) if multiple else outs[0]
     wrapped.__name__ = f"checkpoint({getattr(fn, '__name__', 'fn')})"
     return wrapped
+
+
+def names_in(prog: Program) -> set[str]:
+    """The checkpoint names bound anywhere in `prog` (sub-programs included)."""
+    from spec.ir import subprograms
+    out = set()
+    for e in prog.eqns:
+        if e.primitive is name_p:
+            out.add(e.params["name"])
+        for _, sub in subprograms(e.params):
+            out |= names_in(sub)
+    return out
+
+
+def _check_policy_names(policy, prog: Program) -> None:
+    """A built-in name policy that mentions a name the checkpointed function
+    never binds is almost always a typo: the builder API reports it. (JAX
+    ignores such names silently; the oracle's importer does not check.)"""
+    mentioned = set()
+    for attr in ("names", "names_which_can_be_saved", "names_which_can_be_offloaded"):
+        mentioned |= set(getattr(policy, attr, ()) or ())
+    for sub in (getattr(policy, "policy_1", None), getattr(policy, "policy_2", None)):
+        for attr in ("names", "names_which_can_be_saved", "names_which_can_be_offloaded"):
+            mentioned |= set(getattr(sub, attr, ()) or ())
+    unknown = mentioned - names_in(prog)
+    if unknown:
+        raise _policies.PolicyError(
+            f"checkpoint policy {_policies.policy_name(policy)} mentions name(s) {sorted(unknown)} "
+            f"that the checkpointed function never binds with checkpoint_name; "
+            f"names bound: {sorted(names_in(prog)) or 'none'}")
 
 
 def _remat_shape(*in_types, jaxpr, policy, prevent_cse, differentiated):
@@ -154,14 +185,14 @@ def policy_saveable(policy) -> Callable[[Eqn], object]:
     return lambda eqn: _policies.ask(policy, eqn.primitive, [a.type for a in eqn.inputs], eqn.params)
 
 
-def _clone(eqns: Sequence[Eqn], env: dict) -> list[Eqn]:
+def _clone(eqns: Sequence[Eqn], env: dict, why=lambda e: None) -> list[Eqn]:
     """Copy equations with fresh output vars; `env` maps old var ids to atoms."""
     out = []
     for e in eqns:
         ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
         outs = [Var(v.type) for v in e.outputs]
         env.update({v.id: n for v, n in zip(e.outputs, outs)})
-        out.append(Eqn(e.primitive, ins, outs, e.params))
+        out.append(Eqn(e.primitive, ins, outs, e.params, why=why(e) or e.why))
     return out
 
 
@@ -189,7 +220,9 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         pe = partial_eval(body, in_unknowns, in_inst=[True] * len(in_unknowns),
                           saveable=policy_saveable(params["policy"]))
         env = {v.id: a for v, a in zip(body.inputs, eqn.inputs)}
-        known_eqns = _clone(pe.known.eqns, env)
+        name = _policies.policy_name(params["policy"] or _policies.nothing_saveable)
+        known_eqns = _clone(pe.known.eqns, env, why=lambda e: (
+            f"policy {name} answered {pe.decisions[id(e)]}" if id(e) in pe.decisions else None))
         known_out_atoms = [env.get(a.id, a) if isinstance(a, Var) else a for a in pe.known.outputs]
         n_known = n_out - sum(pe.out_unknowns)
         # the checkpoint's known outputs *are* the hoisted values
@@ -204,7 +237,8 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
     known = Eqn(remat_p, known_ins, known_outs + res_vars,
-                dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)))
+                dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)),
+                why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy")
     staged = _staged_remat(pe, eqn, res_vars, params)
     out_inst = [u or i for u, i in zip(pe.out_unknowns, [False] * n_out)]
     return [known], [staged], pe.out_unknowns, out_inst, pe.recomputed, {}

@@ -38,7 +38,7 @@ def linearize(prog: Program) -> Linearized:
     """Linearize `prog` at symbolic primals (program to programs)."""
     diff_in = [is_differentiable(t) for t in prog.in_types]
     diff_out = [is_differentiable(t) for t in prog.out_types]
-    jp, out_nz = jvp_program(prog, diff_in, instantiate_zeros=False)
+    jp, out_nz = jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
     n_in, n_tan = len(prog.inputs), sum(diff_in)
     n_out, n_tan_out = len(prog.outputs), sum(out_nz)
     pe = partial_eval(jp, [False] * n_in + [True] * n_tan,

@@ -103,7 +103,23 @@ def record() -> dict:
 
 
 def dumps(recording: dict) -> str:
-    return json.dumps(recording, indent=1) + "\n"
+    """JSON with one residual (or one equation) per line."""
+    d = json.dumps
+    lines = ["{"]
+    for key in ("jax_version", "generated_by"):
+        lines.append(f" {d(key)}: {d(recording[key])},")
+    for i, key in enumerate(("residuals", "jaxprs")):
+        lines.append(f" {d(key)}: {{")
+        progs = list(recording[key].items())
+        for j, (name, items) in enumerate(progs):
+            body = ",\n".join(f"   {d(x)}" for x in items)
+            sep = "," if j < len(progs) - 1 else ""
+            lines.append(f"  {d(name)}: [\n{body}\n  ]{sep}" if items else f"  {d(name)}: []{sep}")
+        lines.append(" }" + ("," if i == 0 else ""))
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    assert json.loads(text) == recording
+    return text
 
 
 def main():

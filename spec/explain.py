@@ -1,0 +1,134 @@
+"""`explain`: what a backward pass saves, why, who reads it, what it recomputes.
+
+    >>> import spec
+    >>> from spec import ops, policies
+    >>> layer = lambda x, W: ops.reduce_sum(ops.tanh(x @ W), (0,))
+    >>> prog = spec.trace(lambda x, W: ops.checkpoint(layer, policy=policies.dots_saveable)(x, W),
+    ...                   spec.f32[8], spec.f32[8, 16])
+    >>> print(spec.explain(prog))          # doctest: +NORMALIZE_WHITESPACE
+    saved residuals (3, 608 bytes):
+      #  type       source                 why                                     read by (backward)
+      0  f32[8]     from the argument x    input of the checkpoint                 dot_general
+      1  f32[8,16]  from the argument W    input of the checkpoint                 dot_general
+      2  f32[16]    output of dot_general  policy dots_saveable answered Saveable  tanh
+    recomputed in the backward pass (2 equations, 32 FLOPs):
+      tanh f32[16] <- f32[16]
+      sub f32[16] <- f32[], f32[16]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spec.core import cost_rules
+from spec.ir import Eqn, Literal, Program, Var, subprograms
+from spec.partial_eval import Residual
+from spec.remat import remat_p
+from spec.vjp import linearize
+
+
+@dataclass
+class ResidualExplanation:
+    residual: Residual
+    why: str
+    read_by: list[str]
+
+    @property
+    def nbytes(self) -> int:
+        return self.residual.type.nbytes
+
+
+@dataclass
+class Explanation:
+    residuals: list[ResidualExplanation]
+    recomputed: list[Eqn] = field(default_factory=list)
+    recompute_flops: int = 0
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(r.nbytes for r in self.residuals)
+
+    def __str__(self):
+        rows = [("#", "type", "source", "why", "read by (backward)")]
+        for i, r in enumerate(self.residuals):
+            rows.append((str(i), str(r.residual.type), str(r.residual.source), r.why,
+                         ", ".join(r.read_by) or "-"))
+        widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+        lines = [f"saved residuals ({len(self.residuals)}, {self.saved_bytes} bytes):"]
+        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+        lines.append(f"recomputed in the backward pass ({len(self.recomputed)} equations, "
+                     f"{self.recompute_flops} FLOPs):")
+        for e in self.recomputed:
+            ins = ", ".join(str(a.type) for a in e.inputs)
+            lines.append(f"  {e.primitive.name} {', '.join(str(v.type) for v in e.outputs)} <- {ins}")
+        return "\n".join(lines)
+
+
+def eqn_flops(e: Eqn) -> int:
+    rule = cost_rules.get(e.primitive)
+    if rule is not None:
+        return rule(*[a.type for a in e.inputs], **e.params)
+    return sum(v.type.size for v in e.outputs)
+
+
+def _readers(prog: Program, var, linear_ids: set[int]) -> list[str]:
+    """Primitives of the backward pass that read `var` (looking into
+    checkpoint and call bodies)."""
+    out = []
+    for e in prog.eqns:
+        for i, a in enumerate(e.inputs):
+            if a is var:
+                subs = subprograms(e.params)
+                if subs:
+                    out += _readers(subs[0][1], subs[0][1].inputs[i], set())
+                else:
+                    out.append(e.primitive.name)
+    return list(dict.fromkeys(out))
+
+
+def _recomputed(prog: Program, linear: set[int]) -> list[Eqn]:
+    """Equations of a linear program that do not depend on its linear inputs
+    (the transpose replays them forward: they are recomputation)."""
+    out = []
+    for e in prog.eqns:
+        subs = subprograms(e.params)
+        if subs:
+            body = subs[0][1]
+            inner = {v.id for v, a in zip(body.inputs, e.inputs) if isinstance(a, Var) and a.id in linear}
+            out += _recomputed(body, inner)
+            linear.update(v.id for v in e.outputs)
+        elif any(isinstance(a, Var) and a.id in linear for a in e.inputs):
+            linear.update(v.id for v in e.outputs)
+        else:
+            out.append(e)
+    return out
+
+
+def explain(prog: Program, *types) -> Explanation:
+    """Explain the backward pass of `prog`: each residual's provenance, why
+    it is saved, which backward equations read it, its bytes; and the
+    equations recomputed in the backward pass with their FLOPs."""
+    if types and list(types) != prog.in_types:
+        raise TypeError(f"program takes {prog.in_types}, got {list(types)}")
+    lin = linearize(prog)
+    producers = {v.id: e for e in lin.forward.eqns for v in e.outputs}
+    n_res = len(lin.residuals)
+    linear_ids = {v.id for v in lin.linear.inputs[n_res:]}
+    remat_readers = set()
+    for e in lin.linear.eqns:
+        if e.primitive is remat_p:
+            remat_readers.update(a.id for a in e.inputs if isinstance(a, Var))
+    out = []
+    for r, res_var in zip(lin.residuals, lin.linear.inputs[:n_res]):
+        kind = r.source.kind
+        producer = producers.get(r.var.id) if isinstance(r.var, Var) else None
+        if producer is not None and producer.why:
+            why = producer.why
+        elif kind == "argument" and res_var.id in remat_readers:
+            why = "input of the checkpoint"
+        elif kind in ("literal", "constant"):
+            why = f"a {kind} read by a tangent equation"
+        else:
+            why = "outside any checkpoint: every value the backward pass reads is saved"
+        out.append(ResidualExplanation(r, why, _readers(lin.linear, res_var, linear_ids)))
+    recomputed = _recomputed(lin.linear, set(linear_ids))
+    return Explanation(out, recomputed, sum(eqn_flops(e) for e in recomputed))

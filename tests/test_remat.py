@@ -1,0 +1,235 @@
+"""Invariants of remat (issue 3, item 5) and its error messages.
+
+Reference values come from the program *without* checkpoint evaluated by
+numpy and from float64 central finite differences, never from the
+checkpointed program itself."""
+import itertools
+
+import numpy as np
+import pytest
+
+import spec
+from spec import ops, policies as P
+
+# Test programs: each a function of spec values plus its input types. Each
+# binds names 'h' and 'a' so every name policy applies.
+def mlp(x, W1, W2):
+    h = ops.checkpoint_name(ops.sin(x @ W1), "h")
+    a = ops.checkpoint_name(ops.tanh(h @ W2), "a")
+    return ops.reduce_sum(a * a, (0,))
+
+
+def attention_like(q, k):
+    s = ops.dot_general(q, k, (((2,), (2,)), ((0,), (0,))), preferred_element_type=np.float64)
+    h = ops.checkpoint_name(ops.exp(s), "h")
+    a = ops.checkpoint_name(ops.logistic(h), "a")
+    return ops.reduce_sum(a * h, (0, 1, 2))
+
+
+def chain(x, y):
+    h = ops.checkpoint_name(ops.sin(x) * y, "h")
+    a = ops.checkpoint_name(ops.log1p(ops.square(h)), "a")
+    return ops.reduce_sum(ops.max(a, y) + ops.cos(a), (0,))
+
+
+PROGRAMS = {
+    "mlp": (mlp, (spec.f64[3], spec.f64[3, 4], spec.f64[4, 2])),
+    "attention_like": (attention_like, (spec.f64[2, 3, 4], spec.f64[2, 5, 4])),
+    "chain": (chain, (spec.f64[5], spec.f64[5])),
+}
+
+
+def user_saves_sin(prim, *in_types, **params):
+    return prim.name == "sin"
+
+
+POLICIES = {
+    "none": None,
+    "nothing_saveable": P.nothing_saveable,
+    "everything_saveable": P.everything_saveable,
+    "dots_saveable": P.dots_saveable,
+    "dots_with_no_batch_dims_saveable": P.dots_with_no_batch_dims_saveable,
+    "save_only_h": P.save_only_these_names("h"),
+    "save_any_names_but_a": P.save_any_names_but_these("a"),
+    "save_anything_except_a": P.save_anything_except_these_names("a"),
+    "both(dots, only_h)": P.save_from_both_policies(P.dots_saveable, P.save_only_these_names("h")),
+    "user_saves_sin": user_saves_sin,
+    "offload_names": P.save_and_offload_only_these_names(
+        names_which_can_be_saved=["h"], names_which_can_be_offloaded=["a"],
+        offload_src="device", offload_dst="pinned_host"),
+    "offload_dots": P.offload_dot_with_no_batch_dims("device", "pinned_host"),
+}
+
+
+def checkpointed(fn, policy):
+    return lambda *xs: ops.checkpoint(fn, policy=policy)(*xs)
+
+
+def inputs(types, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(0.2, 1.0, t.shape).astype(t.dtype) for t in types]
+
+
+def fd_grad(prog, args, eps=1e-6):
+    """float64 central differences: truncation O(eps^2), rounding O(1e-16/eps)
+    ~1e-10, so 1e-6 relative agreement is a safe bound for these smooth
+    programs of O(1) values."""
+    grads = []
+    for i, x in enumerate(args):
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            up, dn = [a.copy() for a in args], [a.copy() for a in args]
+            up[i][idx] += eps
+            dn[i][idx] -= eps
+            g[idx] = (spec.evaluate(prog, *up)[0] - spec.evaluate(prog, *dn)[0]) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+@pytest.mark.parametrize("pname", POLICIES)
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_remat_leaves_values_and_gradients_unchanged(name, pname):
+    fn, types = PROGRAMS[name]
+    plain = spec.trace(fn, *types)
+    remat = spec.trace(checkpointed(fn, POLICIES[pname]), *types)
+    spec.check_program(remat)
+    args = inputs(types)
+    np.testing.assert_allclose(spec.evaluate(remat, *args)[0], spec.evaluate(plain, *args)[0], rtol=1e-12)
+    _, vjp_fn, _ = spec.vjp(remat, *args)
+    got = vjp_fn(np.ones((), np.float64))
+    for g, ref in zip(got, fd_grad(plain, args)):
+        np.testing.assert_allclose(g, ref, rtol=1e-6, atol=1e-8)
+    # JVP along a random direction equals the directional finite difference
+    rng = np.random.default_rng(1)
+    ts = [rng.standard_normal(t.shape) for t in types]
+    out, out_t = spec.evaluate(spec.jvp(remat), *args, *ts)
+    eps = 1e-6
+    up = spec.evaluate(plain, *[a + eps * t for a, t in zip(args, ts)])[0]
+    dn = spec.evaluate(plain, *[a - eps * t for a, t in zip(args, ts)])[0]
+    np.testing.assert_allclose(out_t, (up - dn) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+def _res(prog):
+    return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_nothing_saveable_saves_only_checkpoint_inputs(name):
+    fn, types = PROGRAMS[name]
+    for policy in (None, P.nothing_saveable):
+        res = spec.saved_residuals(spec.trace(checkpointed(fn, policy), *types))
+        assert res and all(r.source.kind == "argument" for r in res)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_everything_saveable_equals_no_remat(name):
+    fn, types = PROGRAMS[name]
+    plain = sorted(_res(spec.trace(lambda *xs: fn(*xs), *types)))   # same argument names
+    every = sorted(_res(spec.trace(checkpointed(fn, P.everything_saveable), *types)))
+    assert every == plain
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("a,b", [("dots_saveable", "save_only_h"), ("user_saves_sin", "save_any_names_but_a"),
+                                 ("dots_with_no_batch_dims_saveable", "user_saves_sin")])
+def test_save_from_both_saves_the_union(name, a, b):
+    """save_from_both_policies(a, b) answers Saveable exactly where a or b
+    does, on every equation a checkpoint's partial evaluation asks about;
+    so it never recomputes more than either."""
+    fn, types = PROGRAMS[name]
+    pa, pb = POLICIES[a], POLICIES[b]
+    both = P.save_from_both_policies(pa, pb)
+    body = spec.jvp(spec.trace(fn, *types))
+    for e in body.eqns:
+        ask = lambda pol: P.ask(pol, e.primitive, [x.type for x in e.inputs], e.params)
+        assert (ask(both) is P.Saveable) == (ask(pa) is P.Saveable or ask(pb) is P.Saveable), e
+    flops = lambda pol: spec.explain(spec.trace(checkpointed(fn, pol), *types)).recompute_flops
+    assert flops(both) <= min(flops(pa), flops(pb))
+    saved = lambda pol: {s for s in _res(spec.trace(checkpointed(fn, pol), *types)) if "argument" not in s[1]}
+    assert saved(both) <= saved(pa) | saved(pb)
+
+
+BOOLEAN = ["nothing_saveable", "dots_saveable", "save_only_h", "save_any_names_but_a",
+           "user_saves_sin", "everything_saveable"]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_saving_more_never_recomputes_more(name):
+    fn, types = PROGRAMS[name]
+    flops = {}
+    for pname in BOOLEAN:
+        flops[pname] = spec.explain(spec.trace(checkpointed(fn, POLICIES[pname]), *types)).recompute_flops
+    # a policy's saved set contains another's when it says yes to all the other says yes to
+    for small, big in [("nothing_saveable", p) for p in BOOLEAN] + [(p, "everything_saveable") for p in BOOLEAN]:
+        assert flops[big] <= flops[small], (small, big, flops)
+    both = P.save_from_both_policies(P.dots_saveable, P.save_only_these_names("h"))
+    f_both = spec.explain(spec.trace(checkpointed(fn, both), *types)).recompute_flops
+    assert f_both <= min(flops["dots_saveable"], flops["save_only_h"])
+    assert flops["everything_saveable"] == 0
+
+
+def test_offload_residuals_live_in_host_memory():
+    fn, types = PROGRAMS["mlp"]
+    prog = spec.trace(checkpointed(fn, POLICIES["offload_names"]), *types)
+    res = _res(prog)
+    assert ("f64<host>[2]", "output of device_put") in res or any("<host>" in t for t, _ in res)
+    lin = spec.linearize(prog)
+    text = str(lin.forward) + str(lin.linear)
+    assert text.count("device_put") >= 2
+
+
+def test_explain_table_for_mlp_under_dots_saveable():
+    layer = lambda x, W, b: ops.reduce_sum(ops.tanh(x @ W + b), (0,))
+    prog = spec.trace(lambda *a: ops.checkpoint(layer, policy=P.dots_saveable)(*a),
+                      spec.f32[8], spec.f32[8, 16], spec.f32[16])
+    ex = spec.explain(prog)
+    table = str(ex)
+    assert "policy dots_saveable answered Saveable" in table
+    assert "input of the checkpoint" in table
+    # b is saved too: recomputing tanh(x @ W + b) needs it
+    assert [str(r.residual.source) for r in ex.residuals] == [
+        "from the argument a[0]", "from the argument a[1]", "from the argument a[2]",
+        "output of dot_general"]
+    assert ex.saved_bytes == 8 * 4 + 8 * 16 * 4 + 16 * 4 + 16 * 4
+    # add, tanh, sub are recomputed: 16 elements each
+    assert [e.primitive.name for e in ex.recomputed] == ["add", "tanh", "sub"]
+    assert ex.recompute_flops == 3 * 16
+
+
+# -- errors --------------------------------------------------------------
+
+def test_policy_with_invalid_result_is_a_clear_error():
+    bad = lambda prim, *_, **__: "yes"
+    prog = spec.trace(checkpointed(mlp, bad), spec.f32[3], spec.f32[3, 4], spec.f32[4, 2])
+    with pytest.raises(P.PolicyError, match="returned 'yes'"):
+        spec.saved_residuals(prog)
+
+
+def test_policy_that_raises_is_a_clear_error():
+    def boom(prim, *_, **__):
+        raise KeyError("oops")
+    prog = spec.trace(checkpointed(mlp, boom), spec.f32[3], spec.f32[3, 4], spec.f32[4, 2])
+    with pytest.raises(P.PolicyError, match="raised KeyError"):
+        spec.saved_residuals(prog)
+
+
+def test_unknown_name_in_policy_is_a_clear_error():
+    with pytest.raises(P.PolicyError, match=r"\['typo'\]"):
+        spec.trace(checkpointed(mlp, P.save_only_these_names("typo")),
+                   spec.f32[3], spec.f32[3, 4], spec.f32[4, 2])
+    with pytest.raises(P.PolicyError, match="strings"):
+        P.save_only_these_names(3)
+
+
+def test_non_array_input_to_checkpoint_is_a_clear_error():
+    with pytest.raises(TypeError, match="checkpoint: argument 1"):
+        spec.trace(lambda x: ops.checkpoint(lambda a, b: a * b)(x, "two"), spec.f32[3])
+    with pytest.raises(TypeError, match="array types"):
+        spec.trace(lambda x: x, [3])
+
+
+def test_static_argnums():
+    f = lambda x, n: ops.integer_pow(ops.sin(x), n)
+    prog = spec.trace(lambda x: ops.checkpoint(f, static_argnums=(1,))(x, 3), spec.f64[4])
+    x = np.linspace(0.1, 1.0, 4)
+    np.testing.assert_allclose(spec.evaluate(prog, x)[0], np.sin(x) ** 3, rtol=1e-14)

@@ -17,7 +17,7 @@ def test_readme_starts_with_the_two_setup_commands():
 def test_readme_example_prints_what_it_shows():
     text = README.read_text()
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    shown = re.findall(r"```\n(.*?)```", text, re.S)[0]
+    shown = re.search(r"```text\n(.*?)```", text, re.S).group(1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(README), "exec"), {})

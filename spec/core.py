@@ -197,7 +197,7 @@ def to_atom(x, builder: Builder | None = None, dtype=None):
     if isinstance(x, (Var, Literal)):
         return x
     if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
-        if dtype is None and isinstance(x, (bool, int, float)):
+        if dtype is None and type(x) in (bool, int, float):   # numpy scalars keep their dtype
             dtype = {bool: np.bool_, int: np.int32, float: np.float32}[type(x)]
         value = np.asarray(x, dtype=dtype)
         canonical_dtype(value.dtype)

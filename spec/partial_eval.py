@@ -122,6 +122,7 @@ class PartialEval:
     staged_inputs: list[bool]                               # which inputs `staged` takes
     recomputed: list[Eqn] = field(default_factory=list)     # known eqns copied into staged
     decisions: dict = field(default_factory=dict)           # id(eqn) -> policy answer
+    staged_outputs: list[bool] = field(default_factory=list)  # which outputs `staged` returns
 
     def __iter__(self):   # (known, staged, residuals)
         return iter((self.known, self.staged, self.residuals))
@@ -132,7 +133,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  saveable: Callable[[Eqn], Any] = everything_saveable,
                  linearize: bool = False,
                  literals_are_residuals: bool | None = None,
-                 in_inst: Sequence[bool] | None = None) -> PartialEval:
+                 in_inst: Sequence[bool] | None = None,
+                 stage_recomputed_outputs: bool = False) -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
     * `instantiate[i]` forces output i to be computed by the staged program
@@ -148,7 +150,11 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       (so reading it there does not make it a residual).
     * `literals_are_residuals` (default: `linearize`) is False inside the
       body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
-      literals stay inline there."""
+      literals stay inline there.
+    * `stage_recomputed_outputs`: known outputs that the staged program
+      recomputes anyway are outputs of the staged program too (as
+      `partial_eval_jaxpr_custom` does for a call or checkpoint nested in a
+      checkpoint), so that nothing needs to save them."""
     from spec.policies import Offload, Recompute
     if literals_are_residuals is None:
         literals_are_residuals = linearize
@@ -210,7 +216,9 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
 
     outputs = [subst.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
     out_unknowns = [is_unknown(a) for a in outputs]
-    staged_out_mask = [u or i for u, i in zip(out_unknowns, instantiate)]
+    out_inst = [is_inst(a) and isinstance(a, Var) for a in outputs]
+    staged_out_mask = [u or i or (stage_recomputed_outputs and r)
+                       for u, i, r in zip(out_unknowns, instantiate, out_inst)]
     staged_outs = [a for a, m in zip(outputs, staged_out_mask) if m]
     staged_inputs = [u or i for u, i in zip(unknowns, in_inst)]
     staged_ins = [v for v, m in zip(prog.inputs, staged_inputs) if m]
@@ -258,7 +266,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     known = Program(known_ins, dce_eqns(known_eqns, known_outs + res_atoms),
                     known_outs + res_atoms, input_names=names)
     staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
-    return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions)
+    return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions,
+                       staged_outputs=staged_out_mask)
 
 
 _KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}

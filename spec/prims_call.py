@@ -63,13 +63,13 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     from spec.partial_eval import partial_eval, dce
     body, name = eqn.params["jaxpr"], eqn.params["name"]
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
-                      literals_are_residuals=False)
+                      literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True)
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
-    unknown_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if u]
+    staged_ins = [a for a, m in zip(eqn.inputs, pe.staged_inputs) if m]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
-    unknown_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if u]
+    staged_outs = [v for v, m in zip(eqn.outputs, pe.staged_outputs) if m]
     n_known = len(known_outs)
     res_atoms, new_res_vars, body_res_outs = [], [], []
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
@@ -82,8 +82,8 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
             body_res_outs.append(out)
     known_body = Program(pe.known.inputs, pe.known.eqns, pe.known.outputs[:n_known] + body_res_outs)
     known_eqn = Eqn(call_p, known_ins, known_outs + new_res_vars, dict(jaxpr=known_body, name=name))
-    staged_eqn = Eqn(call_p, res_atoms + unknown_ins, unknown_outs, dict(jaxpr=pe.staged, name=name))
-    return [known_eqn], [staged_eqn], pe.out_unknowns, pe.out_unknowns, pe.recomputed, {}
+    staged_eqn = Eqn(call_p, res_atoms + staged_ins, staged_outs, dict(jaxpr=pe.staged, name=name))
+    return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
 
 
 def _call_dce(eqn: Eqn, used_outputs):

@@ -206,8 +206,8 @@ def _staged_remat(pe, eqn, res_atoms, params):
     if isinstance(prevent_cse, tuple):
         flags = [True] * len(res_atoms) + [f for f, m in zip(prevent_cse, pe.staged_inputs) if m]
         prevent_cse = tuple(f for f, u in zip(flags, used) if u)
-    unknown_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if u]
-    return Eqn(remat_p, args, unknown_outs,
+    staged_outs = [v for v, m in zip(eqn.outputs, pe.staged_outputs) if m]
+    return Eqn(remat_p, args, staged_outs,
                dict(params, jaxpr=body, prevent_cse=prevent_cse, differentiated=True))
 
 
@@ -232,7 +232,8 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         staged = _staged_remat(pe, eqn, res_atoms, params)
         return known_eqns, [staged], pe.out_unknowns, pe.out_unknowns, [], subst
     # Rule 2 (nested): split by the enclosing policy; both halves stay remats.
-    pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable)
+    pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable,
+                      stage_recomputed_outputs=True)
     res_vars = [Var(r.type) for r in pe.residuals]
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
@@ -240,8 +241,7 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
                 dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)),
                 why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy")
     staged = _staged_remat(pe, eqn, res_vars, params)
-    out_inst = [u or i for u, i in zip(pe.out_unknowns, [False] * n_out)]
-    return [known], [staged], pe.out_unknowns, out_inst, pe.recomputed, {}
+    return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
 
 
 def _known_prevent_cse(params, in_unknowns):

@@ -314,6 +314,18 @@ def name_used_twice_body_spec(x):
     return ops.reduce_sum(ops.sin(h) * h, (0,))
 
 
+def name_and_operand_body_jax(x):
+    s = jnp.sin(x)
+    h = jname(s, "h")                   # s is needed unnamed too, so it is saved either way
+    return jnp.sum(jnp.sin(h) * h * s)
+
+
+def name_and_operand_body_spec(x):
+    s = ops.sin(x)
+    h = ops.checkpoint_name(s, "h")
+    return ops.reduce_sum(ops.sin(h) * h * s, (0,))
+
+
 def mul_literal_body_jax(x):
     return jnp.sum(jnp.sin(jnp.sin(x) * 2.0))
 
@@ -385,10 +397,15 @@ PROGRAMS: list[TestProgram] = [
     _p("save_any_names_but_these", _ckpt1(two_names_jax, two_names_spec,
                                           lambda: jcp.save_any_names_but_these("b"),
                                           sp.save_any_names_but_these("b")), X3),
-    _p("save_anything_except_these_names", _ckpt1(two_names_jax, two_names_spec,
-                                                  lambda: jcp.save_anything_except_these_names("b"),
-                                                  sp.save_anything_except_these_names("b")), X3,
-       "known divergence: jax 0.10.2 saves everything"),
+    _p("save_anything_except_these_names", _ckpt1(
+        name_and_operand_body_jax, name_and_operand_body_spec,
+        lambda: jcp.save_anything_except_these_names("h"),
+        sp.save_anything_except_these_names("h")), X3,
+       "known divergence: jax 0.10.2 saves everything, 'h' too"),
+    _p("everything_saveable_name_and_operand", _ckpt1(
+        name_and_operand_body_jax, name_and_operand_body_spec,
+        lambda: jcp.everything_saveable, sp.everything_saveable), X3,
+       "what JAX's save_anything_except_these_names('h') stub gives on the same program"),
     _p("save_and_offload_only_these_names", _ckpt1(
         two_names_jax, two_names_spec,
         lambda: jcp.save_and_offload_only_these_names(
@@ -420,6 +437,10 @@ PROGRAMS: list[TestProgram] = [
     # nested checkpoints
     _p("nested_nothing_outer_everything_inner",
        (nested_nothing_everything_jax, nested_nothing_everything_spec), X3),
+    _p("nested_everything_outer_nothing_inner", (
+        lambda x: jax.checkpoint(nested_body_jax(jcp.nothing_saveable), policy=jcp.everything_saveable)(x),
+        lambda x: ops.checkpoint(nested_body_spec(sp.nothing_saveable), policy=sp.everything_saveable)(x)),
+       X3, "the inner policy is not consulted: the inner checkpoint's values are saved"),
     _p("nested_dots_outer_nothing_inner", (nested_dots_nothing_jax, nested_dots_nothing_spec), XW),
     _p("nested_name_inner_save_only_outer", (nested_name_inner_jax, nested_name_inner_spec), X3),
     # jit

@@ -527,6 +527,18 @@ def test_transpose_dot_product_identity(case, mask):
     assert abs(lhs - rhs) <= TRANSPOSE_EPS_FACTOR * eps * (lhs_abs + rhs_abs), (lhs, rhs)
 
 
+@pytest.mark.parametrize("scalar", [np.float64(0.5), np.asarray(0.5), 0.5], ids=["np.float64", "0-d-array", "python-float"])
+def test_float64_scalar_constant_operand(scalar):
+    """A numpy/Python constant of the operand's dtype is a literal operand
+    (pad takes its padding value as an operand, with no weak-type coercion
+    of Python floats, which become f32 literals)."""
+    dtype = np.float32 if type(scalar) is float else np.float64
+    x = np.arange(3.0, dtype=dtype)
+    prog = spec.trace(lambda x: ops.pad(x, scalar, ((1, 1, 0),)), ArrayType((3,), dtype))
+    spec.check_program(prog)
+    np.testing.assert_array_equal(spec.evaluate(prog, x)[0], [0.5, 0.0, 1.0, 2.0, 0.5])
+
+
 def test_transpose_of_non_linear_argument_is_rejected():
     prog = spec.trace(ops.div, spec.f64[3], spec.f64[3])
     with pytest.raises(spec.PrimitiveError, match="^div"):

@@ -309,12 +309,33 @@ def dce_eqns(eqns: list[Eqn], outputs) -> list[Eqn]:
     return kept[::-1]
 
 
-def dce(prog: Program, used_outputs: Sequence[bool] | None = None) -> tuple[Program, list[bool]]:
+def dce(prog: Program, used_outputs: Sequence[bool] | None = None,
+        prune_inputs: bool = False) -> tuple[Program, list[bool]]:
     """Remove dead equations (and unused outputs); returns the program and
-    which inputs it still reads. Inputs are kept so the signature is stable."""
+    which inputs it still reads. Inputs are kept, so the signature is
+    stable, unless `prune_inputs`."""
     outs = prog.outputs if used_outputs is None else [a for a, u in zip(prog.outputs, used_outputs) if u]
     eqns = dce_eqns(prog.eqns, outs)
     read = {a.id for e in eqns for a in e.inputs if isinstance(a, Var)} | {
         a.id for a in outs if isinstance(a, Var)}
-    return (Program(prog.inputs, eqns, outs, input_names=prog.input_names),
-            [v.id in read for v in prog.inputs])
+    used_inputs = [v.id in read for v in prog.inputs]
+    inputs = [v for v, u in zip(prog.inputs, used_inputs) if u] if prune_inputs else prog.inputs
+    names = prog.input_names
+    if prune_inputs and names:
+        names = tuple(n for n, u in zip(names, used_inputs) if u)
+    return Program(inputs, eqns, outs, input_names=names), used_inputs
+
+
+def dce_body_eqn(eqn: Eqn, used_outputs: Sequence[bool], per_input_params=()) -> tuple[Eqn, list[bool]]:
+    """The DCE rule of a primitive that applies its `jaxpr` param to its
+    inputs (call, remat): prune the body's dead code, unused outputs and
+    unread inputs; params in `per_input_params` hold one entry per input
+    when they are tuples, and are pruned alike."""
+    body, used_inputs = dce(eqn.params["jaxpr"], used_outputs, prune_inputs=True)
+    params = dict(eqn.params, jaxpr=body)
+    for name in per_input_params:
+        if isinstance(params[name], tuple):
+            params[name] = tuple(f for f, u in zip(params[name], used_inputs) if u)
+    return (Eqn(eqn.primitive, [a for a, u in zip(eqn.inputs, used_inputs) if u],
+                [v for v, u in zip(eqn.outputs, used_outputs) if u], params, why=eqn.why),
+            used_inputs)

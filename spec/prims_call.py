@@ -12,6 +12,7 @@ from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, transpose_rules)
 from spec.ir import Eqn, Literal, Program, Var
+from spec.partial_eval import dce_body_eqn
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
 
@@ -86,15 +87,6 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
 
 
-def _call_dce(eqn: Eqn, used_outputs):
-    from spec.partial_eval import dce
-    body, used_inputs = dce(eqn.params["jaxpr"], used_outputs)
-    body = Program([v for v, u in zip(body.inputs, used_inputs) if u], body.eqns, body.outputs)
-    new = Eqn(call_p, [a for a, u in zip(eqn.inputs, used_inputs) if u],
-              [v for v, u in zip(eqn.outputs, used_outputs) if u], dict(eqn.params, jaxpr=body))
-    return new, used_inputs
-
-
 def _call_source(eqn, var):
     from spec.partial_eval import Source
     return Source("output", primitive="call", name=eqn.params["name"])
@@ -105,7 +97,7 @@ eval_rules[call_p] = _call_eval
 jvp_rules[call_p] = _call_jvp
 transpose_rules[call_p] = _call_transpose
 partial_eval_rules[call_p] = _call_partial_eval
-dce_rules[call_p] = _call_dce
+dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
 
 
 def _register_source():

@@ -39,7 +39,7 @@ from spec.core import (PrimitiveError, Zero, bind, building, dce_rules,
                        partial_eval_rules, primitive, shape_rules, trace,
                        transpose_rules, Tracer)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var
-from spec.partial_eval import Source, dce, partial_eval, source_rules
+from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
 from spec import policies as _policies
 
 # ==========================================================================
@@ -199,8 +199,7 @@ def _clone(eqns: Sequence[Eqn], env: dict, why=lambda e: None) -> list[Eqn]:
 def _staged_remat(pe, eqn, res_atoms, params):
     """The staged remat: its body is pe.staged with unused inputs removed."""
     staged_ins_outer = [a for a, m in zip(eqn.inputs, pe.staged_inputs) if m]
-    body, used = dce(pe.staged)
-    body = Program([v for v, u in zip(body.inputs, used) if u], body.eqns, body.outputs)
+    body, used = dce(pe.staged, prune_inputs=True)
     args = [a for a, u in zip(list(res_atoms) + staged_ins_outer, used) if u]
     prevent_cse = params["prevent_cse"]
     if isinstance(prevent_cse, tuple):
@@ -263,21 +262,10 @@ def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     return [next(outs) if lin else None for lin in linear]
 
 
-def _remat_dce(eqn: Eqn, used_outputs):
-    body, used_inputs = dce(eqn.params["jaxpr"], used_outputs)
-    body = Program([v for v, u in zip(body.inputs, used_inputs) if u], body.eqns, body.outputs)
-    p = eqn.params["prevent_cse"]
-    if isinstance(p, tuple):
-        p = tuple(f for f, u in zip(p, used_inputs) if u)
-    new = Eqn(remat_p, [a for a, u in zip(eqn.inputs, used_inputs) if u],
-              [v for v, u in zip(eqn.outputs, used_outputs) if u], dict(eqn.params, jaxpr=body, prevent_cse=p))
-    return new, used_inputs
-
-
 shape_rules[remat_p] = _remat_shape
 eval_rules[remat_p] = _remat_eval
 jvp_rules[remat_p] = _remat_jvp
 transpose_rules[remat_p] = _remat_transpose
 partial_eval_rules[remat_p] = _remat_partial_eval
-dce_rules[remat_p] = _remat_dce
+dce_rules[remat_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs, ("prevent_cse",))
 source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  # JAX's primitive name

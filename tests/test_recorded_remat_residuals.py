@@ -38,9 +38,9 @@ for _p in (ROOT, HERE):
         sys.path.insert(0, _p)
 
 import spec  # noqa: E402
-from spec.ir import Literal  # noqa: E402
 
 from jax_remat_programs import BY_NAME, PROGRAMS  # noqa: E402
+from recording_format import spec_signature  # noqa: E402
 
 RECORDING = os.path.join(HERE, "recordings", "residuals_remat.json")
 
@@ -77,34 +77,6 @@ def spec_residuals(p) -> list[list[str]]:
 
 
 # --------------------------------------------------------------------------
-# the spec program's signature, spelled as the recorder spells JAX's
-
-def _type(t) -> str:
-    return str(t)
-
-
-def program_signature(prog) -> list[str]:
-    def atom(a):
-        if isinstance(a, Literal):
-            return ("lit:" if a.is_scalar else "const:") + _type(a.type)
-        return _type(a.type)
-
-    out = []
-    for e in prog.eqns:
-        name = e.primitive.name
-        if name == "call":
-            name = f"jit<{e.params['name']}>{{{'; '.join(program_signature(e.params['jaxpr']))}}}"
-        elif name == "remat":
-            name = f"remat2{{{'; '.join(program_signature(e.params['jaxpr']))}}}"
-        elif name == "name":
-            name = f"name<{e.params['name']}>"
-        ins = " ".join(atom(a) for a in e.inputs)
-        outs = " ".join(_type(v.type) for v in e.outputs)
-        out.append(f"{name} {ins} -> {outs}")
-    return out
-
-
-# --------------------------------------------------------------------------
 
 NAMES = [p.name for p in PROGRAMS]
 
@@ -125,7 +97,7 @@ def test_no_recorded_errors():
 @pytest.mark.parametrize("name", NAMES)
 def test_same_program_as_jax(name):
     p = BY_NAME[name]
-    assert program_signature(p.trace_spec()) == REC["jaxprs"][name]
+    assert spec_signature(p.trace_spec()) == REC["jaxprs"][name]
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in KNOWN_DIVERGENCES])

@@ -21,22 +21,9 @@ as a multiset, they agree in order too, so the order is asserted for all
 programs rather than only reported. (The programs that fail the order test
 fail it because their multisets already differ; see the multiset test.)
 
-Known disagreements when this was written (jax 0.10.2; spec/ is edited
-elsewhere, so these tests are left failing rather than the recording
-changed):
-* mlp_layer, softmax_rows: `prims_elementwise.broadcast_shapes` calls the
-  module's own `min`/`max` (the primitives, which shadow the builtins), so a
-  binary op on shapes with a size-1 dim emits stray `min` equations on i32
-  literals and takes the first operand's dim, giving the wrong shape when
-  that operand has the 1 (f32[1,3] + f32[2,3] -> f32[1,3]). softmax_rows
-  then fails in linearize (add_any of f32[2,3] and f32[2,1]).
-* jit_inner: a scalar literal inside a jitted body becomes a residual of the
-  call in the spec; JAX's jit linearization (`pjit._pjit_linearize` ->
-  `ad.linearize_jaxpr`) keeps body literals inline in the tangent jaxpr.
-* integer_pows: `x ** 0`'s tangent `full_like(t, 0)` does not depend on the
-  input tangent; JAX's per-primitive linearization (`ad.linearize_from_jvp`)
-  turns such *known* output tangents into symbolic zeros, the spec keeps it
-  and saves it as a residual ("output of broadcast_in_dim").
+Known differences from jax 0.10.2 are listed in KNOWN_DIFFERENCES below,
+each with the exact residuals that differ and the reason; they are asserted
+(test_known_differences_are_exactly_as_documented), never skipped.
 """
 from __future__ import annotations
 
@@ -55,6 +42,7 @@ for _p in (ROOT, HERE):
 
 import spec  # noqa: E402
 from jax_programs import BY_NAME, PROGRAMS  # noqa: E402
+from recording_format import spec_signature  # noqa: E402
 
 RECORDING_PATH = os.path.join(HERE, "recordings", "residuals_core.json")
 
@@ -74,25 +62,6 @@ def spec_residuals(name: str) -> list[tuple[str, str]]:
 
 def recorded_residuals(name: str) -> list[tuple[str, str]]:
     return [tuple(pair) for pair in RECORDING["residuals"][name]]
-
-
-def spec_signature(prog: spec.Program) -> list[str]:
-    """The spec program's equations in the recorder's format
-    (record_jax_residuals.jaxpr_signature): a `call` is a jit."""
-    def atom(a):
-        if isinstance(a, spec.Literal):
-            return ("lit:" if a.is_scalar else "const:") + str(a.type)
-        return str(a.type)
-
-    out = []
-    for e in prog.eqns:
-        name = e.primitive.name
-        if name == "call":
-            name = f"jit<{e.params['name']}>{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
-        ins = " ".join(atom(a) for a in e.inputs)
-        outs = " ".join(str(v.type) for v in e.outputs)
-        out.append(f"{name} {ins} -> {outs}")
-    return out
 
 
 def _fmt(pairs) -> str:

@@ -1,0 +1,28 @@
+"""The spec's side of the recordings: a spec program spelled the way the
+recorders (tests/record_jax_*.py) spell JAX's jaxprs, so the tests can check
+that the spec version of a recorded program is the same program."""
+from spec.ir import Literal, Program
+
+
+def spec_signature(prog: Program) -> list[str]:
+    """One line per equation: `prim inputs -> outputs`, with literal and
+    constant inputs marked, a `call` as `jit<name>{body}`, a `remat` as
+    JAX's `remat2{body}` and a name as `name<h>`."""
+    def atom(a):
+        if isinstance(a, Literal):
+            return ("lit:" if a.is_scalar else "const:") + str(a.type)
+        return str(a.type)
+
+    out = []
+    for e in prog.eqns:
+        name = e.primitive.name
+        if name == "call":
+            name = f"jit<{e.params['name']}>{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
+        elif name == "remat":
+            name = f"remat2{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
+        elif name == "name":
+            name = f"name<{e.params['name']}>"
+        ins = " ".join(atom(a) for a in e.inputs)
+        outs = " ".join(str(v.type) for v in e.outputs)
+        out.append(f"{name} {ins} -> {outs}")
+    return out

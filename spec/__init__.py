@@ -12,7 +12,7 @@ program, then apply transformations (each maps programs to programs):
 from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,  # noqa: F401
                      check_program, f16, f32, f64, bf16, i32, bool_, float0, pp_program)
 from spec.core import (Zero, UndefinedPrimal, trace, primitives, shape_rules,  # noqa: F401
-                       eval_rules, jvp_rules, transpose_rules, PrimitiveError)
+                       eval_rules, jvp_rules, transpose_rules, batch_rules, PrimitiveError)
 from spec import prims_elementwise, prims_structural, prims_call, remat  # noqa: F401  (register rules)
 from spec import policies  # noqa: F401
 from spec.policies import checkpoint_policies, Saveable, Recompute, Offload  # noqa: F401
@@ -23,3 +23,4 @@ from spec.partial_eval import partial_eval, dce, Residual, Source, PartialEval  
 from spec.transpose import transpose  # noqa: F401
 from spec.vjp import linearize, vjp, grad, saved_residuals, Linearized  # noqa: F401
 from spec.explain import explain, Explanation  # noqa: F401
+from spec.batching import vmap, vmap_program, BatchingError  # noqa: F401

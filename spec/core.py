@@ -8,6 +8,9 @@ never special-case a primitive by name:
     eval_rules[p](*arrays, **params)           -> array | [arrays]
     jvp_rules[p](primals, tangents, **params)  -> (primal outs, tangent outs)
     transpose_rules[p](cts, *inputs, **params) -> [input cotangents]
+    batch_rules[p](args, dims, **params)       -> (out | [outs], out dim(s));
+                                                  dims[i] is args[i]'s batch
+                                                  axis, or None (unbatched)
     partial_eval_rules[p], dce_rules[p]        -> only for primitives with
                                                   sub-programs (call, remat)
 
@@ -35,6 +38,7 @@ shape_rules: dict[Primitive, Callable] = {}
 eval_rules: dict[Primitive, Callable] = {}
 jvp_rules: dict[Primitive, Callable] = {}
 transpose_rules: dict[Primitive, Callable] = {}
+batch_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}

@@ -106,3 +106,19 @@ def _register_source():
 
 
 _register_source()
+
+
+def _call_batch(args, dims, *, jaxpr, name):
+    """pjit's batcher: batch the body; outputs keep the body's batch axes."""
+    from spec.batching import vmap_program
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    body, out_dims = vmap_program(jaxpr, dims, "any", size)
+    return call(body, *args, name=name), out_dims
+
+
+def _register_batch_rule():
+    from spec.core import batch_rules
+    batch_rules[call_p] = _call_batch
+
+
+_register_batch_rule()

@@ -657,3 +657,64 @@ shape_rules[stop_gradient_p] = lambda x: [x]
 eval_rules[stop_gradient_p] = lambda x: x
 # its tangent is a symbolic zero (ad.defjvp_zero): nothing flows back through it
 jvp_rules[stop_gradient_p] = lambda primals, tangents: (stop_gradient(primals[0]), None)
+
+
+# ==========================================================================
+# batching rules (jax 0.10.2: vectorized for unary ops, broadcast_batcher
+# for n-ary ones, add_batched for add_any, _select_batch_rule for select_n)
+
+def _register_batch_rules():
+    from spec.batching import broadcast_batcher, vectorized_batcher
+    from spec.core import batch_rules
+    for p in (neg_p, sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p,
+              rsqrt_p, square_p, abs_p, integer_pow_p, convert_element_type_p, stop_gradient_p):
+        batch_rules[p] = vectorized_batcher(p)
+    for p in (add_p, sub_p, mul_p, div_p, max_p, min_p, gt_p, lt_p, ge_p, le_p, eq_p, ne_p):
+        batch_rules[p] = broadcast_batcher(p)
+    batch_rules[add_any_p] = _batch_add_any
+    batch_rules[select_n_p] = _batch_select_n
+
+
+def _batch_add_any(args, dims):
+    """batching.add_batched: align the batch axes, broadcasting an unbatched operand."""
+    from spec.batching import broadcast_at, moveaxis
+    (x, y), (dx, dy) = args, dims
+    if dx == dy:
+        return add_any(x, y), dx
+    if dx is None:
+        return add_any(broadcast_at(x, y.shape[dy], dy), y), dy
+    if dy is None:
+        return add_any(x, broadcast_at(y, x.shape[dx], dx)), dx
+    return add_any(moveaxis(x, dx, dy), y), dy
+
+
+def _batch_select_n(args, dims):
+    """lax._select_batch_rule."""
+    from spec.batching import bdim_at_front, moveaxis, ndim
+    from spec.prims_structural import broadcast_in_dim
+    which, *cases = args
+    which_bdim, *case_bdims = dims
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    if all(which_bdim == b for b in case_bdims):
+        if tuple(which.shape) == tuple(cases[0].shape):
+            return select_n(which, *cases), which_bdim
+        which = broadcast_in_dim(which, cases[0].shape, [which_bdim])
+        return select_n(which, *cases), which_bdim
+    if ndim(which) == 0 and all(b is not None for b in case_bdims):
+        if all(case_bdims[0] == b for b in case_bdims[1:]):
+            return select_n(which, *cases), case_bdims[0]
+        if all(tuple(cases[0].shape) == tuple(c.shape) for c in cases):
+            bdim = case_bdims[0]
+            others = [moveaxis(c, cb, bdim) for c, cb in zip(cases[1:], case_bdims[1:])]
+            return select_n(which, cases[0], *others), bdim
+    which = bdim_at_front(which, which_bdim, size) if ndim(which) else which
+    if not all(ndim(c) == 0 for c in cases):
+        cases = [bdim_at_front(c, b, size) for c, b in zip(cases, case_bdims)]
+    if 0 < ndim(which) < ndim(cases[0]):
+        which = broadcast_in_dim(which, cases[0].shape, [0])
+    if ndim(which) > ndim(cases[0]):
+        cases = [broadcast_in_dim(c, which.shape, ()) for c in cases]
+    return select_n(which, *cases), 0
+
+
+_register_batch_rules()

@@ -534,3 +534,114 @@ cost_rules[dot_general_p] = _dot_general_cost
 for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, concatenate_p, slice_p, pad_p):
     cost_rules[_p] = lambda *in_types, **params: 0      # data movement only
 cost_rules[reduce_sum_p] = cost_rules[reduce_max_p] = lambda x, **_: x.size
+
+
+# ==========================================================================
+# batching rules (each mirrors jax 0.10.2's `_..._batch_rule`)
+
+def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
+    from spec.batching import moveaxis
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    return broadcast_in_dim(x, (x.shape[0],) + tuple(shape),
+                            (0,) + tuple(np.add(1, broadcast_dimensions))), 0
+
+
+def _batch_reshape(args, dims, *, new_sizes, dimensions):
+    from spec.batching import moveaxis
+    (x,), (d,) = args, dims
+    x = moveaxis(x, d, 0)
+    return reshape(x, (x.shape[0],) + tuple(new_sizes)), 0
+
+
+def _batch_transpose(args, dims, *, permutation):
+    (x,), (d,) = args, dims
+    perm = (d,) + tuple(i if i < d else i + 1 for i in permutation)
+    return transpose(x, perm), 0
+
+
+def _batch_squeeze(args, dims, *, dimensions):
+    from spec.batching import moveaxis
+    (x,), (d,) = args, dims
+    return squeeze(moveaxis(x, d, 0), tuple(np.add(1, dimensions))), 0
+
+
+def _batch_concatenate(args, dims, *, dimension):
+    from spec.batching import bdim_at_front
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    return concatenate([bdim_at_front(a, d, size) for a, d in zip(args, dims)], dimension + 1), 0
+
+
+def _batch_slice(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    lo, hi = list(start_indices), list(limit_indices)
+    lo.insert(d, 0)
+    hi.insert(d, x.shape[d])
+    st = None if strides is None else list(strides[:d]) + [1] + list(strides[d:])
+    return slice(x, lo, hi, st), d
+
+
+def _batch_pad(args, dims, *, padding_config):
+    from spec.batching import broadcast
+    from spec.prims_elementwise import select_n, _full_like
+    (x, v), (dx, dv) = args, dims
+    if dx is None:
+        x, dx = broadcast(x, v.shape[dv]), 0
+    config = list(padding_config)
+    config.insert(dx, (0, 0, 0))
+    if dv is None:
+        return pad(x, v, config), dx
+    # a batched padding value: pad with zeros, then select the padding in
+    padded = pad(x, _lit_like(x, 0), config)
+    mask = pad(bind(broadcast_in_dim_p, np.asarray(True), shape=tuple(x.shape), broadcast_dimensions=()),
+               np.asarray(False), config)
+    padding = broadcast_in_dim(v, padded.shape, (dx,))
+    return select_n(mask, padding, padded), dx
+
+
+def _reducer_batcher(fn):
+    """batching.reducer_batcher: shift the reduced axes past the batch axis."""
+    def rule(args, dims, *, axes):
+        (x,), (d,) = args, dims
+        axes = tuple(int(a) for a in np.where(np.less(axes, d), axes, np.add(axes, 1)))
+        out_dim = [i for i in range(x.ndim) if i not in axes].index(d)
+        return fn(x, axes), out_dim
+    return rule
+
+
+def _batch_dot_general(args, dims, *, dimension_numbers, precision, preferred_element_type):
+    """lax._dot_batch_rule with _dot_general_batch_dim_nums: two batched
+    operands get a new leading dot batch dim; one batched operand keeps its
+    batch axis as a free dim."""
+    (x, y), (lbd, rbd) = args, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    bump = lambda ds, b: tuple(int(i) for i in np.add(ds, np.greater_equal(ds, b)))
+    if lbd is not None and rbd is not None:
+        lb, rb = (lbd,) + bump(lb, lbd), (rbd,) + bump(rb, rbd)
+        lc, rc = bump(lc, lbd), bump(rc, rbd)
+        out_dim = 0
+    elif lbd is not None:
+        lhs_tensor = [i for i in range(x.ndim) if i not in lb and i not in lc]
+        out_dim = len(lb) + int(sum(np.less(lhs_tensor, lbd)))
+        lb, lc = bump(lb, lbd), bump(lc, lbd)
+    else:
+        rhs_tensor = [i for i in range(y.ndim) if i not in rb and i not in rc]
+        out_dim = (x.ndim - len(lc)) + int(sum(np.less(rhs_tensor, rbd)))
+        rb, rc = bump(rb, rbd), bump(rc, rbd)
+    out = dot_general(x, y, ((lc, rc), (lb, rb)), precision=precision,
+                      preferred_element_type=preferred_element_type)
+    return out, out_dim
+
+
+def _register_batch_rules():
+    from spec.core import batch_rules
+    batch_rules.update({
+        broadcast_in_dim_p: _batch_broadcast_in_dim, reshape_p: _batch_reshape,
+        transpose_p: _batch_transpose, squeeze_p: _batch_squeeze,
+        concatenate_p: _batch_concatenate, slice_p: _batch_slice, pad_p: _batch_pad,
+        reduce_sum_p: _reducer_batcher(reduce_sum), reduce_max_p: _reducer_batcher(reduce_max),
+        dot_general_p: _batch_dot_general,
+    })
+
+
+_register_batch_rules()

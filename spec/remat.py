@@ -269,3 +269,28 @@ transpose_rules[remat_p] = _remat_transpose
 partial_eval_rules[remat_p] = _remat_partial_eval
 dce_rules[remat_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs, ("prevent_cse",))
 source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  # JAX's primitive name
+
+
+# ==========================================================================
+# batching
+
+def _remat_batch(args, dims, *, jaxpr, policy, prevent_cse, differentiated):
+    """remat_vmap: batch the body (inputs keep their batch axes, batched
+    outputs move to axis 0); policy and prevent_cse are kept."""
+    from spec.batching import vmap_program
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    body, out_dims = vmap_program(jaxpr, dims, "zero_if_mapped", size)
+    outs = bind(remat_p, *args, jaxpr=body, policy=policy, prevent_cse=prevent_cse,
+                differentiated=differentiated)
+    return outs, out_dims
+
+
+def _register_batch_rules():
+    from spec.batching import vectorized_batcher
+    from spec.core import batch_rules
+    batch_rules[remat_p] = _remat_batch
+    batch_rules[name_p] = vectorized_batcher(name_p)
+    batch_rules[device_put_p] = vectorized_batcher(device_put_p)
+
+
+_register_batch_rules()

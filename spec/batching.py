@@ -1,0 +1,199 @@
+"""Batching: `vmap(prog, in_axes)` is the program applied to a stack of inputs.
+
+Every value of the batched program is either *unbatched* (the same for
+every batch member) or carries the batch along one axis, its *batch
+dimension* (`bdim`). An equation whose inputs are all unbatched is copied as
+it is; otherwise its primitive's batching rule (`batch_rules` in
+spec/core.py) emits the batched computation and says where the batch
+dimension of each output is. Rules follow jax 0.10.2's (`batching.py` and
+each primitive's `_batch_rule`), so the batched program has JAX's shape:
+for instance elementwise ops only move batch dimensions when operands
+disagree, and unbatched operands get a size-1 axis rather than a copy.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from spec.core import Tracer, batch_rules, bind, building
+from spec.ir import ArrayType, Program, Var
+
+
+class BatchingError(TypeError):
+    pass
+
+
+# --------------------------------------------------------------------------
+# helpers used by the rules (JAX's batching.moveaxis, bdim_at_front, broadcast)
+
+def moveaxis(x, src: int, dst: int):
+    """Move axis `src` of x to position `dst` (a transpose, or nothing)."""
+    from spec.prims_structural import transpose
+    if src == dst:
+        return x
+    perm = [i for i in range(x.ndim) if i != src]
+    perm.insert(dst, src)
+    return transpose(x, perm)
+
+
+def broadcast(x, size: int):
+    """A new leading axis of `size` (lax.broadcast(x, (size,)))."""
+    from spec.prims_structural import broadcast_in_dim
+    shape = getattr(x, "shape", np.shape(x))
+    return broadcast_in_dim(x, (size,) + tuple(shape), tuple(range(1, len(shape) + 1)))
+
+
+def broadcast_at(x, size: int, axis: int):
+    """A new axis of `size` at position `axis` (batching.broadcast)."""
+    from spec.prims_structural import broadcast_in_dim
+    shape = list(x.shape)
+    shape.insert(axis, size)
+    return broadcast_in_dim(x, shape, [i for i in range(len(shape)) if i != axis])
+
+
+def bdim_at_front(x, bdim, size: int):
+    """x with its batch axis first; an unbatched x is broadcast to `size`."""
+    return broadcast(x, size) if bdim is None else moveaxis(x, bdim, 0)
+
+
+def ndim(x) -> int:
+    return x.ndim if isinstance(x, Tracer) else np.ndim(x)
+
+
+def vectorized_batcher(prim):
+    """Unary elementwise primitives: apply to the batched operand as is."""
+    def rule(args, dims, **params):
+        return bind(prim, *args, **params), dims[0]
+    return rule
+
+
+def broadcast_batcher(prim):
+    """JAX's `broadcast_batcher` for n-ary elementwise primitives: if all
+    non-scalar operands agree in shape and batch dimension, apply the
+    primitive; otherwise move batch axes to the front, give unbatched
+    operands a size-1 leading axis and rely on size-1 broadcasting."""
+    from spec.prims_structural import expand_dims
+
+    def rule(args, dims, **params):
+        shape, dim = next((a.shape, d) for a, d in zip(args, dims) if d is not None)
+        if all(tuple(a.shape) == tuple(shape) and d == dim
+               for a, d in zip(args, dims) if ndim(a)):
+            return bind(prim, *args, **params), dim
+        args = [bdim_at_front(a, d, 1) if ndim(a) else a for a, d in zip(args, dims)]
+        nd = max(ndim(a) for a in args)
+        args = [a if d is None or ndim(a) == nd else expand_dims(a, tuple(range(ndim(a), nd)))
+                for a, d in zip(args, dims)]
+        return bind(prim, *args, **params), 0
+    return rule
+
+
+# --------------------------------------------------------------------------
+# the transformation
+
+def vmap_traced(prog: Program, args, dims, axis_size: int):
+    """Emit the batched `prog` into the current trace. Returns (outs, out dims)."""
+    env: dict[int, tuple] = {}
+
+    def read(a):
+        return env[a.id] if isinstance(a, Var) else (a.value, None)
+
+    for v, x, d in zip(prog.inputs, args, dims):
+        env[v.id] = (x, d)
+    for e in prog.eqns:
+        xs, ds = zip(*map(read, e.inputs)) if e.inputs else ((), ())
+        if all(d is None for d in ds):
+            outs = bind(e.primitive, *xs, **e.params)
+            out_dims = [None] * len(e.outputs)
+            outs = outs if e.primitive.multiple_results else [outs]
+        else:
+            rule = batch_rules.get(e.primitive)
+            if rule is None:
+                raise BatchingError(f"primitive {e.primitive.name!r} has no batching rule")
+            outs, out_dims = rule(list(xs), list(ds), **e.params)
+            if not e.primitive.multiple_results:
+                outs, out_dims = [outs], [out_dims]
+        for v, o, d in zip(e.outputs, outs, out_dims):
+            env[v.id] = (o, d)
+    outs = [read(a) for a in prog.outputs]
+    return [o for o, _ in outs], [d for _, d in outs]
+
+
+def move_to(x, d, target, size: int):
+    """Put x's batch axis at `target` (broadcasting an unbatched x); target
+    None means x must be unbatched."""
+    if target is None:
+        if d is not None:
+            raise BatchingError("an output with out_axes=None is batched")
+        return x
+    if d is None:
+        x = broadcast(x, size)
+        d = 0
+    return moveaxis(x, d, target)
+
+
+def vmap_program(prog: Program, in_dims: Sequence[int | None], out_dims="any",
+                 axis_size: int | None = None):
+    """The batched program for inputs batched along `in_dims` (None:
+    unbatched). `out_dims` is a list of target axes (None: must be
+    unbatched), or "any" to keep the rules' choice, or "zero_if_mapped" to
+    move batched outputs to axis 0 and keep unbatched ones (as JAX batches a
+    checkpoint's body). Returns (program, out dims)."""
+    in_dims = list(in_dims)
+    if len(in_dims) != len(prog.inputs):
+        raise BatchingError(f"in_axes has {len(in_dims)} entries for {len(prog.inputs)} inputs")
+    for t, d in zip(prog.in_types, in_dims):
+        if d is not None and (not isinstance(d, (int, np.integer)) or not -(t.ndim + 1) <= d <= t.ndim):
+            raise BatchingError(f"in_axes entry {d!r} out of range for an input of type {t} "
+                                f"(the batched input has {t.ndim + 1} dims)")
+    if axis_size is None:
+        raise BatchingError("vmap of a program needs axis_size: the size of the new batch axis "
+                            "(a program's input types do not carry it)")
+    # in_dims index the *batched* input arrays
+    in_types = []
+    canon = []
+    for t, d in zip(prog.in_types, in_dims):
+        if d is None:
+            in_types.append(t)
+            canon.append(None)
+        else:
+            d = d % (t.ndim + 1)
+            shape = list(t.shape)
+            shape.insert(d, axis_size)
+            in_types.append(ArrayType(shape, t.dtype, t.memory_space))
+            canon.append(d)
+    with building() as b:
+        ins = [b.new_input(t) for t in in_types]
+        outs, dims = vmap_traced(prog, ins, canon, axis_size)
+        if out_dims == "any":
+            final = dims
+        elif out_dims == "zero_if_mapped":
+            outs = [move_to(o, d, 0, axis_size) if d is not None else o for o, d in zip(outs, dims)]
+            final = [0 if d is not None else None for d in dims]
+        else:
+            final = []
+            for o_t, target in zip(prog.out_types, out_dims):
+                if target is not None:
+                    target = target % (o_t.ndim + 1)
+                final.append(target)
+            outs = [move_to(o, d, t, axis_size) for o, d, t in zip(outs, dims, final)]
+        return b.build(ins, outs, input_names=prog.input_names), final
+
+
+def vmap(prog: Program, in_axes=0, out_axes=0, axis_size: int | None = None) -> Program:
+    """`jax.vmap` as a program transformation.
+
+    in_axes: an int (every input batched along that axis), None, or one
+    entry (int or None) per input; negative axes count from the end of the
+    batched input. out_axes: the same, per output. axis_size is needed only
+    when no input is batched. Unbatched inputs stay unbatched as far as
+    possible."""
+    n = len(prog.inputs)
+    in_axes = [in_axes] * n if in_axes is None or isinstance(in_axes, (int, np.integer)) else list(in_axes)
+    if len(in_axes) != n:
+        raise BatchingError(f"in_axes has {len(in_axes)} entries for {n} inputs")
+    m = len(prog.outputs)
+    out_axes = [out_axes] * m if out_axes is None or isinstance(out_axes, (int, np.integer)) else list(out_axes)
+    if len(out_axes) != m:
+        raise BatchingError(f"out_axes has {len(out_axes)} entries for {m} outputs")
+    return vmap_program(prog, in_axes, out_axes, axis_size)[0]

@@ -21,6 +21,6 @@ from spec.evaluate import evaluate, EvaluationError  # noqa: F401
 from spec.jvp import jvp, jvp_program  # noqa: F401
 from spec.partial_eval import partial_eval, dce, Residual, Source, PartialEval  # noqa: F401
 from spec.transpose import transpose  # noqa: F401
-from spec.vjp import linearize, vjp, grad, saved_residuals, Linearized  # noqa: F401
+from spec.vjp import linearize, vjp, vjp_program, grad, saved_residuals, Linearized  # noqa: F401
 from spec.explain import explain, Explanation  # noqa: F401
 from spec.batching import vmap, vmap_program, BatchingError  # noqa: F401

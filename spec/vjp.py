@@ -89,6 +89,26 @@ def saved_residuals(prog: Program, *types: ArrayType) -> list[Residual]:
     return linearize(prog).residuals
 
 
+def vjp_program(prog: Program) -> Program:
+    """The whole reverse pass as one program: (primals..., cotangents of the
+    float outputs...) -> cotangents of the float inputs. Composable with
+    every other transformation (jvp of it is forward-over-reverse)."""
+    lin = linearize(prog)
+    n_res = len(lin.residuals)
+    backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
+    n_out = len(prog.outputs)
+    with building() as b:
+        ins = [b.new_input(t) for t in prog.in_types]
+        cts = [b.new_input(t) for t, d in zip(prog.out_types, lin.diff_outputs) if d]
+        fwd = eval_program_traced(lin.forward, *ins)
+        outs = eval_program_traced(backward, *fwd[n_out:], *cts)
+        names = (prog.input_names + tuple(f"ct[{i}]" for i in range(len(cts)))
+                 if prog.input_names else None)
+        prog_vjp = b.build(ins + cts, outs, input_names=names)
+    from spec.partial_eval import dce
+    return dce(prog_vjp)[0]
+
+
 def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
     """The gradient program of a program with one scalar float output:
     same inputs, outputs d out / d inputs[argnums]."""

@@ -1,0 +1,167 @@
+"""Checkpoint policies across the bridge: JAX <-> spec.
+
+JAX's built-in policies become the spec's (data) policies with the same
+meaning, so the spec answers from its own definitions; any other callable
+is honoured by asking it, exactly as JAX does, with JAX's primitive object,
+avals and params (`JaxCallablePolicy`). In the other direction a spec policy
+becomes the JAX policy of the same name, or an adapter that asks the spec
+policy with the spec's view of the equation.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from spec import policies as sp
+from oracle.errors import Unsupported
+
+
+def _closure(fn) -> dict:
+    return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ())}
+
+
+def from_jax_policy(policy):
+    """The spec policy for a JAX policy (None stays None)."""
+    import jax
+    from jax._src import ad_checkpoint as ac
+    if policy is None or isinstance(policy, (sp._Policy, JaxCallablePolicy)):
+        return policy
+    cp = jax.checkpoint_policies
+    if policy is cp.everything_saveable:
+        return sp.everything_saveable
+    if policy is cp.nothing_saveable:
+        return sp.nothing_saveable
+    if isinstance(policy, getattr(ac, "DotsSaveable", ())):
+        return sp.dots_with_no_batch_dims_saveable if policy.only_if_no_batch_dims else sp.dots_saveable
+    if isinstance(policy, getattr(ac, "SaveOnlyTheseNames", ())):
+        return sp.save_only_these_names(*sorted(policy.saveable_names))
+    if isinstance(policy, getattr(ac, "SaveAnyNamesButThese", ())):
+        return sp.save_any_names_but_these(*sorted(policy.names))
+    if isinstance(policy, SpecPolicyForJax):
+        return policy.spec_policy
+    qual = getattr(policy, "__qualname__", "")
+    if qual.startswith("offload_dot_with_no_batch_dims."):
+        c = _closure(policy)
+        return sp.offload_dot_with_no_batch_dims(c["offload_src"], c["offload_dst"])
+    if qual.startswith("save_and_offload_only_these_names."):
+        c = _closure(policy)
+        return sp.save_and_offload_only_these_names(
+            names_which_can_be_saved=c["names_which_can_be_saved"],
+            names_which_can_be_offloaded=c["names_which_can_be_offloaded"],
+            offload_src=c["offload_src"], offload_dst=c["offload_dst"])
+    if qual.startswith("save_from_both_policies."):
+        c = _closure(policy)
+        return sp.save_from_both_policies(from_jax_policy(c["policy_1"]), from_jax_policy(c["policy_2"]))
+    if qual.startswith("save_anything_except_these_names."):
+        raise Unsupported(
+            "jax.checkpoint_policies.save_anything_except_these_names(...) in jax 0.10.2 returns "
+            "`lambda *_, **__: True`, which does not keep the names it was given, so the oracle "
+            "cannot know its documented meaning. Pass spec.policies.save_anything_except_these_names"
+            "(*names) to oracle.check instead (it is turned into JAX's policy for JAX's side).")
+    if callable(policy):
+        return JaxCallablePolicy(policy)
+    raise Unsupported(f"checkpoint policy {policy!r} is not callable")
+
+
+@dataclass(frozen=True)
+class JaxCallablePolicy:
+    """A user's JAX policy, asked exactly as JAX asks it: with JAX's
+    primitive object, avals and params for the equation."""
+    fn: Callable
+
+    def __call__(self, prim, *in_types, **params):
+        from jax._src.interpreters import partial_eval as pe
+        jprim, avals, jparams = jax_view(prim.name, tuple(in_types), _freeze(params))
+        answer = self.fn(jprim, *avals, **jparams)
+        if isinstance(answer, pe.Offloadable):
+            return sp.Offload(answer.src, answer.dst)
+        if answer is pe.Saveable:
+            return sp.Saveable
+        if answer is pe.Recompute:
+            return sp.Recompute
+        return answer
+
+    def __repr__(self):
+        return getattr(self.fn, "__name__", repr(self.fn))
+
+
+def _freeze(params: dict):
+    return tuple(sorted(params.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
+    """JAX's (primitive, avals, params) for one spec equation, found by
+    tracing the corresponding jax.lax call."""
+    import jax
+    from oracle.jax_names import JAX_NAME, emitters
+    params = dict(frozen_params)
+    if spec_prim_name == "name":
+        from jax.ad_checkpoint import checkpoint_name
+        fn = lambda x: checkpoint_name(x, params["name"])
+    else:
+        emit = emitters().get(spec_prim_name)
+        if emit is None:
+            raise Unsupported(f"cannot show primitive {spec_prim_name!r} to a JAX policy")
+        fn = lambda *xs: emit(*xs, **params)
+    structs = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in in_types]
+    jaxpr = jax.make_jaxpr(fn)(*structs)
+    want = JAX_NAME.get(spec_prim_name, spec_prim_name)
+    for e in jaxpr.jaxpr.eqns:
+        if e.primitive.name == want or (spec_prim_name == "name" and e.primitive.name == "call_hi_primitive"):
+            return e.primitive, tuple(v.aval for v in e.invars), dict(e.params)
+    raise Unsupported(f"could not find JAX's {want} equation for spec {spec_prim_name}")
+
+
+@dataclass(frozen=True)
+class SpecPolicyForJax:
+    """A spec policy handed to JAX: JAX's questions are translated to the spec's."""
+    spec_policy: Callable
+
+    def __call__(self, prim, *avals, **params):
+        from jax._src.interpreters import partial_eval as pe
+        from oracle.from_jax import spec_params, spec_type
+        sprim, sparams = spec_params(prim.name, params)
+        answer = sp.ask(self.spec_policy, sprim, [spec_type(a) for a in avals], sparams)
+        if isinstance(answer, sp.Offload):
+            return pe.Offloadable(answer.src, answer.dst)
+        return answer is sp.Saveable
+
+
+def to_jax_policy(policy):
+    """The JAX policy for a spec policy (None stays None)."""
+    import jax
+    cp = jax.checkpoint_policies
+    if policy is None:
+        return None
+    if isinstance(policy, JaxCallablePolicy):
+        return policy.fn
+    if policy is sp.everything_saveable:
+        return cp.everything_saveable
+    if policy is sp.nothing_saveable:
+        return cp.nothing_saveable
+    if policy is sp.dots_saveable:
+        return cp.dots_saveable
+    if policy is sp.dots_with_no_batch_dims_saveable:
+        return cp.dots_with_no_batch_dims_saveable
+    if isinstance(policy, sp.save_only_these_names):
+        return cp.save_only_these_names(*sorted(policy.names))
+    if isinstance(policy, sp.save_any_names_but_these):
+        return cp.save_any_names_but_these(*sorted(policy.names))
+    if isinstance(policy, sp.save_anything_except_these_names):
+        return cp.save_anything_except_these_names(*sorted(policy.names))
+    if isinstance(policy, sp.offload_dot_with_no_batch_dims):
+        return cp.offload_dot_with_no_batch_dims(policy.offload_src, policy.offload_dst)
+    if isinstance(policy, sp.save_and_offload_only_these_names):
+        return cp.save_and_offload_only_these_names(
+            names_which_can_be_saved=sorted(policy.names_which_can_be_saved),
+            names_which_can_be_offloaded=sorted(policy.names_which_can_be_offloaded),
+            offload_src=policy.offload_src, offload_dst=policy.offload_dst)
+    if isinstance(policy, sp._SaveFromBoth):
+        return cp.save_from_both_policies(to_jax_policy(policy.policy_1), to_jax_policy(policy.policy_2))
+    if callable(policy):
+        return SpecPolicyForJax(policy)
+    raise Unsupported(f"checkpoint policy {policy!r} is not callable")

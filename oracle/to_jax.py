@@ -1,0 +1,66 @@
+"""spec -> JAX: turn a spec program into a Python function of jax.lax calls,
+`jax.checkpoint(..., policy=...)`, `checkpoint_name` and `jax.jit`, such that
+`jax.make_jaxpr` of it imports back to the same program."""
+from __future__ import annotations
+
+import numpy as np
+
+from spec.ir import Literal, Program, Var
+
+from oracle.errors import Unsupported
+from oracle.jax_names import emitters
+
+
+def to_jax(prog: Program):
+    """A function of JAX arrays returning the list of the program's outputs."""
+    table = emitters()
+
+    def fn(*args):
+        return _run(prog, args, table)
+    fn.__name__ = "spec_program"
+    return fn
+
+
+def _literal(a: Literal):
+    return a.value if a.is_scalar else np.array(a.value)
+
+
+def _run(prog: Program, args, table):
+    import jax
+    from jax.ad_checkpoint import checkpoint_name
+    from oracle.policies import to_jax_policy
+    env = {}
+
+    def read(a):
+        return env[a.id] if isinstance(a, Var) else _literal(a)
+
+    for v, x in zip(prog.inputs, args):
+        env[v.id] = x
+    for e in prog.eqns:
+        xs = [read(a) for a in e.inputs]
+        name = e.primitive.name
+        if name == "call":
+            body = e.params["jaxpr"]
+            inner = lambda *a, body=body: _run(body, a, table)
+            inner.__name__ = e.params["name"]
+            outs = jax.jit(inner)(*xs)
+        elif name == "remat":
+            body = e.params["jaxpr"]
+            if e.params["differentiated"]:
+                raise Unsupported("a differentiated remat (the staged half of a checkpoint) has no "
+                                  "jax.checkpoint counterpart; convert the program before differentiation")
+            outs = jax.checkpoint(lambda *a, body=body: _run(body, a, table),
+                                  policy=to_jax_policy(e.params["policy"]),
+                                  prevent_cse=e.params["prevent_cse"])(*xs)
+        elif name == "name":
+            outs = checkpoint_name(xs[0], e.params["name"])
+        else:
+            emit = table.get(name)
+            if emit is None:
+                raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
+                                  f"supported: {sorted(table) + ['call', 'remat', 'name']}")
+            outs = emit(*xs, **e.params)
+        outs = list(outs) if e.primitive.multiple_results else [outs]
+        for v, o in zip(e.outputs, outs):
+            env[v.id] = o
+    return [read(a) for a in prog.outputs]

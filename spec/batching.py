@@ -174,6 +174,9 @@ def vmap_program(prog: Program, in_dims: Sequence[int | None], out_dims="any",
             final = []
             for o_t, target in zip(prog.out_types, out_dims):
                 if target is not None:
+                    if not isinstance(target, (int, np.integer)) or not -(o_t.ndim + 1) <= target <= o_t.ndim:
+                        raise BatchingError(f"out_axes entry {target!r} out of range for an output of "
+                                            f"type {o_t} (the batched output has {o_t.ndim + 1} dims)")
                     target = target % (o_t.ndim + 1)
                 final.append(target)
             outs = [move_to(o, d, t, axis_size) for o, d, t in zip(outs, dims, final)]

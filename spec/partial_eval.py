@@ -183,6 +183,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
         in_unknowns = [is_unknown(a) for a in e.inputs]
         rule = partial_eval_rules.get(e.primitive)
+        if linearize and not any(in_unknowns):
+            rule = None     # a trace-based evaluator binds an all-known equation as it is
         if rule is not None:
             known_es, staged_es, out_unknowns, out_inst, recomp, new_subst = rule(
                 e, in_unknowns, [is_inst(a) for a in e.inputs],

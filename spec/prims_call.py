@@ -52,7 +52,7 @@ def _call_transpose(cts, *args, jaxpr, name):
     body = transpose(jaxpr, linear)
     nonlin = [a for a in args if not is_undefined(a)]
     cts_in = iter(call(body, *nonlin, *[instantiate(c) if isinstance(c, Zero) else c for c in cts],
-                       name=f"transpose({name})"))
+                       name=name))   # pjit's transpose keeps the name
     return [next(cts_in) if lin else None for lin in linear]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.core import (PrimitiveError, Zero, bind, cost_rules, eval_rules, is_undefined,
+from spec.core import (PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined,
                        jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_compute_dtype, _lit_like, add_tangents,
@@ -108,7 +108,11 @@ def reshape(x, new_sizes):
 
 
 def transpose(x, permutation):
-    return bind(transpose_p, x, permutation=tuple(int(d) for d in permutation))
+    """lax.transpose: the identity permutation binds nothing (as in JAX)."""
+    permutation = tuple(int(d) for d in permutation)
+    if permutation == tuple(range(len(permutation))) and isinstance(x, Tracer):
+        return x
+    return bind(transpose_p, x, permutation=permutation)
 
 
 def squeeze(x, dimensions):

@@ -76,6 +76,12 @@ def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
 shape_rules[device_put_p] = lambda x, *, memory_space: [
     x.with_memory_space(None if memory_space == "device" else memory_space)]
 eval_rules[device_put_p] = lambda x, *, memory_space: x.copy()
+# a copy between memories is linear: the tangent is copied, the cotangent copied back
+jvp_rules[device_put_p] = lambda primals, tangents, *, memory_space: (
+    bind(device_put_p, primals[0], memory_space=memory_space),
+    bind(device_put_p, tangents[0], memory_space=memory_space))
+transpose_rules[device_put_p] = lambda ct, x, *, memory_space: [
+    ct if isinstance(ct, Zero) else bind(device_put_p, ct, memory_space=x.type.memory_space or "device")]
 
 
 # ==========================================================================

@@ -33,7 +33,24 @@ def _add_ct(a, b):
 
 def transpose_traced(prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):
     """Emit the backward pass into the current trace; returns the cotangents
-    (Tracers or Zeros) of the linear inputs."""
+    (Tracers or Zeros) of the linear inputs.
+
+    First the program is partially evaluated with the linear inputs unknown
+    (as JAX's `_transpose_jaxpr` does with `trace_to_jaxpr_nounits`): the
+    non-linear part, including the non-linear outputs of a checkpoint or
+    call that also has linear outputs, is replayed forward, and only the
+    purely linear rest is transposed."""
+    from spec.partial_eval import partial_eval
+    from spec.core import eval_program_traced
+    pe = partial_eval(prog, linear, instantiate=True, linearize=True, literals_are_residuals=False)
+    n_known = len(prog.outputs) - sum(pe.out_unknowns)
+    known_vals = eval_program_traced(pe.known, *nonlinear_args)
+    res_vals = known_vals[n_known:]
+    n_res = len(pe.residuals)
+    return _transpose_linear(pe.staged, [False] * n_res + [True] * sum(linear), res_vals, cts_out)
+
+
+def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):
     env: dict[int, object] = {}
     linear_vars: set[int] = set()
     it = iter(nonlinear_args)

@@ -1,0 +1,232 @@
+"""Known divergences of jax 0.10.2 from the spec.
+
+Each entry has a predicate as narrow as the defect: it holds only when
+JAX's answer is *exactly* what the named defect produces (computed by the
+spec with the defect modelled), never just "they differ". A check that
+matches one is reported in the Report as a known divergence, never hidden;
+anything else is a Mismatch. docs/divergences.md is generated from here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import spec
+from spec import policies as sp
+from spec.ir import Eqn, Program, subprograms
+from spec.remat import remat_p
+
+
+@dataclass
+class Context:
+    """What a divergence predicate may look at."""
+    implementation: str
+    property: str
+    policy: Any                      # the spec policy checked (None: as written)
+    program: Program                 # the spec program
+    jax_residuals: list | None = None
+    spec_residuals: list | None = None
+    error: BaseException | None = None
+    barriers: tuple | None = None    # (spec predicts, JAX has)
+
+    def residuals_with(self, transform: Callable) -> list:
+        """The spec's residual list after mapping every checkpoint's policy."""
+        prog = map_policies(self.program, transform)
+        return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+
+
+def map_policies(prog: Program, transform: Callable) -> Program:
+    eqns = []
+    for e in prog.eqns:
+        params = dict(e.params)
+        for k, sub in subprograms(params):
+            params[k] = map_policies(sub, transform)
+        if e.primitive is remat_p:
+            params["policy"] = transform(params["policy"])
+        eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
+def _policies_in(prog: Program) -> list:
+    out = []
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            out.append(e.params["policy"])
+        for _, sub in subprograms(e.params):
+            out += _policies_in(sub)
+    return out
+
+
+# -- how remat3 (jax/_src/interpreters/remat.py, 0.10.2) treats policies -----
+
+def _remat3_recognises(policy) -> bool:
+    """remat3 acts on the built-in data policies and everything_saveable by
+    identity; other callables (user policies, save_from_both_policies,
+    the offload policies, save_anything_except_these_names) are not
+    recognised and mean full remat."""
+    return policy is None or isinstance(policy, (
+        sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
+        sp.save_only_these_names, sp.save_any_names_but_these))
+
+
+@dataclass(frozen=True)
+class _OnlyDotsAndNames(sp._Policy):
+    """remat3's effective policy: the policy is asked only about
+    dot_general and checkpoint_name equations; everything else is
+    recomputed."""
+    policy: Any
+
+    def __call__(self, prim, *in_types, **params):
+        if prim.name not in ("dot_general", "name"):
+            return False
+        return sp.ask(self.policy, prim, in_types, params) is sp.Saveable
+
+
+def _remat3_effective(policy):
+    if policy is None or not _remat3_recognises(policy):
+        return sp.nothing_saveable
+    return _OnlyDotsAndNames(policy)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    name: str
+    reason: str
+    repro: str
+    applies: Callable[[Context], bool] = field(compare=False)
+
+
+def _residuals_equal_to(ctx: Context, transform) -> bool:
+    return ctx.jax_residuals == ctx.residuals_with(transform)
+
+
+def _remat3_restricted(ctx):
+    return (ctx.implementation == "remat3" and ctx.property == "residuals"
+            and all(_remat3_recognises(p) for p in _policies_in(ctx.program))
+            and _residuals_equal_to(ctx, _remat3_effective))
+
+
+def _remat3_unrecognised(ctx):
+    return (ctx.implementation == "remat3" and ctx.property == "residuals"
+            and any(not _remat3_recognises(p) for p in _policies_in(ctx.program))
+            and _residuals_equal_to(ctx, _remat3_effective))
+
+
+def _anything_except_stub(ctx):
+    pols = _policies_in(ctx.program)
+    return (ctx.implementation == "remat2" and ctx.property == "residuals"
+            and any(isinstance(p, sp.save_anything_except_these_names) for p in pols)
+            and _residuals_equal_to(ctx, lambda p: sp.everything_saveable
+                                    if isinstance(p, sp.save_anything_except_these_names) else p))
+
+
+def _has_name(prog: Program) -> bool:
+    from spec.remat import names_in
+    return bool(names_in(prog))
+
+
+def _remat3_name_no_batching(ctx):
+    return (ctx.implementation == "remat3" and ctx.property == "vmap"
+            and isinstance(ctx.error, NotImplementedError) and _has_name(ctx.program))
+
+
+def _remat3_prevent_cse_false(ctx):
+    return (ctx.implementation == "remat3" and ctx.property == "prevent_cse"
+            and ctx.barriers is not None and ctx.barriers[0] == 0 and ctx.barriers[1] > 0
+            and _all_prevent_cse_false(ctx.program))
+
+
+def _all_prevent_cse_false(prog):
+    found = False
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            found = True
+            if e.params["prevent_cse"] is not False:
+                return False
+        for _, sub in subprograms(e.params):
+            if not _all_prevent_cse_false(sub):
+                return False
+    return found
+
+
+def _jit_linearize_zero(ctx):
+    if ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    import collections
+    only_jax = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    only_spec = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    return (not only_spec and only_jax and all(
+        t.endswith("[]") and s.startswith("output of jitted function") for t, s in only_jax))
+
+
+DIVERGENCES = [
+    Divergence(
+        "remat3-policy-only-for-dots-and-names",
+        "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
+        "and hi-primitives such as checkpoint_name have rules that consult the policy; every "
+        "other equation is recomputed, so e.g. everything_saveable saves only the checkpoint's "
+        "inputs, dot outputs and named values. The predicate: JAX's residuals equal the spec's "
+        "for the same policy asked only about dot_general and name equations.",
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
+        "policy=jax.checkpoint_policies.everything_saveable)\n"
+        "print(jax.ad_checkpoint.print_saved_residuals(f, jnp.ones(3)))  # only the input",
+        _remat3_restricted),
+    Divergence(
+        "remat3-unrecognised-policy-is-full-remat",
+        "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
+        "(a user callable, save_from_both_policies, the offload policies, "
+        "save_anything_except_these_names) is silently treated as nothing_saveable. The "
+        "predicate: JAX's residuals equal the spec's with every unrecognised policy replaced "
+        "by nothing_saveable.",
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
+        "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
+        "print(jax.ad_checkpoint.print_saved_residuals(f, jnp.ones(3)))  # only the input",
+        _remat3_unrecognised),
+    Divergence(
+        "save-anything-except-these-names-is-a-stub",
+        "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "
+        "(a TODO in ad_checkpoint.py), so it saves the excluded names too. The spec implements "
+        "the documented meaning. The predicate: JAX's residuals equal the spec's with the "
+        "policy replaced by everything_saveable.",
+        "p = jax.checkpoint_policies.save_anything_except_these_names('h')\n"
+        "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(checkpoint_name(jnp.sin(x), 'h'))), policy=p)\n"
+        "print(jax.ad_checkpoint.print_saved_residuals(f, jnp.ones(3)))  # lists named 'h'",
+        _anything_except_stub),
+    Divergence(
+        "remat3-checkpoint-name-has-no-batching-rule",
+        "Under jax_remat3 (jax 0.10.2) checkpoint_name's hi-primitive has no batching rule: "
+        "jax.vmap of a function that names a value raises NotImplementedError.",
+        "jax.config.update('jax_remat3', True)\n"
+        "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
+        _remat3_name_no_batching),
+    Divergence(
+        "remat3-ignores-prevent-cse-false",
+        "Under jax_remat3 (jax 0.10.2) the differentiated checkpoint is lowered with an "
+        "optimization barrier even when prevent_cse=False.",
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
+        "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
+        _remat3_prevent_cse_false),
+    Divergence(
+        "jit-linearize-saves-an-instantiated-zero",
+        "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "
+        "JVP rule instantiated as a known scalar (e.g. select_n's for a constant branch of "
+        "jnp.where) as an output of the jitted function. The spec keeps such zeros inline and "
+        "saves nothing. The predicate: the only residuals JAX has and the spec lacks are "
+        "scalar outputs of jitted functions, and the spec has none JAX lacks.",
+        "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
+        "print(jax.ad_checkpoint.print_saved_residuals(f, 2.0))  # f32[] output of jitted function '_where'",
+        _jit_linearize_zero),
+]
+
+
+def find(ctx: Context) -> Divergence | None:
+    for d in DIVERGENCES:
+        try:
+            if d.applies(ctx):
+                return d
+        except Exception as e:   # a predicate that fails is our bug: never hide it
+            raise RuntimeError(f"known-divergence predicate {d.name} failed: {e!r}") from e
+    return None

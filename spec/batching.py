@@ -188,9 +188,9 @@ def vmap(prog: Program, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
 
     in_axes: an int (every input batched along that axis), None, or one
     entry (int or None) per input; negative axes count from the end of the
-    batched input. out_axes: the same, per output. axis_size is needed only
-    when no input is batched. Unbatched inputs stay unbatched as far as
-    possible."""
+    batched input. out_axes: the same, per output. axis_size (the size of
+    the new axis) is required: a program's input types do not carry it.
+    Unbatched inputs stay unbatched as far as possible."""
     n = len(prog.inputs)
     in_axes = [in_axes] * n if in_axes is None or isinstance(in_axes, (int, np.integer)) else list(in_axes)
     if len(in_axes) != n:

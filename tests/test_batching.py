@@ -26,8 +26,7 @@ from spec import ops, policies as P
 from spec.core import eval_program_traced
 from spec.ir import ArrayType, is_float, subprograms
 
-from test_primitives import (BATCH_0, BATCH_MID, CASES, MATMUL, away_from_zero,  # noqa: F401
-                             normal, positive)
+from test_primitives import BATCH_0, BATCH_MID, CASES, MATMUL, normal
 
 B = 3   # batch size used throughout (small: the loop reference is O(B))
 
@@ -630,6 +629,21 @@ def test_higher_order_ad_through_offloaded_residuals(order):
         g_plain = spec.grad(reference_program("mlp"), argnums=all_argnums(prog))
         for a, w in zip(outs[len(g.outputs):], fd_directional(lambda *a: spec.evaluate(g_plain, *a), xs, ts)):
             assert_f64_close(a, w, FD_TOL)
+
+
+def test_device_put_is_linear():
+    """JVP copies the tangent to the same memory; the transpose copies the
+    cotangent back to the operand's memory (device)."""
+    prog = spec.trace(lambda x: spec.core.bind(device_put_p, x, memory_space="pinned_host"), spec.f64[3])
+    jp = spec.jvp(prog)
+    assert [t.memory_space for t in jp.out_types] == ["pinned_host", "pinned_host"]
+    x, t = np.array([1.0, -2.0, 0.5]), np.array([3.0, 4.0, -5.0])
+    out, tan = spec.evaluate(jp, x, t)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(tan, t)
+    tp = spec.transpose(prog, [True])
+    assert tp.out_types == [spec.f64[3]]
+    np.testing.assert_array_equal(spec.evaluate(tp, t)[0], t)
 
 
 def test_vmap_of_grad_with_offloaded_residuals():

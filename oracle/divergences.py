@@ -58,34 +58,39 @@ def _policies_in(prog: Program) -> list:
 
 
 # -- how remat3 (jax/_src/interpreters/remat.py, 0.10.2) treats policies -----
+# Only two rules consult the policy (every other primitive is recomputed):
+#   dot_general (lax._dot_general_remat): saved iff the policy is a
+#       DotsSaveable object and says yes;
+#   checkpoint_name (CheckpointName.remat): saved iff the policy is a
+#       SaveOnlyTheseNames / SaveAnyNamesButThese object and says yes, or
+#       is everything_saveable itself.
+# Any other policy object (user callables, save_from_both_policies, the
+# offload policies, save_anything_except_these_names) is consulted by no one.
 
 def _remat3_recognises(policy) -> bool:
-    """remat3 acts on the built-in data policies and everything_saveable by
-    identity; other callables (user policies, save_from_both_policies,
-    the offload policies, save_anything_except_these_names) are not
-    recognised and mean full remat."""
     return policy is None or isinstance(policy, (
         sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
         sp.save_only_these_names, sp.save_any_names_but_these))
 
 
 @dataclass(frozen=True)
-class _OnlyDotsAndNames(sp._Policy):
-    """remat3's effective policy: the policy is asked only about
-    dot_general and checkpoint_name equations; everything else is
-    recomputed."""
+class _Remat3View(sp._Policy):
+    """The policy remat3 effectively applies (see above)."""
     policy: Any
 
     def __call__(self, prim, *in_types, **params):
-        if prim.name not in ("dot_general", "name"):
-            return False
-        return sp.ask(self.policy, prim, in_types, params) is sp.Saveable
+        p = self.policy
+        if prim.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
+            return sp.ask(p, prim, in_types, params) is sp.Saveable
+        if prim.name == "name":
+            if isinstance(p, (sp.save_only_these_names, sp.save_any_names_but_these)):
+                return sp.ask(p, prim, in_types, params) is sp.Saveable
+            return p is sp.everything_saveable
+        return False
 
 
 def _remat3_effective(policy):
-    if policy is None or not _remat3_recognises(policy):
-        return sp.nothing_saveable
-    return _OnlyDotsAndNames(policy)
+    return _Remat3View(policy)
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,20 @@ def _closure(fn) -> dict:
     return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ())}
 
 
+# JAX policies made by to_jax_policy, by id, with the spec policy they came
+# from (both kept alive, so ids are not reused): lets a spec policy survive a
+# trip through JAX even when JAX's object forgets its arguments.
+_MADE_FROM_SPEC: dict[int, tuple] = {}
+
+
 def from_jax_policy(policy):
     """The spec policy for a JAX policy (None stays None)."""
     import jax
     from jax._src import ad_checkpoint as ac
     if policy is None or isinstance(policy, (sp._Policy, JaxCallablePolicy)):
         return policy
+    if id(policy) in _MADE_FROM_SPEC and _MADE_FROM_SPEC[id(policy)][0] is policy:
+        return _MADE_FROM_SPEC[id(policy)][1]
     cp = jax.checkpoint_policies
     if policy is cp.everything_saveable:
         return sp.everything_saveable
@@ -133,6 +141,13 @@ class SpecPolicyForJax:
 
 def to_jax_policy(policy):
     """The JAX policy for a spec policy (None stays None)."""
+    out = _to_jax_policy(policy)
+    if out is not None and not isinstance(policy, JaxCallablePolicy):
+        _MADE_FROM_SPEC[id(out)] = (out, policy)
+    return out
+
+
+def _to_jax_policy(policy):
     import jax
     cp = jax.checkpoint_policies
     if policy is None:

@@ -1,0 +1,504 @@
+"""`oracle.check`: does jit-compiled JAX do what the spec says?
+
+    report = oracle.check(fn, policy, *args)
+
+checks `jax.checkpoint(fn, policy=policy)` (or `fn` as written, with
+`policy=oracle.AS_IS`) against the spec program imported from its jaxpr,
+for each implementation (remat2, remat3), property by property:
+
+  residuals    jax.ad_checkpoint.saved_residuals vs spec.saved_residuals
+               (jaxpr tier: no compilation)
+  vjp_leaves   the residual leaves of the function jax.vjp returns
+  prevent_cse  optimization barriers in the lowered HLO of the backward pass
+  values, jvp, vjp, vmap, second_order
+               numbers from ONE jitted function per implementation vs the
+               spec evaluated with numpy (compiled tier)
+
+Agreement returns a Report; a disagreement that is not a known divergence
+(oracle/divergences.py) raises Mismatch with the numbers, the residual diff
+and a standalone reproducer.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import spec
+from spec import policies as sp
+from spec.ir import Program, is_float, subprograms
+
+from oracle import divergences, tolerances
+from oracle.errors import Mismatch, Unsupported
+from oracle.from_jax import from_jaxpr
+
+AS_IS = type("AS_IS", (), {"__repr__": lambda self: "oracle.AS_IS"})()
+
+IMPLEMENTATIONS = ("remat2", "remat3")
+PROPERTIES = ("residuals", "vjp_leaves", "prevent_cse", "values", "jvp", "vjp", "vmap", "second_order")
+JAXPR_TIER = ("residuals", "vjp_leaves", "prevent_cse")
+BATCH = 2
+
+
+@dataclass
+class Result:
+    property: str
+    implementation: str
+    status: str                 # "ok", "known divergence", "not compared"
+    detail: str = ""
+    max_abs: float | None = None
+    max_rel: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """What oracle.check checked, per property and implementation."""
+    function: str
+    policy: str
+    results: list[Result] = field(default_factory=list)
+    known_divergences: list[tuple[str, str, str]] = field(default_factory=list)  # (name, property, impl)
+    environment: dict = field(default_factory=dict)
+
+    def __str__(self):
+        lines = [f"oracle.check({self.function}, policy={self.policy})  "
+                 + " ".join(f"{k}={v}" for k, v in self.environment.items())]
+        for r in self.results:
+            err = "" if r.max_abs is None else f" max_abs={r.max_abs:.3g} max_rel={r.max_rel:.3g}"
+            lines.append(f"  {r.implementation:7} {r.property:13} {r.status}{err} ({r.seconds * 1e3:.0f} ms)"
+                         + (f": {r.detail}" if r.detail else ""))
+        return "\n".join(lines)
+
+    def status(self, prop, impl) -> str:
+        return next(r.status for r in self.results if r.property == prop and r.implementation == impl)
+
+
+def environment() -> dict:
+    import jax
+    import jaxlib
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+            "jax_remat3": bool(jax.config.jax_remat3),
+            "jax_use_direct_linearize": bool(jax.config.jax_use_direct_linearize)}
+
+
+@contextlib.contextmanager
+def implementation(name: str):
+    """Select remat2 or remat3 for the duration."""
+    import jax
+    if name not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown implementation {name!r}; supported: {IMPLEMENTATIONS}")
+    old = jax.config.jax_remat3
+    # jax's tracing caches are not keyed on jax_remat3: clear them on a switch
+    if old != (name == "remat3"):
+        jax.clear_caches()
+    jax.config.update("jax_remat3", name == "remat3")
+    try:
+        yield
+    finally:
+        if jax.config.jax_remat3 != old:
+            jax.clear_caches()
+        jax.config.update("jax_remat3", old)
+
+
+# --------------------------------------------------------------------------
+# inputs
+
+def draw_inputs(args, seed: int = 0) -> list[np.ndarray]:
+    """Arrays are used as given; jax.ShapeDtypeStruct entries are drawn from
+    a seeded generator, well inside every domain the spec's primitives have
+    (floats uniform in [0.5, 1.5]: positive for log/sqrt/rsqrt, away from 0
+    for div, without ties for max/min; ints in [1, 4])."""
+    import jax
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, jax.ShapeDtypeStruct):
+            dt = np.dtype(a.dtype)
+            if np.issubdtype(dt, np.integer):
+                out.append(rng.integers(1, 5, a.shape).astype(dt))
+            elif dt == np.bool_:
+                out.append(rng.integers(0, 2, a.shape).astype(bool))
+            else:
+                out.append(rng.uniform(0.5, 1.5, a.shape).astype(dt))
+        elif isinstance(a, (np.ndarray, np.generic, jax.Array, float, int, bool)):
+            out.append(np.asarray(a))
+        else:
+            raise TypeError(f"oracle.check: argument {i} must be an array or a jax.ShapeDtypeStruct, "
+                            f"got {type(a).__name__} (pytrees of arrays are not supported: pass leaves)")
+    return out
+
+
+# --------------------------------------------------------------------------
+# the function under test and the spec program
+
+def _jax_policy(policy):
+    from oracle.policies import to_jax_policy
+    if policy is None or policy is AS_IS:
+        return policy
+    if isinstance(policy, sp._Policy):
+        return to_jax_policy(policy)
+    return policy
+
+
+def target(fn, policy):
+    """The function JAX runs: jax.checkpoint(fn, policy) or fn as is; it
+    returns a flat tuple of arrays."""
+    import jax
+
+    @functools.wraps(fn)     # keeps the parameter names JAX reports residuals by
+    def flat(*args):
+        out = fn(*args)
+        leaves = jax.tree.leaves(out)
+        if not leaves:
+            raise TypeError("oracle.check: the function returns no arrays")
+        return tuple(leaves)
+    if policy is AS_IS:
+        return flat
+    return jax.checkpoint(flat, policy=_jax_policy(policy))
+
+
+def spec_program(fn, policy, args) -> Program:
+    """The spec's program for the function under test (from remat2's jaxpr,
+    with the spec meaning of the policy)."""
+    import jax
+    with implementation("remat2"):
+        closed = jax.make_jaxpr(target(fn, policy))(*args)
+    names = _arg_names(fn, len(args))
+    return from_jaxpr(closed, input_names=names)
+
+
+def _arg_names(fn, n):
+    from spec.core import _arg_names as names
+    return names(fn, n)
+
+
+# --------------------------------------------------------------------------
+# residuals (jaxpr tier)
+
+_LOCATION = re.compile(r" from [^ ]*:\d+(:\d+)? \(.*\)$| from $")
+
+
+def jax_residuals(f, args) -> list[tuple[str, str]]:
+    from jax._src.ad_checkpoint import saved_residuals
+    from oracle.from_jax import spec_type
+    return [(str(spec_type(aval)), _LOCATION.sub("", src)) for aval, src in saved_residuals(f, *args)]
+
+
+def _rename_remat3_args(res, prog):
+    """remat3 names arguments `args[i]`; the spec uses the parameter names."""
+    renamed, changed = [], False
+    for t, s in res:
+        m = re.fullmatch(r"from the argument args\[(\d+)\]", s)
+        if m and prog.input_names and int(m.group(1)) < len(prog.input_names):
+            new = f"from the argument {prog.input_names[int(m.group(1))]}"
+            changed |= new != s
+            s = new
+        renamed.append((t, s))
+    return renamed, changed
+
+
+def _bytes(t: str) -> int:
+    m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z]+>)?\[([0-9,]*)\]", t)
+    if not m:
+        return 0
+    from spec.ir import DTYPES
+    size = int(np.prod([int(d) for d in m.group(2).split(",") if d] or [1]))
+    return size * DTYPES[m.group(1)].itemsize
+
+
+def residual_diff(jax_res, spec_res) -> str:
+    only_jax = collections.Counter(jax_res) - collections.Counter(spec_res)
+    only_spec = collections.Counter(spec_res) - collections.Counter(jax_res)
+    lines = []
+    for (t, s), n in only_jax.items():
+        lines.append(f"  + JAX saves  {t} {s}" + (f" (x{n})" if n > 1 else "") + f"  [{_bytes(t)} bytes]")
+    for (t, s), n in only_spec.items():
+        lines.append(f"  - spec saves {t} {s}" + (f" (x{n})" if n > 1 else "") + f"  [{_bytes(t)} bytes]")
+    if not lines:
+        lines.append("  same residuals, different order:")
+        lines += [f"    JAX:  {t} {s}" for t, s in jax_res]
+        lines += [f"    spec: {t} {s}" for t, s in spec_res]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# numbers (compiled tier): one jitted function per implementation
+
+def _float_mask(types):
+    return [is_float(t.dtype) for t in types]
+
+
+def _depth(prog: Program) -> int:
+    n = 0
+    for e in prog.eqns:
+        subs = subprograms(e.params)
+        n += sum(_depth(s) for _, s in subs) if subs else 1
+    return n
+
+
+def spec_numbers(prog: Program, args, tangents, cts, batched, props):
+    out = {}
+    if "values" in props:
+        out["values"] = spec.evaluate(prog, *args)
+    if "jvp" in props:
+        diff_args = [t for t, f in zip(tangents, _float_mask(prog.in_types)) if f]
+        res = spec.evaluate(spec.jvp(prog), *args, *diff_args)
+        out["jvp"] = res[len(prog.outputs):]
+    if "vjp" in props or "second_order" in props:
+        vp = spec.vjp_program(prog)
+        if "vjp" in props:
+            out["vjp"] = spec.evaluate(vp, *args, *cts)
+        if "second_order" in props:
+            diff_t = [t for t, f in zip(tangents, _float_mask(prog.in_types)) if f]
+            zero_ct = [np.zeros_like(c) for c in cts]
+            res = spec.evaluate(spec.jvp(vp), *args, *cts, *diff_t, *zero_ct)
+            out["second_order"] = res[len(vp.outputs):]
+    if "vmap" in props:
+        vm = spec.vmap(prog, 0, 0, axis_size=BATCH)
+        out["vmap"] = spec.evaluate(vm, *batched)
+    return out
+
+
+def jax_numbers(f, prog: Program, args, tangents, cts, batched, props):
+    """All numeric properties from one jax.jit-compiled function."""
+    import jax
+    fmask = _float_mask(prog.in_types)
+    diff_idx = [i for i, m in enumerate(fmask) if m]
+
+    def together(args, tangents, cts, batched):
+        out = {}
+        if "values" in props:
+            out["values"] = list(f(*args))
+        if "jvp" in props:
+            def g(*d):
+                full = list(args)
+                for i, x in zip(diff_idx, d):
+                    full[i] = x
+                return f(*full)
+            out["jvp"] = list(jax.jvp(g, [args[i] for i in diff_idx], [tangents[i] for i in diff_idx])[1])
+
+        def pullback(*d):
+            full = list(args)
+            for i, x in zip(diff_idx, d):
+                full[i] = x
+            outs, fn = jax.vjp(lambda *dd: _sub(f, args, diff_idx, dd), *d)
+            return fn(tuple(cts))
+        if "vjp" in props:
+            out["vjp"] = list(pullback(*[args[i] for i in diff_idx]))
+        if "second_order" in props:
+            out["second_order"] = list(jax.jvp(pullback, [args[i] for i in diff_idx],
+                                               [tangents[i] for i in diff_idx])[1])
+        if "vmap" in props:
+            out["vmap"] = list(jax.vmap(f)(*batched))
+        return out
+    return jax.jit(together)(list(args), list(tangents), list(cts), list(batched))
+
+
+def _sub(f, args, diff_idx, d):
+    full = list(args)
+    for i, x in zip(diff_idx, d):
+        full[i] = x
+    return f(*full)
+
+
+# --------------------------------------------------------------------------
+# prevent_cse: optimization barriers in the backward pass
+
+def spec_predicts_barrier(prog: Program) -> int:
+    """remat2 lowers a differentiated checkpoint with prevent_cse=True with
+    an optimization barrier; the spec's backward pass has one such
+    checkpoint per staged remat equation with prevent_cse set."""
+    lin = spec.linearize(prog)
+    count = 0
+
+    def walk(p):
+        nonlocal count
+        for e in p.eqns:
+            if e.primitive.name == "remat" and e.params["differentiated"] and e.params["prevent_cse"] not in (False, ()):
+                if e.params["prevent_cse"] is True or any(e.params["prevent_cse"]):
+                    count += 1
+            for _, s in subprograms(e.params):
+                walk(s)
+    walk(lin.linear)
+    return count
+
+
+def jax_barriers(f, args) -> int:
+    import jax
+    def backward(*a):
+        outs, pullback = jax.vjp(f, *a)
+        return pullback(tuple(jax.numpy.ones_like(o) for o in outs))
+    text = jax.jit(backward).lower(*args).as_text()
+    return text.count("optimization_barrier")
+
+
+# --------------------------------------------------------------------------
+# the check
+
+def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PROPERTIES,
+          seed: int = 0, rtol_scale: float = 1.0, repro_dir: str | None = None) -> Report:
+    """Check jax.checkpoint(fn, policy) (or fn with policy=AS_IS) against the
+    spec on every property in `properties`, for every implementation.
+    Returns a Report; raises Mismatch on a disagreement that is not a known
+    divergence, Unsupported for programs the spec does not model."""
+    import jax
+    unknown = set(properties) - set(PROPERTIES)
+    if unknown:
+        raise ValueError(f"unknown properties {sorted(unknown)}; supported: {PROPERTIES}")
+    if not callable(fn):
+        raise TypeError(f"oracle.check: fn must be callable, got {fn!r}")
+    args = draw_inputs(args, seed)
+    prog = spec_program(fn, policy, args)
+    report = Report(getattr(fn, "__name__", repr(fn)), repr(policy), environment=environment())
+    rng = np.random.default_rng(seed + 1)
+    out_types = prog.out_types
+    tangents = [rng.standard_normal(a.shape).astype(a.dtype) if is_float(a.dtype) else
+                np.zeros(a.shape, a.dtype) for a in args]
+    cts = [rng.standard_normal(t.shape).astype(t.dtype) for t in out_types if is_float(t.dtype)]
+    batched = [np.stack([a] + [rng.uniform(0.5, 1.5, a.shape).astype(a.dtype) if is_float(a.dtype) else a
+                               for _ in range(BATCH - 1)]) for a in args]
+    spec_res = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    numeric = [p for p in properties if p not in JAXPR_TIER]
+    if any(not is_float(t.dtype) for t in out_types):
+        numeric = [p for p in numeric if p not in ("vjp", "second_order")]
+    expected = spec_numbers(prog, args, tangents, cts, batched, [p for p in numeric if p != "vmap"])
+    depth = _depth(prog)
+
+    def fail(prop, impl, message, ctx=None):
+        from oracle.repro import write_repro
+        d = divergences.find(ctx) if ctx is not None else None
+        if d is not None:
+            report.known_divergences.append((d.name, prop, impl))
+            report.results.append(Result(prop, impl, "known divergence", d.name))
+            return
+        repro = write_repro(prog, policy, args, prop, impl, message, repro_dir)
+        raise Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs "
+                       f"under {impl}\n{message}\n{_env_line(report)}\nreproducer:\n{repro.text}",
+                       report=report, repro=repro)
+
+    for impl in implementations:
+        with implementation(impl):
+            f = target(fn, policy)      # made afresh under each implementation
+            if "residuals" in properties:
+                t0 = time.perf_counter()
+                got = jax_residuals(f, args)
+                renamed = got
+                if impl == "remat3":
+                    renamed, changed = _rename_remat3_args(got, prog)
+                    if changed:
+                        report.known_divergences.append(("remat3-names-arguments-args[i]", "residuals", impl))
+                if renamed != spec_res:
+                    ctx = divergences.Context(impl, "residuals", policy, prog, renamed, spec_res)
+                    fail("residuals", impl, "saved residuals differ:\n" + residual_diff(renamed, spec_res), ctx)
+                else:
+                    report.results.append(Result("residuals", impl, "ok", f"{len(spec_res)} residuals",
+                                                 seconds=time.perf_counter() - t0))
+            if "vjp_leaves" in properties:
+                t0 = time.perf_counter()
+                if impl == "remat3":
+                    report.results.append(Result("vjp_leaves", impl, "not compared",
+                                                 "remat3's vjp function keeps only the inputs as leaves"))
+                else:
+                    _, pullback = jax.vjp(f, *args)
+                    leaves = [(str(tuple(np.shape(l))), str(np.asarray(l).dtype)) for l in jax.tree.leaves(pullback)]
+                    want = _leaf_expectation(prog)
+                    if sorted(leaves) != sorted(want):
+                        fail("vjp_leaves", impl, f"residual leaves of jax.vjp's function:\n  JAX:  {leaves}\n"
+                                                 f"  spec: {want}",
+                             divergences.Context(impl, "vjp_leaves", policy, prog))
+                    else:
+                        report.results.append(Result("vjp_leaves", impl, "ok", f"{len(leaves)} leaves",
+                                                     seconds=time.perf_counter() - t0))
+            if "prevent_cse" in properties:
+                t0 = time.perf_counter()
+                if not all(is_float(t.dtype) for t in out_types):
+                    report.results.append(Result("prevent_cse", impl, "not compared", "non-float outputs"))
+                else:
+                    want, got_b = spec_predicts_barrier(prog), jax_barriers(f, args)
+                    if (want > 0) != (got_b > 0):
+                        ctx = divergences.Context(impl, "prevent_cse", policy, prog, barriers=(want, got_b))
+                        fail("prevent_cse", impl, f"optimization barriers in the backward pass: spec predicts "
+                                                  f"{want}, JAX's HLO has {got_b}", ctx)
+                    else:
+                        report.results.append(Result("prevent_cse", impl, "ok",
+                                                     f"barriers: spec {want}, HLO {got_b}",
+                                                     seconds=time.perf_counter() - t0))
+            if numeric:
+                t0 = time.perf_counter()
+                props = list(numeric)
+                try:
+                    got = jax_numbers(f, prog, args, tangents, cts, batched, props)
+                except NotImplementedError as e:
+                    ctx = divergences.Context(impl, "vmap", policy, prog, error=e)
+                    if "vmap" in props and divergences.find(ctx) is not None:
+                        fail("vmap", impl, str(e), ctx)
+                        props.remove("vmap")
+                        got = jax_numbers(f, prog, args, tangents, cts, batched, props) if props else {}
+                    else:
+                        raise
+                secs = (time.perf_counter() - t0) / max(len(props), 1)
+                for prop in props:
+                    if prop == "vmap":
+                        want_vals = spec.evaluate(spec.vmap(prog, 0, 0, axis_size=BATCH), *batched)
+                    else:
+                        want_vals = expected[prop]
+                    _compare(prop, impl, got[prop], want_vals, depth * (2 if prop in ("vjp", "jvp") else
+                                                                        4 if prop == "second_order" else 1),
+                             rtol_scale, report, fail, secs)
+    return report
+
+
+def _leaf_expectation(prog):
+    return [(str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog)]
+
+
+def _compare(prop, impl, got, want, depth, scale, report, fail, secs):
+    got, want = list(got), list(want)
+    if len(got) != len(want):
+        fail(prop, impl, f"JAX gives {len(got)} arrays, the spec {len(want)}")
+        return
+    worst = (0.0, 0.0)
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, np.asarray(w).dtype, depth, scale)
+        if not ok:
+            fail(prop, impl, f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error "
+                             f"{max_abs:.4g}, max rel error {max_rel:.4g} > tolerance {tol:.3g}; worst index "
+                             f"{idx}: JAX {np.asarray(g)[idx] if idx is not None and g.ndim else g} "
+                             f"vs spec {np.asarray(w)[idx] if idx is not None and np.ndim(w) else w}")
+            return
+        worst = (max(worst[0], max_abs), max(worst[1], max_rel))
+    report.results.append(Result(prop, impl, "ok", max_abs=worst[0], max_rel=worst[1], seconds=secs))
+
+
+def _env_line(report) -> str:
+    return "environment: " + ", ".join(f"{k}={v}" for k, v in report.environment.items())
+
+
+# --------------------------------------------------------------------------
+# the spec's answers in JAX's terms
+
+def expected_residuals(fn, policy, *args) -> list[tuple]:
+    """The spec's residuals for jax.checkpoint(fn, policy) at `args`, as
+    (shape, dtype, kind, detail) entries in JAX's terms."""
+    args = draw_inputs(args)
+    prog = spec_program(fn, policy, args)
+    out = []
+    for r in spec.saved_residuals(prog):
+        s = r.source
+        detail = {"argument": s.name if s.name else s.index, "named": s.name, "literal": None,
+                  "constant": None}.get(s.kind, s.name if s.primitive == "call" else s.primitive)
+        out.append((r.type.shape, r.type.dtype, s.kind, detail))
+    return out
+
+
+def explain(fn, policy, *args):
+    """The spec's explanation (spec.explain) for jax.checkpoint(fn, policy)."""
+    args = draw_inputs(args)
+    return spec.explain(spec_program(fn, policy, args))

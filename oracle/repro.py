@@ -1,0 +1,171 @@
+"""Standalone reproducers: a jax + numpy script that fails with the discrepancy.
+
+The script rebuilds the program from the spec IR as jax.lax calls, so it
+needs neither the user's code nor this project."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+import spec
+from spec.ir import Literal, Program, Var, subprograms
+from spec import policies as sp
+
+
+@dataclass
+class Repro:
+    text: str
+    path: str | None = None
+
+
+def _policy_source(policy) -> str:
+    from oracle.check import AS_IS
+    if policy is None or policy is AS_IS:
+        return "None"
+    cp = "jax.checkpoint_policies"
+    simple = {id(sp.everything_saveable): f"{cp}.everything_saveable",
+              id(sp.nothing_saveable): f"{cp}.nothing_saveable",
+              id(sp.dots_saveable): f"{cp}.dots_saveable",
+              id(sp.dots_with_no_batch_dims_saveable): f"{cp}.dots_with_no_batch_dims_saveable"}
+    if id(policy) in simple:
+        return simple[id(policy)]
+    for cls in ("save_only_these_names", "save_any_names_but_these", "save_anything_except_these_names"):
+        if isinstance(policy, getattr(sp, cls)):
+            return f"{cp}.{cls}(" + ", ".join(repr(n) for n in sorted(policy.names)) + ")"
+    if isinstance(policy, sp.offload_dot_with_no_batch_dims):
+        return f"{cp}.offload_dot_with_no_batch_dims({policy.offload_src!r}, {policy.offload_dst!r})"
+    if isinstance(policy, sp.save_and_offload_only_these_names):
+        return (f"{cp}.save_and_offload_only_these_names(names_which_can_be_saved="
+                f"{sorted(policy.names_which_can_be_saved)!r}, names_which_can_be_offloaded="
+                f"{sorted(policy.names_which_can_be_offloaded)!r}, offload_src={policy.offload_src!r}, "
+                f"offload_dst={policy.offload_dst!r})")
+    if isinstance(policy, sp._SaveFromBoth):
+        return f"{cp}.save_from_both_policies({_policy_source(policy.policy_1)}, {_policy_source(policy.policy_2)})"
+    fn = getattr(policy, "fn", policy)
+    return f"None  # a user policy ({getattr(fn, '__name__', fn)!r}) cannot be written out: paste it here"
+
+
+def program_source(prog: Program, name: str = "f") -> str:
+    """Python source of a function that computes `prog` with jax.lax."""
+    lines, counter = [], [0]
+
+    def emit(p: Program, fname: str, indent: str):
+        names = {}
+        args = []
+        for v in p.inputs:
+            names[v.id] = f"v{counter[0]}"
+            counter[0] += 1
+            args.append(names[v.id])
+        lines.append(f"{indent}def {fname}({', '.join(args)}):")
+        body = indent + "    "
+
+        def atom(a):
+            if isinstance(a, Var):
+                return names[a.id]
+            v = a.value
+            if a.is_scalar:
+                return f"np.{v.dtype.name}({v.item()!r})" if v.dtype != np.bool_ else repr(bool(v))
+            return f"np.array({v.tolist()!r}, dtype=np.{v.dtype.name})"
+        for e in p.eqns:
+            outs = []
+            for v in e.outputs:
+                names[v.id] = f"v{counter[0]}"
+                counter[0] += 1
+                outs.append(names[v.id])
+            ins = ", ".join(atom(a) for a in e.inputs)
+            pname = e.primitive.name
+            if pname in ("call", "remat"):
+                sub = f"{fname}_{pname}{counter[0]}"
+                counter[0] += 1
+                emit(e.params["jaxpr"], sub, body)
+                if pname == "call":
+                    lines.append(f"{body}{sub}.__name__ = {e.params['name']!r}")
+                    lines.append(f"{body}{', '.join(outs)}, = jax.jit({sub})({ins})")
+                else:
+                    lines.append(f"{body}{', '.join(outs)}, = jax.checkpoint({sub}, policy="
+                                 f"{_policy_source(e.params['policy'])}, prevent_cse={e.params['prevent_cse']!r})({ins})")
+            elif pname == "name":
+                lines.append(f"{body}{outs[0]} = checkpoint_name({ins}, {e.params['name']!r})")
+            else:
+                params = ", ".join(f"{k}={_param_source(v)}" for k, v in e.params.items())
+                call = f"E[{pname!r}]({ins}{', ' if params and ins else ''}{params})"
+                lines.append(f"{body}{', '.join(outs)}{',' if e.primitive.multiple_results else ''} = {call}")
+        lines.append(f"{body}return ({', '.join(atom(a) for a in p.outputs)},)")
+    emit(prog, name, "")
+    return "\n".join(lines)
+
+
+def _param_source(v):
+    if isinstance(v, np.dtype):
+        return f"np.dtype({v.name!r})"
+    return repr(v)
+
+
+def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None) -> Repro:
+    from oracle.check import AS_IS
+    arrays = "\n".join(f"args.append(np.array({np.asarray(a).tolist()!r}, dtype=np.{np.asarray(a).dtype.name}))"
+                       for a in args)
+    wrap = "f" if policy is AS_IS else f"jax.checkpoint(f, policy={_policy_source(policy)})"
+    expected_res = [f"{r.type} {r.source}" for r in spec.saved_residuals(prog)]
+    text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
+
+{message}
+"""
+import jax, jaxlib
+import jax.numpy as jnp
+import numpy as np
+from jax.ad_checkpoint import checkpoint_name
+from oracle_emitters import E  # noqa: see below
+'''
+    text = text.replace("from oracle_emitters import E  # noqa: see below\n", _EMITTERS)
+    text += f"\njax.config.update('jax_remat3', {impl == 'remat3'})\n"
+    text += "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
+    text += program_source(prog) + "\n\n"
+    text += f"target = {wrap}\nargs = []\n{arrays}\n"
+    text += f"expected_residuals = {expected_res!r}  # the spec's answer\n"
+    text += ("from jax._src.ad_checkpoint import saved_residuals\nimport re\n"
+             "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
+             "for a, s in saved_residuals(target, *args)]\n"
+             "print('JAX residuals: ', got)\nprint('spec residuals:', expected_residuals)\n")
+    if prop == "residuals":
+        text += "assert got == expected_residuals, 'residuals differ'\n"
+    else:
+        text += ("# numeric property: compare jax against the spec's values in the message above\n"
+                 f"print(jax.jit(target)(*args))\nraise SystemExit({message.splitlines()[0]!r})\n")
+    path = None
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        path = os.path.join(directory, f"repro_{prop}_{impl}_{digest}.py")
+        with open(path, "w") as fh:
+            fh.write(text)
+    return Repro(text, path)
+
+
+_EMITTERS = '''from jax import lax
+from jax._src import ad_util
+from jax._src.lax import lax as lax_internal
+E = {
+    **{n: (lambda fn: lambda x, accuracy=None: fn(x, accuracy=accuracy))(getattr(lax, n))
+       for n in ("sin", "cos", "tanh", "exp", "log", "log1p", "logistic", "sqrt", "rsqrt")},
+    "neg": lax.neg, "square": lax.square, "abs": lax.abs,
+    "integer_pow": lambda x, y: lax.integer_pow(x, y),
+    **{n: getattr(lax, n) for n in ("add", "sub", "mul", "div", "max", "min", "gt", "lt", "ge", "le", "eq", "ne")},
+    "add_any": ad_util.add_jaxvals, "select_n": lax.select_n, "stop_gradient": lax.stop_gradient,
+    "convert_element_type": lambda x, new_dtype, weak_type: lax.convert_element_type(x, new_dtype),
+    "dot_general": lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general(
+        x, y, dimension_numbers, precision=precision, preferred_element_type=preferred_element_type),
+    "reduce_sum": lambda x, axes: lax_internal.reduce_sum(x, axes),
+    "reduce_max": lambda x, axes: lax_internal.reduce_max(x, axes),
+    "broadcast_in_dim": lambda x, shape, broadcast_dimensions: lax.broadcast_in_dim(x, shape, broadcast_dimensions),
+    "reshape": lambda x, new_sizes, dimensions: lax.reshape(x, new_sizes),
+    "transpose": lambda x, permutation: lax.transpose(x, permutation),
+    "squeeze": lambda x, dimensions: lax.squeeze(x, dimensions),
+    "concatenate": lambda *xs, dimension: lax.concatenate(list(xs), dimension),
+    "slice": lambda x, start_indices, limit_indices, strides: lax.slice(x, start_indices, limit_indices, strides),
+    "pad": lambda x, v, padding_config: lax.pad(x, v, padding_config),
+}
+'''

@@ -22,7 +22,7 @@ class Repro:
 
 
 def _policy_source(policy) -> str:
-    from oracle.check import AS_IS
+    from oracle.checker import AS_IS
     if policy is None or policy is AS_IS:
         return "None"
     cp = "jax.checkpoint_policies"
@@ -55,8 +55,10 @@ def program_source(prog: Program, name: str = "f") -> str:
     def emit(p: Program, fname: str, indent: str):
         names = {}
         args = []
-        for v in p.inputs:
-            names[v.id] = f"v{counter[0]}"
+        given = p.input_names or ()
+        for i, v in enumerate(p.inputs):
+            ok = i < len(given) and str(given[i]).isidentifier() and not str(given[i]).startswith("v")
+            names[v.id] = str(given[i]) if ok else f"v{counter[0]}"
             counter[0] += 1
             args.append(names[v.id])
         lines.append(f"{indent}def {fname}({', '.join(args)}):")
@@ -104,37 +106,66 @@ def _param_source(v):
     return repr(v)
 
 
-def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None) -> Repro:
-    from oracle.check import AS_IS
-    arrays = "\n".join(f"args.append(np.array({np.asarray(a).tolist()!r}, dtype=np.{np.asarray(a).dtype.name}))"
-                       for a in args)
-    wrap = "f" if policy is AS_IS else f"jax.checkpoint(f, policy={_policy_source(policy)})"
+def _array_source(a) -> str:
+    a = np.asarray(a)
+    return f"np.array({a.tolist()!r}, dtype=np.{a.dtype.name})"
+
+
+_PROPERTY_CODE = {
+    "values": "got = list(jax.jit(f)(*args))",
+    "jvp": "got = list(jax.jit(lambda *d: jax.jvp(lambda *dd: f(*with_diff(dd)), d, tuple(tangents[i] for i in diff)))(*[args[i] for i in diff])[1])",
+    "vjp": "got = list(jax.jit(lambda *d: jax.vjp(lambda *dd: f(*with_diff(dd)), *d)[1](tuple(cts)))(*[args[i] for i in diff]))",
+    "second_order": ("pullback = lambda *d: jax.vjp(lambda *dd: f(*with_diff(dd)), *d)[1](tuple(cts))\n"
+                     "got = list(jax.jit(lambda *d: jax.jvp(pullback, d, tuple(tangents[i] for i in diff))[1])(*[args[i] for i in diff]))"),
+    "vmap": "got = list(jax.jit(jax.vmap(f))(*batched))",
+}
+
+
+def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None,
+                numeric: dict | None = None) -> Repro:
+    """A standalone jax + numpy script that fails with the discrepancy:
+    the program is rebuilt from the spec IR (checkpoints included), the
+    inputs and the spec's expected answer are embedded."""
     expected_res = [f"{r.type} {r.source}" for r in spec.saved_residuals(prog)]
     text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
 
 {message}
 """
+import re
+
 import jax, jaxlib
 import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
-from oracle_emitters import E  # noqa: see below
-'''
-    text = text.replace("from oracle_emitters import E  # noqa: see below\n", _EMITTERS)
+''' + _EMITTERS
     text += f"\njax.config.update('jax_remat3', {impl == 'remat3'})\n"
     text += "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
     text += program_source(prog) + "\n\n"
-    text += f"target = {wrap}\nargs = []\n{arrays}\n"
-    text += f"expected_residuals = {expected_res!r}  # the spec's answer\n"
-    text += ("from jax._src.ad_checkpoint import saved_residuals\nimport re\n"
-             "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
-             "for a, s in saved_residuals(target, *args)]\n"
-             "print('JAX residuals: ', got)\nprint('spec residuals:', expected_residuals)\n")
-    if prop == "residuals":
-        text += "assert got == expected_residuals, 'residuals differ'\n"
+    text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
+    if prop in ("residuals", "vjp_leaves", "prevent_cse"):
+        text += f"expected = {expected_res!r}  # the spec's answer\n"
+        text += ("from jax._src.ad_checkpoint import saved_residuals\n"
+                 "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
+                 "for a, s in saved_residuals(f, *args)]\n"
+                 "print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n")
+        if prop == "residuals":
+            text += "assert got == expected, 'saved residuals differ from the spec'\n"
+        else:
+            text += f"raise SystemExit({message.splitlines()[0]!r})\n"
     else:
-        text += ("# numeric property: compare jax against the spec's values in the message above\n"
-                 f"print(jax.jit(target)(*args))\nraise SystemExit({message.splitlines()[0]!r})\n")
+        n = numeric or {}
+        text += "diff = " + repr([i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]) + "\n"
+        text += ("def with_diff(d):\n    full = list(args)\n    for i, x in zip(diff, d):\n"
+                 "        full[i] = x\n    return full\n")
+        for key in ("tangents", "cts", "batched"):
+            text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
+        text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
+        text += f"atol = {n.get('atol', 0.0)!r}  # oracle.tolerances for this program\n"
+        text += _PROPERTY_CODE[prop] + "\n"
+        text += ("for i, (g, w) in enumerate(zip(got, expected)):\n"
+                 "    err = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if np.size(w) else 0.0\n"
+                 "    print(f'output {i}: max abs error {err:.4g} (tolerance {atol:.3g})')\n"
+                 f"    assert err <= atol, f'output {{i}}: {prop} differs from the spec'\n")
     path = None
     if directory:
         os.makedirs(directory, exist_ok=True)

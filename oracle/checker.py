@@ -44,6 +44,7 @@ IMPLEMENTATIONS = ("remat2", "remat3")
 PROPERTIES = ("residuals", "vjp_leaves", "prevent_cse", "values", "jvp", "vjp", "vmap", "second_order")
 JAXPR_TIER = ("residuals", "vjp_leaves", "prevent_cse")
 BATCH = 2
+DEFAULT_REPRO_DIR = None   # set by the pytest plugin's --oracle-repro-dir
 
 
 @dataclass
@@ -370,14 +371,15 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     expected = spec_numbers(prog, args, tangents, cts, batched, [p for p in numeric if p != "vmap"])
     depth = _depth(prog)
 
-    def fail(prop, impl, message, ctx=None):
+    def fail(prop, impl, message, ctx=None, numeric=None):
         from oracle.repro import write_repro
         d = divergences.find(ctx) if ctx is not None else None
         if d is not None:
             report.known_divergences.append((d.name, prop, impl))
             report.results.append(Result(prop, impl, "known divergence", d.name))
             return
-        repro = write_repro(prog, policy, args, prop, impl, message, repro_dir)
+        repro = write_repro(prog, policy, args, prop, impl, message, repro_dir or DEFAULT_REPRO_DIR,
+                            numeric=numeric)
         raise Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs "
                        f"under {impl}\n{message}\n{_env_line(report)}\nreproducer:\n{repro.text}",
                        report=report, repro=repro)
@@ -448,9 +450,10 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                         want_vals = spec.evaluate(spec.vmap(prog, 0, 0, axis_size=BATCH), *batched)
                     else:
                         want_vals = expected[prop]
+                    numeric_ctx = dict(tangents=tangents, cts=cts, batched=batched, expected=want_vals)
                     _compare(prop, impl, got[prop], want_vals, depth * (2 if prop in ("vjp", "jvp") else
                                                                         4 if prop == "second_order" else 1),
-                             rtol_scale, report, fail, secs)
+                             rtol_scale, report, fail, secs, numeric_ctx)
     return report
 
 
@@ -458,7 +461,7 @@ def _leaf_expectation(prog):
     return [(str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog)]
 
 
-def _compare(prop, impl, got, want, depth, scale, report, fail, secs):
+def _compare(prop, impl, got, want, depth, scale, report, fail, secs, numeric_ctx):
     got, want = list(got), list(want)
     if len(got) != len(want):
         fail(prop, impl, f"JAX gives {len(got)} arrays, the spec {len(want)}")
@@ -468,10 +471,13 @@ def _compare(prop, impl, got, want, depth, scale, report, fail, secs):
         g = np.asarray(g)
         ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, np.asarray(w).dtype, depth, scale)
         if not ok:
+            scale_ref = max(1.0, float(np.max(np.abs(np.asarray(w, np.float64))))) if np.size(w) else 1.0
+            numeric_ctx["atol"] = tol * scale_ref
             fail(prop, impl, f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error "
                              f"{max_abs:.4g}, max rel error {max_rel:.4g} > tolerance {tol:.3g}; worst index "
                              f"{idx}: JAX {np.asarray(g)[idx] if idx is not None and g.ndim else g} "
-                             f"vs spec {np.asarray(w)[idx] if idx is not None and np.ndim(w) else w}")
+                             f"vs spec {np.asarray(w)[idx] if idx is not None and np.ndim(w) else w}",
+                 numeric=numeric_ctx)
             return
         worst = (max(worst[0], max_abs), max(worst[1], max_rel))
     report.results.append(Result(prop, impl, "ok", max_abs=worst[0], max_rel=worst[1], seconds=secs))

@@ -132,7 +132,8 @@ def _has_name(prog: Program) -> bool:
 
 def _remat3_name_no_batching(ctx):
     return (ctx.implementation == "remat3" and ctx.property == "vmap"
-            and isinstance(ctx.error, NotImplementedError) and _has_name(ctx.program))
+            and isinstance(ctx.error, NotImplementedError) and "CheckpointName" in str(ctx.error)
+            and _has_name(ctx.program))
 
 
 def _remat3_prevent_cse_false(ctx):

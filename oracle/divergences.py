@@ -36,15 +36,9 @@ class Context:
 
 
 def map_policies(prog: Program, transform: Callable) -> Program:
-    eqns = []
-    for e in prog.eqns:
-        params = dict(e.params)
-        for k, sub in subprograms(params):
-            params[k] = map_policies(sub, transform)
-        if e.primitive is remat_p:
-            params["policy"] = transform(params["policy"])
-        eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params))
-    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+    """`prog` with every checkpoint's policy p replaced by transform(p)."""
+    return map_params(prog, lambda e, params: dict(params, policy=transform(params["policy"]))
+                      if e.primitive is remat_p else params)
 
 
 def _policies_in(prog: Program) -> list:
@@ -137,22 +131,31 @@ def _remat3_name_no_batching(ctx):
 
 
 def _remat3_prevent_cse_false(ctx):
-    return (ctx.implementation == "remat3" and ctx.property == "prevent_cse"
-            and ctx.barriers is not None and ctx.barriers[0] == 0 and ctx.barriers[1] > 0
-            and _all_prevent_cse_false(ctx.program))
+    """remat3 puts barriers where the spec would if every checkpoint had
+    prevent_cse=True."""
+    from oracle.checker import spec_predicts_barrier
+    if not (ctx.implementation == "remat3" and ctx.property == "prevent_cse" and ctx.barriers is not None
+            and ctx.barriers[0] == 0 and ctx.barriers[1] > 0):
+        return False
+    forced = map_params(ctx.program, lambda e, params: dict(params, prevent_cse=True)
+                        if e.primitive is remat_p else params)
+    return spec_predicts_barrier(forced) > 0
 
 
-def _all_prevent_cse_false(prog):
-    found = False
+def _remat3_no_barrier_without_recompute(ctx):
+    return (ctx.implementation == "remat3" and ctx.property == "prevent_cse" and ctx.barriers is not None
+            and ctx.barriers[0] > 0 and ctx.barriers[1] == 0 and not spec.explain(ctx.program).recomputed)
+
+
+def map_params(prog: Program, fn) -> Program:
+    """Apply fn(eqn, params) -> params to every equation, sub-programs too."""
+    eqns = []
     for e in prog.eqns:
-        if e.primitive is remat_p:
-            found = True
-            if e.params["prevent_cse"] is not False:
-                return False
-        for _, sub in subprograms(e.params):
-            if not _all_prevent_cse_false(sub):
-                return False
-    return found
+        params = dict(e.params)
+        for k, sub in subprograms(params):
+            params[k] = map_params(sub, fn)
+        eqns.append(Eqn(e.primitive, e.inputs, e.outputs, fn(e, params)))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
 def _jit_linearize_zero(ctx):
@@ -210,11 +213,23 @@ DIVERGENCES = [
     Divergence(
         "remat3-ignores-prevent-cse-false",
         "Under jax_remat3 (jax 0.10.2) the differentiated checkpoint is lowered with an "
-        "optimization barrier even when prevent_cse=False.",
+        "optimization barrier even when prevent_cse=False. The predicate: the spec predicts "
+        "barriers for the program with every checkpoint's prevent_cse set to True.",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
         _remat3_prevent_cse_false),
+    Divergence(
+        "remat3-no-barrier-without-recomputation",
+        "Under jax_remat3 (jax 0.10.2) a differentiated checkpoint whose backward pass "
+        "recomputes nothing (e.g. a linear body) is lowered without an optimization barrier, "
+        "while remat2 (and the spec's staged checkpoint with prevent_cse=True) has one. "
+        "Harmless: there is nothing to protect from CSE. The predicate: JAX has no barrier, "
+        "the spec predicts one, and spec.explain lists no recomputed equation.",
+        "jax.config.update('jax_remat3', True)\n"
+        "g = lambda x: jnp.sum(jax.checkpoint(lambda x: x.T)(x) ** 2)\n"
+        "print('optimization_barrier' in jax.jit(jax.grad(g)).lower(jnp.ones((3, 2))).as_text())  # False",
+        _remat3_no_barrier_without_recompute),
     Divergence(
         "jit-linearize-saves-an-instantiated-zero",
         "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "

@@ -1,0 +1,278 @@
+"""Hypothesis strategies for valid spec programs, built by construction.
+
+`programs()` draws a DAG of equations in topological order: each step
+picks an operation and operands from the values built so far whose types
+fit, so every drawn program type-checks without a shape solver. Domains
+are kept by construction: log, sqrt, rsqrt and the divisor of div read
+`1 + x*x`, exp reads `tanh(x)`; max/min never compare a value with itself
+(no ties). Checkpoint regions wrap a freshly drawn sub-DAG over some of the
+current values, nested up to a depth, each with a random policy; names are
+put on random values (some repeated, some unused by any policy).
+
+All choices are small integers drawn from Hypothesis, so shrinking removes
+steps and simplifies choices: a failing program shrinks to a handful of
+equations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+import spec
+from spec import ops, policies as P
+from spec.ir import ArrayType
+
+SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
+NAMES = ["a", "b", "c"]
+
+
+@dataclass(frozen=True)
+class SavePrimitives(P._Policy):
+    """A random user policy: save the outputs of these primitives (and of
+    names in `names`)."""
+    prims: frozenset
+    names: frozenset = frozenset()
+
+    def __call__(self, prim, *in_types, **params):
+        if prim.name == "name":
+            return params["name"] in self.names
+        return prim.name in self.prims
+
+    def __repr__(self):
+        return f"SavePrimitives({sorted(self.prims)}, names={sorted(self.names)})"
+
+
+@st.composite
+def policies(draw, names=tuple(NAMES)):
+    """Every built-in policy, combinations with save_from_both_policies, and
+    random user policies."""
+    kind = draw(st.sampled_from([
+        "none", "nothing", "everything", "dots", "dots_no_batch", "only", "any_but", "except",
+        "both", "user"]))
+    pick = lambda: draw(st.lists(st.sampled_from(list(names)), min_size=1, max_size=2, unique=True))
+    if kind == "none":
+        return None
+    if kind == "nothing":
+        return P.nothing_saveable
+    if kind == "everything":
+        return P.everything_saveable
+    if kind == "dots":
+        return P.dots_saveable
+    if kind == "dots_no_batch":
+        return P.dots_with_no_batch_dims_saveable
+    if kind == "only":
+        return P.save_only_these_names(*pick())
+    if kind == "any_but":
+        return P.save_any_names_but_these(*pick())
+    if kind == "except":
+        return P.save_anything_except_these_names(*pick())
+    if kind == "both":
+        a = draw(st.sampled_from([P.dots_saveable, P.dots_with_no_batch_dims_saveable]))
+        return P.save_from_both_policies(a, P.save_only_these_names(*pick()))
+    prims = draw(st.lists(st.sampled_from(["sin", "cos", "tanh", "mul", "add", "dot_general", "exp"]),
+                          min_size=1, max_size=3, unique=True))
+    return SavePrimitives(frozenset(prims), frozenset(draw(st.lists(st.sampled_from(list(names)),
+                                                                    max_size=2, unique=True))))
+
+
+class _Builder:
+    """Draws steps into the current trace."""
+
+    def __init__(self, draw, dtype, max_depth, allow_regions):
+        self.draw = draw
+        self.dtype = dtype
+        self.max_depth = max_depth
+        self.allow_regions = allow_regions
+        self.names_used: set[str] = set()
+
+    def pick(self, pool, pred=lambda v: True):
+        cands = [v for v in pool if pred(v)]
+        if not cands:
+            return None
+        return cands[self.draw(st.integers(0, len(cands) - 1))]
+
+    def floats(self, pool):
+        return [v for v in pool if v.dtype == self.dtype]
+
+    def one_plus_square(self, x):
+        return ops.add(ops.square(x), np.asarray(1, x.dtype))
+
+    def step(self, pool, depth):
+        draw = self.draw
+        kind = draw(st.sampled_from([
+            "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
+            "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
+            "int_side", "region", "call"]))
+        fl = self.floats(pool)
+        x = self.pick(fl)
+        if x is None:
+            return None
+        if kind == "unary":
+            op = draw(st.sampled_from([ops.sin, ops.cos, ops.tanh, ops.logistic, ops.neg, ops.square, ops.abs]))
+            return op(x)
+        if kind == "binary":
+            y = self.pick(fl, lambda v: v.shape == x.shape or v.ndim == 0 or x.ndim == 0)
+            op = draw(st.sampled_from([ops.add, ops.sub, ops.mul, ops.max, ops.min]))
+            if y is None or (y is x and op in (ops.max, ops.min)):
+                y = ops.sin(x)        # a distinct operand: max/min never tie by construction
+            return op(x, y)
+        if kind == "guarded":
+            op = draw(st.sampled_from(["log", "sqrt", "rsqrt", "div", "exp", "log1p"]))
+            if op == "exp":
+                return ops.exp(ops.tanh(x))
+            if op == "div":
+                y = self.pick(fl, lambda v: v.shape == x.shape) or x
+                return ops.div(x, self.one_plus_square(y))
+            if op == "log1p":
+                return ops.log1p(ops.square(x))
+            return {"log": ops.log, "sqrt": ops.sqrt, "rsqrt": ops.rsqrt}[op](self.one_plus_square(x))
+        if kind == "pow":
+            y = draw(st.sampled_from([0, 1, 2, 3, -2]))
+            return ops.integer_pow(self.one_plus_square(x) if y < 0 else x, y)
+        if kind == "dot":
+            if x.ndim == 0:
+                return ops.mul(x, x)
+            y = self.pick(fl, lambda v: v.shape == x.shape)
+            dims = list(range(x.ndim))
+            contract = draw(st.lists(st.sampled_from(dims), min_size=1, max_size=x.ndim, unique=True))
+            rest = [d for d in dims if d not in contract]
+            batch = draw(st.lists(st.sampled_from(rest), max_size=len(rest), unique=True)) if rest else []
+            dn = ((tuple(contract), tuple(contract)), (tuple(batch), tuple(batch)))
+            return ops.dot_general(x, y, dn, preferred_element_type=self.dtype)
+        if kind == "reduce":
+            if x.ndim == 0:
+                return ops.neg(x)
+            axes = draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=x.ndim, unique=True))
+            op = draw(st.sampled_from([ops.reduce_sum, ops.reduce_max]))
+            return op(x, tuple(sorted(axes)))
+        if kind == "broadcast":
+            pos = draw(st.integers(0, x.ndim))
+            shape = list(x.shape)
+            shape.insert(pos, 2)
+            return ops.broadcast_in_dim(x, shape, [i for i in range(len(shape)) if i != pos])
+        if kind == "reshape":
+            if x.ndim == 0:
+                return ops.reshape(x, (1,))
+            return ops.reshape(x, (x.type.size,)) if x.ndim > 1 else ops.reshape(x, (1, x.shape[0]))
+        if kind == "transpose":
+            perm = draw(st.permutations(list(range(x.ndim))))
+            return ops.transpose(x, perm)
+        if kind == "slice":
+            if x.ndim == 0 or any(d < 2 for d in x.shape):
+                return ops.cos(x)
+            axis = draw(st.integers(0, x.ndim - 1))
+            lo = [0] * x.ndim
+            hi = list(x.shape)
+            lo[axis] = draw(st.integers(0, x.shape[axis] - 1))
+            strides = [1] * x.ndim
+            strides[axis] = draw(st.integers(1, 2))
+            return ops.slice(x, lo, hi, strides)
+        if kind == "concat":
+            if x.ndim == 0:
+                return ops.tanh(x)
+            y = self.pick(fl, lambda v: v.shape == x.shape)
+            return ops.concatenate([x, y], draw(st.integers(0, x.ndim - 1)))
+        if kind == "squeeze":
+            return ops.squeeze(ops.reshape(x, (1,) + tuple(x.shape)), (0,))
+        if kind == "select":
+            y = self.pick(fl, lambda v: v.shape == x.shape and v is not x)
+            if y is None:
+                y = ops.cos(x)
+            return ops.select_n(ops.gt(x, y), x, y)
+        if kind == "stop_gradient":
+            return ops.mul(ops.stop_gradient(x), self.pick(fl, lambda v: v.shape == x.shape) or x)
+        if kind == "name":
+            name = draw(st.sampled_from(NAMES))
+            self.names_used.add(name)
+            return ops.checkpoint_name(x, name)
+        if kind == "int_side":
+            ints = [v for v in pool if v.dtype == np.int32]
+            if not ints:
+                return ops.sin(x)
+            n = self.pick(ints)
+            return ops.mul(x, ops.reduce_sum(ops.convert_element_type(n, self.dtype), tuple(range(n.ndim))))
+        if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
+            k = draw(st.integers(1, min(2, len(fl))))
+            ins = [self.pick(fl) for _ in range(k)]
+            n_steps = draw(st.integers(1, 4))
+
+            def body(*xs):
+                inner = list(xs)
+                for _ in range(n_steps):
+                    out = self.step(inner, depth + 1)
+                    if out is not None:
+                        inner.append(out)
+                return inner[-1]
+            if kind == "call":
+                prog = spec.trace(body, *[v.type for v in ins])
+                return ops.call(prog, *ins, name=f"f{depth}")[0]
+            policy = draw(policies(tuple(NAMES)))
+            prevent_cse = draw(st.booleans())
+            try:
+                return ops.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*ins)
+            except P.PolicyError:   # a name policy naming names the region never binds
+                return ops.checkpoint(body, policy=None, prevent_cse=prevent_cse)(*ins)
+        return ops.sin(x)
+
+
+@dataclass
+class Drawn:
+    """A drawn program with what the properties need to know about it."""
+    program: spec.Program
+
+    def __repr__(self):
+        return f"Drawn(\n{self.program})"
+
+
+@st.composite
+def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
+             scalar_output=False, int_inputs=True):
+    """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
+    `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps."""
+    dtype = np.dtype(dtype)
+    n_in = draw(st.integers(1, max_inputs))
+    types = [ArrayType(draw(st.sampled_from(SHAPES)), dtype) for _ in range(n_in)]
+    if int_inputs and draw(st.booleans()):
+        types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
+    n_steps = draw(st.integers(1, max_steps))
+    b = _Builder(draw, dtype, max_depth, allow_regions)
+
+    def fn(*xs):
+        pool = list(xs)
+        for _ in range(n_steps):
+            out = b.step(pool, 0)
+            if out is not None:
+                pool.append(out)
+        fl = [v for v in pool if v.dtype == dtype]
+        out = fl[-1]
+        if scalar_output and out.ndim:
+            out = ops.reduce_sum(out, tuple(range(out.ndim)))
+        return out
+    names = [f"x{i}" for i in range(len(types))]
+    prog = spec.trace(_named(fn, names), *types)
+    return prog
+
+
+def _named(fn, names):
+    """A wrapper whose parameters have the given names (so residuals
+    read "from the argument x0")."""
+    src = f"def wrapper({', '.join(names)}):\n    return fn({', '.join(names)})\n"
+    env = {"fn": fn}
+    exec(src, env)
+    return env["wrapper"]
+
+
+def inputs(prog: spec.Program, seed: int = 0) -> list[np.ndarray]:
+    """Well-conditioned inputs: floats in [0.5, 1.5] (every guarded domain
+    holds for any value; the interval keeps exp/tanh chains moderate), ints
+    in [1, 3]."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in prog.in_types:
+        if np.issubdtype(t.dtype, np.integer):
+            out.append(rng.integers(1, 4, t.shape).astype(t.dtype))
+        else:
+            out.append(rng.uniform(0.5, 1.5, t.shape).astype(t.dtype))
+    return out

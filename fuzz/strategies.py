@@ -80,8 +80,9 @@ def policies(draw, names=tuple(NAMES)):
 class _Builder:
     """Draws steps into the current trace."""
 
-    def __init__(self, draw, dtype, max_depth, allow_regions):
+    def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True):
         self.draw = draw
+        self.stop_gradient = stop_gradient
         self.dtype = dtype
         self.max_depth = max_depth
         self.allow_regions = allow_regions
@@ -181,6 +182,8 @@ class _Builder:
             if y is None:
                 y = ops.cos(x)
             return ops.select_n(ops.gt(x, y), x, y)
+        if kind == "stop_gradient" and not self.stop_gradient:
+            return ops.tanh(x)
         if kind == "stop_gradient":
             return ops.mul(ops.stop_gradient(x), self.pick(fl, lambda v: v.shape == x.shape) or x)
         if kind == "name":
@@ -228,16 +231,18 @@ class Drawn:
 
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
-             scalar_output=False, int_inputs=True):
+             scalar_output=False, int_inputs=True, stop_gradient=True):
     """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
-    `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps."""
+    `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
+    `stop_gradient=False` leaves stop_gradient out (finite differences
+    cannot see it)."""
     dtype = np.dtype(dtype)
     n_in = draw(st.integers(1, max_inputs))
     types = [ArrayType(draw(st.sampled_from(SHAPES)), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
     n_steps = draw(st.integers(1, max_steps))
-    b = _Builder(draw, dtype, max_depth, allow_regions)
+    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient)
 
     def fn(*xs):
         pool = list(xs)

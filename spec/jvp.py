@@ -56,14 +56,30 @@ def jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero=False):
                 outs, out_ts = [outs], [out_ts]
             if known_tangents_are_zero:
                 for new in builder.eqns[start:]:
-                    if any(isinstance(a, Var) and a.id in depends for a in new.inputs):
-                        depends.update(v.id for v in new.outputs)
+                    flags = [isinstance(a, Var) and a.id in depends for a in new.inputs]
+                    outs_dep = output_dependence(new, flags)
+                    depends.update(v.id for v, d in zip(new.outputs, outs_dep) if d)
                 out_ts = [t if isinstance(t, Tracer) and isinstance(t.atom, Var) and t.atom.id in depends
                           else None for t in out_ts]
         for v, o, t in zip(e.outputs, outs, out_ts):
             primal_env[v.id] = o
             tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
+
+
+def output_dependence(eqn, in_flags) -> list[bool]:
+    """Which outputs of `eqn` depend on the inputs flagged in `in_flags`
+    (looking through the body of a call or checkpoint)."""
+    from spec.ir import subprograms
+    subs = subprograms(eqn.params)
+    if not subs:
+        return [any(in_flags)] * len(eqn.outputs)
+    body = subs[0][1]
+    dep = {v.id for v, f in zip(body.inputs, in_flags) if f}
+    for e in body.eqns:
+        flags = [isinstance(a, Var) and a.id in dep for a in e.inputs]
+        dep.update(v.id for v, d in zip(e.outputs, output_dependence(e, flags)) if d)
+    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
 
 
 def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True, known_tangents_are_zero=False):

@@ -46,6 +46,13 @@ def linearize(prog: Program) -> Linearized:
                       linearize=True)
     if any(pe.out_unknowns[:n_out]):
         raise AssertionError("a primal output depends on a tangent")
+    # the forward program returns the primal outputs and the residuals (a
+    # tangent output computed from primals alone reaches the linear program
+    # as a residual)
+    n_res = len(pe.residuals)
+    forward = Program(pe.known.inputs, pe.known.eqns,
+                      pe.known.outputs[:n_out] + pe.known.outputs[len(pe.known.outputs) - n_res:],
+                      input_names=pe.known.input_names)
     # Tangent outputs that are symbolic zeros are created in the linear
     # program itself (as JAX's linearize does), never saved.
     with building() as b:
@@ -55,7 +62,7 @@ def linearize(prog: Program) -> Linearized:
         outs = [next(nz_outs) if nz else zeros_like_type(t)
                 for t, d, nz in zip(prog.out_types, diff_out, out_nz + [False] * 0) if d]
         linear = b.build(res + tangents, outs)
-    return Linearized(pe.known, linear, pe.residuals, diff_in, diff_out)
+    return Linearized(forward, linear, pe.residuals, diff_in, diff_out)
 
 
 def vjp(prog: Program, *primals):

@@ -1,0 +1,119 @@
+"""The fuzzed properties, as plain functions of a drawn program (so the
+pytest tests and the campaign CLI run the same checks).
+
+Spec self-consistency (no JAX): JVP against float64 finite differences,
+VJP against JVP (the dot-product identity), vmap against a loop, and remat
+invariance under a policy. Differential: oracle.check against JAX."""
+from __future__ import annotations
+
+import numpy as np
+
+import spec
+from spec import ops
+from spec.ir import is_float
+
+from fuzz.strategies import inputs
+
+
+class PropertyFailure(AssertionError):
+    """A fuzzed property does not hold (the message says which and how)."""
+
+
+# central differences in float64: truncation O(eps^2) ~1e-10 times the third
+# derivative, rounding ~1e-16/eps ~1e-10 times the values; drawn programs are
+# short compositions of smooth functions of O(1) values, so agreement to
+# 1e-5 relative (normwise, on the scale max(1, |value|)) leaves a wide margin
+FD_EPS = 1e-6
+FD_RTOL = 1e-5
+
+
+def _close(a, b, rtol, what):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    err = float(np.max(np.abs(a - b))) if a.size else 0.0
+    if not err <= rtol * scale:
+        raise PropertyFailure(f"{what}: max abs error {err:.3g} > {rtol * scale:.3g}\n got {a}\n want {b}")
+
+
+def _directions(prog, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(t.shape).astype(t.dtype) if is_float(t.dtype) else None for t in prog.in_types]
+
+
+def jvp_matches_finite_differences(prog, seed=0):
+    args = inputs(prog, seed)
+    ts = _directions(prog, seed + 1)
+    jp = spec.jvp(prog)
+    res = spec.evaluate(jp, *args, *[t for t in ts if t is not None])
+    n = len(prog.outputs)
+    out_ts = res[n:]
+    up = spec.evaluate(prog, *[a + FD_EPS * t if t is not None else a for a, t in zip(args, ts)])
+    dn = spec.evaluate(prog, *[a - FD_EPS * t if t is not None else a for a, t in zip(args, ts)])
+    fl = [i for i, t in enumerate(prog.out_types) if is_float(t.dtype)]
+    for k, i in enumerate(fl):
+        _close(out_ts[k], (up[i] - dn[i]) / (2 * FD_EPS), FD_RTOL, f"JVP of output {i} vs finite differences")
+
+
+def vjp_is_transpose_of_jvp(prog, seed=0):
+    """<ct, J t> == <J^T ct, t>, both from the spec, in float64."""
+    args = inputs(prog, seed)
+    ts = _directions(prog, seed + 1)
+    rng = np.random.default_rng(seed + 2)
+    fl_out = [t for t in prog.out_types if is_float(t.dtype)]
+    cts = [rng.standard_normal(t.shape).astype(t.dtype) for t in fl_out]
+    res = spec.evaluate(spec.jvp(prog), *args, *[t for t in ts if t is not None])
+    jt = res[len(prog.outputs):]
+    _, vjp_fn, _ = spec.vjp(prog, *args)
+    jct = vjp_fn(*cts)
+    lhs = sum(float(np.sum(c * j)) for c, j in zip(cts, jt))
+    rhs = sum(float(np.sum(g * t)) for g, t in zip(jct, ts) if t is not None)
+    scale = max(1.0, abs(lhs), abs(rhs))
+    if abs(lhs - rhs) > 1e-9 * scale * (1 + len(prog.eqns)):
+        raise PropertyFailure(f"<ct, J t> = {lhs!r} but <J^T ct, t> = {rhs!r}")
+
+
+def vmap_matches_loop(prog, seed=0, size=2):
+    rng = np.random.default_rng(seed)
+    axes = [int(rng.integers(-1, t.ndim + 1)) if t.ndim >= 0 else 0 for t in prog.in_types]
+    axes = [None if a == -1 and rng.random() < 0.3 else a for a in axes]
+    if all(a is None for a in axes):
+        axes[0] = 0
+    members = [inputs(prog, seed + 10 + i) for i in range(size)]
+    batched = [np.stack([m[k] for m in members], axis=a % (t.ndim + 1)) if a is not None else members[0][k]
+               for k, (t, a) in enumerate(zip(prog.in_types, axes))]
+    vp = spec.vmap(prog, axes, 0, axis_size=size)
+    got = spec.evaluate(vp, *batched)
+    for i in range(size):
+        ref = spec.evaluate(prog, *[m if a is not None else members[0][k]
+                                    for k, (m, a) in enumerate(zip(members[i], axes))])
+        for o, (g, r) in enumerate(zip(got, ref)):
+            _close(g[i], r, 1e-12 if r.dtype == np.float64 else 1e-5, f"vmap(in_axes={axes}) output {o}, member {i}")
+
+
+def remat_is_invariant(prog, policy, seed=0):
+    """Checkpointing the whole program under `policy` changes no value and no gradient."""
+    from spec.core import bind
+    from spec.remat import remat_p
+    # bound directly: the builder would reject a name policy naming absent names
+    wrapped = spec.trace(lambda *xs: bind(remat_p, *xs, jaxpr=prog, policy=policy, prevent_cse=True,
+                                          differentiated=False), *prog.in_types)
+    args = inputs(prog, seed)
+    for o, (a, b) in enumerate(zip(spec.evaluate(wrapped, *args), spec.evaluate(prog, *args))):
+        _close(a, b, 0.0, f"value of output {o} under checkpoint(policy={policy})")
+    fl_out = [t for t in prog.out_types if is_float(t.dtype)]
+    rng = np.random.default_rng(seed + 3)
+    cts = [rng.standard_normal(t.shape).astype(t.dtype) for t in fl_out]
+    g1 = spec.vjp(wrapped, *args)[1](*cts)
+    g2 = spec.vjp(prog, *args)[1](*cts)
+    for i, (a, b) in enumerate(zip(g1, g2)):
+        if a.dtype.kind == "V":
+            continue   # float0 cotangents of integer inputs
+        _close(a, b, 1e-12, f"gradient of input {i} under checkpoint(policy={policy})")
+
+
+def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None):
+    """oracle.check of the program, run by JAX as written (AS_IS)."""
+    import oracle
+    from oracle.checker import PROPERTIES
+    return oracle.check(oracle.to_jax(prog), oracle.AS_IS, *inputs(prog, seed),
+                        implementations=implementations, properties=properties or PROPERTIES)

@@ -29,10 +29,44 @@ class Context:
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
 
-    def residuals_with(self, transform: Callable) -> list:
-        """The spec's residual list after mapping every checkpoint's policy."""
+    def residuals_with(self, transform: Callable, opaque_checkpoints: bool = False) -> list:
+        """The spec's residual list after mapping every checkpoint's policy
+        (and, with opaque_checkpoints, making every checkpoint output read
+        every input tangent of its checkpoint)."""
         prog = map_policies(self.program, transform)
+        if opaque_checkpoints:
+            prog = _reading_all_input_tangents(prog)
         return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+
+
+def _reading_all_input_tangents(prog: Program) -> Program:
+    """Each checkpoint body's float outputs o become o + 0 * sum(x) for
+    every float input x: values are unchanged, no new value needs saving,
+    but the output tangents now read all the input tangents, as a
+    linearizer that treats the checkpoint as opaque would have it."""
+    import numpy as np
+    from spec import ops
+    from spec.core import eval_program_traced
+    from spec.ir import is_float
+
+    def rewrite(body: Program) -> Program:
+        def fn(*xs):
+            outs = eval_program_traced(body, *xs)
+            floats = [x for x in xs if is_float(x.dtype)]
+            new = []
+            for o in outs:
+                if hasattr(o, "dtype") and is_float(o.dtype):
+                    for x in floats:
+                        zero = np.zeros((), o.dtype)
+                        s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
+                        if s.dtype != o.dtype:
+                            s = ops.convert_element_type(s, o.dtype)
+                        o = ops.add(o, ops.mul(zero, s))
+                new.append(o)
+            return new
+        return spec.trace(fn, *body.in_types)
+    return map_params(prog, lambda e, params: dict(params, jaxpr=rewrite(params["jaxpr"]))
+                      if e.primitive is remat_p else params)
 
 
 def map_policies(prog: Program, transform: Callable) -> Program:
@@ -95,8 +129,18 @@ class Divergence:
     applies: Callable[[Context], bool] = field(compare=False)
 
 
-def _residuals_equal_to(ctx: Context, transform) -> bool:
-    return ctx.jax_residuals == ctx.residuals_with(transform)
+def _residuals_equal_to(ctx: Context, transform, opaque_checkpoints=False) -> bool:
+    return ctx.jax_residuals == ctx.residuals_with(transform, opaque_checkpoints)
+
+
+def _remat3_opaque_zeros(ctx):
+    """remat3 does not see that a checkpoint's output tangent is zero when
+    the body computes it from primals alone (e.g. integer_pow y=0): it
+    saves what a nonzero tangent would need. Combined with remat3's policy
+    view, since both act at once."""
+    return (ctx.implementation == "remat3" and ctx.property == "residuals"
+            and not _residuals_equal_to(ctx, _remat3_effective)
+            and _residuals_equal_to(ctx, _remat3_effective, opaque_checkpoints=True))
 
 
 def _remat3_restricted(ctx):
@@ -193,6 +237,19 @@ DIVERGENCES = [
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
         "print(jax.ad_checkpoint.print_saved_residuals(f, jnp.ones(3)))  # only the input",
         _remat3_unrecognised),
+    Divergence(
+        "remat3-misses-zero-tangents-out-of-checkpoints",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint whose output tangent is zero because the "
+        "body computes it from primals alone (e.g. x ** 0) is linearized as if the tangent "
+        "were nonzero, so the backward pass saves what that tangent would need (found by the "
+        "fuzzer: `cos` of an input of the checkpoint). Wasted memory; gradients are right. "
+        "The predicate: JAX's residuals equal the spec's for the program whose checkpoint "
+        "outputs are made to read every input tangent (o + 0 * sum(x)), with remat3's policy "
+        "view, and differ from the spec's for the program as it is.",
+        "jax.config.update('jax_remat3', True)\n"
+        "g = lambda a: jax.checkpoint(lambda h: h ** 0)(jnp.sin(a))\n"
+        "print(jax.ad_checkpoint.print_saved_residuals(g, 1.0))  # f32[] output of cos",
+        _remat3_opaque_zeros),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "

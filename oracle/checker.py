@@ -46,6 +46,10 @@ PROPERTIES = ("residuals", "vjp_leaves", "prevent_cse", "values", "jvp", "vjp", 
 JAXPR_TIER = ("residuals", "prevent_cse")
 BATCH = 2
 DEFAULT_REPRO_DIR = None   # set by the pytest plugin's --oracle-repro-dir
+# XLA:CPU's backend optimisation level 0 halves compile time for these small
+# check functions; it changes no semantics (only scheduling/vectorisation
+# of the same HLO), and numbers stay within oracle.tolerances.
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Report:
     results: list[Result] = field(default_factory=list)
     known_divergences: list[tuple[str, str, str]] = field(default_factory=list)  # (name, property, impl)
     environment: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=lambda: collections.Counter())   # seconds per phase
 
     def __str__(self):
         lines = [f"oracle.check({self.function}, policy={self.policy})  "
@@ -267,7 +272,7 @@ def spec_numbers(prog: Program, args, tangents, cts, batched, props):
     return out
 
 
-def jax_numbers(f, prog: Program, args, tangents, cts, batched, props):
+def jax_numbers(f, prog: Program, args, tangents, cts, batched, props, timings=None):
     """All numeric properties from one jax.jit-compiled function."""
     import jax
     fmask = _float_mask(prog.in_types)
@@ -301,7 +306,19 @@ def jax_numbers(f, prog: Program, args, tangents, cts, batched, props):
         if "vjp_leaves" in props:
             out["vjp_leaves"] = jax.tree.leaves(jax.vjp(f, *args)[1])
         return out
-    return jax.jit(together)(list(args), list(tangents), list(cts), list(batched))
+    operands = (list(args), list(tangents), list(cts), list(batched))
+    t0 = time.perf_counter()
+    lowered = jax.jit(together).lower(*operands)
+    t1 = time.perf_counter()
+    compiled = lowered.compile(compiler_options=COMPILER_OPTIONS)
+    t2 = time.perf_counter()
+    out = jax.block_until_ready(compiled(*operands))
+    t3 = time.perf_counter()
+    if timings is not None:
+        timings["jax_trace"] += t1 - t0
+        timings["xla_compile"] += t2 - t1
+        timings["execute"] += t3 - t2
+    return out
 
 
 def _sub(f, args, diff_idx, d):
@@ -358,8 +375,11 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     if not callable(fn):
         raise TypeError(f"oracle.check: fn must be callable, got {fn!r}")
     args = draw_inputs(args, seed)
+    t_start = time.perf_counter()
     prog = spec_program(fn, policy, args)
     report = Report(getattr(fn, "__name__", repr(fn)), repr(policy), environment=environment())
+    report.timings["jax_trace"] += time.perf_counter() - t_start
+    t_spec = time.perf_counter()
     rng = np.random.default_rng(seed + 1)
     out_types = prog.out_types
     tangents = [rng.standard_normal(a.shape).astype(a.dtype) if is_float(a.dtype) else
@@ -373,6 +393,9 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
         numeric = [p for p in numeric if p not in ("vjp", "second_order")]
     expected = spec_numbers(prog, args, tangents, cts, batched, [p for p in numeric if p != "vmap"])
     depth = _depth(prog)
+    vmapped_expected = (spec.evaluate(spec.vmap(prog, 0, 0, axis_size=BATCH), *batched)
+                        if "vmap" in numeric else None)
+    report.timings["spec"] += time.perf_counter() - t_spec
 
     def fail(prop, impl, message, ctx=None, numeric=None):
         from oracle.repro import write_repro
@@ -393,6 +416,7 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
             if "residuals" in properties:
                 t0 = time.perf_counter()
                 got = jax_residuals(f, args)
+                report.timings["jax_trace"] += time.perf_counter() - t0
                 renamed = got
                 if impl == "remat3":
                     renamed, changed = _rename_remat3_args(got, prog)
@@ -409,7 +433,11 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                 if not all(is_float(t.dtype) for t in out_types):
                     report.results.append(Result("prevent_cse", impl, "not compared", "non-float outputs"))
                 else:
-                    want, got_b = spec_predicts_barrier(prog), jax_barriers(f, args)
+                    want = spec_predicts_barrier(prog)
+                    t1 = time.perf_counter()
+                    got_b = jax_barriers(f, args)
+                    report.timings["jax_trace"] += time.perf_counter() - t1
+                    report.timings["spec"] += t1 - t0
                     if (want > 0) != (got_b > 0):
                         ctx = divergences.Context(impl, "prevent_cse", policy, prog, barriers=(want, got_b))
                         fail("prevent_cse", impl, f"optimization barriers in the backward pass: spec predicts "
@@ -422,13 +450,13 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                 t0 = time.perf_counter()
                 props = list(numeric)
                 try:
-                    got = jax_numbers(f, prog, args, tangents, cts, batched, props)
+                    got = jax_numbers(f, prog, args, tangents, cts, batched, props, report.timings)
                 except NotImplementedError as e:
                     ctx = divergences.Context(impl, "vmap", policy, prog, error=e)
                     if "vmap" in props and divergences.find(ctx) is not None:
                         fail("vmap", impl, str(e), ctx)
                         props.remove("vmap")
-                        got = jax_numbers(f, prog, args, tangents, cts, batched, props) if props else {}
+                        got = jax_numbers(f, prog, args, tangents, cts, batched, props, report.timings) if props else {}
                     else:
                         raise
                 secs = (time.perf_counter() - t0) / max(len(props), 1)
@@ -449,7 +477,7 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                                                      seconds=secs))
                 for prop in props:
                     if prop == "vmap":
-                        want_vals = spec.evaluate(spec.vmap(prog, 0, 0, axis_size=BATCH), *batched)
+                        want_vals = vmapped_expected
                     else:
                         want_vals = expected[prop]
                     numeric_ctx = dict(tangents=tangents, cts=cts, batched=batched, expected=want_vals)

@@ -15,7 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests fuzz
 
 # The fuzz campaign (issue 6) is not built yet: until then `make fuzz` runs the
 # spec-vs-JAX residual recordings check against the installed JAX.

@@ -197,19 +197,6 @@ def jax_residuals(f, args) -> list[tuple[str, str]]:
     return [(str(spec_type(aval)), _LOCATION.sub("", src)) for aval, src in saved_residuals(f, *args)]
 
 
-def _rename_remat3_args(res, prog):
-    """remat3 names arguments `args[i]`; the spec uses the parameter names."""
-    renamed, changed = [], False
-    for t, s in res:
-        m = re.fullmatch(r"from the argument args\[(\d+)\]", s)
-        if m and prog.input_names and int(m.group(1)) < len(prog.input_names):
-            new = f"from the argument {prog.input_names[int(m.group(1))]}"
-            changed |= new != s
-            s = new
-        renamed.append((t, s))
-    return renamed, changed
-
-
 def _bytes(t: str) -> int:
     m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z]+>)?\[([0-9,]*)\]", t)
     if not m:
@@ -249,27 +236,43 @@ def _depth(prog: Program) -> int:
     return n
 
 
-def spec_numbers(prog: Program, args, tangents, cts, batched, props):
+def spec_programs(prog: Program, props) -> dict:
+    """The spec program computing each numeric property."""
     out = {}
     if "values" in props:
-        out["values"] = spec.evaluate(prog, *args)
+        out["values"] = prog
     if "jvp" in props:
-        diff_args = [t for t, f in zip(tangents, _float_mask(prog.in_types)) if f]
-        res = spec.evaluate(spec.jvp(prog), *args, *diff_args)
-        out["jvp"] = res[len(prog.outputs):]
+        out["jvp"] = spec.jvp(prog)
     if "vjp" in props or "second_order" in props:
         vp = spec.vjp_program(prog)
-        if "vjp" in props:
-            out["vjp"] = spec.evaluate(vp, *args, *cts)
+        out["vjp"] = vp
         if "second_order" in props:
-            diff_t = [t for t, f in zip(tangents, _float_mask(prog.in_types)) if f]
-            zero_ct = [np.zeros_like(c) for c in cts]
-            res = spec.evaluate(spec.jvp(vp), *args, *cts, *diff_t, *zero_ct)
-            out["second_order"] = res[len(vp.outputs):]
+            out["second_order"] = spec.jvp(vp)
     if "vmap" in props:
-        vm = spec.vmap(prog, 0, 0, axis_size=BATCH)
-        out["vmap"] = spec.evaluate(vm, *batched)
+        out["vmap"] = spec.vmap(prog, 0, 0, axis_size=BATCH)
     return out
+
+
+def spec_numbers(prog: Program, progs: dict, args, tangents, cts, batched, props, hook=None):
+    """Evaluate the property programs (`progs`, from spec_programs)."""
+    out = {}
+    diff_t = [t for t, f in zip(tangents, _float_mask(prog.in_types)) if f]
+    if "values" in props:
+        out["values"] = spec.evaluate(progs["values"], *args, hook=hook)
+    if "jvp" in props:
+        out["jvp"] = spec.evaluate(progs["jvp"], *args, *diff_t, hook=hook)[len(prog.outputs):]
+    if "vjp" in props:
+        out["vjp"] = spec.evaluate(progs["vjp"], *args, *cts, hook=hook)
+    if "second_order" in props:
+        zero_ct = [np.zeros_like(c) for c in cts]
+        res = spec.evaluate(progs["second_order"], *args, *cts, *diff_t, *zero_ct, hook=hook)
+        out["second_order"] = res[len(progs["vjp"].outputs):]
+    if "vmap" in props:
+        out["vmap"] = spec.evaluate(progs["vmap"], *batched, hook=hook)
+    return out
+
+
+NOISE_SAMPLES = 3   # float64 runs with modelled rounding noise (oracle.tolerances)
 
 
 def jax_numbers(f, prog: Program, args, tangents, cts, batched, props, timings=None):
@@ -385,16 +388,30 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     tangents = [rng.standard_normal(a.shape).astype(a.dtype) if is_float(a.dtype) else
                 np.zeros(a.shape, a.dtype) for a in args]
     cts = [rng.standard_normal(t.shape).astype(t.dtype) for t in out_types if is_float(t.dtype)]
-    batched = [np.stack([a] + [rng.uniform(0.5, 1.5, a.shape).astype(a.dtype) if is_float(a.dtype) else a
-                               for _ in range(BATCH - 1)]) for a in args]
+    # batch members beyond the first: the given values perturbed by up to 10%,
+    # so their scale (and conditioning) is that of the arguments
+    batched = [np.stack([a] + [(a * (1 + 0.1 * rng.uniform(-1, 1, a.shape))).astype(a.dtype)
+                               if is_float(a.dtype) else a for _ in range(BATCH - 1)]) for a in args]
     spec_res = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
     numeric = [p for p in properties if p not in JAXPR_TIER]
     if any(not is_float(t.dtype) for t in out_types):
         numeric = [p for p in numeric if p not in ("vjp", "second_order")]
-    expected = spec_numbers(prog, args, tangents, cts, batched, [p for p in numeric if p != "vmap"])
+    from oracle.upcast import up, upcast
+    expected = spec_numbers(prog, spec_programs(prog, numeric), args, tangents, cts, batched, numeric)
+    prog64 = upcast(prog)
+    progs64 = spec_programs(prog64, numeric)
+    ups = (up(args), up(tangents), up(cts), up(batched))
+    reference = spec_numbers(prog64, progs64, *ups, numeric)
+    noise = {p: [0.0] * len(v) for p, v in reference.items()}
+    low = np.result_type(*[t.dtype for t in prog.in_types if is_float(t.dtype)] or [np.float32])
+    for k in range(NOISE_SAMPLES):
+        hook = tolerances.rounding_noise_hook(low, np.random.default_rng(seed + 100 + k))
+        noisy = spec_numbers(prog64, progs64, *ups, numeric, hook=hook)
+        for p, vals in noisy.items():
+            noise[p] = [max(n, float(np.max(np.abs(np.asarray(a, np.float64) - r), initial=0.0)))
+                        if is_float(np.asarray(r).dtype) else 0.0
+                        for n, a, r in zip(noise[p], vals, reference[p])]
     depth = _depth(prog)
-    vmapped_expected = (spec.evaluate(spec.vmap(prog, 0, 0, axis_size=BATCH), *batched)
-                        if "vmap" in numeric else None)
     report.timings["spec"] += time.perf_counter() - t_spec
 
     def fail(prop, impl, message, ctx=None, numeric=None):
@@ -410,18 +427,21 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                        f"under {impl}\n{message}\n{_env_line(report)}\nreproducer:\n{repro.text}",
                        report=report, repro=repro)
 
+    jax_saved = {}
     for impl in implementations:
         with implementation(impl):
             f = target(fn, policy)      # made afresh under each implementation
             if "residuals" in properties:
                 t0 = time.perf_counter()
                 got = jax_residuals(f, args)
+                jax_saved[impl] = got
                 report.timings["jax_trace"] += time.perf_counter() - t0
                 renamed = got
-                if impl == "remat3":
-                    renamed, changed = _rename_remat3_args(got, prog)
-                    if changed:
-                        report.known_divergences.append(("remat3-names-arguments-args[i]", "residuals", impl))
+                for norm in divergences.NORMALIZATIONS:
+                    new = norm.apply(impl, renamed, spec_res, prog)
+                    if new != renamed:
+                        report.known_divergences.append((norm.name, "residuals", impl))
+                        renamed = new
                 if renamed != spec_res:
                     ctx = divergences.Context(impl, "residuals", policy, prog, renamed, spec_res)
                     fail("residuals", impl, "saved residuals differ:\n" + residual_diff(renamed, spec_res), ctx)
@@ -464,10 +484,15 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                     props.remove("vjp_leaves")
                     leaves = [(str(tuple(np.shape(l))), str(np.asarray(l).dtype)) for l in got["vjp_leaves"]]
                     want = _leaf_expectation(prog)
-                    if impl == "remat3":
-                        report.results.append(Result("vjp_leaves", impl, "not compared",
-                                                     f"remat3's vjp function holds {len(leaves)} leaves "
-                                                     "(the inputs), not its residuals"))
+                    residual_divergence = next((r.detail for r in report.results
+                                                if r.property == "residuals" and r.implementation == impl
+                                                and r.status == "known divergence"), None)
+                    if sorted(leaves) != sorted(want) and residual_divergence and \
+                            impl in jax_saved and sorted(leaves) == sorted(_leaves_of(jax_saved[impl])):
+                        # the leaves are JAX's own saved residuals, whose difference from the
+                        # spec's is a known divergence already reported for `residuals`
+                        report.results.append(Result("vjp_leaves", impl, "known divergence",
+                                                     residual_divergence))
                     elif sorted(leaves) != sorted(want):
                         fail("vjp_leaves", impl, f"residual leaves of jax.jit(jax.vjp)'s function:\n"
                                                  f"  JAX:  {leaves}\n  spec: {want}",
@@ -476,37 +501,46 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                         report.results.append(Result("vjp_leaves", impl, "ok", f"{len(leaves)} leaves",
                                                      seconds=secs))
                 for prop in props:
-                    if prop == "vmap":
-                        want_vals = vmapped_expected
-                    else:
-                        want_vals = expected[prop]
-                    numeric_ctx = dict(tangents=tangents, cts=cts, batched=batched, expected=want_vals)
-                    _compare(prop, impl, got[prop], want_vals, depth * (2 if prop in ("vjp", "jvp") else
-                                                                        4 if prop == "second_order" else 1),
+                    numeric_ctx = dict(tangents=tangents, cts=cts, batched=batched, expected=reference[prop])
+                    _compare(prop, impl, got[prop], expected[prop], reference[prop], noise[prop],
+                             depth * (2 if prop in ("vjp", "jvp") else 4 if prop == "second_order" else 1),
                              rtol_scale, report, fail, secs, numeric_ctx)
     return report
+
+
+def _leaves_of(residuals):
+    """(shape, dtype) of residual entries ("f32[3,4]", source)."""
+    from spec.ir import DTYPES
+    out = []
+    for t, _ in residuals:
+        m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]", t)
+        shape = tuple(int(d) for d in m.group(2).split(",") if d)
+        out.append((str(shape), str(DTYPES[m.group(1)])))
+    return out
 
 
 def _leaf_expectation(prog):
     return [(str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog)]
 
 
-def _compare(prop, impl, got, want, depth, scale, report, fail, secs, numeric_ctx):
-    got, want = list(got), list(want)
+def _compare(prop, impl, got, want, ref, noise, depth, scale, report, fail, secs, numeric_ctx):
+    """JAX's arrays against the spec's (same dtype) and the float64
+    reference, with oracle.tolerances."""
+    got, want, ref = list(got), list(want), list(ref)
     if len(got) != len(want):
         fail(prop, impl, f"JAX gives {len(got)} arrays, the spec {len(want)}")
         return
     worst = (0.0, 0.0)
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w, r, n) in enumerate(zip(got, want, ref, noise)):
         g = np.asarray(g)
-        ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, np.asarray(w).dtype, depth, scale)
+        ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, r, np.asarray(w).dtype, depth, scale, n)
         if not ok:
-            scale_ref = max(1.0, float(np.max(np.abs(np.asarray(w, np.float64))))) if np.size(w) else 1.0
-            numeric_ctx["atol"] = tol * scale_ref
+            numeric_ctx["atol"] = tol
+            at = lambda a: np.asarray(a)[idx] if idx is not None and np.ndim(a) else a
             fail(prop, impl, f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error "
-                             f"{max_abs:.4g}, max rel error {max_rel:.4g} > tolerance {tol:.3g}; worst index "
-                             f"{idx}: JAX {np.asarray(g)[idx] if idx is not None and g.ndim else g} "
-                             f"vs spec {np.asarray(w)[idx] if idx is not None and np.ndim(w) else w}",
+                             f"{max_abs:.4g} from the float64 reference (rel {max_rel:.4g}) > tolerance "
+                             f"{tol:.3g}; worst index {idx}: JAX {at(g)}, spec {at(w)}, "
+                             f"float64 reference {at(r)}",
                  numeric=numeric_ctx)
             return
         worst = (max(worst[0], max_abs), max(worst[1], max_rel))

@@ -75,15 +75,26 @@ def supported_primitives() -> list[str]:
     return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit"]
 
 
-def _where(eqn) -> str:
+def _location(eqn) -> str:
     try:
         from jax._src import source_info_util
-        return f" (at {source_info_util.summarize(eqn.source_info)})"
+        here = source_info_util.summarize(eqn.source_info)
     except Exception:   # source info is best-effort: never hide the real error
         return ""
+    return "" if not here or here.startswith("unknown") else here
 
 
-def from_jaxpr(closed_jaxpr, input_names=None) -> Program:
+def _where(eqn, enclosing: str = "") -> str:
+    """Where an equation comes from in the user's code. An equation inside
+    a library's jitted function (e.g. jnp.cumsum) has no user frame of its
+    own: then the enclosing user-level equation is named instead."""
+    here = _location(eqn)
+    if here:
+        return f" (at {here})"
+    return f" (inside {enclosing})" if enclosing else ""
+
+
+def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
     """Convert a ClosedJaxpr (or Jaxpr without consts) to a spec Program."""
     from jax._src import core as jcore
     jaxpr = closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr
@@ -107,7 +118,7 @@ def from_jaxpr(closed_jaxpr, input_names=None) -> Program:
     eqns = []
     for e in jaxpr.eqns:
         ins = [read(x) for x in e.invars]
-        prim, params = _convert_eqn(e)
+        prim, params = _convert_eqn(e, _enclosing)
         outs = [Var(spec_type(v.aval)) for v in e.outvars]
         for v, nv in zip(e.outvars, outs):
             env[v] = nv
@@ -124,15 +135,18 @@ def from_jaxpr(closed_jaxpr, input_names=None) -> Program:
     return prog
 
 
-def _convert_eqn(e):
+def _convert_eqn(e, enclosing=""):
     from oracle.policies import from_jax_policy
-    where = _where(e)
+    where = _where(e, enclosing)
     name = e.primitive.name
-    if name == "jit":
-        body = from_jaxpr(e.params["jaxpr"])
+    here = _location(e)
+    label = f"jitted function '{e.params['name']}'" if name in ("jit", "pjit") else f"a {name}"
+    inner = f"{label} at {here}" if here else (f"{label} inside {enclosing}" if enclosing else label)
+    if name in ("jit", "pjit"):
+        body = from_jaxpr(e.params["jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["call"], dict(jaxpr=body, name=str(e.params["name"]))
     if name == "remat2":
-        body = from_jaxpr(e.params["jaxpr"])
+        body = from_jaxpr(e.params["jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(e.params["policy"]),
                                          prevent_cse=e.params["prevent_cse"],
                                          differentiated=e.params["differentiated"])
@@ -140,16 +154,13 @@ def _convert_eqn(e):
         hi = e.params["_prim"]
         kind = type(hi).__name__
         if kind == "RematTraced":
-            body = from_jaxpr(hi.jaxpr)
+            body = from_jaxpr(hi.jaxpr, _enclosing=inner)
             return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(hi.policy),
                                              prevent_cse=getattr(hi, "prevent_cse", True),
                                              differentiated=False)
         if kind in ("CheckpointName", "CheckpointNameFwd"):
             return SPEC_PRIMS["name"], dict(name=hi.name)
         raise Unsupported(f"call_hi_primitive {kind}{where} is not supported; supported: RematTraced, CheckpointName")
-    if name == "pjit":
-        body = from_jaxpr(e.params["jaxpr"])
-        return SPEC_PRIMS["call"], dict(jaxpr=body, name=str(e.params["name"]))
     return spec_params(name, dict(e.params), where)
 
 

@@ -39,7 +39,9 @@ def emitters():
         "add_any": ad_util.add_jaxvals,
         "gt": lax.gt, "lt": lax.lt, "ge": lax.ge, "le": lax.le, "eq": lax.eq, "ne": lax.ne,
         "select_n": lambda which, *cases: lax.select_n(which, *cases),
-        "convert_element_type": lambda x, new_dtype, weak_type: lax.convert_element_type(x, new_dtype),
+        # bound directly: lax.convert_element_type drops a same-dtype conversion
+        "convert_element_type": lambda x, new_dtype, weak_type: lax_internal.convert_element_type_p.bind(
+            x, new_dtype=np.dtype(new_dtype), weak_type=weak_type, sharding=None),
         "stop_gradient": lax.stop_gradient,
         "dot_general": lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general(
             x, y, dimension_numbers, precision=precision, preferred_element_type=preferred_element_type),

@@ -186,7 +186,8 @@ E = {
     "integer_pow": lambda x, y: lax.integer_pow(x, y),
     **{n: getattr(lax, n) for n in ("add", "sub", "mul", "div", "max", "min", "gt", "lt", "ge", "le", "eq", "ne")},
     "add_any": ad_util.add_jaxvals, "select_n": lax.select_n, "stop_gradient": lax.stop_gradient,
-    "convert_element_type": lambda x, new_dtype, weak_type: lax.convert_element_type(x, new_dtype),
+    "convert_element_type": lambda x, new_dtype, weak_type: lax_internal.convert_element_type_p.bind(
+        x, new_dtype=np.dtype(new_dtype), weak_type=weak_type, sharding=None),
     "dot_general": lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general(
         x, y, dimension_numbers, precision=precision, preferred_element_type=preferred_element_type),
     "reduce_sum": lambda x, axes: lax_internal.reduce_sum(x, axes),

@@ -22,6 +22,11 @@ def to_jax(prog: Program):
 
 
 def _literal(a: Literal):
+    """A scalar f32 literal is a Python float on JAX's side: weakly typed, as
+    literals from Python code are (so e.g. a conversion of it inside a jit
+    survives, where JAX would drop a same-dtype conversion of a strong value)."""
+    if a.is_scalar and a.value.dtype == np.float32:
+        return float(a.value)
     return a.value if a.is_scalar else np.array(a.value)
 
 

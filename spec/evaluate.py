@@ -1,6 +1,8 @@
 """`evaluate`: run a program on numpy arrays, one equation at a time."""
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from spec.core import eval_rules
@@ -11,11 +13,24 @@ class EvaluationError(TypeError):
     pass
 
 
-def evaluate(prog: Program, *args) -> list[np.ndarray]:
+_HOOK = contextvars.ContextVar("evaluate_hook", default=None)
+
+
+def evaluate(prog: Program, *args, hook=None) -> list[np.ndarray]:
     """Evaluate `prog` on concrete arrays with each primitive's numpy rule.
 
     Arguments must have exactly the program's input types (no implicit
-    casts); every equation's result is checked against its declared type."""
+    casts); every equation's result is checked against its declared type.
+    `hook(eqn, inputs, outputs) -> outputs`, if given, sees (and may
+    replace) every equation's results, in sub-programs too: an observer
+    for tools (e.g. the oracle's rounding-error model)."""
+    if hook is not None:
+        token = _HOOK.set(hook)
+        try:
+            return evaluate(prog, *args)
+        finally:
+            _HOOK.reset(token)
+    hook = _HOOK.get()
     if len(args) != len(prog.inputs):
         raise EvaluationError(f"program takes {len(prog.inputs)} inputs, got {len(args)}")
     env: dict[int, np.ndarray] = {}
@@ -34,8 +49,11 @@ def evaluate(prog: Program, *args) -> list[np.ndarray]:
         rule = eval_rules.get(e.primitive)
         if rule is None:
             raise EvaluationError(f"primitive {e.primitive.name!r} has no evaluation rule")
-        out = rule(*map(read, e.inputs), **e.params)
+        ins = [read(a) for a in e.inputs]
+        out = rule(*ins, **e.params)
         outs = out if e.primitive.multiple_results else [out]
+        if hook is not None:
+            outs = hook(e, ins, list(outs))
         for v, x in zip(e.outputs, outs):
             x = np.asarray(x)
             if type_of(x) != v.type.with_memory_space(None):   # values don't know their memory

@@ -1,0 +1,49 @@
+"""The same program in float64: the reference that measures conditioning.
+
+`upcast(prog)` maps every floating type to f64 (literals, dtype params and
+sub-programs included). Evaluating it gives the exact answer up to f64
+rounding; the distance of the spec's own low-precision evaluation from it
+says how much rounding this program at this point amplifies (its
+conditioning), which oracle.tolerances uses to bound JAX's error."""
+from __future__ import annotations
+
+import numpy as np
+
+from spec.core import bind, building
+from spec.ir import ArrayType, Literal, Program, Var, is_float, subprograms
+
+F64 = np.dtype("float64")
+
+
+def _up_type(t: ArrayType) -> ArrayType:
+    return ArrayType(t.shape, F64, t.memory_space) if is_float(t.dtype) else t
+
+
+def _up_params(params: dict) -> dict:
+    out = dict(params)
+    for k in ("new_dtype", "preferred_element_type"):
+        if out.get(k) is not None and is_float(out[k]):
+            out[k] = F64
+    for k, sub in subprograms(params):
+        out[k] = upcast(sub)
+    return out
+
+
+def upcast(prog: Program) -> Program:
+    with building() as b:
+        ins = [b.new_input(_up_type(v.type)) for v in prog.inputs]
+        env = {v.id: t for v, t in zip(prog.inputs, ins)}
+
+        def read(a):
+            if isinstance(a, Var):
+                return env[a.id]
+            return a.value.astype(F64) if is_float(a.type.dtype) else a.value
+        for e in prog.eqns:
+            outs = bind(e.primitive, *map(read, e.inputs), **_up_params(e.params))
+            for v, o in zip(e.outputs, outs if e.primitive.multiple_results else [outs]):
+                env[v.id] = o
+        return b.build(ins, [read(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def up(values):
+    return [np.asarray(v, F64) if is_float(np.asarray(v).dtype) else np.asarray(v) for v in values]

@@ -24,3 +24,5 @@ from spec.transpose import transpose  # noqa: F401
 from spec.vjp import linearize, vjp, vjp_program, grad, saved_residuals, Linearized  # noqa: F401
 from spec.explain import explain, Explanation  # noqa: F401
 from spec.batching import vmap, vmap_program, BatchingError  # noqa: F401
+from spec import symbolic  # noqa: F401
+from spec.arrays import SymbolicError  # noqa: F401

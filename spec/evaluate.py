@@ -16,14 +16,34 @@ class EvaluationError(TypeError):
 _HOOK = contextvars.ContextVar("evaluate_hook", default=None)
 
 
-def evaluate(prog: Program, *args, hook=None) -> list[np.ndarray]:
+def _has_type(x: np.ndarray, t) -> bool:
+    """A value has type t: shape and dtype (values don't know their memory
+    space); a symbolic value (an object array of expressions) only the shape."""
+    if x.dtype == object:
+        return x.shape == t.shape
+    return type_of(x) == t.with_memory_space(None)
+
+
+def evaluate(prog: Program, *args, hook=None, assume=None) -> list[np.ndarray]:
     """Evaluate `prog` on concrete arrays with each primitive's numpy rule.
 
     Arguments must have exactly the program's input types (no implicit
     casts); every equation's result is checked against its declared type.
     `hook(eqn, inputs, outputs) -> outputs`, if given, sees (and may
     replace) every equation's results, in sub-programs too: an observer
-    for tools (e.g. the oracle's rounding-error model)."""
+    for tools (e.g. the oracle's rounding-error model).
+
+    Arguments may be numpy object arrays of sympy expressions (see
+    spec.symbolic): the same rules then compute exact expressions. A
+    comparison (or max, abs, ...) that sympy cannot decide is taken at the
+    point `assume` ({symbol: number}) if given, else raises SymbolicError."""
+    if assume is not None:
+        from spec.arrays import _ASSUME
+        token = _ASSUME.set(assume)
+        try:
+            return evaluate(prog, *args, hook=hook)
+        finally:
+            _ASSUME.reset(token)
     if hook is not None:
         token = _HOOK.set(hook)
         try:
@@ -42,8 +62,8 @@ def evaluate(prog: Program, *args, hook=None) -> list[np.ndarray]:
         if not isinstance(x, (np.ndarray, np.generic, int, float, bool)):
             raise EvaluationError(f"input {i}: expected a numpy array, got {type(x).__name__}")
         x = np.asarray(x)
-        if type_of(x) != v.type.with_memory_space(None):
-            raise EvaluationError(f"input {i}: expected {v.type}, got {type_of(x)}")
+        if not _has_type(x, v.type):
+            raise EvaluationError(f"input {i}: expected {v.type}, got {x.dtype}{list(x.shape)}")
         env[v.id] = x
     for e in prog.eqns:
         rule = eval_rules.get(e.primitive)
@@ -56,7 +76,7 @@ def evaluate(prog: Program, *args, hook=None) -> list[np.ndarray]:
             outs = hook(e, ins, list(outs))
         for v, x in zip(e.outputs, outs):
             x = np.asarray(x)
-            if type_of(x) != v.type.with_memory_space(None):   # values don't know their memory
-                raise EvaluationError(f"{e.primitive.name} produced {type_of(x)}, declared {v.type}")
+            if not _has_type(x, v.type):
+                raise EvaluationError(f"{e.primitive.name} produced {x.dtype}{list(x.shape)}, declared {v.type}")
             env[v.id] = x
     return [read(a) for a in prog.outputs]

@@ -19,32 +19,25 @@ import numpy as np
 from spec.core import (PrimitiveError, UndefinedPrimal, Zero, bind,
                        eval_rules, is_undefined, jvp_rules, primitive,
                        shape_rules, transpose_rules, Tracer, to_atom)
+from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, DTYPES, canonical_dtype, is_float, type_of
 
 # --------------------------------------------------------------------------
-# numeric helpers for evaluation
+# evaluation: every rule is written once against the array namespace of
+# spec/arrays.py, so the same rule evaluates numbers and sympy expressions
 
-def _compute_dtype(dtype):
-    """f16 and bf16 are computed in f32 and rounded once, as XLA:CPU does."""
-    return np.float32 if dtype in (DTYPES["f16"], DTYPES["bf16"]) else dtype
-
-
-def _unary_eval(fn):
+def _unary_eval(op: str):
     def rule(x, **_):
-        return np.asarray(fn(x.astype(_compute_dtype(x.dtype)))).astype(x.dtype)
+        xp = namespace(x)
+        return xp.result(getattr(xp, op)(xp.compute(x)), x.dtype)
     return rule
 
 
-def _binary_eval(fn):
+def _binary_eval(op: str):
     def rule(x, y, **_):
-        c = _compute_dtype(x.dtype)
-        return np.asarray(fn(x.astype(c), y.astype(c))).astype(x.dtype)
+        xp = namespace(x, y)
+        return xp.result(getattr(xp, op)(xp.compute(x), xp.compute(y)), x.dtype)
     return rule
-
-
-def _logistic(x):
-    with np.errstate(over="ignore"):
-        return 1 / (1 + np.exp(-x))
 
 
 # --------------------------------------------------------------------------
@@ -178,14 +171,13 @@ def integer_pow(x, y: int):
     return bind(integer_pow_p, x, y=y)
 
 
-_unary_numpy = {
-    sin_p: np.sin, cos_p: np.cos, tanh_p: np.tanh, exp_p: np.exp,
-    log_p: np.log, log1p_p: np.log1p, logistic_p: _logistic, sqrt_p: np.sqrt,
-    rsqrt_p: lambda x: 1 / np.sqrt(x), square_p: np.square,
+_unary_ops = {
+    sin_p: "sin", cos_p: "cos", tanh_p: "tanh", exp_p: "exp", log_p: "log", log1p_p: "log1p",
+    logistic_p: "logistic", sqrt_p: "sqrt", rsqrt_p: "rsqrt", square_p: "square",
 }
-for _p, _fn in _unary_numpy.items():
+for _p, _op in _unary_ops.items():
     shape_rules[_p] = _float_unary_shape(_p)
-    eval_rules[_p] = _unary_eval(_fn)
+    eval_rules[_p] = _unary_eval(_op)
 
 
 def _accuracy_check(prim):
@@ -212,9 +204,9 @@ def _numeric_unary_shape(prim):
 
 
 shape_rules[neg_p] = _numeric_unary_shape(neg_p)
-eval_rules[neg_p] = lambda x: np.negative(x)
+eval_rules[neg_p] = _unary_eval("negative")
 shape_rules[abs_p] = _numeric_unary_shape(abs_p)
-eval_rules[abs_p] = lambda x: np.abs(x)
+eval_rules[abs_p] = _unary_eval("abs")
 
 
 def _integer_pow_shape(x: ArrayType, *, y):
@@ -231,13 +223,10 @@ shape_rules[integer_pow_p] = _integer_pow_shape
 
 
 def _integer_pow_eval(x, *, y):
-    c = _compute_dtype(x.dtype)
-    xc = x.astype(c)
+    xp = namespace(x)
     if y == 0:
-        return np.ones_like(x)
-    # XLA computes integer powers by repeated squaring; numpy's power is exact enough
-    out = np.power(xc, y) if y > 0 else 1 / np.power(xc, -y)
-    return np.asarray(out).astype(x.dtype)
+        return xp.result(np.ones(x.shape, dtype=object if xp.name == "sympy" else x.dtype), x.dtype)
+    return xp.result(xp.power(xp.compute(x), y), x.dtype)
 
 
 eval_rules[integer_pow_p] = _integer_pow_eval
@@ -385,8 +374,8 @@ shape_rules[add_any_p] = _add_any_shape
 
 
 def _div_eval(x, y):
-    if is_float(x.dtype):
-        return _binary_eval(np.divide)(x, y)
+    if namespace(x, y).name == "sympy" or is_float(x.dtype):
+        return _binary_eval("divide")(x, y)
     # lax.div on integers rounds toward zero (C semantics)
     with np.errstate(divide="ignore"):
         q = np.trunc(np.true_divide(x, y))
@@ -394,10 +383,10 @@ def _div_eval(x, y):
 
 
 eval_rules.update({
-    add_p: _binary_eval(np.add), sub_p: _binary_eval(np.subtract),
-    mul_p: _binary_eval(np.multiply), div_p: _div_eval,
-    max_p: _binary_eval(np.maximum), min_p: _binary_eval(np.minimum),
-    add_any_p: _binary_eval(np.add),
+    add_p: _binary_eval("add"), sub_p: _binary_eval("subtract"),
+    mul_p: _binary_eval("multiply"), div_p: _div_eval,
+    max_p: _binary_eval("maximum"), min_p: _binary_eval("minimum"),
+    add_any_p: _binary_eval("add"),
 })
 
 
@@ -537,10 +526,16 @@ def eq(x, y): return bind(eq_p, *_coerce(x, y))
 def ne(x, y): return bind(ne_p, *_coerce(x, y))
 
 
-for _p, _fn in ((gt_p, np.greater), (lt_p, np.less), (ge_p, np.greater_equal),
-                (le_p, np.less_equal), (eq_p, np.equal), (ne_p, np.not_equal)):
+def _compare_eval(op: str):
+    def rule(x, y):
+        return np.asarray(getattr(namespace(x, y), op)(x, y), dtype=bool)
+    return rule
+
+
+for _p, _op in ((gt_p, "greater"), (lt_p, "less"), (ge_p, "greater_equal"),
+                (le_p, "less_equal"), (eq_p, "equal"), (ne_p, "not_equal")):
     shape_rules[_p] = _binary_shape(_p, kinds=("float", "int", "bool"), out_dtype=np.dtype(bool))
-    eval_rules[_p] = (lambda fn: lambda x, y: np.asarray(fn(x, y)))(_fn)
+    eval_rules[_p] = _compare_eval(_op)
     # comparisons are piecewise constant: a zero tangent (ad.defjvp_zero)
     jvp_rules[_p] = (lambda p: lambda primals, tangents: (bind(p, *primals), None))(_p)
 
@@ -569,7 +564,8 @@ def _select_n_shape(which: ArrayType, *cases: ArrayType):
 
 
 def _select_n_eval(which, *cases):
-    return np.asarray(np.choose(which.astype(np.int32), cases, mode="raise")).astype(cases[0].dtype)
+    out = np.choose(which.astype(np.int32), [np.asarray(c) for c in cases], mode="raise")
+    return namespace(*cases).result(out, cases[0].dtype)
 
 
 def _jvp_select_n(primals, tangents):
@@ -621,6 +617,10 @@ def _convert_shape(x, *, new_dtype, weak_type):
 
 def _convert_eval(x, *, new_dtype, weak_type):
     new_dtype = canonical_dtype(new_dtype)
+    if namespace(x).name == "sympy":
+        if not is_float(new_dtype):
+            raise SymbolicError(f"convert_element_type: rounding a symbolic value to {new_dtype}")
+        return x    # exact values have no precision to change
     if is_float(x.dtype) and not is_float(new_dtype) and new_dtype != np.bool_:
         x = np.trunc(x.astype(np.float64))          # float -> int rounds toward zero
     if new_dtype == np.bool_:

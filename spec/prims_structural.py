@@ -8,8 +8,9 @@ import numpy as np
 
 from spec.core import (PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined,
                        jvp_rules, primitive, shape_rules, transpose_rules)
+from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
-from spec.prims_elementwise import (_compute_dtype, _lit_like, add_tangents,
+from spec.prims_elementwise import (_lit_like, add_tangents,
                                     convert_element_type, div, eq, mul)
 
 
@@ -354,7 +355,8 @@ def _reduce_shape(prim):
 
 
 def _reduce_sum_eval(x, *, axes):
-    return np.asarray(np.sum(x.astype(_compute_dtype(x.dtype)), axis=tuple(axes))).astype(x.dtype)
+    xp = namespace(x)
+    return xp.result(np.sum(xp.compute(x), axis=tuple(axes)), x.dtype)
 
 
 def _transpose_reduce_sum(ct, x, *, axes):
@@ -379,7 +381,8 @@ def _jvp_reduce_max(primals, tangents, *, axes):
 shape_rules[reduce_sum_p] = _reduce_shape(reduce_sum_p)
 shape_rules[reduce_max_p] = _reduce_shape(reduce_max_p)
 eval_rules[reduce_sum_p] = _reduce_sum_eval
-eval_rules[reduce_max_p] = lambda x, *, axes: np.asarray(np.max(x, axis=tuple(axes))).astype(x.dtype)
+eval_rules[reduce_max_p] = lambda x, *, axes: namespace(x).result(namespace(x).reduce_max(x, tuple(axes)),
+                                                                  x.dtype)
 jvp_rules[reduce_sum_p] = _linear_jvp(lambda x, *, axes: reduce_sum(x, axes))
 jvp_rules[reduce_max_p] = _jvp_reduce_max
 transpose_rules[reduce_sum_p] = _transpose_reduce_sum
@@ -450,20 +453,25 @@ def _type_properties(dt):
 
 
 def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_type):
+    """Batch dims first, then lhs free, then rhs free: transpose both
+    operands to (batch, free, contract) and use a batched matmul (which
+    numpy also does for arrays of sympy expressions)."""
     (lc, rc), (lb, rb) = dimension_numbers
-    letters = iter("abcdefghijklmnopqrstuvwxyz")
-    xs = [next(letters) for _ in range(x.ndim)]
-    ys = [next(letters) for _ in range(y.ndim)]
-    for a, b in list(zip(lc, rc)) + list(zip(lb, rb)):
-        ys[b] = xs[a]
-    out = ([xs[i] for i in lb] + [xs[i] for i in _free_dims(x.ndim, lc, lb)]
-           + [ys[i] for i in _free_dims(y.ndim, rc, rb)])
-    out_dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
-        else canonical_dtype(preferred_element_type)
-    c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
-        np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
-    res = np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x.astype(c), y.astype(c))
-    return np.asarray(res).astype(out_dtype)
+    lf, rf = _free_dims(x.ndim, lc, lb), _free_dims(y.ndim, rc, rb)
+    size = lambda t, dims: int(np.prod([t.shape[d] for d in dims], dtype=np.int64))
+    out_shape = ([x.shape[i] for i in lb] + [x.shape[i] for i in lf] + [y.shape[i] for i in rf])
+    xp = namespace(x, y)
+    if xp.name == "sympy":
+        c = out_dtype = object
+    else:
+        out_dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
+            else canonical_dtype(preferred_element_type)
+        c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
+            np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
+    xm = np.transpose(x, list(lb) + lf + list(lc)).astype(c).reshape(size(x, lb), size(x, lf), size(x, lc))
+    ym = np.transpose(y, list(rb) + list(rc) + rf).astype(c).reshape(size(y, rb), size(y, rc), size(y, rf))
+    res = np.matmul(xm, ym).reshape(out_shape)
+    return xp.result(res, out_dtype)
 
 
 def _jvp_dot_general(primals, tangents, **params):

@@ -8,6 +8,8 @@ bool values never carry tangents.
 """
 from __future__ import annotations
 
+import contextvars
+
 from spec.core import (Tracer, Zero, bind, building, instantiate,
                        is_differentiable, jvp_rules)
 from spec.ir import Program, Var
@@ -25,6 +27,24 @@ def jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero=False):
     `linearize_from_jvp`), a tangent a rule computes without reading any
     input tangent, such as integer_pow's zeros for y == 0, is a symbolic
     zero: it is never a residual and creates no tangent equations."""
+    token = _LINEARIZING.set(known_tangents_are_zero)
+    try:
+        return _jvp_traced(prog, primals, tangents, known_tangents_are_zero)
+    finally:
+        _LINEARIZING.reset(token)
+
+
+# Whether the JVP being emitted is part of a linearization (so that a call's
+# JVP rule linearizes its body the same way, as pjit's linearize rule does;
+# a checkpoint's JVP rule does not: remat_jvp uses plain jvp_jaxpr).
+_LINEARIZING = contextvars.ContextVar("linearizing", default=False)
+
+
+def linearizing() -> bool:
+    return _LINEARIZING.get()
+
+
+def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     from spec.core import current_builder
     primal_env, tangent_env = {}, {}
     builder = current_builder()

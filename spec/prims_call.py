@@ -36,9 +36,11 @@ def _call_eval(*args, jaxpr, name):
 
 
 def _call_jvp(primals, tangents, *, jaxpr, name):
-    from spec.jvp import jvp_program
+    from spec.jvp import jvp_program, linearizing
     nonzeros = [not isinstance(t, Zero) for t in tangents]
-    body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False)
+    # when linearizing, the body is linearized too (pjit's linearize rule)
+    body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False,
+                               known_tangents_are_zero=linearizing())
     outs = call(body, *primals, *[t for t in tangents if not isinstance(t, Zero)], name=name)
     n = len(jaxpr.outputs)
     it = iter(outs[n:])

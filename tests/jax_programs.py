@@ -239,6 +239,22 @@ def jit_inner_spec(x):
     return ops.cos(y)
 
 
+def x_plus_x_pow0(x):
+    return x + x ** 0
+
+
+def jit_zero_tangent_jax(x):
+    # found by the fuzzer: inside a jit, x ** 0 has a zero tangent known from
+    # primals alone; linearizing the jit's body must not save it
+    return jax.jit(x_plus_x_pow0)(x)
+
+
+def jit_zero_tangent_spec(x):
+    inner = spec.trace(lambda g: g + ops.integer_pow(g, 0), x.type)
+    (y,) = ops.call(inner, x, name="x_plus_x_pow0")
+    return y
+
+
 def where_relu_jax(x):
     return jnp.where(x > 0.0, x, 0.0) * x
 
@@ -338,6 +354,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("shapes_mix", shapes_mix_jax, shapes_mix_spec, ((F32, (2, 3)),)),
     TestProgram("batched_dot", batched_dot_jax, batched_dot_spec, ((F32, (2, 3, 4)), (F32, (2, 4, 5)))),
     TestProgram("jit_inner", jit_inner_jax, jit_inner_spec, ((F32, (3,)),)),
+    TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
     TestProgram("where_relu", where_relu_jax, where_relu_spec, ((F32, (3,)),)),
     TestProgram("int_output", int_output_jax, int_output_spec, ((F32, (3,)),)),
     TestProgram("softmax_rows", softmax_rows_jax, softmax_rows_spec, ((F32, (2, 3)),)),

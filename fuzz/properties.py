@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 import spec
-from spec import ops
 from spec.ir import is_float
 
 from fuzz.strategies import inputs

@@ -7,7 +7,10 @@ are kept by construction: log, sqrt, rsqrt and the divisor of div read
 `1 + x*x`, exp reads `tanh(x)`; max/min never compare a value with itself
 (no ties). Checkpoint regions wrap a freshly drawn sub-DAG over some of the
 current values, nested up to a depth, each with a random policy; names are
-put on random values (some repeated, some unused by any policy).
+put on random values (some repeated, some unused by any policy), and a
+region whose policy mentions names binds each of them on a value of its
+body (so name policies are exercised, never dropped for naming absent
+names).
 
 All choices are small integers drawn from Hypothesis, so shrinking removes
 steps and simplifies choices: a failing program shrinks to a handful of
@@ -42,6 +45,15 @@ class SavePrimitives(P._Policy):
 
     def __repr__(self):
         return f"SavePrimitives({sorted(self.prims)}, names={sorted(self.names)})"
+
+
+def mentioned_names(policy) -> set:
+    """The checkpoint names a (drawn) policy mentions, its parts' included:
+    the spec's builder requires a region to bind every one of them."""
+    out = set()
+    for p in (policy, getattr(policy, "policy_1", None), getattr(policy, "policy_2", None)):
+        out |= set(getattr(p, "names", ()) or ())
+    return out
 
 
 @st.composite
@@ -200,18 +212,27 @@ class _Builder:
             k = draw(st.integers(1, min(2, len(fl))))
             ins = [self.pick(fl) for _ in range(k)]
             n_steps = draw(st.integers(1, 4))
+            to_bind = []        # names the region's policy mentions: the body binds each
 
             def body(*xs):
                 inner = list(xs)
+                pending = list(to_bind)
                 for _ in range(n_steps):
+                    # a pending name goes on a value before this step (shrinks to: as early
+                    # as possible, where later steps can use the named value) or after
+                    if pending and not draw(st.booleans()):
+                        inner.append(ops.checkpoint_name(self.pick(self.floats(inner)), pending.pop(0)))
                     out = self.step(inner, depth + 1)
                     if out is not None:
                         inner.append(out)
+                for name in pending:
+                    inner.append(ops.checkpoint_name(self.pick(self.floats(inner)), name))
                 return inner[-1]
             if kind == "call":
                 prog = spec.trace(body, *[v.type for v in ins])
                 return ops.call(prog, *ins, name=f"f{depth}")[0]
             policy = draw(policies(tuple(NAMES)))
+            to_bind.extend(sorted(mentioned_names(policy)))
             prevent_cse = draw(st.booleans())
             try:
                 return ops.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*ins)
@@ -270,8 +291,11 @@ def _named(fn, names):
 
 
 def inputs(prog: spec.Program, seed: int = 0) -> list[np.ndarray]:
-    """Well-conditioned inputs: floats in [0.5, 1.5] (every guarded domain
-    holds for any value; the interval keeps exp/tanh chains moderate), ints
+    """Well-conditioned inputs: floats of magnitude in [0.5, 1.5], each
+    element's sign drawn at random (every guarded domain holds for any
+    value; the magnitudes keep exp/tanh chains moderate and every value away
+    from 0, where abs is not differentiable; negative values exercise the
+    negative half of every rule, e.g. a derivative wrong only there), ints
     in [1, 3]."""
     rng = np.random.default_rng(seed)
     out = []
@@ -279,5 +303,7 @@ def inputs(prog: spec.Program, seed: int = 0) -> list[np.ndarray]:
         if np.issubdtype(t.dtype, np.integer):
             out.append(rng.integers(1, 4, t.shape).astype(t.dtype))
         else:
-            out.append(rng.uniform(0.5, 1.5, t.shape).astype(t.dtype))
+            magnitude = rng.uniform(0.5, 1.5, t.shape)
+            sign = np.where(rng.random(t.shape) < 0.5, -1.0, 1.0)
+            out.append((sign * magnitude).astype(t.dtype))
     return out

@@ -27,7 +27,6 @@ import functools
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from spec import policies as sp
 from spec.ir import Program, is_float, subprograms
 
 from oracle import divergences, tolerances
-from oracle.errors import Mismatch, Unsupported
+from oracle.errors import Mismatch
 from oracle.from_jax import from_jaxpr
 
 AS_IS = type("AS_IS", (), {"__repr__": lambda self: "oracle.AS_IS"})()
@@ -371,7 +370,6 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     spec on every property in `properties`, for every implementation.
     Returns a Report; raises Mismatch on a disagreement that is not a known
     divergence, Unsupported for programs the spec does not model."""
-    import jax
     unknown = set(properties) - set(PROPERTIES)
     if unknown:
         raise ValueError(f"unknown properties {sorted(unknown)}; supported: {PROPERTIES}")

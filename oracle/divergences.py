@@ -8,7 +8,7 @@ anything else is a Mismatch. docs/divergences.md is generated from here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import spec

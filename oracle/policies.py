@@ -13,8 +13,6 @@ import functools
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
-
 from spec import policies as sp
 from oracle.errors import Unsupported
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import spec
-from spec.ir import Literal, Program, Var, subprograms
+from spec.ir import Program, Var
 from spec import policies as sp
 
 

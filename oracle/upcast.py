@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from spec.core import bind, building
-from spec.ir import ArrayType, Literal, Program, Var, is_float, subprograms
+from spec.ir import ArrayType, Program, Var, is_float, subprograms
 
 F64 = np.dtype("float64")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spec.core import cost_rules
-from spec.ir import Eqn, Literal, Program, Var, subprograms
+from spec.ir import Eqn, Program, Var, subprograms
 from spec.partial_eval import Residual
 from spec.remat import remat_p
 from spec.vjp import linearize

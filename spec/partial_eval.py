@@ -31,9 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from spec.core import dce_rules, partial_eval_rules, primitives
+from spec.core import dce_rules, partial_eval_rules
 from spec.ir import ArrayType, Eqn, Literal, Program, Var
 
 

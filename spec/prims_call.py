@@ -11,7 +11,7 @@ from __future__ import annotations
 from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, transpose_rules)
-from spec.ir import Eqn, Literal, Program, Var
+from spec.ir import Eqn, Program, Var
 from spec.partial_eval import dce_body_eqn
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
@@ -63,7 +63,7 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     outputs and the residuals, and a staged call. Residuals that are inputs
     of the body are forwarded from outside rather than returned by the call
     (as pjit's partial-eval rule does)."""
-    from spec.partial_eval import partial_eval, dce
+    from spec.partial_eval import partial_eval
     body, name = eqn.params["jaxpr"], eqn.params["name"]
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
                       literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True)

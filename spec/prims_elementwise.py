@@ -18,9 +18,9 @@ import numpy as np
 
 from spec.core import (PrimitiveError, UndefinedPrimal, Zero, bind,
                        eval_rules, is_undefined, jvp_rules, primitive,
-                       shape_rules, transpose_rules, Tracer, to_atom)
+                       shape_rules, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
-from spec.ir import ArrayType, DTYPES, canonical_dtype, is_float, type_of
+from spec.ir import ArrayType, canonical_dtype, is_float, type_of
 
 # --------------------------------------------------------------------------
 # evaluation: every rule is written once against the array namespace of

@@ -595,7 +595,7 @@ def _batch_slice(args, dims, *, start_indices, limit_indices, strides):
 
 def _batch_pad(args, dims, *, padding_config):
     from spec.batching import broadcast
-    from spec.prims_elementwise import select_n, _full_like
+    from spec.prims_elementwise import select_n
     (x, v), (dx, dv) = args, dims
     if dx is None:
         x, dx = broadcast(x, v.shape[dv]), 0

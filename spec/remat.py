@@ -34,11 +34,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from spec.core import (PrimitiveError, Zero, bind, building, dce_rules,
-                       eval_rules, instantiate, is_undefined, jvp_rules,
-                       partial_eval_rules, primitive, shape_rules, trace,
-                       transpose_rules, Tracer)
-from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
+                       instantiate, is_undefined, jvp_rules, partial_eval_rules,
+                       primitive, shape_rules, transpose_rules, Tracer)
+from spec.ir import Eqn, Program, Var
 from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
 from spec import policies as _policies
 

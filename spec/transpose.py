@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from spec.core import (Tracer, UndefinedPrimal, Zero, bind, building,
-                       instantiate, transpose_rules)
+from spec.core import (UndefinedPrimal, Zero, bind, building, instantiate,
+                       transpose_rules)
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
 

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from spec.core import (Zero, building, eval_program_traced, instantiate,
-                       is_differentiable, zeros_like_type)
+from spec.core import (building, eval_program_traced, is_differentiable,
+                       zeros_like_type)
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program, float0
 from spec.jvp import jvp_program

@@ -27,7 +27,6 @@ file without importing jax.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -35,9 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RECORDING = os.path.join(HERE, "recordings", "residuals_composed.json")
 
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-if HERE not in sys.path:
+if HERE not in sys.path:   # when imported by the tests; a script run has it already
     sys.path.insert(0, HERE)
 
 from record_jax_residuals import strip_source  # noqa: E402

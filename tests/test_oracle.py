@@ -27,7 +27,6 @@ import contextlib
 import difflib
 import io
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -36,9 +35,6 @@ jax = pytest.importorskip("jax")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for _p in (ROOT, HERE):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402

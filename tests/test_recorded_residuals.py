@@ -30,18 +30,14 @@ from __future__ import annotations
 import collections
 import json
 import os
-import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for _p in (ROOT, HERE):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
 import spec  # noqa: E402
-from jax_programs import BY_NAME, PROGRAMS  # noqa: E402
+from jax_programs import BY_NAME  # noqa: E402
 from recording_format import spec_signature  # noqa: E402
 
 RECORDING_PATH = os.path.join(HERE, "recordings", "residuals_core.json")

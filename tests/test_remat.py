@@ -3,8 +3,6 @@
 Reference values come from the program *without* checkpoint evaluated by
 numpy and from float64 central finite differences, never from the
 checkpointed program itself."""
-import itertools
-
 import numpy as np
 import pytest
 

@@ -132,7 +132,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  linearize: bool = False,
                  literals_are_residuals: bool | None = None,
                  in_inst: Sequence[bool] | None = None,
-                 stage_recomputed_outputs: bool = False) -> PartialEval:
+                 stage_recomputed_outputs: bool = False,
+                 order: str = "production") -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
     * `instantiate[i]` forces output i to be computed by the staged program
@@ -152,7 +153,12 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     * `stage_recomputed_outputs`: known outputs that the staged program
       recomputes anyway are outputs of the staged program too (as
       `partial_eval_jaxpr_custom` does for a call or checkpoint nested in a
-      checkpoint), so that nothing needs to save them."""
+      checkpoint), so that nothing needs to save them.
+    * `order` of the residuals: "production" (literals, constants,
+      arguments, then by producing equation: the order
+      jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (by
+      the first staged equation that reads them: the order in which
+      linearizing a jit's body makes them outputs of the known jit)."""
     from spec.policies import Offload, Recompute
     if literals_are_residuals is None:
         literals_are_residuals = linearize
@@ -224,6 +230,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     staged_ins = [v for v, m in zip(prog.inputs, staged_inputs) if m]
 
     # dead code in the staged program reads nothing: drop it before counting
+    all_staged = list(staged_eqns)
     staged_eqns = dce_eqns(staged_eqns, staged_outs)
     recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
 
@@ -259,7 +266,15 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     residuals = [Residual(a.type, source_of(a, known_all),
                           var=lit_subst[id(a)] if isinstance(a, Literal) else a)
                  for a in free.values()]
-    order = residual_order(residuals, known_all)
+    if order == "first_use":
+        first = {}
+        for k, e in enumerate(all_staged):
+            for a in e.inputs:
+                first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", id(a)), k)
+        keys = list(free)
+        order = sorted(range(len(residuals)), key=lambda i: first.get(keys[i], len(all_staged)))
+    else:
+        order = residual_order(residuals, known_all)
     residuals = [residuals[i] for i in order]
     res_atoms = [list(free.values())[i] for i in order]
 

@@ -65,8 +65,12 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     (as pjit's partial-eval rule does)."""
     from spec.partial_eval import partial_eval
     body, name = eqn.params["jaxpr"], eqn.params["name"]
+    # when linearizing, the known call returns its residuals in the order the
+    # linearized body first reads them (pjit's linearize rule, via
+    # ad.linearize_jaxpr whose tangent trace makes them constants on first use)
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
-                      literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True)
+                      literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True,
+                      order="first_use" if linearize else "production")
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]

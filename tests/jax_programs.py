@@ -255,6 +255,22 @@ def jit_zero_tangent_spec(x):
     return y
 
 
+def max_times_sum(k, l):
+    return jax.lax.reduce_max(k, (0,)) * jnp.sum(l)
+
+
+def jit_residual_order_jax(x):
+    # found by the fuzzer: a linearized jit returns its residuals in the
+    # order its tangent program first reads them
+    return jax.jit(max_times_sum)(jnp.sin(x), x)
+
+
+def jit_residual_order_spec(x):
+    inner = spec.trace(lambda k, l: ops.mul(ops.reduce_max(k, (0,)), ops.reduce_sum(l, (0,))), x.type, x.type)
+    (y,) = ops.call(inner, ops.sin(x), x, name="max_times_sum")
+    return y
+
+
 def where_relu_jax(x):
     return jnp.where(x > 0.0, x, 0.0) * x
 
@@ -355,6 +371,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("batched_dot", batched_dot_jax, batched_dot_spec, ((F32, (2, 3, 4)), (F32, (2, 4, 5)))),
     TestProgram("jit_inner", jit_inner_jax, jit_inner_spec, ((F32, (3,)),)),
     TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
+    TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
     TestProgram("where_relu", where_relu_jax, where_relu_spec, ((F32, (3,)),)),
     TestProgram("int_output", int_output_jax, int_output_spec, ((F32, (3,)),)),
     TestProgram("softmax_rows", softmax_rows_jax, softmax_rows_spec, ((F32, (2, 3)),)),

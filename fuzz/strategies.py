@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import spec
 from spec import ops, policies as P
-from spec.ir import ArrayType
+from spec.ir import ArrayType, Var
 
 SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
 NAMES = ["a", "b", "c"]
@@ -92,8 +92,10 @@ def policies(draw, names=tuple(NAMES)):
 class _Builder:
     """Draws steps into the current trace."""
 
-    def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True):
+    def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1):
         self.draw = draw
+        # extra "region" entries among the step kinds (appended: they shrink away first)
+        self.extra_regions = ["region"] * (region_weight - 1 if allow_regions else 0)
         self.stop_gradient = stop_gradient
         self.dtype = dtype
         self.max_depth = max_depth
@@ -117,7 +119,7 @@ class _Builder:
         kind = draw(st.sampled_from([
             "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
             "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call"]))
+            "int_side", "region", "call"] + self.extra_regions))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -252,18 +254,28 @@ class Drawn:
 
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
-             scalar_output=False, int_inputs=True, stop_gradient=True):
+             scalar_output=False, int_inputs=True, stop_gradient=True, shapes=SHAPES,
+             region_weight=3, dead_ends_out=True):
     """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
     `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
     `stop_gradient=False` leaves stop_gradient out (finite differences
-    cannot see it)."""
+    cannot see it). `shapes`: the input shapes to draw from (steps may
+    still make others: broadcast, concatenate, reshape).
+
+    The outputs are the last value and, with `dead_ends_out` (unless
+    `scalar_output`), every other float value no step uses: no drawn step
+    is dead code (with the last value alone about half of them were, often
+    the checkpoint regions). `region_weight`: a step is a checkpoint region
+    with `region_weight` chances in 19 + `region_weight` (1: as often as
+    any other kind; the default 3 puts a checkpoint in about 4 programs in
+    10, against 1.5 with 1)."""
     dtype = np.dtype(dtype)
     n_in = draw(st.integers(1, max_inputs))
-    types = [ArrayType(draw(st.sampled_from(SHAPES)), dtype) for _ in range(n_in)]
+    types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
     n_steps = draw(st.integers(1, max_steps))
-    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient)
+    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight)
 
     def fn(*xs):
         pool = list(xs)
@@ -278,7 +290,18 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
         return out
     names = [f"x{i}" for i in range(len(types))]
     prog = spec.trace(_named(fn, names), *types)
+    if dead_ends_out and not scalar_output:
+        prog = _with_dead_ends_out(prog, dtype)
     return prog
+
+
+def _with_dead_ends_out(prog: spec.Program, dtype) -> spec.Program:
+    """`prog` with every `dtype` value that no equation uses (and that is
+    not an output yet) appended to its outputs, in program order."""
+    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
+    used |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    ends = [v for e in prog.eqns for v in e.outputs if v.id not in used and v.type.dtype == dtype]
+    return spec.Program(prog.inputs, prog.eqns, list(prog.outputs) + ends, input_names=prog.input_names)
 
 
 def _named(fn, names):

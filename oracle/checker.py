@@ -85,6 +85,12 @@ class Report:
         return next(r.status for r in self.results if r.property == prop and r.implementation == impl)
 
 
+def _policy_label(policy) -> str:
+    if policy is None or policy is AS_IS or not callable(policy) or isinstance(policy, sp._Policy):
+        return repr(policy)
+    return getattr(policy, "__qualname__", None) or getattr(policy, "__name__", None) or repr(policy)
+
+
 def environment() -> dict:
     import jax
     import jaxlib
@@ -187,7 +193,9 @@ def _arg_names(fn, n):
 # --------------------------------------------------------------------------
 # residuals (jaxpr tier)
 
-_LOCATION = re.compile(r" from [^ ]*:\d+(:\d+)? \(.*\)$| from $")
+# " from <file>:<line>[:<col>] (<function>)" that saved_residuals appends
+# (file paths may contain spaces), or " from " with an empty location
+_LOCATION = re.compile(r" from .*?:\d+(?::\d+)? \(.*\)$| from $")
 
 
 def jax_residuals(f, args) -> list[tuple[str, str]]:
@@ -378,7 +386,7 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     args = draw_inputs(args, seed)
     t_start = time.perf_counter()
     prog = spec_program(fn, policy, args)
-    report = Report(getattr(fn, "__name__", repr(fn)), repr(policy), environment=environment())
+    report = Report(getattr(fn, "__name__", repr(fn)), _policy_label(policy), environment=environment())
     report.timings["jax_trace"] += time.perf_counter() - t_start
     t_spec = time.perf_counter()
     rng = np.random.default_rng(seed + 1)

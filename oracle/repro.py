@@ -14,6 +14,8 @@ import spec
 from spec.ir import Program, Var
 from spec import policies as sp
 
+from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
+
 
 @dataclass
 class Repro:
@@ -175,29 +177,3 @@ from jax.ad_checkpoint import checkpoint_name
             fh.write(text)
     return Repro(text, path)
 
-
-_EMITTERS = '''from jax import lax
-from jax._src import ad_util
-from jax._src.lax import lax as lax_internal
-E = {
-    **{n: (lambda fn: lambda x, accuracy=None: fn(x, accuracy=accuracy))(getattr(lax, n))
-       for n in ("sin", "cos", "tanh", "exp", "log", "log1p", "logistic", "sqrt", "rsqrt")},
-    "neg": lax.neg, "square": lax.square, "abs": lax.abs,
-    "integer_pow": lambda x, y: lax.integer_pow(x, y),
-    **{n: getattr(lax, n) for n in ("add", "sub", "mul", "div", "max", "min", "gt", "lt", "ge", "le", "eq", "ne")},
-    "add_any": ad_util.add_jaxvals, "select_n": lax.select_n, "stop_gradient": lax.stop_gradient,
-    "convert_element_type": lambda x, new_dtype, weak_type: lax_internal.convert_element_type_p.bind(
-        x, new_dtype=np.dtype(new_dtype), weak_type=weak_type, sharding=None),
-    "dot_general": lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general(
-        x, y, dimension_numbers, precision=precision, preferred_element_type=preferred_element_type),
-    "reduce_sum": lambda x, axes: lax_internal.reduce_sum(x, axes),
-    "reduce_max": lambda x, axes: lax_internal.reduce_max(x, axes),
-    "broadcast_in_dim": lambda x, shape, broadcast_dimensions: lax.broadcast_in_dim(x, shape, broadcast_dimensions),
-    "reshape": lambda x, new_sizes, dimensions: lax.reshape(x, new_sizes),
-    "transpose": lambda x, permutation: lax.transpose(x, permutation),
-    "squeeze": lambda x, dimensions: lax.squeeze(x, dimensions),
-    "concatenate": lambda *xs, dimension: lax.concatenate(list(xs), dimension),
-    "slice": lambda x, start_indices, limit_indices, strides: lax.slice(x, start_indices, limit_indices, strides),
-    "pad": lambda x, v, padding_config: lax.pad(x, v, padding_config),
-}
-'''

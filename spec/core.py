@@ -244,7 +244,7 @@ def trace(fn: Callable, *types: ArrayType) -> Program:
     >>> import spec
     >>> print(spec.trace(lambda x: spec.ops.sin(x) * 2.0, spec.f32[3]))
     { lambda ; a:f32[3]. let
-        b:f32[3] = sin[accuracy=None] a
+        b:f32[3] = sin a
         c:f32[3] = mul b 2.0:f32[]
       in (c,) }
     """

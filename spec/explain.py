@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from spec.core import cost_rules
 from spec.ir import Eqn, Program, Var, subprograms
 from spec.partial_eval import Residual
-from spec.remat import remat_p
+from spec.remat import device_put_p, remat_p
 from spec.vjp import linearize
 
 
@@ -98,7 +98,7 @@ def _recomputed(prog: Program, linear: set[int]) -> list[Eqn]:
             linear.update(v.id for v in e.outputs)
         elif any(isinstance(a, Var) and a.id in linear for a in e.inputs):
             linear.update(v.id for v in e.outputs)
-        else:
+        elif e.primitive is not device_put_p:   # copying an offloaded value back is no recomputation
             out.append(e)
     return out
 

@@ -215,7 +215,9 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                 from spec.remat import device_put_eqn
                 for v in e.outputs:
                     host = Var(v.type.with_memory_space(answer.dst))
-                    known_eqns.append(device_put_eqn(v, host, answer.dst))
+                    out_copy = device_put_eqn(v, host, answer.dst)
+                    decisions[id(out_copy)] = answer      # explain: why the copy is saved
+                    known_eqns.append(out_copy)
                     staged_eqns.append(device_put_eqn(host, v, answer.src))
                     inst.add(v.id)
             # Saveable: outputs stay known and not instantiated

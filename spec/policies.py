@@ -77,6 +77,13 @@ def _is_name(prim) -> bool:
 class _Policy:
     """Base of the built-in policies (frozen dataclasses, callable)."""
 
+    def __repr__(self):
+        # name sets print sorted: the same policy prints the same in every process
+        fields = []
+        for k, v in vars(self).items():
+            fields.append(f"{k}={sorted(v)!r}" if isinstance(v, frozenset) else f"{k}={v!r}")
+        return f"{type(self).__name__}({', '.join(fields)})"
+
 
 @dataclass(frozen=True, repr=False)
 class _EverythingSaveable(_Policy):
@@ -136,7 +143,7 @@ def _names(names, who):
     return frozenset(names)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class offload_dot_with_no_batch_dims(_Policy):
     """Like dots_with_no_batch_dims_saveable, but offload those values to
     `offload_dst` instead of keeping them in device memory."""
@@ -151,7 +158,7 @@ class offload_dot_with_no_batch_dims(_Policy):
         return Recompute
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class save_anything_except_these_names(_Policy):
     """Save any value (not just named ones) except values named with one of
     `names`. (jax 0.10.2 implements this as `lambda *_, **__: True`, saving
@@ -166,7 +173,7 @@ class save_anything_except_these_names(_Policy):
         return not (_is_name(prim) and params["name"] in self.names)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class save_any_names_but_these(_Policy):
     """Save only named values (outputs of checkpoint_name), except `names`."""
     names: frozenset
@@ -178,7 +185,7 @@ class save_any_names_but_these(_Policy):
         return _is_name(prim) and params["name"] not in self.names
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class save_only_these_names(_Policy):
     """Save only values named with one of `names`."""
     names: frozenset
@@ -190,7 +197,7 @@ class save_only_these_names(_Policy):
         return _is_name(prim) and params["name"] in self.names
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class save_and_offload_only_these_names(_Policy):
     """Save values named in `names_which_can_be_saved`, offload those named in
     `names_which_can_be_offloaded`, recompute the rest."""

@@ -564,7 +564,9 @@ def _select_n_shape(which: ArrayType, *cases: ArrayType):
 
 
 def _select_n_eval(which, *cases):
-    out = np.choose(which.astype(np.int32), [np.asarray(c) for c in cases], mode="raise")
+    xp = namespace(*cases)
+    cases = [xp.compute(c) if xp.name == "sympy" else np.asarray(c) for c in cases]
+    out = np.choose(which.astype(np.int32), cases, mode="raise")
     return namespace(*cases).result(out, cases[0].dtype)
 
 

@@ -219,7 +219,12 @@ def _transpose_concatenate(ct, *xs, dimension):
 
 
 shape_rules[concatenate_p] = _concatenate_shape
-eval_rules[concatenate_p] = lambda *xs, dimension: np.concatenate(xs, axis=dimension)
+def _concatenate_eval(*xs, dimension):
+    xp = namespace(*xs)
+    return np.concatenate([xp.compute(x) if xp.name == "sympy" else x for x in xs], axis=dimension)
+
+
+eval_rules[concatenate_p] = _concatenate_eval
 jvp_rules[concatenate_p] = _linear_jvp(lambda *xs, dimension: concatenate(xs, dimension))
 transpose_rules[concatenate_p] = _transpose_concatenate
 
@@ -275,13 +280,16 @@ def _pad_shape(x, v, *, padding_config):
 
 
 def _pad_eval(x, v, *, padding_config):
+    xp = namespace(x, v)
+    if xp.name == "sympy":     # both operands exact (a numeric one becomes sympy numbers)
+        x, v = xp.compute(x), xp.compute(v)
     out = x
     for axis, (lo, hi, interior) in enumerate(padding_config):
         n = out.shape[axis]
         size = n + max(n - 1, 0) * interior
         shape = list(out.shape)
         shape[axis] = size
-        dil = np.full(shape, v, dtype=x.dtype)
+        dil = np.full(shape, v, dtype=out.dtype)
         idx = [np.s_[:]] * out.ndim
         idx[axis] = np.s_[::interior + 1]
         dil[tuple(idx)] = out
@@ -468,6 +476,8 @@ def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_t
             else canonical_dtype(preferred_element_type)
         c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
             np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
+    if xp.name == "sympy":
+        x, y = xp.compute(x), xp.compute(y)
     xm = np.transpose(x, list(lb) + lf + list(lc)).astype(c).reshape(size(x, lb), size(x, lf), size(x, lc))
     ym = np.transpose(y, list(rb) + list(rc) + rf).astype(c).reshape(size(y, rb), size(y, rc), size(y, rf))
     res = np.matmul(xm, ym).reshape(out_shape)
@@ -552,6 +562,7 @@ cost_rules[reduce_sum_p] = cost_rules[reduce_max_p] = lambda x, **_: x.size
 # batching rules (each mirrors jax 0.10.2's `_..._batch_rule`)
 
 def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
+    """Move the batch axis to the front and broadcast it through as output dim 0."""
     from spec.batching import moveaxis
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
@@ -560,6 +571,7 @@ def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
 
 
 def _batch_reshape(args, dims, *, new_sizes, dimensions):
+    """Move the batch axis to the front and reshape the rest (output dim 0)."""
     from spec.batching import moveaxis
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
@@ -567,24 +579,28 @@ def _batch_reshape(args, dims, *, new_sizes, dimensions):
 
 
 def _batch_transpose(args, dims, *, permutation):
+    """Put the batch axis first in the permutation (output dim 0)."""
     (x,), (d,) = args, dims
     perm = (d,) + tuple(i if i < d else i + 1 for i in permutation)
     return transpose(x, perm), 0
 
 
 def _batch_squeeze(args, dims, *, dimensions):
+    """Move the batch axis to the front and squeeze the shifted dims (output dim 0)."""
     from spec.batching import moveaxis
     (x,), (d,) = args, dims
     return squeeze(moveaxis(x, d, 0), tuple(np.add(1, dimensions))), 0
 
 
 def _batch_concatenate(args, dims, *, dimension):
+    """Batch axes to the front (unbatched operands broadcast), concatenate along dimension + 1."""
     from spec.batching import bdim_at_front
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     return concatenate([bdim_at_front(a, d, size) for a, d in zip(args, dims)], dimension + 1), 0
 
 
 def _batch_slice(args, dims, *, start_indices, limit_indices, strides):
+    """Take the whole batch axis: a full slice inserted at its position."""
     (x,), (d,) = args, dims
     lo, hi = list(start_indices), list(limit_indices)
     lo.insert(d, 0)
@@ -594,6 +610,7 @@ def _batch_slice(args, dims, *, start_indices, limit_indices, strides):
 
 
 def _batch_pad(args, dims, *, padding_config):
+    """No padding along the batch axis; a batched padding value is selected in with a mask."""
     from spec.batching import broadcast
     from spec.prims_elementwise import select_n
     (x, v), (dx, dv) = args, dims

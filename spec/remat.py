@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
+from spec.core import (PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
                        instantiate, is_undefined, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var
@@ -56,6 +56,7 @@ def checkpoint_name(x, name: str):
 
 shape_rules[name_p] = lambda x, *, name: [x]
 eval_rules[name_p] = lambda x, *, name: x
+cost_rules[name_p] = lambda x, **_: 0
 # name_jvp: the primal is named, the tangent passes through unnamed
 jvp_rules[name_p] = lambda primals, tangents, *, name: (checkpoint_name(primals[0], name), tangents[0])
 transpose_rules[name_p] = lambda ct, x, *, name: [ct]
@@ -75,6 +76,7 @@ def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
 shape_rules[device_put_p] = lambda x, *, memory_space: [
     x.with_memory_space(None if memory_space == "device" else memory_space)]
 eval_rules[device_put_p] = lambda x, *, memory_space: x.copy()
+cost_rules[device_put_p] = lambda x, **_: 0      # a transfer, not arithmetic
 # a copy between memories is linear: the tangent is copied, the cotangent copied back
 jvp_rules[device_put_p] = lambda primals, tangents, *, memory_space: (
     bind(device_put_p, primals[0], memory_space=memory_space),

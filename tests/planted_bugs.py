@@ -54,9 +54,8 @@ def _replaced(table, key, make):
 
 # -- 1. a policy ignored for one primitive ---------------------------------
 
-@contextlib.contextmanager
-def policy_ignores_sin():
-    """remat2's partial evaluation never saves the output of `sin`, whatever
+def _policy_ignores(prim):
+    """remat2's partial evaluation never saves the output of `prim`, whatever
     the checkpoint's policy says (every other primitive asks the policy).
 
     Planted in remat_partial_eval (pe.custom_partial_eval_rules[remat_p]),
@@ -67,18 +66,23 @@ def policy_ignores_sin():
     def wrap(policy):
         policy = policy or jax_adc.nothing_saveable
 
-        def ignoring_sin(prim, *args, **params):
-            if prim is lax.sin_p:
+        def ignoring(p, *args, **params):
+            if p is prim:
                 return False
-            return policy(prim, *args, **params)
-        return ignoring_sin
+            return policy(p, *args, **params)
+        return ignoring
 
     def make(original):
         def rule(trace, *tracers, **params):
             return original(trace, *tracers, **dict(params, policy=wrap(params["policy"])))
         return rule
-    with _replaced(jax_pe.custom_partial_eval_rules, jax_adc.remat_p, make):
-        yield
+    return _replaced(jax_pe.custom_partial_eval_rules, jax_adc.remat_p, make)
+
+
+def policy_ignores_sin():
+    """The policy is ignored for `sin`: remat2 never saves a sine (e.g. the
+    sin(x) of cos's derivative under everything_saveable)."""
+    return _policy_ignores(lax.sin_p)
 
 
 # -- 2. a wrong derivative sign for one primitive, only at negative inputs --

@@ -1,0 +1,239 @@
+"""The fuzzer's power: plant a bug into JAX, and the fuzzer finds it.
+
+Each case of CASES plants one bug into jax 0.10.2 (tests/planted_bugs.py,
+by monkeypatching one rule) and runs Hypothesis on the campaign's own
+strategy (`fuzz.strategies.programs()`, default arguments) with the
+campaign's differential property (`fuzz.properties.oracle_agrees`),
+restricted to remat2 and to the properties the bug can reach, for speed:
+
+* `test_fuzzer_finds_planted_bug`: a failing program is found within the
+  case's `max_examples` (from a fixed seed, so the run is reproducible), it
+  shrinks to at most MAX_SHRUNK_EQUATIONS equations (counted recursively:
+  every equation, the checkpoint/call equation itself and every equation of
+  its body), the Mismatch names the expected property, and the reproducer
+  it carries fails under plain `python` with the bug planted and passes on
+  pristine JAX (`python -m planted_bugs BUG repro.py`, tests/ on PYTHONPATH).
+* `test_planted_bug_is_seen_by_the_oracle`: each bug, on a small
+  hand-written function, really makes JAX differ from the spec (and only
+  while planted); and the rules are restored afterwards.
+
+A program counts as a finding only if the oracle agrees on it with the bug
+taken out again: a disagreement pristine JAX has too is not the planted bug
+(e.g. an oracle false alarm) and must not be mistaken for it.
+
+`examples` in the table is how many examples each case needed with its
+seed when it was written (what `max_examples` leaves room for).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+jax = pytest.importorskip("jax")   # only the import may skip
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import seed as hyp_seed  # noqa: E402
+
+import oracle  # noqa: E402
+from fuzz import properties  # noqa: E402
+from fuzz.strategies import programs  # noqa: E402
+from spec.ir import subprograms  # noqa: E402
+
+import planted_bugs  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IMPLEMENTATION = "remat2"
+MAX_SHRUNK_EQUATIONS = 6
+
+
+@dataclass(frozen=True)
+class Case:
+    bug: str                 # a key of planted_bugs.BUGS
+    properties: tuple        # what oracle.check compares (the bug is visible in the first)
+    seed: int
+    max_examples: int
+    examples: int            # examples this seed needed when written
+
+    def __str__(self):
+        return self.bug
+
+
+CASES = [
+    # needs a checkpoint whose policy saves sin (everything_saveable, or a
+    # user policy naming sin) around a sin or cos whose output is a residual
+    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=300, examples=0),
+    # needs cos of a negative value: drawn inputs have random signs
+    Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100, examples=0),
+    Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=150, examples=0),
+    # needs a checkpoint under save_only_these_names (or save_from_both_policies
+    # with it) whose named value is a residual
+    Case("save_only_these_names_inverted", ("residuals",), seed=0, max_examples=300, examples=0),
+    Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100, examples=0),
+]
+
+
+def equations(prog) -> int:
+    """Equations of `prog`, those of sub-programs (checkpoint and call
+    bodies) included, each checkpoint/call equation counting itself too."""
+    return sum(1 + sum(equations(sub) for _, sub in subprograms(e.params)) for e in prog.eqns)
+
+
+class _Plant:
+    """A planted bug that can be taken out and put back (the caches are
+    cleared each time by the planted_bugs context managers)."""
+
+    def __init__(self, bug):
+        self.factory = planted_bugs.BUGS[bug]
+        self.cm = None
+
+    def __enter__(self):
+        self.cm = self.factory()
+        self.cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        cm, self.cm = self.cm, None
+        return cm.__exit__(*exc)
+
+
+def _agrees(prog, case) -> bool:
+    try:
+        properties.oracle_agrees(prog, implementations=(IMPLEMENTATION,), properties=case.properties)
+    except oracle.Mismatch:
+        return False
+    return True
+
+
+@dataclass
+class Hunt:
+    first: int          # the example that first failed (1-based)
+    calls: int          # examples run in all, shrinking included
+    program: object     # the shrunk program
+    mismatch: oracle.Mismatch
+
+
+def hunt(case: Case) -> Hunt:
+    """Hypothesis on programs() with the bug planted; the shrunk finding."""
+    findings = []
+    calls = 0
+    plant = _Plant(case.bug)
+
+    @hyp_seed(case.seed)
+    @settings(max_examples=case.max_examples, database=None, deadline=None, print_blob=False,
+              report_multiple_bugs=False, phases=[Phase.generate, Phase.shrink],
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def property_holds(prog):
+        nonlocal calls
+        calls += 1
+        try:
+            properties.oracle_agrees(prog, implementations=(IMPLEMENTATION,), properties=case.properties)
+        except oracle.Mismatch as e:
+            plant.__exit__(None, None, None)
+            try:
+                pristine = _agrees(prog, case)
+            finally:
+                plant.__enter__()
+            if pristine:               # only the planted bug makes this program fail
+                findings.append((calls, prog, e))
+                raise
+    with plant:
+        try:
+            property_holds()
+        except oracle.Mismatch:
+            pass
+    assert findings, (f"{case.bug}: not found in {case.max_examples} examples "
+                      f"(seed {case.seed}, {calls} examples run)")
+    _, prog, e = findings[-1]          # Hypothesis replays the shrunk example last
+    return Hunt(findings[0][0], calls, prog, e)
+
+
+def _run_repros(bug, path):
+    """Run the reproducer with the bug planted and on pristine JAX, both at
+    once (each is a fresh `python`)."""
+    env = dict(os.environ, PYTHONPATH=HERE, JAX_PLATFORMS="cpu")
+    procs = {which: subprocess.Popen([sys.executable, "-m", "planted_bugs", which, str(path)], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE)
+             for which in (bug, "none")}
+    return {which: (p.wait(timeout=300), *p.communicate()) for which, p in procs.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fuzzer_finds_planted_bug(case, tmp_path):
+    h = hunt(case)
+    first_line = str(h.mismatch).splitlines()[0]
+    report = (f"{case.bug}: found at example {h.first} of at most {case.max_examples} "
+              f"({h.calls} run), shrunk to {equations(h.program)} equations:\n{h.program}\n{first_line}")
+    print(report)
+    assert h.first <= case.max_examples, report
+    assert equations(h.program) <= MAX_SHRUNK_EQUATIONS, report
+    assert f"{case.properties[0]} differs under {IMPLEMENTATION}" in first_line, report
+    # the shrunk program passes on pristine JAX (the property checked this)
+    assert _agrees(h.program, case)
+    # the reproducer: fails under plain python with the bug planted, passes without
+    assert h.mismatch.repro is not None
+    path = tmp_path / "repro.py"
+    path.write_text(h.mismatch.repro.text)
+    results = _run_repros(case.bug, path)
+    rc, out, err = results[case.bug]
+    assert rc != 0 and "AssertionError" in err, f"{report}\nrepro with the bug planted: rc={rc}\n{out}\n{err}"
+    rc, out, err = results["none"]
+    assert rc == 0, f"{report}\nrepro on pristine JAX: rc={rc}\n{out}\n{err}"
+
+
+# --------------------------------------------------------------------------
+# each planted bug, on a small hand-written function
+
+def _sanity_functions():
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+    cp = jax.checkpoint_policies
+    x = np.linspace(0.5, 1.5, 3, dtype=np.float32)
+    return {
+        "policy_ignores_sin": (
+            lambda x: jax.checkpoint(lambda x: jnp.sin(x) * x, policy=cp.everything_saveable)(x),
+            x, "residuals"),
+        "cos_jvp_sign_at_negative_inputs": (lambda x: jnp.cos(-x), x, "jvp"),
+        "reduce_sum_batcher_drops_batch_dim": (lambda x: jnp.sum(x), x, "vmap"),
+        "save_only_these_names_inverted": (
+            lambda x: jax.checkpoint(lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "a")),
+                                     policy=cp.save_only_these_names("a"))(x),
+            x, "residuals"),
+        "add_any_transpose_forgets_second_operand": (lambda x: x * x, x, "vjp"),
+    }
+
+
+def _rules():
+    """The JAX rules the planted bugs replace (to check they come back)."""
+    from jax import lax
+    from jax._src import ad_checkpoint as adc, ad_util
+    from jax._src.interpreters import ad, batching, partial_eval as pe
+    from jax._src.lax import lax as lax_internal
+    return (pe.custom_partial_eval_rules[adc.remat_p], ad.primitive_jvps[lax.cos_p],
+            batching.fancy_primitive_batchers[lax_internal.reduce_sum_p],
+            adc.SaveOnlyTheseNames.__call__, ad.primitive_transposes[ad_util.add_jaxvals_p])
+
+
+def test_planted_bugs_cover_the_cases():
+    assert sorted(c.bug for c in CASES) == sorted(planted_bugs.BUGS) == sorted(_sanity_functions())
+    assert len(CASES) >= 5
+
+
+@pytest.mark.parametrize("bug", sorted(planted_bugs.BUGS))
+def test_planted_bug_is_seen_by_the_oracle(bug):
+    fn, x, prop = _sanity_functions()[bug]
+    check = lambda: oracle.check(fn, oracle.AS_IS, x, implementations=(IMPLEMENTATION,), properties=(prop,))
+    before = _rules()
+    check()                                          # pristine JAX agrees
+    with planted_bugs.BUGS[bug]():
+        assert _rules() != before
+        with pytest.raises(oracle.Mismatch) as excinfo:
+            check()
+    assert f"{prop} differs under {IMPLEMENTATION}" in str(excinfo.value).splitlines()[0]
+    assert _rules() == before                        # restored
+    check()

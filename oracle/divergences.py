@@ -54,6 +54,10 @@ def producer_sources(prog: Program) -> list:
     def resolve(atom, p: Program):
         for e in p.eqns:
             for k, v in enumerate(e.outputs):
+                if v is atom and e.primitive is remat_p and k < len(e.outputs) - e.residual_outputs:
+                    # the nested checkpoint's own output: remat3 names its hi-primitive
+                    from spec.partial_eval import Source
+                    return Source("output", primitive="call_hi_primitive")
                 if v is atom and e.primitive is remat_p:
                     body = e.params["jaxpr"]
                     inner = body.outputs[k]
@@ -259,21 +263,33 @@ def _remat3_name_no_batching(ctx):
             and _has_name(ctx.program))
 
 
-def _remat3_prevent_cse_false(ctx):
-    """remat3 puts barriers where the spec would if every checkpoint had
-    prevent_cse=True."""
-    from oracle.checker import spec_predicts_barrier
-    if not (ctx.implementation == "remat3" and ctx.property == "prevent_cse" and ctx.barriers is not None
-            and ctx.barriers[0] == 0 and ctx.barriers[1] > 0):
-        return False
-    forced = map_params(ctx.program, lambda e, params: dict(params, prevent_cse=True)
-                        if e.primitive is remat_p else params)
-    return spec_predicts_barrier(forced) > 0
+def remat3_barrier_model(prog: Program) -> bool:
+    """remat3 (RematTraced.vjp_bwd/linearized, jax 0.10.2) puts an
+    optimization barrier on the checkpoint's inputs that its backward pass
+    reads, whatever prevent_cse says: a barrier exists iff some checkpoint,
+    linearized on its own under remat3's view of its policy, saves one of
+    its own inputs."""
+    from spec.core import bind
+    for e in _remats(prog):
+        body = e.params["jaxpr"]
+        alone = spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **dict(
+            e.params, policy=_remat3_effective(e.params["policy"]))), *body.in_types)
+        if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
+            return True
+    return False
 
 
-def _remat3_no_barrier_without_recompute(ctx):
+def _remats(prog: Program):
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            yield e
+        for _, sub in subprograms(e.params):
+            yield from _remats(sub)
+
+
+def _remat3_barriers(ctx):
     return (ctx.implementation == "remat3" and ctx.property == "prevent_cse" and ctx.barriers is not None
-            and ctx.barriers[0] > 0 and ctx.barriers[1] == 0 and not spec.explain(ctx.program).recomputed)
+            and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
 
 
 def map_params(prog: Program, fn) -> Program:
@@ -299,6 +315,19 @@ def _jit_linearize_zero(ctx):
 
 DIVERGENCES = [
     Divergence(
+        "remat3-names-nested-checkpoint-values-by-producer",
+        "A value saved out of a checkpoint nested in a checkpoint: remat2 forwards it through "
+        "the inner checkpoint's known half, so saved_residuals (and the spec) call it "
+        "\"output of remat2\"; remat3 (jax 0.10.2) has no such half and names the equation "
+        "that produced it, or calls a nested checkpoint's own output \"output of "
+        "call_hi_primitive\". Same value, same memory. The predicate: JAX's list equals the "
+        "spec's with every \"output of remat2\" renamed so.",
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x, w: jnp.sum(jax.checkpoint(jnp.sin)(x @ w) ** 2), "
+        "policy=jax.checkpoint_policies.dots_saveable)\n"
+        "jax.ad_checkpoint.print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
+        _remat3_nested_provenance),
+    Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
         "and hi-primitives such as checkpoint_name have rules that consult the policy; every "
@@ -310,18 +339,6 @@ DIVERGENCES = [
         "policy=jax.checkpoint_policies.everything_saveable)\n"
         "jax.ad_checkpoint.print_saved_residuals(f, jnp.ones(3))  # only the input",
         _remat3_restricted),
-    Divergence(
-        "remat3-names-nested-checkpoint-values-by-producer",
-        "A value saved out of a checkpoint nested in a checkpoint: remat2 forwards it through "
-        "the inner checkpoint's known half, so saved_residuals (and the spec) call it "
-        "\"output of remat2\"; remat3 (jax 0.10.2) has no such half and names the equation "
-        "that produced it. Same value, same memory. The predicate: JAX's list equals the spec's "
-        "with every \"output of remat2\" replaced by its producer inside the nested checkpoint.",
-        "jax.config.update('jax_remat3', True)\n"
-        "f = jax.checkpoint(lambda x, w: jnp.sum(jax.checkpoint(jnp.sin)(x @ w) ** 2), "
-        "policy=jax.checkpoint_policies.dots_saveable)\n"
-        "jax.ad_checkpoint.print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
-        _remat3_nested_provenance),
     Divergence(
         "remat3-unrecognised-policy-is-full-remat",
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
@@ -365,25 +382,19 @@ DIVERGENCES = [
         "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
         _remat3_name_no_batching),
     Divergence(
-        "remat3-ignores-prevent-cse-false",
-        "Under jax_remat3 (jax 0.10.2) the differentiated checkpoint is lowered with an "
-        "optimization barrier even when prevent_cse=False. The predicate: the spec predicts "
-        "barriers for the program with every checkpoint's prevent_cse set to True.",
+        "remat3-barrier-iff-backward-reads-checkpoint-inputs",
+        "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "
+        "checkpoint puts an optimization barrier on exactly those checkpoint inputs it reads "
+        "(RematTraced.vjp_bwd: rem(*optimization_barrier(primals))). So there is a barrier "
+        "with prevent_cse=False, and none when the backward reads only saved values (e.g. a "
+        "name the policy saves) or nothing (a linear body), where remat2 and the spec's "
+        "staged checkpoint with prevent_cse=True have one. The predicate: JAX has a barrier "
+        "iff some checkpoint, linearized alone with remat3's view of its policy, saves one "
+        "of its own inputs.",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
-        _remat3_prevent_cse_false),
-    Divergence(
-        "remat3-no-barrier-without-recomputation",
-        "Under jax_remat3 (jax 0.10.2) a differentiated checkpoint whose backward pass "
-        "recomputes nothing (e.g. a linear body) is lowered without an optimization barrier, "
-        "while remat2 (and the spec's staged checkpoint with prevent_cse=True) has one. "
-        "Harmless: there is nothing to protect from CSE. The predicate: JAX has no barrier, "
-        "the spec predicts one, and spec.explain lists no recomputed equation.",
-        "jax.config.update('jax_remat3', True)\n"
-        "g = lambda x: jnp.sum(jax.checkpoint(lambda x: x.T)(x) ** 2)\n"
-        "print('optimization_barrier' in jax.jit(jax.grad(g)).lower(jnp.ones((3, 2))).as_text())  # False",
-        _remat3_no_barrier_without_recompute),
+        _remat3_barriers),
     Divergence(
         "jit-linearize-saves-an-instantiated-zero",
         "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "

@@ -185,6 +185,7 @@ class Eqn:
     outputs: list[Var]
     params: dict[str, Any] = field(default_factory=dict)
     why: str | None = field(default=None, compare=False)   # set when a checkpoint's policy decided about it
+    residual_outputs: int = field(default=0, compare=False)  # trailing outputs that are residuals (a known half)
 
 
 @dataclass(eq=False)

@@ -353,6 +353,9 @@ def dce_body_eqn(eqn: Eqn, used_outputs: Sequence[bool], per_input_params=()) ->
     for name in per_input_params:
         if isinstance(params[name], tuple):
             params[name] = tuple(f for f, u in zip(params[name], used_inputs) if u)
+    n_res = eqn.residual_outputs
+    kept_res = sum(used_outputs[len(used_outputs) - n_res:]) if n_res else 0
     return (Eqn(eqn.primitive, [a for a, u in zip(eqn.inputs, used_inputs) if u],
-                [v for v, u in zip(eqn.outputs, used_outputs) if u], params, why=eqn.why),
+                [v for v, u in zip(eqn.outputs, used_outputs) if u], params, why=eqn.why,
+                residual_outputs=kept_res),
             used_inputs)

@@ -199,7 +199,8 @@ def _clone(eqns: Sequence[Eqn], env: dict, why=lambda e: None) -> list[Eqn]:
         ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
         outs = [Var(v.type) for v in e.outputs]
         env.update({v.id: n for v, n in zip(e.outputs, outs)})
-        out.append(Eqn(e.primitive, ins, outs, e.params, why=why(e) or e.why))
+        out.append(Eqn(e.primitive, ins, outs, e.params, why=why(e) or e.why,
+                       residual_outputs=e.residual_outputs))
     return out
 
 
@@ -245,7 +246,8 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
     known = Eqn(remat_p, known_ins, known_outs + res_vars,
                 dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)),
-                why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy")
+                why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy",
+                residual_outputs=len(res_vars))
     staged = _staged_remat(pe, eqn, res_vars, params)
     return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
 

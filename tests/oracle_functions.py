@@ -44,7 +44,7 @@ Expected divergences, per case, as (name, property, implementation):
 * STUB -- 'save-anything-except-these-names-is-a-stub' under remat2 (JAX's
   version saves the excluded names too) where a name it excludes would be
   saved otherwise.
-* REMAT3_CSE -- 'remat3-ignores-prevent-cse-false'.
+* REMAT3_CSE -- 'remat3-barrier-iff-backward-reads-checkpoint-inputs'.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ REMAT3_DOTS_NAMES = ("remat3-policy-only-for-dots-and-names", "residuals", "rema
 REMAT3_FULL = ("remat3-unrecognised-policy-is-full-remat", "residuals", "remat3")
 REMAT3_NAME_VMAP = ("remat3-checkpoint-name-has-no-batching-rule", "vmap", "remat3")
 STUB = ("save-anything-except-these-names-is-a-stub", "residuals", "remat2")
-REMAT3_CSE = ("remat3-ignores-prevent-cse-false", "prevent_cse", "remat3")
+REMAT3_CSE = ("remat3-barrier-iff-backward-reads-checkpoint-inputs", "prevent_cse", "remat3")
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def test_expected_divergences_are_all_exercised():
     assert expected >= {"remat3-names-arguments-args[i]", "remat3-policy-only-for-dots-and-names",
                         "remat3-unrecognised-policy-is-full-remat",
                         "remat3-checkpoint-name-has-no-batching-rule",
-                        "save-anything-except-these-names-is-a-stub", "remat3-ignores-prevent-cse-false"}
+                        "save-anything-except-these-names-is-a-stub", "remat3-barrier-iff-backward-reads-checkpoint-inputs"}
 
 
 # --------------------------------------------------------------------------

@@ -449,15 +449,15 @@ def render_divergences() -> str:
            "hidden), and raises `Mismatch` for anything else (see [oracle.md](oracle.md)).", "",
            "Each divergence has a predicate as narrow as the defect: it holds only when JAX's answer "
            "is *exactly* what the named defect produces (computed by the spec with the defect "
-           "modelled), never merely when the two differ. The repro snippets assume "
-           "`import jax, jax.numpy as jnp` and `from jax.ad_checkpoint import checkpoint_name`. "
+           "modelled), never merely when the two differ. Each repro below is standalone: it runs "
+           "with jax alone (a test runs them all). "
            "Part of the [documentation](index.md).", "",
            f"## Divergences ({len(dv.DIVERGENCES)})", ""]
     for d in dv.DIVERGENCES:
         pred = d.applies
         out += [f"### `{d.name}`", "", d.reason, "",
                 f"Predicate: `{pred.__name__}`.", "",
-                "```python", d.repro.rstrip(), "```", ""]
+                "```python", dv.REPRO_PREAMBLE + d.repro.rstrip(), "```", ""]
     out += [f"## Normalizations ({len(dv.NORMALIZATIONS)})", "",
             "Naming differences of one implementation, undone before residual lists are compared "
             "(and reported as known divergences whenever they changed something).", ""]

@@ -311,7 +311,8 @@ def remat3_barrier_model(prog: Program) -> bool:
     linearized on its own under remat3's view of its policy, saves one of
     its own inputs."""
     from spec.core import bind
-    for e in _remats(prog):
+    from spec.partial_eval import dce
+    for e in _remats(dce(prog)[0]):     # dead checkpoints have no backward pass
         body = e.params["jaxpr"]
         alone = spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **dict(
             e.params, policy=_remat3_effective(e.params["policy"]))), *body.in_types)

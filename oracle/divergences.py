@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import spec
 from spec import policies as sp
-from spec.ir import Eqn, Program, subprograms
+from spec.ir import Eqn, Program, Var, subprograms
 from spec.remat import remat_p
 
 
@@ -123,33 +123,36 @@ NORMALIZATIONS = [
 
 
 def _reading_all_input_tangents(prog: Program) -> Program:
-    """Each checkpoint body's float outputs o become o + 0 * sum(x) for
-    every float input x: values are unchanged, no new value needs saving,
-    but the output tangents now read all the input tangents, as a
-    linearizer that treats the checkpoint as opaque would have it."""
-    import numpy as np
+    """`prog` with every (top-level) checkpoint output o replaced by
+    o + sum_x (sum(x) - sum(x)) over the checkpoint's float inputs x: the
+    value is exactly o and nothing new needs saving (add, sub, reduce_sum
+    are linear), but the output tangent reads every input tangent and is
+    never a symbolic zero, as with a linearizer that treats the checkpoint
+    as opaque (remat3)."""
     from spec import ops
-    from spec.core import eval_program_traced
+    from spec.core import Tracer, bind
     from spec.ir import is_float
 
-    def rewrite(body: Program) -> Program:
-        def fn(*xs):
-            outs = eval_program_traced(body, *xs)
-            floats = [x for x in xs if is_float(x.dtype)]
-            new = []
-            for o in outs:
-                if hasattr(o, "dtype") and is_float(o.dtype):
-                    for x in floats:
-                        zero = np.zeros((), o.dtype)
-                        s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
-                        if s.dtype != o.dtype:
-                            s = ops.convert_element_type(s, o.dtype)
-                        o = ops.add(o, ops.mul(zero, s))
-                new.append(o)
-            return new
-        return spec.trace(fn, *body.in_types)
-    return map_params(prog, lambda e, params: dict(params, jaxpr=rewrite(params["jaxpr"]))
-                      if e.primitive is remat_p else params)
+    def fn(*xs):
+        env = {v.id: x for v, x in zip(prog.inputs, xs)}
+        read = lambda a: env[a.id] if isinstance(a, Var) else a.value
+        for e in prog.eqns:
+            outs = bind(e.primitive, *map(read, e.inputs), **e.params)
+            outs = outs if e.primitive.multiple_results else [outs]
+            ins = [read(a) for a in e.inputs]
+            ins = [x for x in ins if isinstance(x, Tracer) and is_float(x.dtype)]
+            if e.primitive is remat_p and ins:
+                zero = None
+                for x in ins:     # (sum(x) - sum(x)) reads x's tangent, adds exactly 0
+                    s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
+                    d = ops.sub(s, s)
+                    zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
+                outs = [ops.add(o, ops.convert_element_type(zero, o.dtype))
+                        if is_float(o.dtype) else o for o in outs]
+            for v, o in zip(e.outputs, outs):
+                env[v.id] = o
+        return [read(a) for a in prog.outputs]
+    return spec.trace(fn, *prog.in_types)
 
 
 def map_policies(prog: Program, transform: Callable) -> Program:
@@ -310,7 +313,7 @@ def remat3_barrier_model(prog: Program) -> bool:
     reads, whatever prevent_cse says: a barrier exists iff some checkpoint,
     linearized on its own under remat3's view of its policy, saves one of
     its own inputs."""
-    from spec.core import bind
+    from spec.core import Tracer, bind
     from spec.partial_eval import dce
     for e in _remats(dce(prog)[0]):     # dead checkpoints have no backward pass
         body = e.params["jaxpr"]
@@ -400,8 +403,9 @@ DIVERGENCES = [
         "were nonzero, so the backward pass saves what that tangent would need (found by the "
         "fuzzer: `cos` of an input of the checkpoint). Wasted memory; gradients are right. "
         "The predicate: JAX's residuals equal the spec's for the program whose checkpoint "
-        "outputs are made to read every input tangent (o + 0 * sum(x)), with remat3's policy "
-        "view, and differ from the spec's for the program as it is.",
+        "outputs are made to read every input tangent and never be symbolic zeros "
+        "(o + sum(x) - sum(x)), with remat3's policy view, and differ from the spec's for the "
+        "program as it is.",
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h: h ** 0)(jnp.sin(a))\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of cos",

@@ -14,7 +14,10 @@ names).
 
 All choices are small integers drawn from Hypothesis, so shrinking removes
 steps and simplifies choices: a failing program shrinks to a handful of
-equations.
+equations. Each step is one span of choices that can be deleted on its
+own (see `_Builder.steps`): with a step count drawn up front, the shrinker
+could not drop a step without also lowering the count, and left programs
+padded with unneeded steps.
 """
 from __future__ import annotations
 
@@ -110,6 +113,21 @@ class _Builder:
 
     def floats(self, pool):
         return [v for v in pool if v.dtype == self.dtype]
+
+    def steps(self, pool, depth, max_steps, more_odds, names=()):
+        """Draw 1 to `max_steps` steps onto `pool`, putting each of `names`
+        on a value before a step or after the last. Each step is one
+        Hypothesis span that begins (from the second on) with a "one more
+        step?" choice (yes `more_odds` times in `more_odds` + 1), and a final
+        such choice follows even the last possible step: deleting any
+        step's span leaves a valid choice sequence, so the shrinker removes
+        unneeded steps one by one."""
+        pending = list(names)
+        for i in range(max_steps + 1):
+            if not self.draw(_one_step(self, pool, depth, i, max_steps, more_odds, pending)):
+                break
+        for name in pending:
+            pool.append(ops.checkpoint_name(self.pick(self.floats(pool)), name))
 
     def one_plus_square(self, x):
         return ops.add(ops.square(x), np.asarray(1, x.dtype))
@@ -213,22 +231,11 @@ class _Builder:
         if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
             k = draw(st.integers(1, min(2, len(fl))))
             ins = [self.pick(fl) for _ in range(k)]
-            n_steps = draw(st.integers(1, 4))
             to_bind = []        # names the region's policy mentions: the body binds each
 
             def body(*xs):
                 inner = list(xs)
-                pending = list(to_bind)
-                for _ in range(n_steps):
-                    # a pending name goes on a value before this step (shrinks to: as early
-                    # as possible, where later steps can use the named value) or after
-                    if pending and not draw(st.booleans()):
-                        inner.append(ops.checkpoint_name(self.pick(self.floats(inner)), pending.pop(0)))
-                    out = self.step(inner, depth + 1)
-                    if out is not None:
-                        inner.append(out)
-                for name in pending:
-                    inner.append(ops.checkpoint_name(self.pick(self.floats(inner)), name))
+                self.steps(inner, depth + 1, 4, 2, to_bind)
                 return inner[-1]
             if kind == "call":
                 prog = spec.trace(body, *[v.type for v in ins])
@@ -241,6 +248,26 @@ class _Builder:
             except P.PolicyError:   # a name policy naming names the region never binds
                 return ops.checkpoint(body, policy=None, prevent_cse=prevent_cse)(*ins)
         return ops.sin(x)
+
+
+@st.composite
+def _one_step(draw, builder, pool, depth, i, max_steps, more_odds, pending):
+    """Step `i` of `builder.steps`, as one span: False where the steps end
+    (no step drawn). A pending name goes on a value before the step (or
+    stays pending); shrinking prefers before, where later steps can use
+    the named value."""
+    if i > 0 and (draw(st.integers(0, more_odds)) == 0 or i == max_steps):
+        return False
+    outer, builder.draw = builder.draw, draw    # the step's choices belong to this span
+    try:
+        if pending and not draw(st.booleans()):
+            pool.append(ops.checkpoint_name(builder.pick(builder.floats(pool)), pending.pop(0)))
+        out = builder.step(pool, depth)
+        if out is not None:
+            pool.append(out)
+    finally:
+        builder.draw = outer
+    return True
 
 
 @dataclass
@@ -274,15 +301,11 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
     types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
-    n_steps = draw(st.integers(1, max_steps))
     b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight)
 
     def fn(*xs):
         pool = list(xs)
-        for _ in range(n_steps):
-            out = b.step(pool, 0)
-            if out is not None:
-                pool.append(out)
+        b.steps(pool, 0, max_steps, 4)
         fl = [v for v in pool if v.dtype == dtype]
         out = fl[-1]
         if scalar_output and out.ndim:

@@ -47,7 +47,9 @@ def _policy_source(policy) -> str:
     if isinstance(policy, sp._SaveFromBoth):
         return f"{cp}.save_from_both_policies({_policy_source(policy.policy_1)}, {_policy_source(policy.policy_2)})"
     fn = getattr(policy, "fn", policy)
-    return f"None  # a user policy ({getattr(fn, '__name__', fn)!r}) cannot be written out: paste it here"
+    # a user policy's source cannot be written out: the reproducer defines a
+    # stand-in that says so when asked (paste the real policy in its place)
+    return f"user_policy({getattr(fn, '__name__', None) or type(fn).__name__!r})"
 
 
 def program_source(prog: Program, name: str = "f") -> str:
@@ -140,6 +142,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 ''' + _EMITTERS
+    text += ("\n\ndef user_policy(name):\n"
+             "    def policy(prim, *avals, **params):\n"
+             "        raise NotImplementedError(f'paste the checkpoint policy {name} here')\n"
+             "    return policy\n")
     text += f"\njax.config.update('jax_remat3', {impl == 'remat3'})\n"
     text += "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
     text += program_source(prog) + "\n\n"

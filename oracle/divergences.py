@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 import spec
 from spec import policies as sp
-from spec.ir import Eqn, Program, Var, subprograms
+from spec.ir import ArrayType, Eqn, Program, Var, subprograms
 from spec.remat import remat_p
 
 
@@ -29,18 +31,26 @@ class Context:
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
 
-    def residuals_with(self, transform: Callable, opaque_checkpoints: bool = False) -> list:
-        """The spec's residual list after mapping every checkpoint's policy
-        (and, with opaque_checkpoints, making every checkpoint output read
-        every input tangent of its checkpoint). Under remat3, values saved
-        out of a nested checkpoint are named by their producer (see
+    def residuals_with(self, transform: Callable | None = None, **model) -> list:
+        """The spec's residual list for a modelled program: every
+        checkpoint's policy mapped by `transform`, or, with `model` flags,
+        `remat3_model(program, **model)`. Under remat3, values saved out of
+        a nested checkpoint are named by their producer (see
         `producer_sources`)."""
-        prog = map_policies(self.program, transform)
-        if opaque_checkpoints:
-            prog = _reading_all_input_tangents(prog)
+        prog = remat3_model(self.program, **model) if model else map_policies(self.program, transform)
         if self.implementation == "remat3":
             return producer_sources(prog)
         return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+
+    def remat3_defect_mattered(self, defect: str) -> bool:
+        """JAX's residuals are exactly remat3's modelled ones
+        (`remat3_model`), and would not be without modelling `defect`
+        (one of its flags)."""
+        if self.implementation != "remat3" or self.property != "residuals":
+            return False
+        full = dict.fromkeys(REMAT3_DEFECTS, True)
+        return (self.jax_residuals == self.residuals_with(**full)
+                and self.jax_residuals != self.residuals_with(**dict(full, **{defect: False})))
 
 
 def producer_sources(prog: Program) -> list:
@@ -54,11 +64,11 @@ def producer_sources(prog: Program) -> list:
     def resolve(atom, p: Program):
         for e in p.eqns:
             for k, v in enumerate(e.outputs):
-                if v is atom and e.primitive is remat_p and k < len(e.outputs) - e.residual_outputs:
+                if v is atom and _is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
                     # the nested checkpoint's own output: remat3 names its hi-primitive
                     from spec.partial_eval import Source
                     return Source("output", primitive="call_hi_primitive")
-                if v is atom and e.primitive is remat_p:
+                if v is atom and _is_checkpoint(e):
                     body = e.params["jaxpr"]
                     inner = body.outputs[k]
                     for i, bv in enumerate(body.inputs):
@@ -122,37 +132,107 @@ NORMALIZATIONS = [
 ]
 
 
-def _reading_all_input_tangents(prog: Program) -> Program:
-    """`prog` with every (top-level) checkpoint output o replaced by
-    o + sum_x (sum(x) - sum(x)) over the checkpoint's float inputs x: the
-    value is exactly o and nothing new needs saving (add, sub, reduce_sum
-    are linear), but the output tangent reads every input tangent and is
-    never a symbolic zero, as with a linearizer that treats the checkpoint
-    as opaque (remat3)."""
-    from spec import ops
-    from spec.core import Tracer, bind
-    from spec.ir import is_float
+# -- how remat3 differentiates a checkpoint (RematTraced, jax 0.10.2) --------
+# `lin` linearizes the body as a whole (api.linearize of the rematerialized
+# function: a tangent a rule computes from primals alone is a symbolic
+# zero inside), and `linearized` instantiates the input tangents
+# (`map(ad_util.instantiate, tangents)  # TODO`); to the enclosing
+# computation every output tangent is a value (the hi-primitive's
+# linearization is opaque). remat2's remat_jvp is a plain jvp_jaxpr of the
+# body with symbolic zeros in and out. The model is a checkpoint primitive
+# of the oracle's own, never registered in spec.primitives, whose JVP rule
+# does what remat3 does; its other rules are remat's.
 
-    def fn(*xs):
-        env = {v.id: x for v, x in zip(prog.inputs, xs)}
-        read = lambda a: env[a.id] if isinstance(a, Var) else a.value
-        for e in prog.eqns:
-            outs = bind(e.primitive, *map(read, e.inputs), **e.params)
-            outs = outs if e.primitive.multiple_results else [outs]
-            ins = [read(a) for a in e.inputs]
-            ins = [x for x in ins if isinstance(x, Tracer) and is_float(x.dtype)]
-            if e.primitive is remat_p and ins:
-                zero = None
-                for x in ins:     # (sum(x) - sum(x)) reads x's tangent, adds exactly 0
-                    s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
-                    d = ops.sub(s, s)
-                    zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
-                outs = [ops.add(o, ops.convert_element_type(zero, o.dtype))
-                        if is_float(o.dtype) else o for o in outs]
-            for v, o in zip(e.outputs, outs):
-                env[v.id] = o
-        return [read(a) for a in prog.outputs]
-    return spec.trace(fn, *prog.in_types)
+_REMAT3_CHECKPOINTS: dict = {}
+
+
+def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool):
+    """The model's checkpoint primitive; each flag switches one defect on."""
+    from spec import core
+    key = (opaque_outputs, instantiated_inputs)
+    prim = _REMAT3_CHECKPOINTS.get(key)
+    if prim is not None and prim in core.jvp_rules:
+        return prim
+    # (re)register: a test may have restored the rule tables since
+    from spec.core import Primitive, Zero, bind, instantiate
+    from spec.ir import is_float
+    from spec.jvp import dependence_rules
+    from spec.partial_eval import source_rules
+    prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
+    core.param_specs[prim] = core.param_specs[remat_p]
+
+    def zero_reading(tangents):
+        """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
+        so a value plus it is unknown to partial evaluation and saves nothing."""
+        from spec import ops
+        zero = None
+        for t in tangents:
+            s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
+            d = ops.sub(s, s)
+            zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
+        return zero
+
+    def zeros_from(zero, type_):
+        """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
+        from spec import ops
+        z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
+        return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
+
+    def plus(x, zero):
+        from spec import ops
+        return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
+
+    def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
+        """The body's linearization (known tangents are zeros); with
+        opaque_outputs every float output tangent is returned, made to read
+        the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
+        that partial evaluation cannot hoist it as known either."""
+        from spec import ops
+        from spec.core import building
+        from spec.jvp import jvp_traced
+        with building() as b:
+            primals = [b.new_input(t) for t in body.in_types]
+            tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
+            it = iter(tangent_ins)
+            tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
+            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=True)
+            if opaque_outputs and tangent_ins:
+                zero = zero_reading(tangent_ins)
+                out_ts = [plus(instantiate(t), zero) if is_float(o.dtype) else t
+                          for t, o in zip(out_ts, body.out_types)]
+            out_nz = [not isinstance(t, Zero) for t in out_ts]
+            prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
+        return prog, out_nz
+
+    def jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
+        if instantiated_inputs and any(not isinstance(t, Zero) for t in tangents):
+            # an instantiated zero lives on the tangent side (made in `linearized`):
+            # zeros + z, with z read from the nonzero tangents, is exactly that
+            zero = zero_reading([t for t in tangents if not isinstance(t, Zero)])
+            tangents = [zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
+                        for t in tangents]
+        nonzeros = [not isinstance(t, Zero) for t in tangents]
+        body, out_nz = body_jvp(jaxpr, nonzeros)
+        nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
+        if isinstance(prevent_cse, tuple):
+            prevent_cse = prevent_cse + (True,) * len(nz_tangents)
+        outs = bind(prim, *primals, *nz_tangents, jaxpr=body, policy=policy,
+                    prevent_cse=prevent_cse, differentiated=differentiated)
+        n = len(jaxpr.outputs)
+        it = iter(outs[n:])
+        return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+    for table in (core.shape_rules, core.eval_rules, core.partial_eval_rules, core.dce_rules, source_rules):
+        table[prim] = table[remat_p]
+    core.jvp_rules[prim] = jvp
+    if opaque_outputs:     # the enclosing linearization cannot see through it
+        dependence_rules[prim] = lambda eqn, in_flags: [any(in_flags)] * len(eqn.outputs)
+    _REMAT3_CHECKPOINTS[key] = prim
+    return prim
+
+
+def _is_checkpoint(e) -> bool:
+    return e.primitive is remat_p or e.primitive in _REMAT3_CHECKPOINTS.values()
 
 
 def map_policies(prog: Program, transform: Callable) -> Program:
@@ -180,11 +260,60 @@ def _policies_in(prog: Program) -> list:
 #       is everything_saveable itself.
 # Any other policy object (user callables, save_from_both_policies, the
 # offload policies, save_anything_except_these_names) is consulted by no one.
+# A checkpoint nested in a checkpoint is a hi-primitive whose remat rule is
+# the default full remat (hijax.VJPHiPrimitive.remat): the enclosing policy
+# is not consulted inside it (its own policy acts later, inside the
+# enclosing checkpoint's backward pass, out of saved_residuals' sight).
 
 def _remat3_recognises(policy) -> bool:
     return policy is None or isinstance(policy, (
         sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
         sp.save_only_these_names, sp.save_any_names_but_these))
+
+
+class _InNestedCheckpoint(str):
+    """A param value (a name, or dot_general's preferred_element_type) equal
+    to the original, marking an equation inside a nested checkpoint so that
+    `_Remat3View` can refuse it. The spec's rules pass params through (JVP
+    rules copy them), so the mark survives linearization; the value, and so
+    every shape, number and provenance, is unchanged."""
+
+
+def _mark_nested_checkpoints(prog: Program, inside: int = 0) -> Program:
+    """`prog` with every dot_general and name equation that lies inside a
+    checkpoint nested in a checkpoint marked `_InNestedCheckpoint`."""
+    from spec.ir import canonical_dtype
+
+    def mark(e, params, depth):
+        if depth < 2:
+            return params
+        if e.primitive.name == "name":
+            return dict(params, name=_InNestedCheckpoint(params["name"]))
+        if e.primitive.name == "dot_general":
+            return dict(params, preferred_element_type=_InNestedCheckpoint(
+                canonical_dtype(e.outputs[0].type.dtype).name))
+        return params
+
+    def walk(p: Program, depth: int) -> Program:
+        eqns = []
+        for e in p.eqns:
+            params = dict(e.params)
+            for k, sub in subprograms(params):
+                params[k] = walk(sub, depth + (e.primitive is remat_p))
+            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, mark(e, params, depth)))
+        return Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
+    return walk(prog, inside)
+
+
+@dataclass(frozen=True)
+class _NotInNested(sp._Policy):
+    """`policy`, except that it saves nothing marked `_InNestedCheckpoint`."""
+    policy: Any
+
+    def __call__(self, prim, *in_types, **params):
+        if _marked(params):
+            return False
+        return sp.ask(self.policy or sp.nothing_saveable, prim, in_types, params)
 
 
 @dataclass(frozen=True)
@@ -203,8 +332,31 @@ class _Remat3View(sp._Policy):
         return False
 
 
+def _marked(params) -> bool:
+    return any(isinstance(v, _InNestedCheckpoint) for v in params.values())
+
+
 def _remat3_effective(policy):
     return _Remat3View(policy)
+
+
+REMAT3_DEFECTS = ("view", "nested_opaque", "opaque_outputs", "instantiated_inputs")
+
+
+def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
+                 instantiated_inputs=True) -> Program:
+    """The program whose spec residuals are remat3's (jax 0.10.2), up to
+    naming: every checkpoint is the model's (`_remat3_checkpoint`); with
+    `view` it applies its policy as remat3 does, and with `nested_opaque`
+    not inside a nested checkpoint (above). Each flag switches on one
+    defect, to tell whether it mattered."""
+    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs)
+    if view:
+        prog = map_policies(prog, _remat3_effective)
+    if nested_opaque:
+        prog = map_policies(_mark_nested_checkpoints(prog), _NotInNested)
+    return map_params(prog, lambda e, params: params, primitive=lambda e: prim if e.primitive is remat_p
+                      else e.primitive)
 
 
 @dataclass(frozen=True)
@@ -220,66 +372,37 @@ REPRO_PREAMBLE = ("import jax, jax.numpy as jnp\n"
                   "from jax.ad_checkpoint import checkpoint_name, print_saved_residuals\n")
 
 
-def _residuals_equal_to(ctx: Context, transform, opaque_checkpoints=False) -> bool:
-    return ctx.jax_residuals == ctx.residuals_with(transform, opaque_checkpoints)
+def _residuals_equal_to(ctx: Context, transform) -> bool:
+    return ctx.jax_residuals == ctx.residuals_with(transform)
 
 
 def _remat3_opaque_zeros(ctx):
     """remat3 does not see that a checkpoint's output tangent is zero when
     the body computes it from primals alone (e.g. integer_pow y=0): it
-    saves what a nonzero tangent would need. Combined with remat3's policy
-    view, since both act at once."""
-    return (ctx.implementation == "remat3" and ctx.property == "residuals"
-            and not _residuals_equal_to(ctx, _remat3_effective)
-            and _residuals_equal_to(ctx, _remat3_effective, opaque_checkpoints=True))
+    saves what a nonzero tangent would need."""
+    return ctx.remat3_defect_mattered("opaque_outputs")
+
+
+def _remat3_nested_opaque(ctx):
+    return ctx.remat3_defect_mattered("nested_opaque")
 
 
 def _remat3_restricted(ctx):
-    return (ctx.implementation == "remat3" and ctx.property == "residuals"
-            and all(_remat3_recognises(p) for p in _policies_in(ctx.program))
-            and _residuals_equal_to(ctx, _remat3_effective))
+    return (all(_remat3_recognises(p) for p in _policies_in(ctx.program))
+            and ctx.remat3_defect_mattered("view"))
 
 
 def _remat3_unrecognised(ctx):
-    return (ctx.implementation == "remat3" and ctx.property == "residuals"
-            and any(not _remat3_recognises(p) for p in _policies_in(ctx.program))
-            and _residuals_equal_to(ctx, _remat3_effective))
-
-
-def _checkpoint_input_sources(prog: Program) -> set:
-    """The provenance (as saved_residuals words it) of every input of every
-    checkpoint in `prog`."""
-    from spec.partial_eval import source_of
-    out = set()
-
-    def walk(p):
-        for e in p.eqns:
-            if e.primitive is remat_p:
-                for a in e.inputs:
-                    try:
-                        out.add((str(a.type), str(source_of(a, p))))
-                    except ValueError:
-                        pass
-            for _, sub in subprograms(e.params):
-                walk(sub)
-    walk(prog)
-    return out
+    return (any(not _remat3_recognises(p) for p in _policies_in(ctx.program))
+            and ctx.remat3_defect_mattered("view"))
 
 
 def _remat3_zero_input_tangents(ctx):
     """remat3 instantiates the tangents of a checkpoint's inputs
     (RematTraced.jvp/linearized: `map(ad_util.instantiate, tangents)`), so a
     checkpoint input with a zero tangent is still saved when the body's
-    derivative reads it. The predicate: JAX saves everything the spec does
-    (up to remat3's policy view) plus only values that are inputs of some
-    checkpoint."""
-    import collections
-    if ctx.implementation != "remat3" or ctx.property != "residuals":
-        return False
-    base = collections.Counter(ctx.residuals_with(_remat3_effective))
-    got = collections.Counter(ctx.jax_residuals)
-    extra = got - base
-    return bool(extra) and not (base - got) and set(extra) <= _checkpoint_input_sources(ctx.program)
+    derivative reads it."""
+    return ctx.remat3_defect_mattered("instantiated_inputs")
 
 
 def _remat3_nested_provenance(ctx):
@@ -317,8 +440,8 @@ def remat3_barrier_model(prog: Program) -> bool:
     from spec.partial_eval import dce
     for e in _remats(dce(prog)[0]):     # dead checkpoints have no backward pass
         body = e.params["jaxpr"]
-        alone = spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **dict(
-            e.params, policy=_remat3_effective(e.params["policy"]))), *body.in_types)
+        alone = remat3_model(spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **e.params), *body.in_types),
+                             opaque_outputs=False, instantiated_inputs=False)
         if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
             return True
     return False
@@ -337,14 +460,15 @@ def _remat3_barriers(ctx):
             and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
 
 
-def map_params(prog: Program, fn) -> Program:
-    """Apply fn(eqn, params) -> params to every equation, sub-programs too."""
+def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
+    """Apply fn(eqn, params) -> params (and primitive(eqn) -> primitive) to
+    every equation, sub-programs too."""
     eqns = []
     for e in prog.eqns:
         params = dict(e.params)
         for k, sub in subprograms(params):
-            params[k] = map_params(sub, fn)
-        eqns.append(Eqn(e.primitive, e.inputs, e.outputs, fn(e, params)))
+            params[k] = map_params(sub, fn, primitive)
+        eqns.append(Eqn(primitive(e), e.inputs, e.outputs, fn(e, params)))
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
@@ -357,6 +481,10 @@ def _jit_linearize_zero(ctx):
     return (not only_spec and only_jax and all(
         t.endswith("[]") and s.startswith("output of jitted function") for t, s in only_jax))
 
+
+_MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the remat3 model (the "
+                    "spec with this and the other remat3 defects modelled, `remat3_model`), and "
+                    "would not be without this one.")
 
 DIVERGENCES = [
     Divergence(
@@ -373,12 +501,25 @@ DIVERGENCES = [
         "print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
         _remat3_nested_provenance),
     Divergence(
+        "remat3-ignores-enclosing-policy-in-nested-checkpoints",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint nested in a checkpoint is a hi-primitive "
+        "whose remat rule is the default full remat (hijax.VJPHiPrimitive.remat): the "
+        "enclosing checkpoint's policy is not consulted inside it, so nothing inside is saved "
+        "by the enclosing checkpoint (its own policy acts later, inside the enclosing "
+        "backward pass). remat2, and the spec, split a nested checkpoint by the enclosing "
+        "policy (found by the fuzzer). " + _MODEL_PREDICATE,
+        "jax.config.update('jax_remat3', True)\n"
+        "inner = jax.checkpoint(lambda k: jnp.sin(checkpoint_name(jnp.sin(k), 'a')))\n"
+        "f = jax.checkpoint(lambda x: inner(x), "
+        "policy=jax.checkpoint_policies.save_only_these_names('a'))\n"
+        "print_saved_residuals(f, 1.0)  # only the input",
+        _remat3_nested_opaque),
+    Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
         "and hi-primitives such as checkpoint_name have rules that consult the policy; every "
         "other equation is recomputed, so e.g. everything_saveable saves only the checkpoint's "
-        "inputs, dot outputs and named values. The predicate: JAX's residuals equal the spec's "
-        "for the same policy asked only about dot_general and name equations.",
+        "inputs, dot outputs and named values. " + _MODEL_PREDICATE,
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=jax.checkpoint_policies.everything_saveable)\n"
@@ -388,9 +529,8 @@ DIVERGENCES = [
         "remat3-unrecognised-policy-is-full-remat",
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
         "(a user callable, save_from_both_policies, the offload policies, "
-        "save_anything_except_these_names) is silently treated as nothing_saveable. The "
-        "predicate: JAX's residuals equal the spec's with every unrecognised policy replaced "
-        "by nothing_saveable.",
+        "save_anything_except_these_names) is silently treated as nothing_saveable. "
+        + _MODEL_PREDICATE,
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
@@ -398,14 +538,11 @@ DIVERGENCES = [
         _remat3_unrecognised),
     Divergence(
         "remat3-misses-zero-tangents-out-of-checkpoints",
-        "Under jax_remat3 (jax 0.10.2) a checkpoint whose output tangent is zero because the "
-        "body computes it from primals alone (e.g. x ** 0) is linearized as if the tangent "
-        "were nonzero, so the backward pass saves what that tangent would need (found by the "
-        "fuzzer: `cos` of an input of the checkpoint). Wasted memory; gradients are right. "
-        "The predicate: JAX's residuals equal the spec's for the program whose checkpoint "
-        "outputs are made to read every input tangent and never be symbolic zeros "
-        "(o + sum(x) - sum(x)), with remat3's policy view, and differ from the spec's for the "
-        "program as it is.",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's linearization is opaque to the enclosing "
+        "computation: an output tangent that is zero because the body computes it from primals "
+        "alone (e.g. x ** 0) is a value there, so the backward pass saves what a nonzero "
+        "tangent would need (found by the fuzzer: `cos` of an input of the checkpoint). Wasted "
+        "memory; gradients are right. " + _MODEL_PREDICATE,
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h: h ** 0)(jnp.sin(a))\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of cos",
@@ -415,9 +552,7 @@ DIVERGENCES = [
         "Under jax_remat3 (jax 0.10.2) the tangents of a checkpoint's inputs are instantiated "
         "(`map(ad_util.instantiate, tangents)  # TODO` in RematTraced), so an input whose "
         "tangent is zero (e.g. x ** 0) still has its value saved when the body's derivative "
-        "reads it (found by the fuzzer). Wasted memory; gradients are right. The predicate: "
-        "JAX saves what the spec saves (with remat3's policy view) plus only values that are "
-        "inputs of some checkpoint.",
+        "reads it (found by the fuzzer). Wasted memory; gradients are right. " + _MODEL_PREDICATE,
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h, a: jnp.cos(h))(a ** 0, a)\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of integer_pow",
@@ -467,6 +602,9 @@ DIVERGENCES = [
 
 
 def find(ctx: Context) -> Divergence | None:
+    """The first divergence (in DIVERGENCES' order) whose predicate holds.
+    Where several remat3 defects changed one residual list, the first that
+    mattered names the finding; the model they share explains all of it."""
     for d in DIVERGENCES:
         try:
             if d.applies(ctx):

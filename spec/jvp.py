@@ -87,10 +87,17 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
 
 
+# primitive -> fn(eqn, in_flags) -> out_flags, for a primitive whose
+# outputs' dependence on its inputs is not what its body says (the default)
+dependence_rules: dict = {}
+
+
 def output_dependence(eqn, in_flags) -> list[bool]:
     """Which outputs of `eqn` depend on the inputs flagged in `in_flags`
     (looking through the body of a call or checkpoint)."""
     from spec.ir import subprograms
+    if eqn.primitive in dependence_rules:
+        return dependence_rules[eqn.primitive](eqn, in_flags)
     subs = subprograms(eqn.params)
     if not subs:
         return [any(in_flags)] * len(eqn.outputs)

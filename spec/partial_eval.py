@@ -224,7 +224,10 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
 
     outputs = [subst.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
     out_unknowns = [is_unknown(a) for a in outputs]
-    out_inst = [is_inst(a) and isinstance(a, Var) for a in outputs]
+    # a literal output is available to the staged program as it is, except
+    # to trace-based linearization, which makes it a residual like any
+    # constant it meets (pjit's linearize rule saves a jit's literal outputs)
+    out_inst = [is_inst(a) and (isinstance(a, Var) or not linearize) for a in outputs]
     staged_out_mask = [u or i or (stage_recomputed_outputs and r)
                        for u, i, r in zip(out_unknowns, instantiate, out_inst)]
     staged_outs = [a for a, m in zip(outputs, staged_out_mask) if m]

@@ -241,6 +241,25 @@ def jit_in_checkpoint_body_spec(x):
     return ops.reduce_sum(ops.cos(y), (0,))
 
 
+def one_of_dot(x):                       # jitted inside a checkpoint: x.x ** 0 == 1,
+    return jnp.dot(x, x) ** 0            # its tangent a literal 0.0 the jit returns
+
+
+def one_of_dot_spec(x):
+    return ops.integer_pow(ops.dot_general(x, x, (((0,), (0,)), ((), ())),
+                                           preferred_element_type=np.float32), 0)
+
+
+def jit_literal_tangent_body_jax(x):
+    k = jax.jit(one_of_dot)(x)
+    return k * k + jnp.sum(x)
+
+
+def jit_literal_tangent_body_spec(x):
+    (k,) = ops.call(spec.trace(one_of_dot_spec, x.type), x, name="one_of_dot")
+    return k * k + ops.reduce_sum(x, (0,))
+
+
 # --- inputs
 
 def int_input_jax(x, n):
@@ -446,6 +465,8 @@ PROGRAMS: list[TestProgram] = [
     # jit
     _p("checkpoint_in_jit", (checkpoint_in_jit_jax, checkpoint_in_jit_spec), X3),
     _p("jit_in_checkpoint", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec), X3),
+    _p("jit_literal_tangent_in_checkpoint", _ckpt1(jit_literal_tangent_body_jax, jit_literal_tangent_body_spec),
+       X3, "the jit's literal tangent output is recomputed with it, not saved (fuzzer finding)"),
     _p("jit_in_checkpoint_everything", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec,
                                               lambda: jcp.everything_saveable, sp.everything_saveable), X3),
     # inputs and outputs

@@ -78,6 +78,9 @@ REMAT3_FULL = ("remat3-unrecognised-policy-is-full-remat", "residuals", "remat3"
 REMAT3_NAME_VMAP = ("remat3-checkpoint-name-has-no-batching-rule", "vmap", "remat3")
 STUB = ("save-anything-except-these-names-is-a-stub", "residuals", "remat2")
 REMAT3_CSE = ("remat3-barrier-iff-backward-reads-checkpoint-inputs", "prevent_cse", "remat3")
+REMAT3_ZERO_OUT = ("remat3-misses-zero-tangents-out-of-checkpoints", "residuals", "remat3")
+REMAT3_ZERO_IN = ("remat3-instantiates-zero-tangents-into-checkpoints", "residuals", "remat3")
+REMAT3_NESTED = ("remat3-ignores-enclosing-policy-in-nested-checkpoints", "residuals", "remat3")
 
 
 @dataclass(frozen=True)
@@ -612,6 +615,39 @@ def two_outputs(x, w1, w2):
       note="a scalar f32 argument (a learned temperature)")
 def scalar_scale(t, x, w):
     return jnp.sum(jnp.exp(softmax((x @ w) * t)))
+
+
+# --------------------------------------------------------------------------
+# fuzzer findings (remat-oracle fuzz, seed 2029), kept as regression cases:
+# each needs more than one remat3 defect modelled at once
+
+SCALAR = S()
+
+
+@case("fuzz_zero_tangent_into_and_out_of_checkpoints", oracle.AS_IS, (SCALAR, SCALAR),
+      divergences=(REMAT3_ZERO_IN,),
+      note="a**0 (zero tangent) into a checkpoint fed by another checkpoint")
+def fuzz_zero_into_out_of(a, b):
+    d = jax.checkpoint(lambda e: jnp.sin(e), prevent_cse=False)(jnp.sin(a))
+    return jax.checkpoint(lambda m, n: jnp.sin(n), prevent_cse=False)(d, a ** 0), a * a
+
+
+@case("fuzz_name_in_nested_checkpoint", oracle.AS_IS, (SCALAR,),
+      divergences=(REMAT3_NESTED, REMAT3_CSE, REMAT3_NAME_VMAP),
+      note="a name inside a nested checkpoint, the enclosing policy everything_saveable")
+def fuzz_name_nested(a):
+    def inner(k):
+        return jnp.sin(checkpoint_name(k, "a"))
+    return jax.checkpoint(lambda i: jax.checkpoint(inner, prevent_cse=False)(i),
+                          policy=cp.everything_saveable, prevent_cse=False)(a)
+
+
+@case("fuzz_jit_zero_tangent_out_of_checkpoint", oracle.AS_IS, (S(3),),
+      divergences=(REMAT3_ZERO_OUT,),
+      note="a checkpoint whose output is a jit's x.x ** 0: zero tangent inside, a value outside")
+def fuzz_jit_zero_out(a):
+    d = jax.checkpoint(lambda e: jax.jit(lambda g: jnp.dot(g, g) ** 0)(e) ** 2, prevent_cse=False)(a)
+    return jnp.sin(d), jnp.sin(a)
 
 
 BY_NAME = {c.name: c for c in CASES}

@@ -4,7 +4,8 @@ Every transformation maps the body and wraps the result in a new call, so
 the structure of the user's program survives differentiation. Partial
 evaluation splits the body into a known call and a staged call whose
 residuals are outputs of the known call ("output of jitted function"),
-except residuals that are just inputs of the call, which are forwarded.
+except residuals that are just inputs of the call, which are forwarded,
+and residuals that are known outputs of the call, which are those outputs.
 """
 from __future__ import annotations
 
@@ -79,9 +80,14 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     staged_outs = [v for v, m in zip(eqn.outputs, pe.staged_outputs) if m]
     n_known = len(known_outs)
     res_atoms, new_res_vars, body_res_outs = [], [], []
+    known_body_outs = pe.known.outputs[:n_known]
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
         if r.source.kind == "argument":
             res_atoms.append(known_ins[r.source.index])
+        elif any(out is o for o in known_body_outs):
+            # a residual that is also a known output is that output (the
+            # known call returns it once, in its output's place)
+            res_atoms.append(known_outs[next(i for i, o in enumerate(known_body_outs) if o is out)])
         else:
             v = Var(r.type)
             res_atoms.append(v)

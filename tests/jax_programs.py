@@ -259,6 +259,24 @@ def max_times_sum(k, l):
     return jax.lax.reduce_max(k, (0,)) * jnp.sum(l)
 
 
+def tanh_of_max_with_cos(d):            # jitted: its output is also a residual (tanh's)
+    return jnp.tanh(jax.lax.select(d > jnp.cos(d), d, jnp.cos(d)))
+
+
+def jit_output_residual_jax(x):
+    # found by the fuzzer: a residual that is also the jit's output is returned
+    # once, in the output's place (saved_residuals lists it there, before
+    # the bool predicate that select_n's JVP reads first)
+    return jnp.sum(jax.jit(tanh_of_max_with_cos)(jnp.sin(x)))
+
+
+def jit_output_residual_spec(x):
+    def inner(d):
+        return ops.tanh(ops.select_n(ops.gt(d, ops.cos(d)), ops.cos(d), d))
+    (y,) = ops.call(spec.trace(inner, x.type), ops.sin(x), name="tanh_of_max_with_cos")
+    return ops.reduce_sum(y, (0,))
+
+
 def jit_residual_order_jax(x):
     # found by the fuzzer: a linearized jit returns its residuals in the
     # order its tangent program first reads them
@@ -372,6 +390,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("jit_inner", jit_inner_jax, jit_inner_spec, ((F32, (3,)),)),
     TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
     TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
+    TestProgram("jit_output_residual", jit_output_residual_jax, jit_output_residual_spec, ((F32, (3,)),)),
     TestProgram("where_relu", where_relu_jax, where_relu_spec, ((F32, (3,)),)),
     TestProgram("int_output", int_output_jax, int_output_spec, ((F32, (3,)),)),
     TestProgram("softmax_rows", softmax_rows_jax, softmax_rows_spec, ((F32, (2, 3)),)),

@@ -15,7 +15,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import ArrayType, Eqn, Program, Var, subprograms
+from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
 
@@ -297,9 +297,7 @@ def _mark_nested_checkpoints(prog: Program, inside: int = 0) -> Program:
     def walk(p: Program, depth: int) -> Program:
         eqns = []
         for e in p.eqns:
-            params = dict(e.params)
-            for k, sub in subprograms(params):
-                params[k] = walk(sub, depth + (e.primitive is remat_p))
+            params = map_subprograms(e.params, lambda sub: walk(sub, depth + (e.primitive is remat_p)))
             eqns.append(Eqn(e.primitive, e.inputs, e.outputs, mark(e, params, depth)))
         return Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
     return walk(prog, inside)
@@ -465,9 +463,7 @@ def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
     every equation, sub-programs too."""
     eqns = []
     for e in prog.eqns:
-        params = dict(e.params)
-        for k, sub in subprograms(params):
-            params[k] = map_params(sub, fn, primitive)
+        params = map_subprograms(e.params, lambda sub: map_params(sub, fn, primitive))
         eqns.append(Eqn(primitive(e), e.inputs, e.outputs, fn(e, params)))
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 

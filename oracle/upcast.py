@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from spec.core import bind, building
-from spec.ir import ArrayType, Program, Var, is_float, subprograms
+from spec.ir import ArrayType, Program, Var, is_float, map_subprograms
 
 F64 = np.dtype("float64")
 
@@ -24,9 +24,7 @@ def _up_params(params: dict) -> dict:
     for k in ("new_dtype", "preferred_element_type"):
         if out.get(k) is not None and is_float(out[k]):
             out[k] = F64
-    for k, sub in subprograms(params):
-        out[k] = upcast(sub)
-    return out
+    return map_subprograms(out, upcast)
 
 
 def upcast(prog: Program) -> Program:

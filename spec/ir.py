@@ -216,9 +216,29 @@ class Program:
         p.text(str(self))
 
 
-def subprograms(params: dict) -> list[tuple[str, Program]]:
-    """The (param name, program) pairs of an equation's params."""
-    return [(k, v) for k, v in params.items() if isinstance(v, Program)]
+def subprograms(params: dict) -> list[tuple]:
+    """The (key, program) pairs of an equation's params: key is the param
+    name for a Program-valued param (call's and remat's `jaxpr`), and
+    (name, i) for the i-th Program of a tuple-valued one (cond's
+    `branches`)."""
+    out = []
+    for k, v in params.items():
+        if isinstance(v, Program):
+            out.append((k, v))
+        elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
+            out += [((k, i), b) for i, b in enumerate(v)]
+    return out
+
+
+def map_subprograms(params: dict, fn) -> dict:
+    """`params` with every sub-program p (see `subprograms`) replaced by fn(p)."""
+    out = dict(params)
+    for k, v in params.items():
+        if isinstance(v, Program):
+            out[k] = fn(v)
+        elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
+            out[k] = tuple(fn(b) for b in v)
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -256,6 +276,8 @@ def _fmt_literal(lit: Literal) -> str:
 def _fmt_param(value, namer, indent) -> str:
     if isinstance(value, Program):
         return _pp(value, namer, indent + 4).lstrip()
+    if isinstance(value, tuple) and value and all(isinstance(b, Program) for b in value):
+        return "(" + ", ".join(_pp(b, namer, indent + 4).lstrip() for b in value) + ")"
     if isinstance(value, np.dtype):
         return SHORT_NAMES.get(value, str(value))
     if callable(value) and hasattr(value, "__name__") and not isinstance(value, type):

@@ -33,7 +33,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
     """(spec primitive, spec params) for a JAX primitive and its params."""
     name = SPEC_NAME.get(jax_name, jax_name)
     prim = SPEC_PRIMS.get(name)
-    if prim is None or name in ("call", "remat"):
+    if prim is None or name in ("call", "remat", "scan"):
         raise Unsupported(f"primitive {jax_name!r}{where} is not supported by the spec; "
                           f"supported: {', '.join(sorted(supported_primitives()))}")
     wanted = spec.core.param_specs[prim]
@@ -72,7 +72,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
 def supported_primitives() -> list[str]:
     from oracle.jax_names import JAX_NAME
     names = [JAX_NAME.get(n, n) for n in SPEC_PRIMS if n not in ("device_put",)]
-    return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit"]
+    return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit", "closed_call"]
 
 
 def _location(eqn) -> str:
@@ -150,6 +150,20 @@ def _convert_eqn(e, enclosing=""):
         return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(e.params["policy"]),
                                          prevent_cse=e.params["prevent_cse"],
                                          differentiated=e.params["differentiated"])
+    if name == "scan":
+        p = e.params
+        body = from_jaxpr(p["jaxpr"], _enclosing=inner)
+        extra = sorted(set(p) - {"jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll",
+                                 "_split_transpose"})
+        if extra or p.get("_split_transpose", False):
+            raise Unsupported(f"scan{where}: params {extra or ['_split_transpose=True']} are not supported "
+                              f"(the spec models jaxpr, length, reverse, num_consts, num_carry, unroll)")
+        return SPEC_PRIMS["scan"], dict(jaxpr=body, length=int(p["length"]), reverse=bool(p["reverse"]),
+                                        num_consts=int(p["num_consts"]), num_carry=int(p["num_carry"]),
+                                        unroll=p["unroll"])
+    if name == "closed_call":
+        body = from_jaxpr(e.params["call_jaxpr"], _enclosing=inner)
+        return SPEC_PRIMS["call"], dict(jaxpr=body, name=None)
     if name == "call_hi_primitive":
         hi = e.params["_prim"]
         kind = type(hi).__name__

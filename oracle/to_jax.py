@@ -44,11 +44,18 @@ def _run(prog: Program, args, table):
     for e in prog.eqns:
         xs = [read(a) for a in e.inputs]
         name = e.primitive.name
-        if name == "call":
+        if name == "call" and e.params["name"] is None:
+            from jax._src import core as jcore
+            body = e.params["jaxpr"]
+            closed = jax.make_jaxpr(lambda *a, body=body: _run(body, a, table))(*xs)
+            outs = jcore.closed_call_p.bind(*xs, call_jaxpr=closed)
+        elif name == "call":
             body = e.params["jaxpr"]
             inner = lambda *a, body=body: _run(body, a, table)
             inner.__name__ = e.params["name"]
             outs = jax.jit(inner)(*xs)
+        elif name == "scan":
+            outs = _scan(e, xs, table)
         elif name == "remat":
             body = e.params["jaxpr"]
             if e.params["differentiated"]:
@@ -63,9 +70,24 @@ def _run(prog: Program, args, table):
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'remat', 'name']}")
+                                  f"supported: {sorted(table) + ['call', 'remat', 'name', 'scan']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
             env[v.id] = o
     return [read(a) for a in prog.outputs]
+
+
+def _scan(e, xs, table):
+    """Bind JAX's scan primitive on the body made a closed jaxpr, so that the
+    equation (consts, carries, xs, params) is exactly the spec's (lax.scan
+    would reorder and forward some of them)."""
+    import jax
+    from jax._src.lax.control_flow.loops import scan_p
+    p = e.params
+    body = p["jaxpr"]
+    nc, nk = p["num_consts"], p["num_carry"]
+    avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in body.in_types]
+    closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
+    return scan_p.bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
+                       num_carry=nk, unroll=p["unroll"], _split_transpose=False)

@@ -15,4 +15,5 @@ from spec.prims_structural import (  # noqa: F401
     broadcast_in_dim, reshape, transpose, squeeze, expand_dims, concatenate,
     slice, pad, reduce_sum, reduce_max, dot_general, matmul)
 from spec.prims_call import call  # noqa: F401
+from spec.prims_scan import scan  # noqa: F401
 from spec.remat import checkpoint, checkpoint_name  # noqa: F401

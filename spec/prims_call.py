@@ -1,4 +1,6 @@
-"""`call`: apply a nested program (JAX's `jit`/pjit inside a jaxpr).
+"""`call`: apply a nested program (JAX's `jit`/pjit inside a jaxpr; with
+name=None, JAX's anonymous `closed_call`, e.g. the known half of a scan
+split inside a checkpoint).
 
 Every transformation maps the body and wraps the result in a new call, so
 the structure of the user's program survives differentiation. Partial
@@ -18,8 +20,9 @@ from spec.partial_eval import dce_body_eqn
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
 
 
-def call(prog: Program, *args, name: str = "call"):
-    """Apply `prog` to args as one equation; returns a list of outputs."""
+def call(prog: Program, *args, name: str | None = "call"):
+    """Apply `prog` to args as one equation; returns a list of outputs.
+    name=None makes it an anonymous closed_call."""
     return bind(call_p, *args, jaxpr=prog, name=name)
 
 
@@ -101,6 +104,8 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
 
 def _call_source(eqn, var):
     from spec.partial_eval import Source
+    if eqn.params["name"] is None:
+        return Source("output", primitive="closed_call")
     return Source("output", primitive="call", name=eqn.params["name"])
 
 

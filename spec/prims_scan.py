@@ -1,0 +1,549 @@
+"""`scan`: a loop over the leading axis of its `xs` (JAX's `lax.scan`).
+
+    scan[jaxpr, length, reverse, num_consts, num_carry, unroll](*consts, *init, *xs)
+        carry = init
+        for i in range(length) (backwards with reverse):
+            carry, y[i] = jaxpr(*consts, *carry, *[x[i] for x in xs])
+        return (*carry, *ys)        # each y stacked: f32[length, ...]
+
+`unroll` changes how XLA compiles the loop, never what it computes: the spec
+keeps it only so that programs round-trip. The rules follow jax 0.10.2's
+(jax/_src/lax/control_flow/loops.py), because what a scan saves for the
+backward pass depends on their shape:
+
+* JVP (`_scan_jvp`): the body's JVP, with a fixpoint deciding which carries
+  have nonzero tangents.
+* Linearization (`_scan_linearize`, `_scan_partial_eval`): the body is split
+  with a fixpoint deciding which carries are unknown. A residual that is a
+  known const or xs of the scan is forwarded (the scan's own input is
+  saved: "from the argument w"); one computed from known consts alone is
+  *hoisted* out of the loop (computed once, before it: "output of sin");
+  every other residual is stacked over the iterations by the known scan
+  ("output of scan", f32[length, ...]).
+* Inside a checkpoint (`_scan_partial_eval_custom`): the body is split by
+  the checkpoint's policy; every input is available to the staged scan, the
+  known half is a `closed_call` (hoisted loop-invariant residuals, then the
+  known scan) whose outputs are the residuals ("output of closed_call").
+* Transpose: a scan of the transposed body in the other direction, the
+  cotangents of linear consts accumulated in the carry.
+* Batching (`_scan_batching_rule`): batched consts and carries at axis 0,
+  batched xs and ys at axis 1, with a fixpoint over the carries.
+"""
+from __future__ import annotations
+
+from spec.core import (PrimitiveError, Zero, batch_rules, bind, building, cost_rules,
+                       dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
+                       jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
+                       transpose_rules, zeros_like_type)
+from spec.ir import ArrayType, Eqn, Program, Var
+from spec.jvp import dependence_rules, output_dependence
+from spec.partial_eval import dce, partial_eval
+
+scan_p = primitive("scan", ["jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll"],
+                   multiple_results=True)
+
+
+def scan(body, init, xs, consts=(), length=None, reverse=False, unroll=1):
+    """lax.scan: `body(carry, x, *consts) -> (carry, y)`, where carry, x and y
+    are each a traced array, a tuple/list of them, or None (nothing). The
+    body may not close over traced values: pass them in `consts`.
+    Returns (final carry, stacked ys), shaped like body's."""
+    def flat(v):
+        return [] if v is None else list(v) if isinstance(v, (tuple, list)) else [v]
+    init_l, xs_l, consts_l = flat(init), flat(xs), list(consts)
+    if length is None:
+        if not xs_l:
+            raise TypeError("scan: length is needed when there are no xs")
+        length = xs_l[0].shape[0]
+    for x in xs_l:
+        if not x.shape or x.shape[0] != length:
+            raise TypeError(f"scan: every xs must have leading axis {length}, got {x.type}")
+    x_types = [ArrayType(x.shape[1:], x.dtype) for x in xs_l]
+    shapes = {}
+
+    def unflat(vals, like):
+        return None if like is None else tuple(vals) if isinstance(like, (tuple, list)) else vals[0]
+
+    with building() as b:
+        c_in = [b.new_input(c.type) for c in consts_l]
+        carry_in = [b.new_input(c.type) for c in init_l]
+        x_in = [b.new_input(t) for t in x_types]
+        new_carry, y = body(unflat(carry_in, init), unflat(x_in, xs) if xs_l else None, *c_in)
+        carry_out, ys_out = flat(new_carry), flat(y)
+        shapes["y"] = y
+        prog = b.build(c_in + carry_in + x_in, carry_out + ys_out)
+    outs = bind(scan_p, *consts_l, *init_l, *xs_l, jaxpr=prog, length=int(length), reverse=bool(reverse),
+                num_consts=len(consts_l), num_carry=len(init_l), unroll=unroll)
+    n = len(init_l)
+    return unflat(outs[:n], init), unflat(outs[n:], shapes["y"])
+
+
+def _split(seq, num_consts, num_carry):
+    seq = list(seq)
+    return seq[:num_consts], seq[num_consts:num_consts + num_carry], seq[num_consts + num_carry:]
+
+
+def _stacked(t: ArrayType, length: int) -> ArrayType:
+    return ArrayType((length,) + t.shape, t.dtype, t.memory_space)
+
+
+def _scan_shape(*in_types, jaxpr, length, reverse, num_consts, num_carry, unroll):
+    if not isinstance(jaxpr, Program):
+        raise PrimitiveError(scan_p, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
+    if not isinstance(length, int) or length < 0:
+        raise PrimitiveError(scan_p, f"param length must be a non-negative int, got {length!r}")
+    consts, init, xs = _split(in_types, num_consts, num_carry)
+    want = list(consts) + list(init) + [_stacked(t, length) for t in jaxpr.in_types[num_consts + num_carry:]]
+    if list(in_types) != want:
+        raise PrimitiveError(scan_p, f"body takes {jaxpr.in_types} (xs stacked to length {length}), "
+                                     f"got {list(in_types)}")
+    carry_out = jaxpr.out_types[:num_carry]
+    if carry_out != list(init):
+        raise PrimitiveError(scan_p, f"the body returns carry {carry_out} for carry {list(init)}")
+    return list(carry_out) + [_stacked(t, length) for t in jaxpr.out_types[num_carry:]]
+
+
+def _scan_eval(*args, jaxpr, length, reverse, num_consts, num_carry, unroll):
+    import numpy as np
+    from spec.evaluate import evaluate
+    consts, carry, xs = _split(args, num_consts, num_carry)
+    ys = [[None] * length for _ in jaxpr.outputs[num_carry:]]
+    for i in (reversed(range(length)) if reverse else range(length)):
+        outs = evaluate(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        carry = outs[:num_carry]
+        for y, o in zip(ys, outs[num_carry:]):
+            y[i] = o
+    stacked = [np.stack(y) if length else np.zeros((0,) + t.shape, t.dtype)
+               for y, t in zip(ys, jaxpr.out_types[num_carry:])]
+    return list(carry) + stacked
+
+
+def _cost(*in_types, jaxpr, length, **_):
+    from spec.explain import eqn_flops
+    return length * sum(eqn_flops(e) for e in jaxpr.eqns)
+
+
+shape_rules[scan_p] = _scan_shape
+eval_rules[scan_p] = _scan_eval
+cost_rules[scan_p] = _cost
+
+
+# --------------------------------------------------------------------------
+# JVP
+
+def _body_jvp(body: Program, nonzeros, instantiate_out, known_tangents_are_zero):
+    """The body's JVP with inputs (primals, nonzero tangents) and outputs
+    (primals, tangents of outputs that are nonzero or instantiated);
+    returns (program, which output tangents it returns)."""
+    from spec.jvp import jvp_traced
+    with building() as b:
+        primals = [b.new_input(t) for t in body.in_types]
+        tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
+        it = iter(tangent_ins)
+        tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
+        outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero)
+        out_nz = [not isinstance(t, Zero) or inst for t, inst in zip(out_ts, instantiate_out)]
+        kept = [instantiate(t) for t, nz in zip(out_ts, out_nz) if nz]
+        return b.build(primals + tangent_ins, outs + kept), out_nz
+
+
+def _reorder(prog: Program, in_order, out_order) -> Program:
+    """The same program with its inputs and outputs permuted."""
+    return Program([prog.inputs[i] for i in in_order], prog.eqns, [prog.outputs[i] for i in out_order])
+
+
+def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carry, unroll):
+    """_scan_jvp: the carries whose tangents are nonzero are a fixpoint
+    (nonzero at init, or made nonzero by the body); the JVP scan carries
+    (carry, carry_dot) and stacks (ys, ys_dot)."""
+    from spec.jvp import linearizing
+    nonzeros = [not isinstance(t, Zero) for t in tangents]
+    const_nz, carry_nz, xs_nz = _split(nonzeros, num_consts, num_carry)
+    n_ys = len(jaxpr.outputs) - num_carry
+    for _ in range(1 + num_carry):
+        body, out_nz = _body_jvp(jaxpr, const_nz + carry_nz + xs_nz, carry_nz + [False] * n_ys,
+                                 linearizing())
+        new = [a or b for a, b in zip(carry_nz, out_nz[:num_carry])]
+        if new == carry_nz:
+            break
+        carry_nz = new
+    nz = const_nz + carry_nz + xs_nz
+    tangents = [instantiate(t) if n else t for t, n in zip(tangents, nz)]
+    # body inputs: primals (consts, carry, xs), then the nonzero tangents in
+    # the same order; scan wants consts, consts_dot, carry, carry_dot, xs, xs_dot
+    n_in = len(jaxpr.inputs)
+    tan_index = {}
+    for i, n in enumerate(nz):
+        if n:
+            tan_index[i] = n_in + len(tan_index)
+    groups = [range(0, num_consts), range(num_consts, num_consts + num_carry), range(num_consts + num_carry, n_in)]
+    in_order = []
+    for g in groups:
+        in_order += list(g) + [tan_index[i] for i in g if i in tan_index]
+    n_out = len(jaxpr.outputs)
+    out_tan = {}
+    for i, n in enumerate(out_nz):
+        if n:
+            out_tan[i] = n_out + len(out_tan)
+    out_order = []
+    for g in (range(0, num_carry), range(num_carry, n_out)):
+        out_order += list(g) + [out_tan[i] for i in g if i in out_tan]
+    body = _reorder(body, in_order, out_order)
+    consts, init, xs = _split(primals, num_consts, num_carry)
+    c_dot, i_dot, x_dot = (_split([t for t in tangents], num_consts, num_carry))
+    args = (consts + [t for t in c_dot if not isinstance(t, Zero)] + init + [t for t in i_dot if not isinstance(t, Zero)]
+            + xs + [t for t in x_dot if not isinstance(t, Zero)])
+    n_cdot = sum(const_nz)
+    n_idot = sum(carry_nz)
+    outs = bind(scan_p, *args, jaxpr=body, length=length, reverse=reverse,
+                num_consts=num_consts + n_cdot, num_carry=num_carry + n_idot, unroll=unroll)
+    carry, carry_dot = outs[:num_carry], outs[num_carry:num_carry + n_idot]
+    rest = outs[num_carry + n_idot:]
+    ys, ys_dot = rest[:n_ys], rest[n_ys:]
+    it = iter(carry_dot + ys_dot)
+    out_tangents = [next(it) if n else None for n in out_nz]
+    return carry + ys, out_tangents
+
+
+jvp_rules[scan_p] = _scan_jvp
+
+
+def _scan_dependence(eqn, in_flags):
+    """Which outputs depend on the flagged inputs: through the body, with a
+    fixpoint over the carries (a carry that depends on them after one
+    iteration does in every later one)."""
+    p = eqn.params
+    body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
+    consts, carry, xs = _split(in_flags, nc, nk)
+    for _ in range(1 + nk):
+        out = _body_dependence(body, consts + carry + xs)
+        new = [a or b for a, b in zip(carry, out[:nk])]
+        if new == carry:
+            return out
+        carry = new
+    return out
+
+
+def _body_dependence(body: Program, flags):
+    dep = {v.id for v, f in zip(body.inputs, flags) if f}
+    for e in body.eqns:
+        fl = [isinstance(a, Var) and a.id in dep for a in e.inputs]
+        dep.update(v.id for v, d in zip(e.outputs, output_dependence(e, fl)) if d)
+    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
+
+
+dependence_rules[scan_p] = _scan_dependence
+
+
+# --------------------------------------------------------------------------
+# partial evaluation
+
+def _carry_fixpoint(body: Program, in_unknowns, nc, nk, split):
+    """Split the body until the unknown carries are a fixpoint: a carry is
+    unknown if it is unknown at init or the body makes it unknown. Returns
+    (PartialEval, carry_unknowns)."""
+    const_uk, carry_uk, xs_uk = _split(in_unknowns, nc, nk)
+    for _ in range(1 + nk):
+        pe = split(const_uk + carry_uk + xs_uk, carry_uk)
+        new = [a or b for a, b in zip(carry_uk, pe.out_unknowns[:nk])]
+        if new == carry_uk:
+            return pe, carry_uk
+        carry_uk = new
+    raise AssertionError("scan: carry fixpoint not reached")
+
+
+def _loop_invariant(known: Program, n_known_consts: int) -> set[int]:
+    """Ids of the vars of `known` computed from its first n_known_consts
+    inputs alone (loop-invariant: the same in every iteration)."""
+    varying = {v.id for v in known.inputs[n_known_consts:]}
+    for e in known.eqns:
+        flags = [isinstance(a, Var) and a.id in varying for a in e.inputs]
+        varying.update(v.id for v, d in zip(e.outputs, output_dependence(e, flags)) if d)
+    return {v.id for e in known.eqns for v in e.outputs if v.id not in varying}
+
+
+def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
+    """The part of `known` that computes `outputs` (loop-invariant) from the
+    known consts."""
+    body = Program(known.inputs, known.eqns, list(outputs))
+    body, _ = dce(body)
+    return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
+
+
+def _clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
+    """`prog`'s equations with fresh outputs, reading `args` for its inputs;
+    returns (equations, output atoms)."""
+    env = {v.id: a for v, a in zip(prog.inputs, args)}
+    eqns = []
+    for e in prog.eqns:
+        ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
+        outs = [Var(v.type) for v in e.outputs]
+        env.update({v.id: n for v, n in zip(e.outputs, outs)})
+        eqns.append(Eqn(e.primitive, ins, outs, e.params, why=e.why))
+    return eqns, [env.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
+
+
+def _scan_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+    if linearize:
+        return _scan_linearize(eqn, in_unknowns)
+    return _scan_partial_eval_custom(eqn, in_unknowns, saveable)
+
+
+def _scan_linearize(eqn: Eqn, in_unknowns):
+    """_scan_linearize: split the body (known carries a fixpoint); forward
+    residuals that are known consts or xs, hoist loop-invariant ones, stack
+    the rest as extra ys of the known scan."""
+    p = eqn.params
+    body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
+    n_ys = len(body.outputs) - nk
+    pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
+        body, uk, instantiate=cuk + [False] * n_ys, linearize=True, literals_are_residuals=False,
+        order="first_use"))
+    uk = _split(in_unknowns, nc, nk)[0] + carry_uk + _split(in_unknowns, nc, nk)[2]
+    const_uk, _, xs_uk = _split(uk, nc, nk)
+    known_ins = [a for a, u in zip(eqn.inputs, uk) if not u]
+    n_kc, n_kk = nc - sum(const_uk), nk - sum(carry_uk)
+    known_body_inputs = [v for v, u in zip(body.inputs, uk) if not u]
+    kind = {}   # known body input id -> ("const" | "carry" | "xs", outer atom)
+    for i, v in enumerate(known_body_inputs):
+        kind[v.id] = ("const" if i < n_kc else "carry" if i < n_kc + n_kk else "xs", known_ins[i])
+    invariant = _loop_invariant(pe.known, n_kc)
+    n_known_outs = sum(not u for u in pe.out_unknowns)
+    res_known = pe.known.outputs[n_known_outs:]      # each residual's atom in the known body
+
+    # sort the residuals: intensive (forwarded consts, hoisted, constants)
+    # and extensive (forwarded xs, stacked by the known scan)
+    res_kind, hoisted, stacked = [], [], []
+    for a in res_known:
+        if not isinstance(a, Var):
+            res_kind.append(("constant", a))
+        elif a.id in kind and kind[a.id][0] != "carry":
+            res_kind.append(("fwd_" + kind[a.id][0], kind[a.id][1]))
+        elif a.id in invariant:
+            res_kind.append(("hoisted", len(hoisted)))
+            hoisted.append(a)
+        else:
+            res_kind.append(("stacked", len(stacked)))
+            stacked.append(a)
+
+    known_eqns = []
+    hoisted_atoms = []
+    if hoisted:
+        eqns, hoisted_atoms = _clone_into(_hoisted_program(pe.known, n_kc, hoisted), known_ins[:n_kc])
+        known_eqns += eqns
+    # the known scan: the known carries and ys, then the stacked residuals
+    # (a carry made unknown by the fixpoint is not a known output, even where
+    # the body computes it from known values)
+    known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * n_ys)]
+    keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
+    known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
+    outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    stacked_vars = [Var(_stacked(v.type, length)) for v in stacked]
+    if outer_known_outs or stacked_vars:
+        known_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + stacked))
+        known_eqns.append(Eqn(scan_p, known_ins, outer_known_outs + stacked_vars,
+                              dict(p, jaxpr=known_body, num_consts=n_kc, num_carry=n_kk)))
+
+    # the staged scan: [intensive res, unknown consts, carries, xs, extensive res]
+    res_atoms = []
+    for k, v in res_kind:
+        if k in ("fwd_const", "fwd_xs", "constant"):
+            res_atoms.append(v)
+        elif k == "hoisted":
+            res_atoms.append(hoisted_atoms[v])
+        else:
+            res_atoms.append(stacked_vars[v])
+    intensive = [k not in ("fwd_xs", "stacked") for k, _ in res_kind]
+    n_res = len(pe.residuals)
+    staged_ins = [a for a, u in zip(eqn.inputs, uk) if u]
+    n_uc, n_ucarry = sum(const_uk), sum(carry_uk)
+    res_ids = list(range(n_res))
+    int_ids = [i for i in res_ids if intensive[i]]
+    ext_ids = [i for i in res_ids if not intensive[i]]
+    order = int_ids + [n_res + i for i in range(len(staged_ins))] + ext_ids
+    staged_body = Program([pe.staged.inputs[i] for i in order], pe.staged.eqns, pe.staged.outputs)
+    staged_outs = [v for v, u in zip(eqn.outputs, known_out_uk) if u]
+    staged = Eqn(scan_p, [res_atoms[i] for i in int_ids] + staged_ins + [res_atoms[i] for i in ext_ids],
+                 staged_outs, dict(p, jaxpr=staged_body, num_consts=len(int_ids) + n_uc, num_carry=n_ucarry))
+    return known_eqns, [staged], known_out_uk, known_out_uk, [], {}
+
+
+def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable):
+    """_scan_partial_eval_custom (a scan inside a checkpoint): split the
+    body by the policy, every input available to the staged scan (so no
+    input is a residual), every output computed by it. The known half is a
+    closed_call: the loop-invariant residuals (hoisted), then a scan of the
+    known body whose extra ys are the other residuals, stacked."""
+    from spec.prims_call import call
+    p = eqn.params
+    body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
+    n_out = len(body.outputs)
+    pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
+        body, uk, in_inst=[True] * len(uk), instantiate=True, saveable=saveable,
+        stage_recomputed_outputs=True))
+    const_uk, _, xs_uk = _split(in_unknowns, nc, nk)
+    uk = const_uk + carry_uk + xs_uk
+    known_ins = [a for a, u in zip(eqn.inputs, uk) if not u]
+    n_kc, n_kk = nc - sum(const_uk), nk - sum(carry_uk)
+    n_known_outs = sum(not u for u in pe.out_unknowns)
+    res_known = pe.known.outputs[n_known_outs:]
+    invariant = _loop_invariant(pe.known, n_kc)
+    intensive = [not isinstance(a, Var) or a.id in invariant for a in res_known]
+
+    known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * (n_out - nk))]
+    keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
+    known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
+    outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    int_atoms = [a for a, i in zip(res_known, intensive) if i]
+    ext_atoms = [a for a, i in zip(res_known, intensive) if not i]
+    int_vars = [Var(a.type) for a in int_atoms]
+    ext_vars = [Var(_stacked(a.type, length)) for a in ext_atoms]
+
+    known_eqns = []
+    if outer_known_outs or int_vars or ext_vars:
+        hoist = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
+        loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
+
+        def known(*ins):
+            consts = ins[:n_kc]
+            hoisted = iter(eval_program_traced(hoist, *consts))
+            int_vals = [next(hoisted) if isinstance(a, Var) else a for a in int_atoms]
+            outs = bind(scan_p, *ins, **dict(p, jaxpr=loop_body, num_consts=n_kc, num_carry=n_kk)) \
+                if loop_body.outputs else []
+            return int_vals + list(outs)
+        with building() as b:
+            ins = [b.new_input(a.type) for a in known_ins]
+            closed = b.build(ins, known(*ins))
+        known_eqns.append(Eqn(call_p_(), known_ins, int_vars + outer_known_outs + ext_vars,
+                              dict(jaxpr=closed, name=None)))
+
+    # the staged scan: [intensive residuals, every input, extensive residuals]
+    n_res = len(res_known)
+    int_ids = [i for i in range(n_res) if intensive[i]]
+    ext_ids = [i for i in range(n_res) if not intensive[i]]
+    order = int_ids + [n_res + i for i in range(len(body.inputs))] + ext_ids
+    staged_body = Program([pe.staged.inputs[i] for i in order], pe.staged.eqns, pe.staged.outputs)
+    staged = Eqn(scan_p, int_vars + list(eqn.inputs) + ext_vars, list(eqn.outputs),
+                 dict(p, jaxpr=staged_body, num_consts=len(int_vars) + nc, num_carry=nk))
+    return known_eqns, [staged], known_out_uk, [True] * n_out, pe.recomputed, {}
+
+
+def call_p_():
+    from spec.prims_call import call_p
+    return call_p
+
+
+partial_eval_rules[scan_p] = _scan_partial_eval
+
+
+# --------------------------------------------------------------------------
+# DCE
+
+def _scan_dce(eqn: Eqn, used_outputs):
+    """_scan_dce_rule: a carry is live if its output is used or the body
+    reads it to compute something live (a fixpoint); dead consts, xs, ys
+    and carries are pruned."""
+    p = eqn.params
+    body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
+    used_carry, used_ys = list(used_outputs[:nk]), list(used_outputs[nk:])
+    for _ in range(1 + nk):
+        _, used_in = dce(body, used_carry + used_ys)
+        new = [a or b for a, b in zip(used_carry, used_in[nc:nc + nk])]
+        if new == used_carry:
+            break
+        used_carry = new
+    pruned, used_in = dce(body, used_carry + used_ys)
+    keep_in = used_in[:nc] + used_carry + used_in[nc + nk:]
+    new_body = Program([v for v, k in zip(pruned.inputs, keep_in) if k], pruned.eqns, pruned.outputs)
+    used_out = used_carry + used_ys
+    new_eqn = Eqn(scan_p, [a for a, k in zip(eqn.inputs, keep_in) if k],
+                  [v for v, u in zip(eqn.outputs, used_out) if u],
+                  dict(p, jaxpr=new_body, num_consts=sum(used_in[:nc]), num_carry=sum(used_carry)),
+                  why=eqn.why, residual_outputs=eqn.residual_outputs)
+    return new_eqn, keep_in
+
+
+dce_rules[scan_p] = _scan_dce
+
+
+# --------------------------------------------------------------------------
+# transpose
+
+def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, unroll):
+    """A scan of the transposed body, run the other way. Linear inputs: some
+    consts (their cotangents accumulate in extra carries), every carry, some
+    xs (their cotangents are the ys); the others are residuals read as they
+    are (consts) or per iteration (xs)."""
+    from spec.transpose import TransposeError, transpose
+    from spec.prims_elementwise import add_any
+    linear = [is_undefined(a) for a in args]
+    c_lin, k_lin, x_lin = _split(linear, num_consts, num_carry)
+    if not all(k_lin):
+        raise TransposeError("scan: transposing a scan needs every carry linear")
+    consts, init, xs = _split(args, num_consts, num_carry)
+    res_consts = [c for c, l in zip(consts, c_lin) if not l]
+    res_xs = [x for x, l in zip(xs, x_lin) if not l]
+    body_t = transpose(jaxpr, linear)    # (res consts, res xs, ct carry, ct ys) -> (ct lin consts, ct carry, ct lin xs)
+    n_lc, n_lx = sum(c_lin), sum(x_lin)
+    ct_carry = [instantiate(c) for c in cts[:num_carry]]
+    ct_ys = [instantiate(c) for c in cts[num_carry:]]
+    acc_types = [a.type for a, l in zip(consts, c_lin) if l]
+
+    def body(*vals):
+        rc = vals[:len(res_consts)]
+        acc = vals[len(res_consts):len(res_consts) + n_lc]
+        ck = vals[len(res_consts) + n_lc:len(res_consts) + n_lc + num_carry]
+        rest = vals[len(res_consts) + n_lc + num_carry:]
+        cy, rx = rest[:len(ct_ys)], rest[len(ct_ys):]
+        outs = eval_program_traced(body_t, *rc, *rx, *ck, *cy)
+        ct_c, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
+        return [add_any(a, c) for a, c in zip(acc, ct_c)] + list(ct_k) + list(ct_x)
+
+    with building() as b:
+        ins = ([b.new_input(c.type) for c in res_consts] + [b.new_input(t) for t in acc_types]
+               + [b.new_input(c.type) for c in ct_carry]
+               + [b.new_input(ArrayType(c.type.shape[1:], c.type.dtype)) for c in ct_ys]
+               + [b.new_input(ArrayType(x.type.shape[1:], x.type.dtype)) for x in res_xs])
+        body_prog = b.build(ins, body(*ins))
+    outs = bind(scan_p, *res_consts, *[zeros_like_type(t) for t in acc_types], *ct_carry, *ct_ys, *res_xs,
+                jaxpr=body_prog, length=length, reverse=not reverse, num_consts=len(res_consts),
+                num_carry=n_lc + num_carry, unroll=unroll)
+    ct_c, ct_k, ct_x = iter(outs[:n_lc]), iter(outs[n_lc:n_lc + num_carry]), iter(outs[n_lc + num_carry:])
+    return ([next(ct_c) if l else None for l in c_lin] + [next(ct_k) for _ in k_lin]
+            + [next(ct_x) if l else None for l in x_lin])
+
+
+transpose_rules[scan_p] = _scan_transpose
+
+
+# --------------------------------------------------------------------------
+# batching
+
+def _scan_batch(args, dims, *, jaxpr, length, reverse, num_consts, num_carry, unroll):
+    """_scan_batching_rule: consts and carries batched at axis 0, xs and ys
+    at axis 1 (axis 0 is the scan's); a carry is batched if its init is or
+    the body makes it so (a fixpoint)."""
+    from spec.batching import move_to, vmap_program
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    c_b, k_b, x_b = _split([d is not None for d in dims], num_consts, num_carry)
+    n_ys = len(jaxpr.outputs) - num_carry
+    for _ in range(1 + num_carry):
+        in_dims = [0 if b else None for b in c_b + k_b + x_b]
+        _, out_dims = vmap_program(jaxpr, in_dims, "zero_if_mapped", size)
+        new = [a or d is not None for a, d in zip(k_b, out_dims[:num_carry])]
+        if new == k_b:
+            break
+        k_b = new
+    ys_b = [d is not None for d in out_dims[num_carry:]]
+    in_dims = [0 if b else None for b in c_b + k_b + x_b]
+    body, _ = vmap_program(jaxpr, in_dims, [0 if b else None for b in k_b + ys_b], size)
+    consts, init, xs = _split(list(zip(args, dims)), num_consts, num_carry)
+    new_args = ([move_to(a, d, 0, size) if d is not None else a for a, d in consts]
+                + [move_to(a, d, 0, size) if b else a for (a, d), b in zip(init, k_b)]
+                + [move_to(a, d, 1, size) if d is not None else a for a, d in xs])
+    outs = bind(scan_p, *new_args, jaxpr=body, length=length, reverse=reverse, num_consts=num_consts,
+                num_carry=num_carry, unroll=unroll)
+    return outs, [0 if b else None for b in k_b] + [1 if b else None for b in ys_b]
+
+
+batch_rules[scan_p] = _scan_batch

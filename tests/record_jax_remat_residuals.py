@@ -72,19 +72,28 @@ def jaxpr_signature(jaxpr) -> list[str]:
             name = f"remat2{{{'; '.join(body_of(e.params['jaxpr']))}}}"
         elif name == "name":
             name = f"name<{e.params['name']}>"
+        elif name == "scan":
+            p = e.params
+            name = (f"scan<length={p['length']},reverse={p['reverse']},consts={p['num_consts']},"
+                    f"carry={p['num_carry']}>{{{'; '.join(body_of(p['jaxpr']))}}}")
+        elif name == "closed_call":
+            name = f"closed_call{{{'; '.join(body_of(e.params['call_jaxpr']))}}}"
         ins = " ".join(atom(a) for a in e.invars)
         outs = " ".join(type_str(v.aval) for v in e.outvars)
         out.append(f"{name} {ins} -> {outs}")
     return out
 
 
-def record() -> dict:
-    """Run JAX on every program; returns the recording (a JSON-able dict)."""
+def record(programs=None, generated_by="python tests/record_jax_remat_residuals.py") -> dict:
+    """Run JAX on every program (default: tests/jax_remat_programs.py);
+    returns the recording (a JSON-able dict)."""
     import jax
     import jax.numpy as jnp
     from jax._src.ad_checkpoint import saved_residuals
 
-    from jax_remat_programs import PROGRAMS
+    if programs is None:
+        from jax_remat_programs import PROGRAMS as programs
+    PROGRAMS = programs
 
     residuals, errors, jaxprs = {}, {}, {}
     for p in PROGRAMS:
@@ -98,7 +107,7 @@ def record() -> dict:
         residuals[p.name] = [[type_str(aval), strip_source(src)] for aval, src in res]
     return {
         "jax_version": jax.__version__,
-        "generated_by": "python tests/record_jax_remat_residuals.py",
+        "generated_by": generated_by,
         "residuals": residuals,
         "errors": errors,
         "jaxprs": jaxprs,

@@ -22,6 +22,10 @@ def spec_signature(prog: Program) -> list[str]:
             name = f"remat2{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
         elif name == "name":
             name = f"name<{e.params['name']}>"
+        elif name == "scan":
+            p = e.params
+            name = (f"scan<length={p['length']},reverse={p['reverse']},consts={p['num_consts']},"
+                    f"carry={p['num_carry']}>{{{'; '.join(spec_signature(p['jaxpr']))}}}")
         ins = " ".join(atom(a) for a in e.inputs)
         outs = " ".join(str(v.type) for v in e.outputs)
         out.append(f"{name} {ins} -> {outs}")

@@ -1,0 +1,266 @@
+"""Programs with `lax.scan` (and checkpoints inside, around or both), each
+written twice: with JAX and with the spec's builder API (`spec.scan`), plus
+the types of their inputs.
+
+The recorder (`tests/record_jax_scan_residuals.py`) stores, per program,
+JAX's `saved_residuals` and the equations of `jax.make_jaxpr(fn)` (scan,
+checkpoint and jit bodies nested); `tests/test_recorded_scan_residuals.py`
+checks the spec against both without importing jax.
+
+Matching JAX's tracing: lax.scan makes the values a body closes over its
+consts, in order of first use, so the spec versions pass them explicitly
+(`consts=`, received after carry and x); `x[0]` is slice + squeeze;
+jax.checkpoint of a closure takes the closed-over values as its first
+inputs. Avoid bodies that return a carry unchanged or a y equal to an x:
+lax.scan forwards those out of the loop (the spec's `scan` builder does
+not), so the two versions would differ.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import spec
+from spec import ops
+from spec import policies as sp
+
+from jax_programs import TestProgram, _LazyModule
+
+jax = _LazyModule("jax")
+jnp = _LazyModule("jax.numpy")
+lax = _LazyModule("jax.lax")
+adc = _LazyModule("jax.ad_checkpoint")
+
+
+class _JaxPolicies:
+    def __getattr__(self, attr):
+        return getattr(jax.checkpoint_policies, attr)
+
+
+jcp = _JaxPolicies()
+L, D = 4, 3                               # scan length, feature size
+XS = (("f32", (L, D)), ("f32", (D, D)))   # xs, a weight shared by every iteration
+XW = (("f32", (L, D)), ("f32", (L, D, D)))  # xs, one weight per iteration (scanned layers)
+
+
+def _first(x):          # x[0] as jax.numpy traces it
+    return ops.squeeze(ops.slice(x, (0, 0), (1, D), None), (0,))
+
+
+# --- bodies (JAX, spec): carry c, x, then the consts
+
+def cell_jax(c, x, w):
+    h = jnp.sin(c @ w + x)
+    return h, jnp.cos(h)
+
+
+def cell_spec(c, x, w):
+    h = ops.sin(c @ w + x)
+    return h, ops.cos(h)
+
+
+def named_cell_jax(c, x, w):
+    h = adc.checkpoint_name(jnp.sin(c @ w + x), "h")
+    return h, jnp.cos(h)
+
+
+def named_cell_spec(c, x, w):
+    h = ops.checkpoint_name(ops.sin(c @ w + x), "h")
+    return h, ops.cos(h)
+
+
+def invariant_cell_jax(c, x, w):
+    h = jnp.sin(c @ jnp.sin(w) + x)
+    return h, jnp.cos(h)
+
+
+def invariant_cell_spec(c, x, w):
+    h = ops.sin(c @ ops.sin(w) + x)
+    return h, ops.cos(h)
+
+
+def _loss_jax(c, ys):
+    return jnp.sum(c) + jnp.sum(ys)
+
+
+def _loss_spec(c, ys):
+    return ops.reduce_sum(c, (0,)) + ops.reduce_sum(ys, (0, 1))
+
+
+# --- program builders
+
+def _scan_prog(cell, spec_cell, ckpt=None, reverse=False):
+    """scan(cell) over xs with a shared weight; ckpt: None (no checkpoint),
+    or (jax policy thunk, spec policy) to checkpoint the body."""
+    def jax_fn(xs, w):
+        body = (lambda c, x: cell(c, x, w))
+        if ckpt is not None:
+            body = jax.checkpoint(body, policy=ckpt[0]() if ckpt[0] else None)
+        c, ys = lax.scan(body, xs[0], xs, reverse=reverse)
+        return _loss_jax(c, ys)
+
+    def spec_fn(xs, w):
+        if ckpt is None:
+            body = spec_cell
+        else:
+            def body(c, x, w):
+                return ops.checkpoint(lambda w, c, x: spec_cell(c, x, w), policy=ckpt[1])(w, c, x)
+        c, ys = spec.scan(body, _first(xs), xs, consts=(w,), reverse=reverse)
+        return _loss_spec(c, ys)
+    return jax_fn, spec_fn
+
+
+def _ckpt_around(jax_policy=None, spec_policy=None):
+    """A checkpoint around the whole scan."""
+    def jax_fn(xs, w):
+        def f(xs, w):
+            return lax.scan(lambda c, x: cell_jax(c, x, w), xs[0], xs)
+        c, ys = jax.checkpoint(f, policy=jax_policy() if jax_policy else None)(xs, w)
+        return _loss_jax(c, ys)
+
+    def spec_fn(xs, w):
+        def f(xs, w):
+            return spec.scan(cell_spec, _first(xs), xs, consts=(w,))
+        c, ys = ops.checkpoint(f, policy=spec_policy)(xs, w)
+        return _loss_spec(c, ys)
+    return jax_fn, spec_fn
+
+
+def layers_jax(xs, ws):
+    """Scanned layers: the weights are the xs, the activation the carry."""
+    layer = jax.checkpoint(lambda h, w: (jnp.tanh(h @ w), jnp.sum(h * h)),
+                           policy=jcp.dots_saveable)
+    h, norms = lax.scan(layer, xs[0], ws)
+    return jnp.sum(h) + jnp.sum(norms)
+
+
+def layers_spec(xs, ws):
+    layer = ops.checkpoint(lambda h, w: (ops.tanh(h @ w), ops.reduce_sum(h * h, (0,))),
+                           policy=sp.dots_saveable)
+    h, norms = spec.scan(layer, _first(xs), ws)
+    return ops.reduce_sum(h, (0,)) + ops.reduce_sum(norms, (0,))
+
+
+def layers_names_jax(xs, ws):
+    def layer(h, w):
+        z = adc.checkpoint_name(h @ w, "proj")
+        return jnp.tanh(z), jnp.sum(jnp.sin(z))
+    h, s = lax.scan(jax.checkpoint(layer, policy=jcp.save_only_these_names("proj")), xs[0], ws)
+    return jnp.sum(h) + jnp.sum(s)
+
+
+def layers_names_spec(xs, ws):
+    def layer(h, w):
+        z = ops.checkpoint_name(h @ w, "proj")
+        return ops.tanh(z), ops.reduce_sum(ops.sin(z), (0,))
+    h, s = spec.scan(ops.checkpoint(layer, policy=sp.save_only_these_names("proj")), _first(xs), ws)
+    return ops.reduce_sum(h, (0,)) + ops.reduce_sum(s, (0,))
+
+
+def layers_offload_jax(xs, ws):
+    def layer(h, w):
+        z = adc.checkpoint_name(h @ w, "proj")
+        return jnp.tanh(z), jnp.sum(jnp.sin(z))
+    pol = jcp.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["proj"],
+        offload_src="device", offload_dst="pinned_host")
+    h, s = lax.scan(jax.checkpoint(layer, policy=pol), xs[0], ws)
+    return jnp.sum(h) + jnp.sum(s)
+
+
+def layers_offload_spec(xs, ws):
+    def layer(h, w):
+        z = ops.checkpoint_name(h @ w, "proj")
+        return ops.tanh(z), ops.reduce_sum(ops.sin(z), (0,))
+    pol = sp.save_and_offload_only_these_names(
+        names_which_can_be_saved=(), names_which_can_be_offloaded=("proj",),
+        offload_src="device", offload_dst="pinned_host")
+    h, s = spec.scan(ops.checkpoint(layer, policy=pol), _first(xs), ws)
+    return ops.reduce_sum(h, (0,)) + ops.reduce_sum(s, (0,))
+
+
+def two_carries_jax(xs, w):
+    def body(carry, x):
+        a, b = carry
+        a2 = jnp.sin(a @ w) * b
+        b2 = jnp.cos(b + x)
+        return (a2, b2), a2 * x
+    (a, b), ys = lax.scan(body, (xs[0], xs[1]), xs)
+    return jnp.sum(a) + jnp.sum(b) + jnp.sum(ys)
+
+
+def two_carries_spec(xs, w):
+    def body(carry, x, w):
+        a, b = carry
+        a2 = ops.sin(a @ w) * b
+        b2 = ops.cos(b + x)
+        return (a2, b2), a2 * x
+    second = ops.squeeze(ops.slice(xs, (1, 0), (2, D), None), (0,))
+    (a, b), ys = spec.scan(body, (_first(xs), second), xs, consts=(w,))
+    return ops.reduce_sum(a, (0,)) + ops.reduce_sum(b, (0,)) + ops.reduce_sum(ys, (0, 1))
+
+
+def no_xs_jax(xs, w):
+    c, ys = lax.scan(lambda c, _: (jnp.sin(c @ w), jnp.cos(c)), xs[0], None, length=3)
+    return jnp.sum(c) + jnp.sum(ys)
+
+
+def no_xs_spec(xs, w):
+    c, ys = spec.scan(lambda c, _, w: (ops.sin(c @ w), ops.cos(c)), _first(xs), None, consts=(w,), length=3)
+    return ops.reduce_sum(c, (0,)) + ops.reduce_sum(ys, (0, 1))
+
+
+def scan_in_jit_jax(xs, w):
+    return jax.jit(scanned_cell)(xs, w)
+
+
+def scanned_cell(xs, w):                 # jitted by scan_in_jit_jax
+    c, ys = lax.scan(lambda c, x: cell_jax(c, x, w), xs[0], xs)
+    return _loss_jax(c, ys)
+
+
+def scan_in_jit_spec(xs, w):
+    body = spec.trace(lambda xs, w: _loss_spec(*spec.scan(cell_spec, _first(xs), xs, consts=(w,))),
+                      xs.type, w.type)
+    (y,) = ops.call(body, xs, w, name="scanned_cell")
+    return y
+
+
+def _p(name, pair, in_types, note=""):
+    jax_fn, spec_fn = pair
+    return TestProgram(name, jax_fn, spec_fn, in_types, note)
+
+
+PROGRAMS: list[TestProgram] = [
+    _p("scan_plain", _scan_prog(cell_jax, cell_spec), XS,
+       "the shared weight forwarded, three per-iteration residuals stacked"),
+    _p("scan_reverse", _scan_prog(cell_jax, cell_spec, reverse=True), XS),
+    _p("scan_loop_invariant", _scan_prog(invariant_cell_jax, invariant_cell_spec), XS,
+       "sin(w) and cos(w) hoisted out of the loop"),
+    _p("scan_checkpointed_body", _scan_prog(cell_jax, cell_spec, ckpt=(None, None)), XS,
+       "only the carry per iteration (and the xs, forwarded)"),
+    _p("scan_checkpointed_body_dots", _scan_prog(cell_jax, cell_spec,
+                                                 ckpt=(lambda: jcp.dots_saveable, sp.dots_saveable)), XS),
+    _p("scan_checkpointed_body_everything", _scan_prog(
+        invariant_cell_jax, invariant_cell_spec,
+        ckpt=(lambda: jcp.everything_saveable, sp.everything_saveable)), XS,
+       "loop-invariant values hoisted out of a checkpointed body"),
+    _p("scan_checkpointed_body_names", _scan_prog(
+        named_cell_jax, named_cell_spec,
+        ckpt=(lambda: jcp.save_only_these_names("h"), sp.save_only_these_names("h"))), XS),
+    _p("checkpoint_around_scan", _ckpt_around(), XS, "only the inputs"),
+    _p("checkpoint_around_scan_dots", _ckpt_around(lambda: jcp.dots_saveable, sp.dots_saveable), XS,
+       "the scan split inside the checkpoint: residuals are outputs of closed_call"),
+    _p("checkpoint_around_scan_everything", _ckpt_around(lambda: jcp.everything_saveable,
+                                                         sp.everything_saveable), XS),
+    _p("scan_layers_dots", (layers_jax, layers_spec), XW,
+       "scanned layers (weights as xs), each checkpointed with dots_saveable"),
+    _p("scan_layers_names", (layers_names_jax, layers_names_spec), XW),
+    _p("scan_layers_offload", (layers_offload_jax, layers_offload_spec), XW,
+       "the named projection offloaded to pinned_host, stacked over layers"),
+    _p("scan_two_carries", (two_carries_jax, two_carries_spec), XS),
+    _p("scan_no_xs", (no_xs_jax, no_xs_spec), XS),
+    _p("scan_in_jit", (scan_in_jit_jax, scan_in_jit_spec), XS),
+]
+
+BY_NAME = {p.name: p for p in PROGRAMS}
+assert len(BY_NAME) == len(PROGRAMS)

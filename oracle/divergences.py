@@ -146,10 +146,42 @@ NORMALIZATIONS = [
 _REMAT3_CHECKPOINTS: dict = {}
 
 
-def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool):
+def _remat3_scan():
+    """The model's scan: scan's rules, except that split inside a checkpoint
+    it hoists nothing and its known half is the scan itself (jax_remat3's
+    `_scan_remat`: the forward scan returns every residual as an extra,
+    stacked output), so saved values are "output of scan", never "output
+    of closed_call"."""
+    from spec import core
+    from spec.jvp import dependence_rules
+    from spec.partial_eval import source_rules
+    from spec.prims_scan import _scan_partial_eval, scan_p
+    prim = _REMAT3_CHECKPOINTS.get("scan")
+    if prim is not None and prim in core.partial_eval_rules:
+        return prim
+    prim = prim or core.Primitive("scan", True)
+    core.param_specs[prim] = core.param_specs[scan_p]
+    for table in (core.shape_rules, core.eval_rules, core.dce_rules, core.jvp_rules, dependence_rules,
+                  source_rules, core.cost_rules):
+        if scan_p in table:
+            table[prim] = table[scan_p]
+    core.partial_eval_rules[prim] = lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False)
+    _REMAT3_CHECKPOINTS["scan"] = prim
+    return prim
+
+
+def _with_remat3_scans(prog: Program) -> Program:
+    from spec.prims_scan import scan_p
+    prim = _remat3_scan()
+    return map_params(prog, lambda e, params: params,
+                      primitive=lambda e: prim if e.primitive is scan_p else e.primitive)
+
+
+def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
+                       scan_rule: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     from spec import core
-    key = (opaque_outputs, instantiated_inputs)
+    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule)
     prim = _REMAT3_CHECKPOINTS.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -222,8 +254,34 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool):
         it = iter(outs[n:])
         return outs[:n], [next(it) if nz else None for nz in out_nz]
 
-    for table in (core.shape_rules, core.eval_rules, core.partial_eval_rules, core.dce_rules, source_rules):
+    def partial_eval(eqn, in_unknowns, in_inst, *, saveable, linearize):
+        """remat's rule, except that the staged half reads the checkpoint's
+        inputs before its residuals: `linearized(primals_rem, ...)` takes
+        (used primals, rem's residuals) in that order, which is the order a
+        linearized scan or jit body first reads (and so stacks or returns)
+        them."""
+        if scan_rule:
+            eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
+                      dict(eqn.params, jaxpr=_with_remat3_scans(eqn.params["jaxpr"])), why=eqn.why,
+                      residual_outputs=eqn.residual_outputs)
+        known, staged, *rest = core.partial_eval_rules[remat_p](
+            eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
+        if inputs_first and linearize and staged:
+            (s,) = staged
+            outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
+            is_primal = [isinstance(a, Var) and a.id in outer for a in s.inputs]
+            order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
+            body = s.params["jaxpr"]
+            params = dict(s.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
+            if isinstance(params["prevent_cse"], tuple):
+                params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
+            staged = [Eqn(s.primitive, [s.inputs[i] for i in order], s.outputs, params, why=s.why,
+                          residual_outputs=s.residual_outputs)]
+        return (known, staged, *rest)
+
+    for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):
         table[prim] = table[remat_p]
+    core.partial_eval_rules[prim] = partial_eval
     core.jvp_rules[prim] = jvp
     if opaque_outputs:     # the enclosing linearization cannot see through it
         dependence_rules[prim] = lambda eqn, in_flags: [any(in_flags)] * len(eqn.outputs)
@@ -232,7 +290,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool):
 
 
 def _is_checkpoint(e) -> bool:
-    return e.primitive is remat_p or e.primitive in _REMAT3_CHECKPOINTS.values()
+    return e.primitive is remat_p or (e.primitive in _REMAT3_CHECKPOINTS.values()
+                                      and e.primitive.name == "remat")
 
 
 def map_policies(prog: Program, transform: Callable) -> Program:
@@ -338,17 +397,18 @@ def _remat3_effective(policy):
     return _Remat3View(policy)
 
 
-REMAT3_DEFECTS = ("view", "nested_opaque", "opaque_outputs", "instantiated_inputs")
+REMAT3_DEFECTS = ("view", "nested_opaque", "opaque_outputs", "instantiated_inputs", "inputs_first",
+                  "scan_rule")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
-                 instantiated_inputs=True) -> Program:
+                 instantiated_inputs=True, inputs_first=True, scan_rule=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does, and with `nested_opaque`
     not inside a nested checkpoint (above). Each flag switches on one
     defect, to tell whether it mattered."""
-    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs)
+    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule)
     if view:
         prog = map_policies(prog, _remat3_effective)
     if nested_opaque:
@@ -553,6 +613,35 @@ DIVERGENCES = [
         "g = lambda a: jax.checkpoint(lambda h, a: jnp.cos(h))(a ** 0, a)\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of integer_pow",
         _remat3_zero_input_tangents),
+    Divergence(
+        "remat3-linearized-checkpoint-reads-inputs-first",
+        "Under jax_remat3 (jax 0.10.2) a linearized checkpoint reads its saved inputs before "
+        "its residuals (RematTraced.linearized takes (used primals, rem's residuals)); remat2's "
+        "staged checkpoint reads the residuals first. Where the order of first reads is the "
+        "order of the residuals (a checkpoint in a scan or jit body: the body's residuals are "
+        "stacked or returned in that order) the lists differ in order only. "
+        + _MODEL_PREDICATE,
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "cell = jax.checkpoint(lambda c, w: (jnp.sin(c @ w) @ w.T, None), "
+        "policy=jax.checkpoint_policies.dots_saveable)\n"
+        "f = lambda c, ws: lax.scan(cell, c, ws)[0].sum()\n"
+        "print_saved_residuals(f, jnp.ones(3), jnp.ones((2, 3, 4)))  "
+        "# f32[2,3] output of scan",
+        lambda ctx: ctx.remat3_defect_mattered("inputs_first")),
+    Divergence(
+        "remat3-scan-in-checkpoint-saves-scan-outputs",
+        "Under jax_remat3 (jax 0.10.2) a scan inside a checkpoint is split by `_scan_remat`: "
+        "the forward scan returns every residual as an extra stacked output (\"output of "
+        "scan\"), loop-invariant ones included. remat2's `_scan_partial_eval_custom` hoists "
+        "loop-invariant residuals out of the loop and wraps the known half in a closed_call "
+        "(\"output of closed_call\"). " + _MODEL_PREDICATE,
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "g = jax.checkpoint(lambda xs, w: lax.scan(lambda c, x: (jnp.sin(c @ w) + x, None), "
+        "xs[0], xs)[0].sum(), policy=jax.checkpoint_policies.dots_saveable)\n"
+        "print_saved_residuals(g, jnp.ones((2, 3)), jnp.ones((3, 3)))  # f32[2,3] output of scan",
+        lambda ctx: ctx.remat3_defect_mattered("scan_rule")),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "

@@ -70,6 +70,36 @@ def eqn_flops(e: Eqn) -> int:
     return sum(v.type.size for v in e.outputs)
 
 
+def _why_inside(eqn: Eqn, var) -> str | None:
+    """Why an output of an equation with a body (a scan, a call) is saved:
+    the decision about the body value it returns, e.g. "stacked over the 3
+    iterations of a scan: named 'q', policy ... answered Saveable"."""
+    from spec.partial_eval import eqn_source
+    subs = subprograms(eqn.params)
+    if eqn.why or not subs:
+        return eqn.why
+    k = next(i for i, v in enumerate(eqn.outputs) if v is var)
+    body = subs[0][1]
+    is_scan = eqn.primitive.name == "scan"
+    if k >= len(body.outputs) or not isinstance(body.outputs[k], Var) or (
+            is_scan and k < eqn.params["num_carry"]):    # a final carry: saved for what reads it
+        return None
+    inner = body.outputs[k]
+    producer = next((e for e in body.eqns if any(v is inner for v in e.outputs)), None)
+    if producer is None:
+        j = next((i for i, v in enumerate(body.inputs) if v is inner), None)
+        nc, nk = eqn.params.get("num_consts", 0), eqn.params.get("num_carry", 0)
+        what = ("the carry entering each iteration" if is_scan and j is not None and nc <= j < nc + nk
+                else "the input of the body" if not is_scan else "the slice of xs of each iteration")
+        why = None
+    else:
+        what, why = str(eqn_source(producer, inner)), _why_inside(producer, inner)
+    what = f"{what}: {why}" if why else what
+    if is_scan:
+        return f"stacked over the {eqn.params['length']} iterations of a scan: {what}"
+    return what
+
+
 def _readers(prog: Program, var, linear_ids: set[int]) -> list[str]:
     """Primitives of the backward pass that read `var` (looking into
     checkpoint and call bodies)."""
@@ -121,8 +151,9 @@ def explain(prog: Program, *types) -> Explanation:
     for r, res_var in zip(lin.residuals, lin.linear.inputs[:n_res]):
         kind = r.source.kind
         producer = producers.get(r.var.id) if isinstance(r.var, Var) else None
-        if producer is not None and producer.why:
-            why = producer.why
+        inside = _why_inside(producer, r.var) if producer is not None else None
+        if inside:
+            why = inside
         elif kind == "argument" and res_var.id in remat_readers:
             why = "input of the checkpoint"
         elif kind in ("literal", "constant"):

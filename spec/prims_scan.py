@@ -283,10 +283,10 @@ def _clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
     return eqns, [env.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
 
 
-def _scan_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+def _scan_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, hoist=True):
     if linearize:
         return _scan_linearize(eqn, in_unknowns)
-    return _scan_partial_eval_custom(eqn, in_unknowns, saveable)
+    return _scan_partial_eval_custom(eqn, in_unknowns, saveable, hoist)
 
 
 def _scan_linearize(eqn: Eqn, in_unknowns):
@@ -368,12 +368,15 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     return known_eqns, [staged], known_out_uk, known_out_uk, [], {}
 
 
-def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable):
+def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     """_scan_partial_eval_custom (a scan inside a checkpoint): split the
     body by the policy, every input available to the staged scan (so no
     input is a residual), every output computed by it. The known half is a
     closed_call: the loop-invariant residuals (hoisted), then a scan of the
-    known body whose extra ys are the other residuals, stacked."""
+    known body whose extra ys are the other residuals, stacked.
+
+    With hoist=False (what jax_remat3's `_scan_remat` does: the oracle
+    models it) the known half is just the scan, every residual stacked."""
     from spec.prims_call import call
     p = eqn.params
     body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
@@ -387,26 +390,34 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable):
     n_kc, n_kk = nc - sum(const_uk), nk - sum(carry_uk)
     n_known_outs = sum(not u for u in pe.out_unknowns)
     res_known = pe.known.outputs[n_known_outs:]
-    invariant = _loop_invariant(pe.known, n_kc)
-    intensive = [not isinstance(a, Var) or a.id in invariant for a in res_known]
+    invariant = _loop_invariant(pe.known, n_kc) if hoist else set()
+    intensive = [hoist and (not isinstance(a, Var) or a.id in invariant) for a in res_known]
 
     known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * (n_out - nk))]
     keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
     known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
     outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    pe.known = Program(pe.known.inputs, [   # record the policy's answers (spec.explain shows them)
+        Eqn(e.primitive, e.inputs, e.outputs, e.params, residual_outputs=e.residual_outputs,
+            why=e.why or f"the checkpoint's policy answered {pe.decisions[id(e)]}")
+        if id(e) in pe.decisions else e for e in pe.known.eqns], pe.known.outputs)
     int_atoms = [a for a, i in zip(res_known, intensive) if i]
     ext_atoms = [a for a, i in zip(res_known, intensive) if not i]
     int_vars = [Var(a.type) for a in int_atoms]
     ext_vars = [Var(_stacked(a.type, length)) for a in ext_atoms]
 
     known_eqns = []
-    if outer_known_outs or int_vars or ext_vars:
-        hoist = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
+    if not hoist and (outer_known_outs or ext_vars):
+        loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
+        known_eqns.append(Eqn(eqn.primitive, known_ins, outer_known_outs + ext_vars,
+                              dict(p, jaxpr=loop_body, num_consts=n_kc, num_carry=n_kk)))
+    elif outer_known_outs or int_vars or ext_vars:
+        hoisted_prog = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
         loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
 
         def known(*ins):
             consts = ins[:n_kc]
-            hoisted = iter(eval_program_traced(hoist, *consts))
+            hoisted = iter(eval_program_traced(hoisted_prog, *consts))
             int_vals = [next(hoisted) if isinstance(a, Var) else a for a in int_atoms]
             outs = bind(scan_p, *ins, **dict(p, jaxpr=loop_body, num_consts=n_kc, num_carry=n_kk)) \
                 if loop_body.outputs else []

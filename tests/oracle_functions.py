@@ -81,6 +81,8 @@ REMAT3_CSE = ("remat3-barrier-iff-backward-reads-checkpoint-inputs", "prevent_cs
 REMAT3_ZERO_OUT = ("remat3-misses-zero-tangents-out-of-checkpoints", "residuals", "remat3")
 REMAT3_ZERO_IN = ("remat3-instantiates-zero-tangents-into-checkpoints", "residuals", "remat3")
 REMAT3_NESTED = ("remat3-ignores-enclosing-policy-in-nested-checkpoints", "residuals", "remat3")
+REMAT3_INPUTS_FIRST = ("remat3-linearized-checkpoint-reads-inputs-first", "residuals", "remat3")
+REMAT3_SCAN = ("remat3-scan-in-checkpoint-saves-scan-outputs", "residuals", "remat3")
 
 
 @dataclass(frozen=True)
@@ -648,6 +650,55 @@ def fuzz_name_nested(a):
 def fuzz_jit_zero_out(a):
     d = jax.checkpoint(lambda e: jax.jit(lambda g: jnp.dot(g, g) ** 0)(e) ** 2, prevent_cse=False)(a)
     return jnp.sin(d), jnp.sin(a)
+
+
+# --------------------------------------------------------------------------
+# scan: checkpointed layers (the most common real use of remat)
+
+N_LAYERS = 3
+
+
+def _per_layer(make):
+    return np.stack([make() for _ in range(N_LAYERS)])
+
+
+LAYERS = (_per_layer(lambda: G_D), _per_layer(lambda: B_D),
+          *(_per_layer(lambda: weight(D, D)) for _ in range(4)),
+          _per_layer(lambda: G_D), _per_layer(lambda: B_D),
+          _per_layer(lambda: weight(D, H)), _per_layer(lambda: weight(H, D)))
+
+
+def named_block(x, layer):
+    """A pre-LN transformer block with names on its projections."""
+    g1, b1, wq, wk, wv, wo, g2, b2, w1, w2 = layer
+    h = layer_norm(x, g1, b1)
+    q, k, v = (split_heads(checkpoint_name(h @ w, n), 2) for w, n in ((wq, "q"), (wk, "k"), (wv, "v")))
+    s = lax.dot_general(q, k, _MHA_SCORES, preferred_element_type=f32) * np.float32(1 / np.sqrt(D // 2))
+    o = lax.dot_general(softmax(s + CAUSAL), v, _MHA_VALUES, preferred_element_type=f32)
+    x = x + checkpoint_name(merge_heads(o) @ wo, "attn_out")
+    u = checkpoint_name(layer_norm(x, g2, b2) @ w1, "mlp_in")
+    return x + checkpoint_name(gelu(u) @ w2, "mlp_out")
+
+
+@case("scanned_transformer_layers_names", oracle.AS_IS, (X,) + LAYERS,
+      divergences=(REMAT3_NAME_VMAP, REMAT3_INPUTS_FIRST),
+      note="the issue-8 acceptance case: a checkpointed transformer block (attention + MLP, "
+           "layer norm, gelu, named projections, a names policy) scanned over 3 layers")
+def scanned_transformer(x, *layers):
+    block = jax.checkpoint(lambda x, layer: (named_block(x, layer), None),
+                           policy=cp.save_only_these_names("q", "k", "v", "mlp_in"))
+    x, _ = lax.scan(block, x, layers)
+    return jnp.sum(x * x)
+
+
+@case("checkpoint_around_scanned_layers_dots", oracle.AS_IS, (X,) + LAYERS,
+      divergences=(REMAT3_NAME_VMAP, REMAT3_SCAN),
+      note="a checkpoint around the whole scan of (unchecked) blocks, dots_saveable")
+def checkpoint_around_scan(x, *layers):
+    def run(x, *layers):
+        return lax.scan(lambda x, layer: (named_block(x, layer), jnp.sum(x)), x, layers)
+    x, norms = jax.checkpoint(run, policy=cp.dots_saveable)(x, *layers)
+    return jnp.sum(x * x) + jnp.sum(norms)
 
 
 BY_NAME = {c.name: c for c in CASES}

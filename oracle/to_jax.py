@@ -90,4 +90,4 @@ def _scan(e, xs, table):
     avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in body.in_types]
     closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
     return scan_p.bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
-                       num_carry=nk, unroll=p["unroll"], _split_transpose=False)
+                       num_carry=nk, unroll=p["unroll"])

@@ -70,6 +70,9 @@ def scan(body, init, xs, consts=(), length=None, reverse=False, unroll=1):
         x_in = [b.new_input(t) for t in x_types]
         new_carry, y = body(unflat(carry_in, init), unflat(x_in, xs) if xs_l else None, *c_in)
         carry_out, ys_out = flat(new_carry), flat(y)
+        if len(carry_out) != len(init_l) or isinstance(new_carry, (tuple, list)) != isinstance(init, (tuple, list)):
+            raise TypeError(f"scan: the body must return a carry shaped like init ({len(init_l)} "
+                            f"value(s)), got {len(carry_out)}")
         shapes["y"] = y
         prog = b.build(c_in + carry_in + x_in, carry_out + ys_out)
     outs = bind(scan_p, *consts_l, *init_l, *xs_l, jaxpr=prog, length=int(length), reverse=bool(reverse),
@@ -92,11 +95,12 @@ def _scan_shape(*in_types, jaxpr, length, reverse, num_consts, num_carry, unroll
         raise PrimitiveError(scan_p, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
     if not isinstance(length, int) or length < 0:
         raise PrimitiveError(scan_p, f"param length must be a non-negative int, got {length!r}")
-    consts, init, xs = _split(in_types, num_consts, num_carry)
-    want = list(consts) + list(init) + [_stacked(t, length) for t in jaxpr.in_types[num_consts + num_carry:]]
+    want = list(jaxpr.in_types[:num_consts + num_carry]) + [
+        _stacked(t, length) for t in jaxpr.in_types[num_consts + num_carry:]]
     if list(in_types) != want:
         raise PrimitiveError(scan_p, f"body takes {jaxpr.in_types} (xs stacked to length {length}), "
                                      f"got {list(in_types)}")
+    init = jaxpr.in_types[num_consts:num_consts + num_carry]
     carry_out = jaxpr.out_types[:num_carry]
     if carry_out != list(init):
         raise PrimitiveError(scan_p, f"the body returns carry {carry_out} for carry {list(init)}")
@@ -485,12 +489,15 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
     consts (their cotangents accumulate in extra carries), every carry, some
     xs (their cotangents are the ys); the others are residuals read as they
     are (consts) or per iteration (xs)."""
-    from spec.transpose import TransposeError, transpose
+    from spec.transpose import transpose
     from spec.prims_elementwise import add_any
     linear = [is_undefined(a) for a in args]
-    c_lin, k_lin, x_lin = _split(linear, num_consts, num_carry)
-    if not all(k_lin):
-        raise TransposeError("scan: transposing a scan needs every carry linear")
+    c_lin, init_lin, x_lin = _split(linear, num_consts, num_carry)
+    # every carry is transposed as linear, also one whose init is a known
+    # value (an instantiated zero tangent): its cotangent is then dropped
+    # (JAX's _scan_transpose: `if not all(init_lin): pass`)
+    k_lin = [True] * num_carry
+    linear = c_lin + k_lin + x_lin
     consts, init, xs = _split(args, num_consts, num_carry)
     res_consts = [c for c, l in zip(consts, c_lin) if not l]
     res_xs = [x for x, l in zip(xs, x_lin) if not l]
@@ -520,7 +527,7 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
                 jaxpr=body_prog, length=length, reverse=not reverse, num_consts=len(res_consts),
                 num_carry=n_lc + num_carry, unroll=unroll)
     ct_c, ct_k, ct_x = iter(outs[:n_lc]), iter(outs[n_lc:n_lc + num_carry]), iter(outs[n_lc + num_carry:])
-    return ([next(ct_c) if l else None for l in c_lin] + [next(ct_k) for _ in k_lin]
+    return ([next(ct_c) if l else None for l in c_lin] + [next(ct_k) if l else None for l in init_lin]
             + [next(ct_x) if l else None for l in x_lin])
 
 

@@ -207,6 +207,23 @@ def call_unused_input(x, y):
     return ops.call(body, x, y, name="drops_b")[0]
 
 
+def scan_rnn(h, xs, w):
+    """A scan with a carry, xs and a const (all three batched or not)."""
+    body = lambda c, x, w: (ops.tanh(c @ w * 0.3 + x), ops.sin(c) * x)
+    return tuple(spec.scan(body, h, xs, consts=(w,)))
+
+
+def scan_counter(c, w, k):
+    """A reverse scan without xs (length=3): a float carry, an int32 carry
+    that feeds it, a const."""
+    def body(carry, x, w):
+        h, n = carry
+        h2 = ops.sin(h @ w * 0.5) + ops.convert_element_type(n, h.dtype) * 0.1
+        return (h2, n + 1), h2 * 2.0
+    (h, n), ys = spec.scan(body, (c, k), None, consts=(w,), length=3, reverse=True)
+    return h, n, ys
+
+
 EXTRA = [
     VCase("add_any", ops.add_any, [normal(3, 4), normal(3, 4)]),
     VCase("add_any-scalar", ops.add_any, [normal(), normal()]),
@@ -235,6 +252,9 @@ EXTRA = [
           [normal(3, 4)]),
     VCase("broadcast-then-dot", lambda x, W: ops.dot_general(
         ops.broadcast_in_dim(x, (2, 3), (1,)), W, MATMUL), [normal(3), normal(3, 4)]),
+    VCase("scan", scan_rnn, [normal(3), normal(4, 3), normal(3, 3)]),
+    VCase("scan-reverse-int-carry-no-xs", scan_counter,
+          [normal(3), normal(3, 3), lambda rng: rng.integers(0, 5)], fixed={2: np.int32}),
 ]
 
 VCASES = [VCase(c.id, c.fn, c.gens, dict(c.fixed)) for c in CASES] + EXTRA

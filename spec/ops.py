@@ -15,4 +15,5 @@ from spec.prims_structural import (  # noqa: F401
     broadcast_in_dim, reshape, transpose, squeeze, expand_dims, concatenate,
     slice, pad, reduce_sum, reduce_max, dot_general, matmul)
 from spec.prims_call import call  # noqa: F401
+from spec.prims_control import cond, cond_eqn, switch, while_loop  # noqa: F401
 from spec.remat import checkpoint, checkpoint_name  # noqa: F401

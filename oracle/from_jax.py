@@ -1,7 +1,8 @@
 """JAX -> spec: convert a closed jaxpr into a spec Program.
 
 Every spec primitive is covered with its params; `jit` becomes `call`;
-remat2 (`remat2`) and remat3 (`call_hi_primitive` with RematTraced /
+`cond` and `while` keep their branches / cond and body jaxprs as
+sub-programs; remat2 (`remat2`) and remat3 (`call_hi_primitive` with RematTraced /
 CheckpointName) both become the spec's `remat` / `name`; literals and
 constants become spec literals. A JAX checkpoint policy becomes a spec
 policy (see oracle/policies.py). Anything else raises `Unsupported` naming
@@ -33,7 +34,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
     """(spec primitive, spec params) for a JAX primitive and its params."""
     name = SPEC_NAME.get(jax_name, jax_name)
     prim = SPEC_PRIMS.get(name)
-    if prim is None or name in ("call", "remat", "scan"):
+    if prim is None or name in ("call", "remat", "scan", "cond", "while"):
         raise Unsupported(f"primitive {jax_name!r}{where} is not supported by the spec; "
                           f"supported: {', '.join(sorted(supported_primitives()))}")
     wanted = spec.core.param_specs[prim]
@@ -164,6 +165,19 @@ def _convert_eqn(e, enclosing=""):
     if name == "closed_call":
         body = from_jaxpr(e.params["call_jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["call"], dict(jaxpr=body, name=None)
+    if name == "cond":
+        extra = {k: v for k, v in e.params.items() if k != "branches" and v is not None}
+        if extra:
+            raise Unsupported(f"cond{where}: param(s) {sorted(extra)} not supported "
+                              f"(the spec models ['branches'])")
+        branches = tuple(from_jaxpr(b, _enclosing=f"{inner} branch {i}")
+                         for i, b in enumerate(e.params["branches"]))
+        return SPEC_PRIMS["cond"], dict(branches=branches)
+    if name == "while":
+        return SPEC_PRIMS["while"], dict(
+            cond_jaxpr=from_jaxpr(e.params["cond_jaxpr"], _enclosing=inner),
+            body_jaxpr=from_jaxpr(e.params["body_jaxpr"], _enclosing=inner),
+            cond_nconsts=int(e.params["cond_nconsts"]), body_nconsts=int(e.params["body_nconsts"]))
     if name == "call_hi_primitive":
         hi = e.params["_prim"]
         kind = type(hi).__name__

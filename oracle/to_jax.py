@@ -1,5 +1,7 @@
 """spec -> JAX: turn a spec program into a Python function of jax.lax calls,
-`jax.checkpoint(..., policy=...)`, `checkpoint_name` and `jax.jit`, such that
+`jax.checkpoint(..., policy=...)`, `checkpoint_name`, `jax.jit` and JAX's
+`cond` / `while` primitives (bound directly: lax.cond and lax.while_loop
+would add `ne`/`clamp`, prune forwarded outputs or hoist constants), such that
 `jax.make_jaxpr` of it imports back to the same program."""
 from __future__ import annotations
 
@@ -64,13 +66,17 @@ def _run(prog: Program, args, table):
             outs = jax.checkpoint(lambda *a, body=body: _run(body, a, table),
                                   policy=to_jax_policy(e.params["policy"]),
                                   prevent_cse=e.params["prevent_cse"])(*xs)
+        elif name == "cond":
+            outs = _bind_cond(xs, e.params["branches"], table)
+        elif name == "while":
+            outs = _bind_while(xs, e.params, table)
         elif name == "name":
             outs = checkpoint_name(xs[0], e.params["name"])
         else:
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'remat', 'name', 'scan']}")
+                                  f"supported: {sorted(table) + ['call', 'cond', 'name', 'remat', 'scan', 'while']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
@@ -91,3 +97,22 @@ def _scan(e, xs, table):
     closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
     return scan_p.bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
                        num_carry=nk, unroll=p["unroll"])
+
+
+def _closed_jaxpr(prog: Program, table):
+    """The ClosedJaxpr of a spec sub-program (a cond branch, a loop's cond or body)."""
+    import jax
+    avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types]
+    return jax.make_jaxpr(lambda *a: _run(prog, a, table))(*avals)
+
+
+def _bind_cond(xs, branches, table):
+    from jax._src.lax.control_flow.conditionals import cond_p
+    return cond_p.bind(*xs, branches=tuple(_closed_jaxpr(b, table) for b in branches))
+
+
+def _bind_while(xs, params, table):
+    from jax._src.lax.control_flow.loops import while_p
+    return while_p.bind(*xs, cond_jaxpr=_closed_jaxpr(params["cond_jaxpr"], table),
+                        body_jaxpr=_closed_jaxpr(params["body_jaxpr"], table),
+                        cond_nconsts=params["cond_nconsts"], body_nconsts=params["body_nconsts"])

@@ -16,4 +16,5 @@ from spec.prims_structural import (  # noqa: F401
     slice, pad, reduce_sum, reduce_max, dot_general, matmul)
 from spec.prims_call import call  # noqa: F401
 from spec.prims_scan import scan  # noqa: F401
+from spec.prims_control import cond, cond_eqn, switch, while_loop  # noqa: F401
 from spec.remat import checkpoint, checkpoint_name  # noqa: F401

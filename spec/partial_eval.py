@@ -93,6 +93,12 @@ def source_of(atom, known: Program) -> Source:
 
 source_rules: dict = {}   # primitive -> fn(eqn, var) -> Source, for name/call/remat
 
+# Primitives whose staged equation JAX's linearization builds with a
+# JaxprTrace (the fallback `linearize_from_jvp` of a primitive with a custom
+# partial-eval rule: `while`): a known scalar literal operand stays inline
+# there, so it is never a residual ("from a literal").
+literal_operands_inline: set = set()
+
 
 def eqn_source(e: Eqn, var) -> Source:
     rule = source_rules.get(e.primitive)
@@ -253,8 +259,10 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                 lit_subst[id(a)] = Var(a.type)
                 free[("lit", id(a))] = a
     for e in staged_eqns:
+        inline = e.primitive in literal_operands_inline
         for a in e.inputs:
-            need(a)
+            if not (inline and isinstance(a, Literal) and a.is_scalar):
+                need(a)
     for a in staged_outs:
         need(a)
     if lit_subst:   # literals and constants are read through residual vars

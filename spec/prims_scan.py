@@ -113,7 +113,8 @@ def _scan_eval(*args, jaxpr, length, reverse, num_consts, num_carry, unroll):
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [[None] * length for _ in jaxpr.outputs[num_carry:]]
     for i in (reversed(range(length)) if reverse else range(length)):
-        outs = evaluate(jaxpr, *consts, *carry, *[x[i] for x in xs])
+        # a slice of a sympy object array is a bare expression: keep it an array
+        outs = evaluate(jaxpr, *consts, *carry, *[np.asarray(x[i], dtype=x.dtype) for x in xs])
         carry = outs[:num_carry]
         for y, o in zip(ys, outs[num_carry:]):
             y[i] = o

@@ -255,6 +255,16 @@ EXTRA = [
     VCase("scan", scan_rnn, [normal(3), normal(4, 3), normal(3, 3)]),
     VCase("scan-reverse-int-carry-no-xs", scan_counter,
           [normal(3), normal(3, 3), lambda rng: rng.integers(0, 5)], fixed={2: np.int32}),
+    # cond: the index is batched when x is (select_n over both branches), unbatched otherwise
+    VCase("cond-pred-of-x", lambda x, y: spec.cond(ops.reduce_sum(x, (0,)) > 0.0,
+                                                   lambda a, b: ops.sin(a) * b, lambda a, b: ops.cos(b) - a, x, y),
+          [normal(3), normal(3)]),
+    VCase("cond-literal-index", lambda x: spec.switch(np.int32(1), [ops.sin, ops.exp], x), [normal(2, 3)]),
+    # while: an unbatched predicate (a counter), and a batched one (each member stops on its own)
+    VCase("while-counter", lambda x: spec.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, ops.sin(c[1]) * 2.0), (0, x))[1], [normal(3)]),
+    VCase("while-batched-pred", lambda x: spec.while_loop(
+        lambda c: ops.reduce_sum(c, (0,)) < 10.0, lambda c: ops.abs(c) * 1.5 + 1.0, x), [normal(3)]),
 ]
 
 VCASES = [VCase(c.id, c.fn, c.gens, dict(c.fixed)) for c in CASES] + EXTRA

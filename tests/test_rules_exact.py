@@ -281,6 +281,17 @@ JVP_CASES = [
     JvpCase("remat-everything", "remat", remat_with(P.everything_saveable), [f64[2], f64[2]]),
     JvpCase("remat-offload_h", "remat", remat_with(OFFLOAD), [f64[2], f64[2]]),
     JvpCase("remat-nested", "remat", remat_nested, [S, S]),
+    # ---- cond (each branch taken), while (a fixed number of iterations) ----
+    *[JvpCase(f"cond-index{i}", "cond", lambda i, x, y: spec.switch(
+        i, [lambda a, b: ops.sin(a) * b, lambda a, b: ops.exp(a) + ops.square(b)], x, y),
+        [spec.i32[()], f64[2], f64[2]], fixed={0: np.int32(i)}) for i in (0, 1)],
+    JvpCase("while-three-steps", "while", lambda n, x, w: spec.while_loop(
+        lambda n, c: c[0] < n, lambda w, c: (c[0] + 1, ops.sin(c[1]) * w), (0, x),
+        cond_consts=(n,), body_consts=(w,))[1], [spec.i32[()], S, S], fixed={0: np.int32(3)}),
+    # ---- scan: a carry, xs and a const, forward and reverse ----
+    *[JvpCase(f"scan-reverse{r}", "scan", lambda c, xs, w, r=r: spec.scan(
+        lambda c, x, w: (ops.sin(c * w) + x, ops.tanh(c) * x), c, xs, consts=(w,), reverse=r),
+        [S, f64[3], S]) for r in (False, True)],
 ]
 assert len({c.id for c in JVP_CASES}) == len(JVP_CASES)
 
@@ -559,6 +570,17 @@ TRANSPOSE_CASES = [
     TransposeCase("remat-save_only_h", "remat", linear_remat(P.save_only_these_names("h")),
                   [f64[2, 2], f64[2, 2]], (L, L)),
     TransposeCase("remat-linear-in-first", "remat", remat_scale, [f64[2], f64[2]], (L, N)),
+    *[TransposeCase(f"cond-index{i}", "cond", lambda i, x, y: spec.switch(
+        i, [lambda a, b: a * 2.0 - b, lambda a, b: b * 3.0], x, y),
+        [spec.i32[()], f64[2], f64[2]], (N, L, L), fixed={0: np.int32(i)}) for i in (0, 1)],
+    TransposeCase("cond-linear-in-second", "cond", lambda i, x, y: spec.switch(
+        i, [lambda a, b: ops.sin(a) * b, lambda a, b: b * a], x, y),
+        [spec.i32[()], f64[2], f64[2]], (N, N, L), fixed={0: np.int32(0)}),
+    # scan linear in its carry, one xs and one const; a non-linear const and xs as residuals
+    TransposeCase("scan-linear", "scan", lambda c, xs, w, ys, v: spec.scan(
+        lambda c, xy, w, v: (c * ops.sin(w) + xy[0] * xy[1] + v, c * xy[1] - xy[0]), c, (xs, ys),
+        consts=(w, v)),
+        [f64[2], f64[3, 2], f64[2], f64[3, 2], f64[2]], (L, L, N, N, L)),
 ]
 assert len({c.id for c in TRANSPOSE_CASES}) == len(TRANSPOSE_CASES)
 
@@ -579,8 +601,29 @@ def test_transpose_rule_is_exact_adjoint(case):
     assert exactly_zero(diff), f"{case.id}: <ybar, L t> - <L^T ybar, t> = {sympy.expand(diff)}"
 
 
+# Transpose rules that raise JAX's error instead of transposing: name ->
+# (reason, a program binding it, the message). Each is checked to raise it.
+TRANSPOSE_ERRORS = {
+    "while": ("JAX registers _while_transpose_error for while_p: reverse mode of a while loop is "
+              "an error (tests/test_control.py checks spec.grad against jax.grad's message)",
+              (lambda x: spec.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1],
+               [f64[2]]),
+              "Reverse-mode differentiation does not work for lax.while_loop"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSE_ERRORS))
+def test_error_transpose_rule_raises_jax_error(name):
+    _, (fn, types), message = TRANSPOSE_ERRORS[name]
+    prog = spec.trace(fn, *types)
+    assert name in {e.primitive.name for e in prog.eqns}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        spec.transpose(prog, [True] * len(types))
+
+
 def test_every_transpose_rule_is_proved():
-    proved = {c.prim for c in TRANSPOSE_CASES}
+    proved = {c.prim for c in TRANSPOSE_CASES} | set(TRANSPOSE_ERRORS)
+    assert not {c.prim for c in TRANSPOSE_CASES} & set(TRANSPOSE_ERRORS), "an error rule is also proved"
     with_rule = {p.name for p in spec.transpose_rules}
     assert with_rule <= proved, f"transpose rules with no exact adjoint proof: {sorted(with_rule - proved)}"
 

@@ -1,0 +1,223 @@
+"""Control-flow test programs (lax.cond, lax.while_loop), each written twice:
+with JAX and with the spec's builder API (spec.cond, spec.while_loop), plus
+the types of their inputs. Pattern of tests/jax_remat_programs.py; importing
+this module does not import jax.
+
+The recorder (`tests/record_jax_control_residuals.py`) stores JAX's
+residuals and `make_jaxpr` equations (`tests/recordings/residuals_cond.json`);
+`tests/test_recorded_cond_residuals.py` checks the spec against them.
+
+Notes on matching JAX's tracing:
+* lax.cond(p, t, f, x) is `convert_element_type[i32] p` then
+  `cond[branches=(f, t)]`; spec.cond binds the same;
+* a value a JAX branch closes over becomes an operand of the cond, before
+  the explicit ones; these programs pass everything explicitly instead;
+* a while loop's residuals are reported by `saved_residuals` (jax 0.10.2
+  linearizes a while with its JVP + partial eval, so they exist), so
+  "while" programs are recorded like the others.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import spec
+from spec import ops
+from spec import policies as sp
+
+from jax_programs import F32, TestProgram, _LazyModule
+
+jax = _LazyModule("jax")
+jnp = _LazyModule("jax.numpy")
+lax = _LazyModule("jax.lax")
+adc = _LazyModule("jax.ad_checkpoint")
+
+
+class _JaxPolicies:
+    def __getattr__(self, attr):
+        return getattr(jax.checkpoint_policies, attr)
+
+
+jcp = _JaxPolicies()
+
+BOOL = "bool"
+
+
+# --------------------------------------------------------------------------
+# branch bodies
+
+def sin_sin_jax(x):
+    return jnp.sin(jnp.sin(x))
+
+
+def sin_sin_spec(x):
+    return ops.sin(ops.sin(x))
+
+
+def cos_twice_jax(x):
+    return jnp.cos(x) * 2.0
+
+
+def cos_twice_spec(x):
+    return ops.cos(x) * 2.0
+
+
+def cond_sum_jax(p, x):
+    return jnp.sum(lax.cond(p, sin_sin_jax, cos_twice_jax, x))
+
+
+def cond_sum_spec(p, x):
+    return ops.reduce_sum(spec.cond(p, sin_sin_spec, cos_twice_spec, x), (0,))
+
+
+def ckpt(fn_jax, fn_spec, jax_policy=None, spec_policy=None):
+    def jax_fn(*args):
+        return jax.checkpoint(fn_jax, policy=jax_policy() if jax_policy else None)(*args)
+
+    def spec_fn(*args):
+        return ops.checkpoint(fn_spec, policy=spec_policy)(*args)
+    return jax_fn, spec_fn
+
+
+# dots in a branch (dots_saveable)
+def dot_branches_jax(p, x, W):
+    return jnp.sum(lax.cond(p, lambda x, W: jnp.sin(x @ W), lambda x, W: jnp.cos(x @ W) * x[:, :1], x, W))
+
+
+def dot_branches_spec(p, x, W):
+    def t(x, W):
+        return ops.sin(x @ W)
+
+    def f(x, W):
+        return ops.cos(x @ W) * ops.slice(x, (0, 0), (2, 1))
+    return ops.reduce_sum(spec.cond(p, t, f, x, W), (0, 1))
+
+
+# a checkpoint_name inside a branch
+def named_branch_jax(p, x):
+    def t(x):
+        h = adc.checkpoint_name(jnp.sin(x), "h")
+        return jnp.sin(h)
+    return jnp.sum(lax.cond(p, t, jnp.cos, x))
+
+
+def named_branch_spec(p, x):
+    def t(x):
+        h = ops.checkpoint_name(ops.sin(x), "h")
+        return ops.sin(h)
+    return ops.reduce_sum(spec.cond(p, t, ops.cos, x), (0,))
+
+
+# a checkpoint inside a branch
+def ckpt_in_branch_jax(p, x):
+    return jnp.sum(lax.cond(p, jax.checkpoint(sin_sin_jax), jnp.cos, x))
+
+
+def ckpt_in_branch_spec(p, x):
+    return ops.reduce_sum(spec.cond(p, ops.checkpoint(sin_sin_spec), ops.cos, x), (0,))
+
+
+# cond inside jit
+def cond_in_jit(p, x):                # the jitted function (its name is recorded)
+    return lax.cond(p, sin_sin_jax, cos_twice_jax, x)
+
+
+def cond_in_jit_jax(p, x):
+    return jnp.sum(jax.jit(cond_in_jit)(p, x))
+
+
+def cond_in_jit_spec(p, x):
+    body = spec.trace(lambda p, x: spec.cond(p, sin_sin_spec, cos_twice_spec, x), p.type, x.type)
+    (y,) = ops.call(body, p, x, name="cond_in_jit")
+    return ops.reduce_sum(y, (0,))
+
+
+# two outputs, one of them a known zero tangent in one branch
+def two_outputs_jax(p, x):
+    a, b = lax.cond(p, lambda x: (jnp.sin(x), x * 2.0), lambda x: (jnp.cos(x), jnp.sin(x) * jnp.sin(x)), x)
+    return jnp.sum(a * b)
+
+
+def two_outputs_spec(p, x):
+    a, b = spec.cond(p, lambda x: (ops.sin(x), x * 2.0),
+                     lambda x: (ops.cos(x), ops.sin(x) * ops.sin(x)), x)
+    return ops.reduce_sum(a * b, (0,))
+
+
+# predicate computed from the input
+def pred_of_x_jax(x):
+    return jnp.sum(lax.cond(jnp.sum(x) > 0.0, sin_sin_jax, cos_twice_jax, x))
+
+
+def pred_of_x_spec(x):
+    return ops.reduce_sum(spec.cond(ops.reduce_sum(x, (0,)) > 0.0, sin_sin_spec, cos_twice_spec, x), (0,))
+
+
+# vmap of a cond with a batched predicate (becomes select_n)
+def vmap_cond_jax(x):
+    return jnp.sum(jax.vmap(lambda r: lax.cond(jnp.sum(r) > 0.0, sin_sin_jax, cos_twice_jax, r))(x))
+
+
+def vmap_cond_spec(x):
+    row = spec.trace(lambda r: spec.cond(ops.reduce_sum(r, (0,)) > 0.0, sin_sin_spec, cos_twice_spec, r),
+                     spec.f32[3])
+    batched = spec.vmap(row, 0, 0, axis_size=x.shape[0])
+    (y,) = spec.core.eval_program_traced(batched, x)
+    return ops.reduce_sum(y, (0, 1))
+
+
+# while
+def while_jax(x):
+    return jnp.sum(lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x))[1])
+
+
+def while_spec(x):
+    return ops.reduce_sum(spec.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, ops.sin(c[1])), (0, x))[1],
+                          (0,))
+
+
+def while_of_sin_jax(x):
+    y = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1]) * 2.0), (0, jnp.sin(x)))[1]
+    return jnp.sum(y)
+
+
+def while_of_sin_spec(x):
+    y = spec.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, ops.sin(c[1]) * 2.0), (0, ops.sin(x)))[1]
+    return ops.reduce_sum(y, (0,))
+
+
+# --------------------------------------------------------------------------
+
+PX = ((BOOL, ()), (F32, (3,)))
+PXW = ((BOOL, ()), (F32, (2, 3)), (F32, (3, 4)))
+X3 = ((F32, (3,)),)
+
+
+def _p(name, pair, in_types, note=""):
+    return TestProgram(name, pair[0], pair[1], in_types, note)
+
+
+PROGRAMS: list[TestProgram] = [
+    _p("cond_top_level", (cond_sum_jax, cond_sum_spec), PX,
+       "linearize: the index and each merged residual slot, 'output of cond'"),
+    _p("cond_pred_of_x", (pred_of_x_jax, pred_of_x_spec), X3),
+    _p("cond_two_outputs", (two_outputs_jax, two_outputs_spec), PX,
+       "the true branch's second tangent is 2t; the false branch's needs sin x"),
+    _p("cond_in_checkpoint_none", ckpt(cond_sum_jax, cond_sum_spec), PX),
+    _p("cond_in_checkpoint_everything", ckpt(cond_sum_jax, cond_sum_spec,
+                                             lambda: jcp.everything_saveable, sp.everything_saveable), PX),
+    _p("cond_in_checkpoint_dots", ckpt(dot_branches_jax, dot_branches_spec,
+                                       lambda: jcp.dots_saveable, sp.dots_saveable), PXW),
+    _p("cond_in_checkpoint_names", ckpt(named_branch_jax, named_branch_spec,
+                                        lambda: jcp.save_only_these_names("h"),
+                                        sp.save_only_these_names("h")), PX),
+    _p("checkpoint_in_branch", (ckpt_in_branch_jax, ckpt_in_branch_spec), PX),
+    _p("cond_in_jit", (cond_in_jit_jax, cond_in_jit_spec), PX),
+    _p("vmap_cond", (vmap_cond_jax, vmap_cond_spec), ((F32, (2, 3)),),
+       "a batched predicate: the cond becomes select_n over both branches"),
+    _p("while_counter", (while_jax, while_spec), X3,
+       "the staged loop reads every known input: x (the literal 0 stays inline)"),
+    _p("while_of_sin", (while_of_sin_jax, while_of_sin_spec), X3),
+]
+
+BY_NAME = {p.name: p for p in PROGRAMS}
+assert len(BY_NAME) == len(PROGRAMS), "duplicate program names"

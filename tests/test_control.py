@@ -1,0 +1,242 @@
+"""cond and while (spec/prims_control.py): evaluation against numpy, JVP and
+grad against float64 finite differences, cond's transpose adjoint identity,
+vmap against a Python loop, while's reverse-mode error, the spec -> JAX ->
+spec round trip, and oracle.check on cond programs (the last two need jax).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spec
+from spec import ops
+from spec import policies as sp
+from spec.prims_control import WHILE_TRANSPOSE_ERROR
+
+import jax_control_programs as JCP
+
+RNG = np.random.default_rng(0)
+f64 = spec.f64
+
+
+def two_branch(p, x, y):
+    return spec.cond(p, lambda a, b: ops.sin(a) * b, lambda a, b: ops.exp(a) - ops.square(b), x, y)
+
+
+def two_branch_np(p, x, y):
+    return np.sin(x) * y if p else np.exp(x) - y * y
+
+
+def loop(x):
+    return spec.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, ops.sin(c[1]) * 1.5), (0, x))[1]
+
+
+def loop_np(x):
+    for _ in range(3):
+        x = np.sin(x) * 1.5
+    return x
+
+
+COND = spec.trace(two_branch, spec.bool_[()], f64[3], f64[3])
+LOOP = spec.trace(loop, f64[3])
+
+
+def fd_jvp(f, xs, ts, eps=1e-6):
+    plus = f(*[x + eps * t for x, t in zip(xs, ts)])
+    minus = f(*[x - eps * t for x, t in zip(xs, ts)])
+    return (plus - minus) / (2 * eps)
+
+
+@pytest.mark.parametrize("p", [True, False])
+def test_cond_eval_matches_numpy(p):
+    x, y = RNG.normal(size=3), RNG.normal(size=3)
+    (got,) = spec.evaluate(COND, np.bool_(p), x, y)
+    np.testing.assert_allclose(got, two_branch_np(p, x, y), rtol=1e-12)
+
+
+def test_switch_clamps_the_index():
+    prog = spec.trace(lambda i, x: spec.switch(i, [ops.sin, ops.cos, ops.exp], x), spec.i32[()], f64[2])
+    x = np.array([0.3, 0.7])
+    for i, want in [(-4, np.sin(x)), (1, np.cos(x)), (9, np.exp(x))]:
+        np.testing.assert_allclose(spec.evaluate(prog, np.int32(i), x)[0], want)
+
+
+def test_while_eval_matches_numpy():
+    x = RNG.normal(size=3)
+    np.testing.assert_allclose(spec.evaluate(LOOP, x)[0], loop_np(x), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [True, False])
+def test_cond_jvp_matches_finite_differences(p):
+    x, y, tx, ty = (RNG.normal(size=3) for _ in range(4))
+    _, tout = spec.evaluate(spec.jvp(COND), np.bool_(p), x, y, tx, ty)
+    np.testing.assert_allclose(tout, fd_jvp(lambda a, b: two_branch_np(p, a, b), [x, y], [tx, ty]),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_cond_jvp_tangent_is_union_of_branches():
+    """The false branch ignores y, the true one reads it: y's tangent flows out."""
+    prog = spec.trace(lambda p, x, y: spec.cond(p, lambda a, b: b * 2.0, lambda a, b: ops.sin(a), x, y),
+                      spec.bool_[()], f64[2], f64[2])
+    jp, out_nz = spec.jvp_program(prog, [False, False, True], instantiate_zeros=False)
+    assert out_nz == [True]
+    _, t = spec.evaluate(jp, np.bool_(False), np.ones(2), np.ones(2), np.ones(2))
+    np.testing.assert_array_equal(t, 0.0)
+
+
+def test_while_jvp_matches_finite_differences():
+    x, t = RNG.normal(size=3), RNG.normal(size=3)
+    _, tout = spec.evaluate(spec.jvp(LOOP), x, t)
+    np.testing.assert_allclose(tout, fd_jvp(loop_np, [x], [t]), rtol=1e-6, atol=1e-8)
+
+
+def test_while_linearize_works():
+    lin = spec.linearize(LOOP)
+    x, t = RNG.normal(size=3), RNG.normal(size=3)
+    vals = spec.evaluate(lin.forward, x)
+    np.testing.assert_allclose(vals[0], loop_np(x))
+    (tout,) = spec.evaluate(lin.linear, *vals[1:], t)
+    np.testing.assert_allclose(tout, fd_jvp(loop_np, [x], [t]), rtol=1e-6, atol=1e-8)
+    assert [str(r) for r in lin.residuals] == ["f64[3] from the argument x"]
+
+
+@pytest.mark.parametrize("p", [True, False])
+def test_cond_grad_matches_finite_differences(p):
+    prog = spec.trace(lambda p, x, y: ops.reduce_sum(two_branch(p, x, y), (0,)),
+                      spec.bool_[()], f64[3], f64[3])
+    x, y = RNG.normal(size=3), RNG.normal(size=3)
+    gx, gy = spec.evaluate(spec.grad(prog, (1, 2)), np.bool_(p), x, y)
+    f = lambda a, b: np.sum(two_branch_np(p, a, b))
+    for i, g in enumerate((gx, gy)):
+        e = np.zeros(3)
+        for k in range(3):
+            e[:] = 0
+            e[k] = 1
+            want = fd_jvp(f, [x, y], [e, 0 * e] if i == 0 else [0 * e, e])
+            np.testing.assert_allclose(g[k], want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_cond_transpose_adjoint_identity(index):
+    prog = spec.trace(lambda i, x, y: spec.switch(
+        i, [lambda a, b: a * 2.0 - b, lambda a, b: b * 3.0 + a], x, y), spec.i32[()], f64[3], f64[3])
+    t = [RNG.normal(size=3), RNG.normal(size=3)]
+    ct = RNG.normal(size=3)
+    (lt,) = spec.evaluate(prog, np.int32(index), *t)
+    tbar = spec.evaluate(spec.transpose(prog, [False, True, True]), np.int32(index), ct)
+    np.testing.assert_allclose(np.dot(ct, lt), sum(np.dot(a, b) for a, b in zip(tbar, t)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("in_axes", [(0, 0, 0), (None, 0, 0), (0, None, 0)], ids=["batched-pred", "unbatched-pred",
+                                                                                 "batched-pred-x-unbatched"])
+def test_cond_vmap_matches_loop(in_axes):
+    B = 4
+    preds = np.array([True, False, False, True])
+    x, y = RNG.normal(size=(B, 3)), RNG.normal(size=(B, 3))
+    args = [preds if in_axes[0] is not None else np.bool_(True),
+            x if in_axes[1] is not None else x[0], y]
+    vp = spec.vmap(COND, list(in_axes), 0, axis_size=B)
+    (got,) = spec.evaluate(vp, *args)
+    for b in range(B):
+        member = [a[b] if d is not None else a for a, d in zip(args, in_axes)]
+        np.testing.assert_allclose(got[b], two_branch_np(*member), rtol=1e-12)
+    names = {e.primitive.name for e in vp.eqns}
+    assert ("select_n" in names and "cond" not in names) == (in_axes[0] is not None)
+
+
+def test_while_vmap_batched_predicate_matches_loop():
+    prog = spec.trace(lambda x: spec.while_loop(lambda c: ops.reduce_sum(c, (0,)) < 10.0,
+                                                lambda c: ops.abs(c) * 1.5 + 1.0, x), f64[3])
+    xs = RNG.normal(size=(4, 3)) * 3
+    (got,) = spec.evaluate(spec.vmap(prog, 0, 0, axis_size=4), xs)
+    for b in range(4):
+        np.testing.assert_allclose(got[b], spec.evaluate(prog, xs[b])[0])
+
+
+def test_while_grad_raises_jax_error():
+    prog = spec.trace(lambda x: ops.reduce_sum(loop(x), (0,)), f64[3])
+    with pytest.raises(ValueError) as info:
+        spec.grad(prog)
+    assert str(info.value) == WHILE_TRANSPOSE_ERROR
+
+
+def test_dce_prunes_cond_operands_no_branch_reads():
+    prog = spec.trace(lambda p, x, y: spec.cond(p, lambda a, b: ops.sin(a), lambda a, b: ops.cos(a), x, y),
+                      spec.bool_[()], f64[2], f64[2])
+    eqn = next(e for e in prog.eqns if e.primitive.name == "cond")
+    new, used = spec.core.dce_rules[eqn.primitive](eqn, [True])
+    assert used == [True, True, False]
+    assert all(len(b.inputs) == 1 for b in new.params["branches"])
+
+
+def test_checkpointed_cond_policies():
+    """Policy None recomputes everything (the checkpoint's arguments are saved);
+    everything_saveable saves the index and the merged residual slots."""
+    def f(p, x):
+        return ops.reduce_sum(spec.cond(p, JCP.sin_sin_spec, JCP.cos_twice_spec, x), (0,))
+    for policy, want in [(None, ["bool[] from the argument p", "f32[3] from the argument x"]),
+                         (sp.everything_saveable, ["i32[] output of convert_element_type",
+                                                   "f32[3] output of cond", "f32[3] output of cond"])]:
+        prog = spec.trace(lambda p, x: ops.checkpoint(f, policy=policy)(p, x), spec.bool_[()], spec.f32[3])
+        assert [str(r) for r in spec.saved_residuals(prog)] == want
+
+
+def test_printing_and_check_program():
+    for prog in (COND, LOOP, spec.linearize(COND).forward, spec.vmap(COND, [0, 0, 0], 0, axis_size=2)):
+        spec.check_program(prog)
+        assert str(prog)
+
+
+# --------------------------------------------------------------------------
+# with JAX
+
+ROUND_TRIP = [p for p in JCP.PROGRAMS]
+
+
+@pytest.mark.parametrize("program", ROUND_TRIP, ids=[p.name for p in ROUND_TRIP])
+def test_round_trip(program):
+    jax = pytest.importorskip("jax")
+    import oracle
+    prog = program.trace_spec()
+    closed = jax.make_jaxpr(oracle.to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype)
+                                                   for t in prog.in_types])
+    back = oracle.from_jaxpr(closed, input_names=prog.input_names)
+    assert str(back) == str(prog)
+    xs = program.example_inputs()
+    for got, want in zip(jax.jit(oracle.to_jax(prog))(*xs), spec.evaluate(prog, *xs)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+def _oracle_cases():
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+    import jax
+    cp = jax.checkpoint_policies
+    x = np.random.default_rng(0).normal(size=(3,)).astype(np.float32)
+    W = (np.random.default_rng(1).normal(size=(3, 4)) / 2).astype(np.float32)
+
+    def cond_fn(p, x):
+        return jnp.sum(lax.cond(p, lambda x: jnp.sin(jnp.sin(x)), lambda x: jnp.cos(x) * 2.0, x))
+
+    def dot_cond(x, W):
+        h = x @ W
+        return jnp.sum(lax.cond(jnp.sum(h) > 0, lambda h: jnp.tanh(h) @ W.T, lambda h: jnp.sin(h) @ W.T, h))
+
+    def named(x):
+        return jnp.sum(lax.cond(x[0] > 0, lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "h")), jnp.cos, x))
+    return [("cond-none", cond_fn, None, (np.bool_(True), x), {"remat3-names-arguments-args[i]"}),
+            ("cond-everything", cond_fn, cp.everything_saveable, (np.bool_(False), x),
+             {"remat3-names-arguments-args[i]", "remat3-policy-only-for-dots-and-names"}),
+            ("cond-dots", dot_cond, cp.dots_saveable, (x, W), {"remat3-names-arguments-args[i]"}),
+            ("cond-names", named, cp.save_only_these_names("h"), (x,),
+             {"remat3-names-arguments-args[i]", "remat3-checkpoint-name-has-no-batching-rule"})]
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_oracle_check_passes_on_cond(i):
+    pytest.importorskip("jax")
+    import oracle
+    name, fn, policy, args, expected = _oracle_cases()[i]
+    report = oracle.check(fn, policy, *args)
+    assert {d[0] for d in report.known_divergences} == expected, name

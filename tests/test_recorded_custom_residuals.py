@@ -85,8 +85,8 @@ def test_custom_vjp_residuals_follow_the_policy():
     nothing_saveable recomputes them, save_only_these_names saves the named
     one, everything_saveable saves them all (JAX and spec alike)."""
     rec = REC["residuals"]
-    assert rec["custom_vjp_ckpt_none"] == [["f32[3]", "from the argument x"]]
-    assert rec["custom_vjp_named_ckpt_save_r"] == [["f32[3]", "from the argument x"], ["f32[3]", "named 'r'"]]
+    assert rec["custom_vjp_ckpt_none"] == [["f32[3]", "from the argument args[0]"]]
+    assert rec["custom_vjp_named_ckpt_save_r"] == [["f32[3]", "from the argument args[0]"], ["f32[3]", "named 'r'"]]
     assert len(rec["custom_vjp_ckpt_everything"]) == 3
 
 

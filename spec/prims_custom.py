@@ -154,6 +154,7 @@ def _lin_shape(*in_types, bwd, num_res, in_nonzeros, symbolic_zeros, out_types):
 
 
 def _raise_fwd(*_, **__):
+    """Raises JAX's TypeError: forward mode of a custom_vjp function is an error."""
     raise TypeError(FWD_ERROR)
 
 

@@ -214,7 +214,9 @@ def _convert_custom(e, inner: str, where: str):
         import jax
         from jax._src import ad_util
         from jax._src.custom_derivatives import SymbolicZero
-        fwd_prog = fwd_rule(fwd_rule._memo and next(iter(fwd_rule._memo)) or (True,) * len(body.inputs))[0]
+        # the residuals of the forward rule traced last (JAX's bwd reads out_trees() alike)
+        key = next(reversed(fwd_rule._memo), (True,) * len(body.inputs))
+        fwd_prog = fwd_rule(key)[0]
         res_types = fwd_prog.out_types[n_out:]
         avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in res_types] + [
             jax.ShapeDtypeStruct(t.shape, t.dtype) for t, k in zip(body.out_types, ct_nonzeros) if k]

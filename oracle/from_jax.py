@@ -34,7 +34,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
     """(spec primitive, spec params) for a JAX primitive and its params."""
     name = SPEC_NAME.get(jax_name, jax_name)
     prim = SPEC_PRIMS.get(name)
-    if prim is None or name in ("call", "remat", "scan", "cond", "while"):
+    if prim is None or name in ("call", "remat", "scan", "cond", "while", "custom_lin"):
         raise Unsupported(f"primitive {jax_name!r}{where} is not supported by the spec; "
                           f"supported: {', '.join(sorted(supported_primitives()))}")
     wanted = spec.core.param_specs[prim]
@@ -73,6 +73,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
 def supported_primitives() -> list[str]:
     from oracle.jax_names import JAX_NAME
     names = [JAX_NAME.get(n, n) for n in SPEC_PRIMS if n not in ("device_put",)]
+    names = [n for n in names if n != "custom_lin"]     # made by differentiation, never imported
     return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit", "closed_call"]
 
 
@@ -189,7 +190,80 @@ def _convert_eqn(e, enclosing=""):
         if kind in ("CheckpointName", "CheckpointNameFwd"):
             return SPEC_PRIMS["name"], dict(name=hi.name)
         raise Unsupported(f"call_hi_primitive {kind}{where} is not supported; supported: RematTraced, CheckpointName")
+    if name in ("custom_jvp_call", "custom_vjp_call"):
+        return _convert_custom(e, inner, where)
     return spec_params(name, dict(e.params), where)
+
+
+def _convert_custom(e, inner: str, where: str):
+    """custom_jvp_call / custom_vjp_call: the primal body, and the rules as
+    spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
+    `fwd_jaxpr_thunk(*nonzeros)`, and `bwd` traced with jax.make_jaxpr at
+    the residuals' and cotangents' avals), converted on first use."""
+    from spec.prims_custom import Rule
+    p = e.params
+    name = e.primitive.name
+    if p.get("num_consts", 0):
+        raise Unsupported(f"{name}{where}: param num_consts={p['num_consts']} is not supported "
+                          f"(the spec models custom functions that close over no traced values: num_consts=0)")
+    known = {"call_jaxpr", "num_consts", "symbolic_zeros", "jvp_jaxpr_fun", "fwd_jaxpr_thunk", "bwd", "out_trees"}
+    extra = sorted(set(p) - known)
+    if extra:
+        raise Unsupported(f"{name}{where}: param(s) {extra} not supported (the spec models {sorted(known)})")
+    body = from_jaxpr(p["call_jaxpr"], _enclosing=inner)
+    fname = str(p["call_jaxpr"].jaxpr.debug_info.func_name)
+    sz = bool(p["symbolic_zeros"])
+    if name == "custom_jvp_call":
+        fun = p["jvp_jaxpr_fun"]
+
+        def trace_jvp(nonzeros):
+            from jax._src import core as jcore
+            jaxpr, consts, out_zeros = fun.call_wrapped(*[not nz for nz in nonzeros])
+            prog = from_jaxpr(jcore.ClosedJaxpr(jaxpr, consts), _enclosing=inner)
+            return prog, [not z for z in out_zeros]
+        rule = Rule(str(fun.debug_info.func_name), trace_jvp, len(body.inputs))
+        return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, symbolic_zeros=sz, name=fname)
+    thunk, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]
+    n_out = len(body.outputs)
+
+    def trace_fwd(nonzeros):
+        from jax._src import core as jcore
+        jaxpr, consts = thunk.call_wrapped(*nonzeros)
+        prog = from_jaxpr(jcore.ClosedJaxpr(jaxpr, consts), _enclosing=inner)
+        _, res_tree, input_fwds = out_trees()
+        n_pruned = len(prog.outputs) - n_out
+        pruned = iter(prog.outputs[:n_pruned])
+        res = [next(pruned) if f is None else prog.inputs[f] for f in input_fwds]
+        return Program(prog.inputs, prog.eqns, prog.outputs[n_pruned:] + res), [True] * n_out
+
+    fwd_rule = Rule(str(thunk.debug_info.func_name), trace_fwd, len(body.inputs))
+
+    def trace_bwd(ct_nonzeros):
+        import jax
+        from jax._src import ad_util
+        from jax._src.custom_derivatives import SymbolicZero
+        # the residuals of the forward rule traced last (JAX's bwd reads out_trees() alike)
+        key = next(reversed(fwd_rule._memo), (True,) * len(body.inputs))
+        fwd_prog = fwd_rule(key)[0]
+        res_types = fwd_prog.out_types[n_out:]
+        avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in res_types] + [
+            jax.ShapeDtypeStruct(t.shape, t.dtype) for t, k in zip(body.out_types, ct_nonzeros) if k]
+        pattern = []
+
+        def f(*args):
+            res, given = args[:len(res_types)], iter(args[len(res_types):])
+            cts = [next(given) if k else (SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype)) if sz
+                                          else jax.numpy.zeros(t.shape, t.dtype))
+                   for t, k in zip(body.out_types, ct_nonzeros)]
+            outs = bwd.call_wrapped(*res, *cts)
+            pattern[:] = [not isinstance(o, (ad_util.Zero, SymbolicZero)) for o in outs]
+            return [o for o, k in zip(outs, pattern) if k]
+        closed = jax.make_jaxpr(f)(*avals)
+        return from_jaxpr(closed, _enclosing=inner), pattern
+
+    bwd_rule = Rule(str(bwd.debug_info.func_name), trace_bwd, n_out)
+    return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=body, fwd=fwd_rule, bwd=bwd_rule,
+                                               symbolic_zeros=sz, name=fname)
 
 
 def trace_jax(fn, *args) -> Program:

@@ -72,11 +72,15 @@ def _run(prog: Program, args, table):
             outs = _bind_while(xs, e.params, table)
         elif name == "name":
             outs = checkpoint_name(xs[0], e.params["name"])
+        elif name == "custom_jvp_call":
+            outs = _custom_jvp(e.params, table)(*xs)
+        elif name == "custom_vjp_call":
+            outs = _custom_vjp(e.params, table)(*xs)
         else:
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'cond', 'name', 'remat', 'scan', 'while']}")
+                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'remat', 'scan', 'while']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
@@ -116,3 +120,69 @@ def _bind_while(xs, params, table):
     return while_p.bind(*xs, cond_jaxpr=_closed_jaxpr(params["cond_jaxpr"], table),
                         body_jaxpr=_closed_jaxpr(params["body_jaxpr"], table),
                         cond_nconsts=params["cond_nconsts"], body_nconsts=params["body_nconsts"])
+
+
+def _tangent_zero(t, symbolic: bool):
+    """A SymbolicZero tangent output (JAX's rules may return one whether or
+    not the custom function has symbolic_zeros)."""
+    del symbolic
+    import jax
+    from jax.custom_derivatives import SymbolicZero
+    return SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype))
+
+
+def _custom_jvp(params, table):
+    """jax.custom_jvp of the body, with a JVP rule that runs the spec rule's
+    program for the perturbed inputs."""
+    import jax
+    from jax.custom_derivatives import SymbolicZero
+    from spec.ir import is_float
+    body, rule, sz = params["jaxpr"], params["jvp"], params["symbolic_zeros"]
+
+    def fun(*a):
+        return _run(body, a, table)
+    fun.__name__ = params["name"]
+    f = jax.custom_jvp(fun)
+
+    def jvp(primals, tangents):
+        key = [type(t) is not SymbolicZero for t in tangents] if sz else [is_float(t.dtype) for t in body.in_types]
+        prog, out_nz = rule(key)
+        outs = _run(prog, [*primals, *[t for t, k in zip(tangents, key) if k]], table)
+        n = len(body.outputs)
+        it = iter(outs[n:])
+        return outs[:n], [next(it) if nz else _tangent_zero(t, sz) for t, nz in zip(body.out_types, out_nz)]
+    jvp.__name__ = rule.__name__
+    f.defjvp(jvp, symbolic_zeros=sz)
+    return f
+
+
+def _custom_vjp(params, table):
+    """jax.custom_vjp of the body, with fwd and bwd running the spec rules' programs."""
+    import jax
+    from jax.custom_derivatives import SymbolicZero
+    from spec.ir import is_float
+    body, fwd_rule, bwd_rule, sz = params["jaxpr"], params["fwd"], params["bwd"], params["symbolic_zeros"]
+    n = len(body.outputs)
+
+    def fun(*a):
+        return _run(body, a, table)
+    fun.__name__ = params["name"]
+    f = jax.custom_vjp(fun)
+
+    def fwd(*args):
+        if sz:
+            key, args = [a.perturbed for a in args], [a.value for a in args]
+        else:
+            key = [is_float(t.dtype) for t in body.in_types]
+        prog, _ = fwd_rule(key)
+        outs = _run(prog, args, table)
+        return outs[:n], outs[n:]
+
+    def bwd(res, cts):
+        key = [type(c) is not SymbolicZero for c in cts] if sz else [True] * n
+        prog, out_nz = bwd_rule(key)
+        outs = iter(_run(prog, [*res, *[c for c, k in zip(cts, key) if k]], table))
+        return tuple(next(outs) if nz else None for nz in out_nz)
+    fwd.__name__, bwd.__name__ = fwd_rule.__name__, bwd_rule.__name__
+    f.defvjp(fwd, bwd, symbolic_zeros=sz)
+    return f

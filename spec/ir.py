@@ -231,10 +231,14 @@ def subprograms(params: dict) -> list[tuple]:
 
 
 def map_subprograms(params: dict, fn) -> dict:
-    """`params` with every sub-program p (see `subprograms`) replaced by fn(p)."""
+    """`params` with every sub-program p (see `subprograms`) replaced by fn(p).
+    A lazily traced rule (a param with a `map_programs` method, such as a
+    custom_jvp's JVP rule) becomes the rule whose programs are fn of its own."""
     out = dict(params)
     for k, v in params.items():
-        if isinstance(v, Program):
+        if hasattr(v, "map_programs"):
+            out[k] = v.map_programs(fn)
+        elif isinstance(v, Program):
             out[k] = fn(v)
         elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
             out[k] = tuple(fn(b) for b in v)

@@ -122,15 +122,23 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
     return wrapped
 
 
-def names_in(prog: Program) -> set[str]:
-    """The checkpoint names bound anywhere in `prog` (sub-programs included)."""
+def names_in(prog: Program, _seen=None) -> set[str]:
+    """The checkpoint names bound anywhere in `prog` (sub-programs included,
+    and the programs of lazily traced custom rules: a custom_vjp's forward
+    rule may name its residuals)."""
     from spec.ir import subprograms
+    seen = set() if _seen is None else _seen
     out = set()
     for e in prog.eqns:
         if e.primitive is name_p:
             out.add(e.params["name"])
-        for _, sub in subprograms(e.params):
-            out |= names_in(sub)
+        subs = [sub for _, sub in subprograms(e.params)]
+        for v in e.params.values():
+            if hasattr(v, "traced_programs") and id(v) not in seen:
+                seen.add(id(v))
+                subs += v.traced_programs()
+        for sub in subs:
+            out |= names_in(sub, seen)
     return out
 
 

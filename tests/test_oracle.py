@@ -397,12 +397,27 @@ def test_unsupported_primitive_inside_a_library_jit_says_where():
     assert "(at )" not in msg and "test_oracle.py" in msg, msg[:300]
 
 
-def test_unsupported_custom_jvp():
-    """jax.nn.relu is a custom_jvp function (jax.nn.softmax is not, in 0.10.2)."""
+def test_custom_jvp_is_supported_but_not_closed_over_tracers():
+    """jax.nn.relu is a custom_jvp function (jax.nn.softmax is not, in
+    0.10.2): the spec models it (spec/prims_custom.py). A custom function
+    closing over a traced value (num_consts > 0) is Unsupported, naming the param."""
+    report = oracle.check(lambda x: jnp.sum(jax.nn.relu(x)), cp.dots_saveable, X23)
+    assert report.status("vjp", "remat2") == "ok"
+
+    def outer(x):
+        c = jnp.sin(x)
+
+        @jax.custom_jvp
+        def f(y):
+            return y * c
+
+        @f.defjvp
+        def f_jvp(p, t):
+            return f(p[0]), t[0] * c
+        return jnp.sum(f(x))
     with pytest.raises(oracle.Unsupported) as excinfo:
-        oracle.check(lambda x: jnp.sum(jax.nn.relu(x)), cp.dots_saveable, X23)
-    msg = str(excinfo.value)
-    assert "'custom_jvp_call'" in msg and "not supported" in msg and "supported: " in msg
+        oracle.check(outer, oracle.AS_IS, X23)
+    assert "num_consts" in str(excinfo.value) and "custom_jvp_call" in str(excinfo.value)
 
 
 def test_jax_nn_softmax_is_supported_in_0_10_2():

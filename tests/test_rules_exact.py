@@ -134,6 +134,18 @@ def dg(dn, pet=None):
     return lambda x, y: ops.dot_general(x, y, dn, preferred_element_type=pet)
 
 
+def custom_sin_mul(x, y):
+    """sin(x) * y as a custom_jvp whose rule is the true derivative."""
+    def f(a, b):
+        return ops.sin(a) * b
+
+    def f_jvp(primals, tangents):
+        (a, b), (ta, tb) = primals, tangents
+        return g(a, b), ops.cos(a) * b * ta + ops.sin(a) * tb
+    g = spec.custom_jvp(f, f_jvp)
+    return g(x, y)
+
+
 def call_sin_mul(x, y):
     body = spec.trace(lambda a, b: ops.sin(a) * b, x.type, y.type)
     return ops.call(body, x, y, name="f")[0]
@@ -274,6 +286,7 @@ JVP_CASES = [
     JvpCase("device_put-pinned_host", "device_put",
             lambda x: spec.core.bind(device_put_p, x, memory_space="pinned_host"), [f64[2]]),
     JvpCase("call", "call", call_sin_mul, [f64[2], f64[2]]),
+    JvpCase("custom_jvp_call", "custom_jvp_call", custom_sin_mul, [f64[2], f64[2]]),
     JvpCase("call-two-outputs", "call", call_two_outputs, [f64[2], f64[2]]),
     JvpCase("call-nested", "call", call_nested, [S, S]),
     JvpCase("remat-none", "remat", remat_with(None), [f64[2], f64[2]]),
@@ -319,6 +332,18 @@ NOT_SYMBOLIC_PARAMS = {
 }
 
 FD_TESTS = Path(__file__).with_name("test_primitives.py")
+
+# Primitives with no forward-mode derivative at all, as in JAX: the JVP of a
+# custom_vjp function is `custom_lin` (the forward rule's residuals and bwd),
+# and evaluating, batching or differentiating custom_lin raises JAX's
+# TypeError ("can't apply forward-mode autodiff (jvp) to a custom_vjp
+# function."). test_no_forward_mode_raises_jaxs_error checks exactly that;
+# their reverse mode (bwd, by definition not a derivative) is checked in
+# tests/test_custom_rules.py::test_grad_of_custom_vjp_is_bwd.
+NO_FORWARD_MODE = {
+    "custom_vjp_call": "jax.custom_vjp functions only support reverse mode",
+    "custom_lin": "the linear part of a custom_vjp: only transposable (into bwd)",
+}
 
 
 def _jvp_check(case: JvpCase, nonzeros):
@@ -380,7 +405,7 @@ def test_every_primitive_is_proved_or_excepted():
     """A primitive added to the spec must get a case above (or an exception
     with a reason and a finite-difference test)."""
     covered = {c.prim for c in JVP_CASES}
-    missing = sorted(set(spec.primitives) - covered - set(JVP_EXCEPTIONS))
+    missing = sorted(set(spec.primitives) - covered - set(JVP_EXCEPTIONS) - set(NO_FORWARD_MODE))
     assert not missing, f"primitives with no exact JVP proof and no listed exception: {missing}"
     assert not set(JVP_EXCEPTIONS) & covered, "an excepted primitive is also proved: drop the exception"
     assert set(JVP_EXCEPTIONS) <= set(spec.primitives), "stale exception"
@@ -390,6 +415,30 @@ def test_every_primitive_is_proved_or_excepted():
     for c in JVP_CASES:
         if c.expect != "diff":
             assert c.prim in JVP_CONVENTIONS, f"{c.id}: a non-diff expectation needs a stated convention"
+
+
+def _custom_vjp_sin():
+    def f(x):
+        return ops.sin(x)
+
+    def fwd(x):
+        return ops.sin(x), ops.cos(x)
+
+    def bwd(c, ct):
+        return (ct * c * 3.0,)          # deliberately 3x the derivative: bwd is a definition
+    return spec.custom_vjp(f, fwd, bwd)
+
+
+def test_no_forward_mode_raises_jaxs_error():
+    from spec.prims_custom import FWD_ERROR
+    h = _custom_vjp_sin()
+    prog = spec.trace(lambda x: h(x), f64[2])
+    jp = spec.jvp(prog)
+    assert {e.primitive.name for e in prog.eqns} | {e.primitive.name for e in jp.eqns} >= set(NO_FORWARD_MODE)
+    with pytest.raises(TypeError, match="forward-mode autodiff"):
+        spec.evaluate(jp, np.ones(2), np.ones(2))
+    assert FWD_ERROR == "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+    assert not set(NO_FORWARD_MODE) & {c.prim for c in JVP_CASES}
 
 
 def test_exceptions_name_their_finite_difference_tests():
@@ -467,6 +516,17 @@ class TransposeCase:
     types: list
     linear: tuple
     fixed: dict = field(default_factory=dict)
+
+
+def custom_linear(x, y):
+    """A linear custom_jvp function: transposition transposes its primal."""
+    def f(a, b):
+        return a * 2.0 - b
+
+    def f_jvp(primals, tangents):
+        return g(*primals), tangents[0] * 2.0 - tangents[1]
+    g = spec.custom_jvp(f, f_jvp)
+    return g(x, y)
 
 
 def linear_call(x, y):
@@ -565,6 +625,7 @@ TRANSPOSE_CASES = [
     TransposeCase("device_put-pinned_host", "device_put",
                   lambda x: spec.core.bind(device_put_p, x, memory_space="pinned_host"), [f64[2]], (L,)),
     TransposeCase("call-linear", "call", linear_call, [f64[2, 2], f64[2, 2]], (L, L)),
+    TransposeCase("custom_jvp_call-linear", "custom_jvp_call", custom_linear, [f64[2], f64[2]], (L, L)),
     TransposeCase("call-linear-in-first", "call", call_scale, [f64[2], f64[2]], (L, N)),
     TransposeCase("remat-none", "remat", linear_remat(None), [f64[2, 2], f64[2, 2]], (L, L)),
     TransposeCase("remat-save_only_h", "remat", linear_remat(P.save_only_these_names("h")),
@@ -621,8 +682,23 @@ def test_error_transpose_rule_raises_jax_error(name):
         spec.transpose(prog, [True] * len(types))
 
 
+# Transpose rules that are a definition rather than an adjoint: custom_lin
+# (the linear part of a custom_vjp, which cannot be evaluated) transposes
+# into the user's bwd. test_custom_lin_transposes_into_bwd checks that exactly.
+TRANSPOSE_BY_DEFINITION = {"custom_lin": "custom_vjp's bwd, by definition"}
+
+
+def test_custom_lin_transposes_into_bwd():
+    h = _custom_vjp_sin()
+    prog = spec.trace(lambda x: ops.reduce_sum(h(x), (0,)), f64[2])
+    x = array("x", (2,))
+    (g,) = spec.evaluate(spec.grad(prog), x)
+    for gi, xi in zip(g, x):
+        assert exactly_zero(sympy.sympify(gi) - 3 * sympy.cos(xi))
+
+
 def test_every_transpose_rule_is_proved():
-    proved = {c.prim for c in TRANSPOSE_CASES} | set(TRANSPOSE_ERRORS)
+    proved = {c.prim for c in TRANSPOSE_CASES} | set(TRANSPOSE_ERRORS) | set(TRANSPOSE_BY_DEFINITION)
     assert not {c.prim for c in TRANSPOSE_CASES} & set(TRANSPOSE_ERRORS), "an error rule is also proved"
     with_rule = {p.name for p in spec.transpose_rules}
     assert with_rule <= proved, f"transpose rules with no exact adjoint proof: {sorted(with_rule - proved)}"

@@ -143,6 +143,26 @@ def _unary(fn):
     return Example(fn, f64[()])
 
 
+def _custom_sin():
+    def sin(x):
+        return ops.sin(x)
+
+    def sin_jvp(primals, tangents):
+        return f(primals[0]), ops.cos(primals[0]) * tangents[0]
+    f = spec.custom_jvp(sin, sin_jvp)
+    return f
+
+
+def _custom_double():
+    def double(x):
+        return x * 2.0
+
+    def double_jvp(primals, tangents):
+        return f(primals[0]), tangents[0] * 2.0
+    f = spec.custom_jvp(double, double_jvp)
+    return f
+
+
 EXAMPLES = {
     "neg": Example(lambda x: ops.neg(x), f64[()], linear=[True]),
     "sin": _unary(lambda x: ops.sin(x)),
@@ -205,6 +225,9 @@ EXAMPLES = {
     "call": Example(lambda x: ops.call(spec.trace(lambda x: ops.sin(x), f64[()]), x, name="f")[0], f64[()],
                     linear=[True], eval_note="jaxpr = { x. sin x }, name='f'",
                     transpose_fn=lambda x: ops.call(spec.trace(lambda x: x * 2.0, f64[()]), x, name="f")[0]),
+    "custom_jvp_call": Example(lambda x: _custom_sin()(x), f64[()], linear=[True],
+                               eval_note="jaxpr = { x. sin x }, jvp = (sin x, cos x * xdot)",
+                               transpose_fn=lambda x: _custom_double()(x)),
     "remat": Example(lambda x: ops.checkpoint(ops.sin)(x), f64[()], linear=[True],
                      eval_note="jaxpr = { x. sin x }, policy=None",
                      transpose_fn=lambda x: ops.checkpoint(lambda x: x * 2.0)(x)),
@@ -222,8 +245,22 @@ NO_DERIVATIVE = {"stop_gradient": "zero by definition: no tangent flows through 
 HIGHER_ORDER = {
     "call": "evaluates `jaxpr` on the operands (JAX's `jit`/`pjit`); every transformation maps "
             "the body and wraps it in a new `call` with the same name",
+    "custom_jvp_call": "evaluates `jaxpr` (JAX's `jax.custom_jvp`); its JVP is the user's rule `jvp`, "
+                       "traced lazily per set of perturbed inputs ([spec/prims_custom.py](../spec/prims_custom.py))",
     "remat": "evaluates `jaxpr` on the operands (JAX's `remat2`, i.e. `jax.checkpoint`); "
              "`policy` and `prevent_cse` only matter to partial evaluation ([semantics.md](semantics.md))",
+}
+
+
+# primitives with no forward mode (JAX raises TypeError): described, not evaluated
+NO_FORWARD_MODE = {
+    "custom_vjp_call": "evaluates `jaxpr` (JAX's `jax.custom_vjp`). **JVP**: the forward rule `fwd`, "
+                       "inlined (its residuals are ordinary values, which a checkpoint's policy may "
+                       "save or recompute), and a `custom_lin` holding `bwd` for the tangents; "
+                       "evaluating that raises JAX's TypeError: forward mode of a custom_vjp is an error",
+    "custom_lin": "the linear part of a custom_vjp (residuals, tangents -> tangents): evaluating, "
+                  "batching or differentiating it raises \"can't apply forward-mode autodiff (jvp) to "
+                  "a custom_vjp function.\"; its transpose is the user's `bwd`",
 }
 
 
@@ -292,7 +329,9 @@ def _rule_lines(name: str) -> list[str]:
                  f"Params: {', '.join(f'`{q}`' for q in params) if params else 'none'}"
                  + (f"; shown with {ex.eval_note}." if ex and ex.eval_note else "."))
     lines.append("")
-    if ex is None:
+    if name in NO_FORWARD_MODE:
+        lines += [f"- {NO_FORWARD_MODE[name]}"]
+    elif ex is None:
         lines += ["*(no symbolic example: add one to `EXAMPLES` in tools/gen_docs.py)*", ""]
     # ---- evaluation
     if ex is not None:

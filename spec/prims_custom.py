@@ -1,0 +1,566 @@
+"""Custom derivatives: `custom_jvp_call`, `custom_vjp_call` and `custom_lin`
+(JAX's `jax.custom_jvp` / `jax.custom_vjp`, jax/_src/custom_derivatives.py).
+
+A custom function is a primal program `jaxpr` plus user rules. The rules
+are :class:`Rule` params: traced *lazily*, as JAX's `jvp_jaxpr_fun` /
+`fwd_jaxpr_thunk` / `bwd` are, because a rule commonly calls the custom
+function itself (`return f(x), ...`), and tracing it eagerly would never
+end. A rule is keyed by which inputs are perturbed (nonzero), so that
+`symbolic_zeros=True` rules see symbolic zeros (`spec.Zero`) as JAX's see
+`SymbolicZero`s; it gives a Program and which outputs are nonzero:
+
+    custom_jvp_call[jaxpr, jvp, symbolic_zeros, name]
+        jvp(nonzeros) : primals, nonzero tangents -> outs, nonzero tangent outs
+    custom_vjp_call[jaxpr, fwd, bwd, symbolic_zeros, name]
+        fwd(nonzeros) : primals -> outs, residuals
+        bwd(nonzeros) : residuals, nonzero output cotangents -> nonzero input cotangents
+    custom_lin[bwd, num_res, in_nonzeros, symbolic_zeros, out_types]
+        residuals, nonzero tangents -> output tangents      (linear; only transposable)
+
+Semantics (JAX 0.10.2):
+
+* eval: the primal program (the rules are never run).
+* JVP of custom_jvp_call: the user's rule, inlined, on instantiated zero
+  tangents unless `symbolic_zeros` (JVPTrace/LinearizeTrace
+  `process_custom_jvp_call`; under linearization the rule is partially
+  evaluated, as `linearize_from_jvp` does, by the generic
+  known-tangents-are-zero machinery of spec/jvp.py).
+* JVP of custom_vjp_call: the forward rule, inlined (its residuals are
+  ordinary values: a checkpoint's policy decides about them like any other),
+  and a `custom_lin` holding `bwd` for the tangents. Evaluating, batching
+  or differentiating custom_lin raises JAX's TypeError: forward-mode AD of
+  a custom_vjp function is an error; reverse mode transposes custom_lin
+  into `bwd`.
+* transpose: custom_jvp_call transposes its primal body (JAX's
+  `_custom_jvp_call_transpose_fancy`); custom_lin is `bwd`.
+* partial evaluation: no rule, as in JAX (`partial_eval_jaxpr_custom` has
+  none for either): all-known -> known (the policy decides), else staged.
+  (JAX's trace-based partial evaluation would inline the primal of a
+  custom_jvp_call with unknown inputs; linearization never builds one, so
+  the spec stages it whole.)
+* batching: the primal and the rules are batched (BatchTrace's
+  `process_custom_*_call`); outputs keep the primal's batch dims, and bwd's
+  cotangents are moved (summed) to the inputs' dims.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from spec.core import (PrimitiveError, Tracer, Zero, bind, building, dce_rules,
+                       eval_program_traced, eval_rules, instantiate, is_differentiable,
+                       is_undefined, jvp_rules, primitive, shape_rules, to_atom,
+                       transpose_rules, zeros_like_type)
+from spec.ir import ArrayType, Program
+
+FWD_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+
+
+# --------------------------------------------------------------------------
+# rules
+
+class Rule:
+    """A lazily traced custom rule (JAX's `jvp_jaxpr_fun`, `fwd_jaxpr_thunk`,
+    `bwd`): rule(nonzeros) -> (Program, out_nonzeros), memoized. Prints as
+    its name. Not a sub-program of its equation (it may contain the
+    equation's own primitive with the same rule): `map_programs(fn)` gives
+    the rule whose programs are fn of these (spec.ir.map_subprograms uses it)."""
+
+    def __init__(self, name: str, trace: Callable, arity: int, base=None):
+        self.__name__ = name
+        self._trace = trace
+        self.arity = arity         # the length of a key
+        self._memo: dict = {}
+        self._busy: set = set()
+        self.base = base           # what the rule was derived from (dce, batching, ...)
+
+    def __call__(self, nonzeros) -> tuple[Program, tuple[bool, ...]]:
+        key = tuple(bool(n) for n in nonzeros)
+        if key not in self._memo:
+            if key in self._busy:
+                raise RecursionError(f"custom rule {self.__name__} needs itself to be traced")
+            self._busy.add(key)
+            try:
+                prog, out_nz = self._trace(key)
+            finally:
+                self._busy.discard(key)
+            self._memo[key] = (prog, tuple(bool(n) for n in out_nz))
+        return self._memo[key]
+
+    def map_programs(self, fn) -> "Rule":
+        def trace(key):
+            prog, out_nz = self(key)
+            return fn(prog), out_nz
+        return Rule(self.__name__, trace, self.arity, base=self)
+
+    def traced_programs(self) -> list[Program]:
+        """The programs traced so far, at least the all-perturbed one
+        (unless tracing it is under way)."""
+        full = (True,) * self.arity
+        if full not in self._memo and full not in self._busy:
+            self(full)
+        return [p for p, _ in self._memo.values()]
+
+    def __repr__(self):
+        return self.__name__
+
+
+class CustomVJPPrimal(NamedTuple):
+    """What a `symbolic_zeros=True` forward rule receives for each argument
+    (jax.custom_derivatives.CustomVJPPrimal)."""
+    value: object
+    perturbed: bool
+
+
+# --------------------------------------------------------------------------
+# primitives
+
+custom_jvp_call_p = primitive("custom_jvp_call", ["jaxpr", "jvp", "symbolic_zeros", "name"],
+                              multiple_results=True)
+custom_vjp_call_p = primitive("custom_vjp_call", ["jaxpr", "fwd", "bwd", "symbolic_zeros", "name"],
+                              multiple_results=True)
+custom_lin_p = primitive("custom_lin", ["bwd", "num_res", "in_nonzeros", "symbolic_zeros", "out_types"],
+                         multiple_results=True)
+
+
+def _body_shape(prim):
+    def rule(*in_types, jaxpr, name, symbolic_zeros, **rules):
+        if not isinstance(jaxpr, Program):
+            raise PrimitiveError(prim, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
+        for k, r in rules.items():
+            if not isinstance(r, Rule):
+                raise PrimitiveError(prim, f"param {k} must be a spec.prims_custom.Rule, got {type(r).__name__}")
+        if list(in_types) != jaxpr.in_types:
+            raise PrimitiveError(prim, f"'{name}' takes {jaxpr.in_types}, got {list(in_types)}")
+        return jaxpr.out_types
+    return rule
+
+
+def _body_eval(*args, jaxpr, **_):
+    from spec.evaluate import evaluate
+    return evaluate(jaxpr, *args)
+
+
+shape_rules[custom_jvp_call_p] = _body_shape(custom_jvp_call_p)
+shape_rules[custom_vjp_call_p] = _body_shape(custom_vjp_call_p)
+eval_rules[custom_jvp_call_p] = _body_eval
+eval_rules[custom_vjp_call_p] = _body_eval
+
+
+def _lin_shape(*in_types, bwd, num_res, in_nonzeros, symbolic_zeros, out_types):
+    if len(in_types) != num_res + sum(in_nonzeros):
+        raise PrimitiveError(custom_lin_p, f"takes {num_res} residuals and {sum(in_nonzeros)} tangents, "
+                                           f"got {len(in_types)} inputs")
+    return list(out_types)
+
+
+def _raise_fwd(*_, **__):
+    """Raises JAX's TypeError: forward mode of a custom_vjp function is an error."""
+    raise TypeError(FWD_ERROR)
+
+
+shape_rules[custom_lin_p] = _lin_shape
+eval_rules[custom_lin_p] = _raise_fwd     # ad.raise_custom_vjp_error_on_jvp (custom_lin's impl)
+jvp_rules[custom_lin_p] = _raise_fwd
+# custom_lin has no cost of its own to recompute: it is never known
+# (it reads tangents), so the default cost rule is never asked.
+
+
+# --------------------------------------------------------------------------
+# JVP
+
+def _perturbed(tangents, in_types, symbolic_zeros):
+    """The rule's key: which inputs carry a tangent. Without symbolic zeros
+    JAX instantiates zero tangents, so every float input is perturbed."""
+    if symbolic_zeros:
+        return tuple(not isinstance(t, Zero) for t in tangents)
+    return tuple(is_differentiable(t) for t in in_types)
+
+
+def _custom_jvp_jvp(primals, tangents, *, jaxpr, jvp, symbolic_zeros, name):
+    """process_custom_jvp_call: call the user's rule (inlined)."""
+    nonzeros = _perturbed(tangents, jaxpr.in_types, symbolic_zeros)
+    rule, out_nz = jvp(nonzeros)
+    nz_tangents = [instantiate(t) for t, nz in zip(tangents, nonzeros) if nz]
+    outs = eval_program_traced(rule, *primals, *nz_tangents)
+    n = len(jaxpr.outputs)
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+
+def _custom_vjp_jvp(primals, tangents, *, jaxpr, fwd, bwd, symbolic_zeros, name):
+    """process_custom_vjp_call: the forward rule inlined, then custom_lin."""
+    nonzeros = tuple(not isinstance(t, Zero) for t in tangents)
+    fwd_prog, _ = fwd(nonzeros if symbolic_zeros else _perturbed(tangents, jaxpr.in_types, False))
+    n = len(jaxpr.outputs)
+    outs = eval_program_traced(fwd_prog, *primals)
+    primals_out, residuals = outs[:n], outs[n:]
+    nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
+    tangents_out = bind(custom_lin_p, *residuals, *nz_tangents, bwd=bwd, num_res=len(residuals),
+                        in_nonzeros=nonzeros, symbolic_zeros=symbolic_zeros,
+                        out_types=tuple(jaxpr.out_types))
+    return primals_out, tangents_out
+
+
+jvp_rules[custom_jvp_call_p] = _custom_jvp_jvp
+jvp_rules[custom_vjp_call_p] = _custom_vjp_jvp
+
+
+# --------------------------------------------------------------------------
+# transpose
+
+def _custom_jvp_transpose(cts, *args, jaxpr, jvp, symbolic_zeros, name):
+    """_custom_jvp_call_transpose_fancy: transpose the primal body, inlined."""
+    from spec.transpose import transpose_traced
+    linear = [is_undefined(a) for a in args]
+    nonlin = [a for a in args if not is_undefined(a)]
+    cts_in = iter(transpose_traced(jaxpr, linear, nonlin, list(cts)))
+    return [next(cts_in) if lin else None for lin in linear]
+
+
+def _custom_lin_transpose(cts, *args, bwd, num_res, in_nonzeros, symbolic_zeros, out_types):
+    """_custom_lin_transpose: bwd(residuals, output cotangents), zeros
+    instantiated unless symbolic_zeros; cotangents of unperturbed inputs dropped."""
+    residuals = args[:num_res]
+    key = tuple(not isinstance(c, Zero) for c in cts) if symbolic_zeros else (True,) * len(cts)
+    prog, out_nz = bwd(key)
+    given = [instantiate(c) for c, k in zip(cts, key) if k]
+    outs = iter(eval_program_traced(prog, *residuals, *given))
+    cts_in = [next(outs) if nz else None for nz in out_nz]
+    return [None] * num_res + [c for c, nz in zip(cts_in, in_nonzeros) if nz]
+
+
+transpose_rules[custom_jvp_call_p] = _custom_jvp_transpose
+transpose_rules[custom_lin_p] = _custom_lin_transpose
+
+
+# --------------------------------------------------------------------------
+# dead-code elimination: prune outputs, keep every input (JAX's DCE rules
+# instantiate the inputs: a rule may read an input the primal does not)
+
+def _pruned_rule(rule: Rule, keep_out, is_jvp: bool) -> Rule:
+    """`rule` with its primal outputs (and, for a jvp rule, their tangents)
+    restricted to `keep_out`."""
+    from spec.partial_eval import dce
+
+    def trace(key):
+        prog, out_nz = rule(key)
+        n = len(keep_out)
+        if is_jvp:                                 # outs + nonzero tangent outs
+            used = list(keep_out) + [k for k, nz in zip(keep_out, out_nz) if nz]
+            nz = [z for z, k in zip(out_nz, keep_out) if k]
+        else:                                      # fwd: outs + residuals
+            used = list(keep_out) + [True] * (len(prog.outputs) - n)
+            nz = [z for z, k in zip(out_nz, keep_out) if k]
+        return dce(prog, used)[0], nz
+    return Rule(rule.__name__, trace, rule.arity, base=rule)
+
+
+def _bwd_for_used(bwd: Rule, keep_out, out_types, symbolic_zeros) -> Rule:
+    """dce_bwd: cotangents of dropped outputs are zeros (symbolic if allowed)."""
+    kept_types = [t for t, k in zip(out_types, keep_out) if k]
+
+    def trace(key):
+        it = iter(key)
+        full = tuple(next(it) if k else not symbolic_zeros for k in keep_out)
+        prog, out_nz = bwd(full)
+        n_res = len(prog.inputs) - sum(full)
+        with building() as b:
+            res = [b.new_input(t) for t in prog.in_types[:n_res]]
+            cts = [b.new_input(t) for t, k in zip(kept_types, key) if k]
+            ct_it = iter(cts)
+            given = [next(ct_it) if k else zeros_like_type(t)
+                     for t, k, f in zip(out_types, keep_out, full) if f]
+            outs = eval_program_traced(prog, *res, *given)
+            return b.build(res + cts, outs), out_nz
+    return Rule(bwd.__name__, trace, sum(keep_out), base=bwd)
+
+
+def _custom_dce(eqn, used_outputs):
+    from spec.ir import Eqn
+    from spec.partial_eval import dce
+    p = dict(eqn.params)
+    body = dce(p["jaxpr"], used_outputs)[0]          # inputs kept
+    keep = list(used_outputs)
+    if all(keep):
+        return eqn, [True] * len(eqn.inputs)
+    p["jaxpr"] = body
+    if eqn.primitive is custom_jvp_call_p:
+        p["jvp"] = _pruned_rule(p["jvp"], keep, True)
+    else:
+        p["fwd"] = _pruned_rule(p["fwd"], keep, False)
+        p["bwd"] = _bwd_for_used(p["bwd"], keep, eqn.params["jaxpr"].out_types, p["symbolic_zeros"])
+    outs = [v for v, u in zip(eqn.outputs, used_outputs) if u]
+    return Eqn(eqn.primitive, list(eqn.inputs), outs, p, why=eqn.why), [True] * len(eqn.inputs)
+
+
+dce_rules[custom_jvp_call_p] = _custom_dce
+dce_rules[custom_vjp_call_p] = _custom_dce
+
+
+# --------------------------------------------------------------------------
+# batching
+
+def _match(x, src, dst, size, sum_match=False):
+    """batching.matchaxis: move x's batch axis from src to dst (broadcasting
+    an unbatched x; summing it out when dst is None and sum_match)."""
+    from spec.batching import BatchingError, broadcast_at, moveaxis
+    from spec.prims_structural import reduce_sum
+    if src == dst:
+        return x
+    if src is None:
+        return broadcast_at(x, size, dst)
+    if dst is None:
+        if sum_match:
+            return reduce_sum(x, (src,))
+        raise BatchingError("a custom rule's output is batched where the primal's is not")
+    return moveaxis(x, src, dst)
+
+
+def _custom_jvp_batch(args, dims, *, jaxpr, jvp, symbolic_zeros, name):
+    """process_custom_jvp_call of BatchTrace: batch the primal; batch the
+    rule with the same input dims and move its outputs to the primal's."""
+    from spec.batching import vmap_program
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    body, out_dims = vmap_program(jaxpr, dims, "any", size)
+
+    def trace(key):
+        rule, out_nz = jvp(key)
+        t_dims = [d for d, k in zip(dims, key) if k]
+        with building() as b:
+            ins = [b.new_input(t) for t in body.in_types]
+            t_types = [_batched_type(t, d, size) for t, d, k in zip(jaxpr.in_types, dims, key) if k]
+            t_ins = [b.new_input(t) for t in t_types]
+            from spec.batching import vmap_traced
+            outs, o_dims = vmap_traced(rule, ins + t_ins, list(dims) + t_dims, size)
+            n = len(jaxpr.outputs)
+            tgt = list(out_dims) + [d for d, nz in zip(out_dims, out_nz) if nz]
+            outs = [_match(o, d, t, size) for o, d, t in zip(outs, o_dims, tgt)]
+            return b.build(ins + t_ins, outs), out_nz
+    rule = Rule(jvp.__name__, trace, jvp.arity, base=jvp)
+    return bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
+                name=name), out_dims
+
+
+def _batched_type(t: ArrayType, d, size) -> ArrayType:
+    if d is None:
+        return t
+    shape = list(t.shape)
+    shape.insert(d, size)
+    return ArrayType(shape, t.dtype, t.memory_space)
+
+
+def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, symbolic_zeros, name):
+    """process_custom_vjp_call of BatchTrace: batch the primal and fwd
+    (outputs at the primal's dims, residuals wherever they come out); bwd
+    is batched at the residuals' and outputs' dims and its cotangents are
+    moved to the inputs' dims, summed where an input is unbatched."""
+    from spec.batching import vmap_program, vmap_traced
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    body, out_dims = vmap_program(jaxpr, dims, "any", size)
+    n = len(jaxpr.outputs)
+    res_dims: dict = {}
+
+    def trace_fwd(key):
+        prog, out_nz = fwd(key)
+        with building() as b:
+            ins = [b.new_input(t) for t in body.in_types]
+            outs, o_dims = vmap_traced(prog, ins, list(dims), size)
+            outs = [_match(o, d, t, size) for o, d, t in zip(outs[:n], o_dims[:n], out_dims)] + outs[n:]
+            res_dims[key] = o_dims[n:]
+            res_dims["last"] = (prog, o_dims[n:])
+            return b.build(ins, outs), out_nz
+
+    def trace_bwd(key):
+        prog, out_nz = bwd(key)
+        fwd_prog, r_dims = res_dims["last"]
+        n_res = len(fwd_prog.outputs) - n
+        ct_dims = [d for d, k in zip(out_dims, key) if k]
+        in_dims = list(r_dims) + ct_dims
+        with building() as b:
+            ins = [b.new_input(_batched_type(t, d, size)) for t, d in zip(prog.in_types, in_dims)]
+            outs, o_dims = vmap_traced(prog, ins, in_dims, size)
+            dst = [d for d, nz in zip(dims, out_nz) if nz]
+            outs = [_match(o, d, t, size, sum_match=True) for o, d, t in zip(outs, o_dims, dst)]
+            return b.build(ins, outs), out_nz
+    new_fwd = Rule(fwd.__name__, trace_fwd, fwd.arity, base=fwd)
+    new_bwd = Rule(bwd.__name__, trace_bwd, bwd.arity, base=bwd)
+    return bind(custom_vjp_call_p, *args, jaxpr=body, fwd=new_fwd, bwd=new_bwd,
+                symbolic_zeros=symbolic_zeros, name=name), out_dims
+
+
+def _register_batch_rules():
+    from spec.core import batch_rules
+    batch_rules[custom_jvp_call_p] = _custom_jvp_batch
+    batch_rules[custom_vjp_call_p] = _custom_vjp_batch
+    batch_rules[custom_lin_p] = _raise_fwd     # JAX: ad.raise_custom_vjp_error_on_jvp
+
+
+_register_batch_rules()
+
+
+# --------------------------------------------------------------------------
+# the builder API
+
+def _flat(out):
+    return (list(out), True) if isinstance(out, (tuple, list)) else ([out], False)
+
+
+def _types_of(xs):
+    return [x.type if isinstance(x, (Tracer, Zero)) else to_atom(x).type for x in xs]
+
+
+def _trace_body(fn, args):
+    with building() as b:
+        ins = [b.new_input(a.type) for a in args]
+        outs, multiple = _flat(fn(*ins))
+        return b.build(ins, outs, input_names=None), multiple
+
+
+def _check_traced(args, what):
+    for i, a in enumerate(args):
+        if not isinstance(a, Tracer):
+            raise TypeError(f"{what}: argument {i} must be a traced array, got {type(a).__name__}")
+
+
+def _fn_name(fn, default):
+    return getattr(fn, "__name__", default)
+
+
+def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
+    """jax.custom_jvp(fn) with fn.defjvp(jvp_fn): returns a function that
+    applies `fn` as one custom_jvp_call equation.
+
+    `jvp_fn(primals, tangents)` (tuples) returns (primal outs, tangent outs)
+    in fn's output structure. Tangents of unperturbed inputs are zeros
+    (instantiated), or, with `symbolic_zeros`, `spec.Zero` values; a tangent
+    output may be a `spec.Zero` (or None): a symbolic zero."""
+    name = _fn_name(fn, "custom_jvp")
+
+    traced: dict = {}   # input types -> (body, multiple, rule): a rule calling the function reuses it
+
+    def wrapped(*args):
+        _check_traced(args, f"custom_jvp {name}")
+        key = tuple(a.type for a in args)
+        if key in traced:
+            body, multiple, rule = traced[key]
+            outs = bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
+                        name=name)
+            return tuple(outs) if multiple else outs[0]
+        body, multiple = _trace_body(fn, args)
+        types = body.in_types
+
+        def trace(nonzeros):
+            with building() as b:
+                primals = [b.new_input(t) for t in types]
+                tangents = [b.new_input(t) if nz else Zero(t) for t, nz in zip(types, nonzeros)]
+                pair = jvp_fn(tuple(primals), tuple(tangents))
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise TypeError(f"Custom JVP rule {_fn_name(jvp_fn, 'jvp')} for function {name} must "
+                                    f"produce a pair (list or tuple of length two) representing primal "
+                                    f"and tangent outputs, but got {pair}.")
+                outs, _ = _flat(pair[0])
+                t_outs, _ = _flat(pair[1])
+                if _types_of(outs) != body.out_types:
+                    raise TypeError(f"Custom JVP rule {_fn_name(jvp_fn, 'jvp')} for function {name} must "
+                                    f"produce primal outputs of types {body.out_types}, got {_types_of(outs)}")
+                out_nz = [not (t is None or isinstance(t, Zero)) for t in t_outs]
+                nz_t = [t for t, nz in zip(t_outs, out_nz) if nz]
+                want = [t for t, nz in zip(body.out_types, out_nz) if nz]
+                if _types_of(nz_t) != want:
+                    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                                    f"corresponding shapes and dtypes. Expected {want} but got {_types_of(nz_t)}.")
+                ins = primals + [t for t in tangents if not isinstance(t, Zero)]
+                return b.build(ins, list(outs) + nz_t), out_nz
+        rule = Rule(_fn_name(jvp_fn, "jvp"), trace, len(types))
+        traced[key] = (body, multiple, rule)
+        outs = bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
+                    name=name)
+        return tuple(outs) if multiple else outs[0]
+    wrapped.__name__ = name
+    return wrapped
+
+
+def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zeros: bool = False):
+    """jax.custom_vjp(fn) with fn.defvjp(fwd_fn, bwd_fn): returns a function
+    that applies `fn` as one custom_vjp_call equation.
+
+    `fwd_fn(*primals)` returns (outs, residuals) (residuals: an array, a
+    tuple/list of arrays, or None); with `symbolic_zeros` each argument is a
+    `CustomVJPPrimal(value, perturbed)`. `bwd_fn(residuals, cts)` returns
+    one cotangent per argument (None: zero); with `symbolic_zeros` an output
+    cotangent may be a `spec.Zero`."""
+    name = _fn_name(fn, "custom_vjp")
+    fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")
+
+    traced: dict = {}   # input types -> (body, multiple, fwd, bwd)
+
+    def wrapped(*args):
+        _check_traced(args, f"custom_vjp {name}")
+        key = tuple(a.type for a in args)
+        if key not in traced:
+            traced[key] = _trace_vjp(args)
+        body, multiple, fwd, bwd = traced[key]
+        outs = bind(custom_vjp_call_p, *args, jaxpr=body, fwd=fwd, bwd=bwd,
+                    symbolic_zeros=symbolic_zeros, name=name)
+        return tuple(outs) if multiple else outs[0]
+
+    def _trace_vjp(args):
+        body, multiple = _trace_body(fn, args)
+        types = body.in_types
+        res_structure: dict = {}
+
+        def trace_fwd(nonzeros):
+            with building() as b:
+                primals = [b.new_input(t) for t in types]
+                given = [CustomVJPPrimal(p, nz) for p, nz in zip(primals, nonzeros)] \
+                    if symbolic_zeros else primals
+                pair = fwd_fn(*given)
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce a "
+                                    f"pair (list or tuple of length two) where the first element represents "
+                                    f"the primal output and the second element represents residuals, but "
+                                    f"instead of a pair the fwd rule {fwd_name} produced {pair}.")
+                outs, _ = _flat(pair[0])
+                if _types_of(outs) != body.out_types:
+                    raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce "
+                                    f"primal outputs of types {body.out_types}, got {_types_of(outs)}")
+                res = pair[1]
+                kind = "none" if res is None else ("tuple" if isinstance(res, tuple) else
+                                                   "list" if isinstance(res, list) else "single")
+                res_list = [] if res is None else (list(res) if kind in ("tuple", "list") else [res])
+                res_structure["kind"] = kind
+                res_structure["types"] = _types_of(res_list)
+                return b.build(primals, list(outs) + res_list), [True] * len(outs)
+
+        def trace_bwd(ct_nonzeros):
+            if "kind" not in res_structure:
+                trace_fwd((True,) * len(types))
+            kind = res_structure["kind"]
+            with building() as b:
+                res = [b.new_input(t) for t in res_structure["types"]]
+                cts = [b.new_input(t) if nz else Zero(t) for t, nz in zip(body.out_types, ct_nonzeros)]
+                py_res = None if kind == "none" else (tuple(res) if kind == "tuple" else
+                                                      res if kind == "list" else res[0])
+                py_cts = tuple(cts) if multiple else cts[0]
+                cts_in = bwd_fn(py_res, py_cts)
+                if isinstance(cts_in, list):
+                    cts_in = tuple(cts_in)
+                if not isinstance(cts_in, tuple) or len(cts_in) != len(types):
+                    raise TypeError(f"Custom VJP bwd rule must produce an output with the same container "
+                                    f"(pytree) structure as the args tuple of the primal function, "
+                                    f"and in particular must produce a tuple of length equal to the "
+                                    f"number of arguments to the primal function ({len(types)}), "
+                                    f"but got {cts_in!r}.")
+                out_nz = [not (c is None or isinstance(c, Zero)) and is_differentiable(t)
+                          for c, t in zip(cts_in, types)]
+                nz = [c for c, k in zip(cts_in, out_nz) if k]
+                want = [t for t, k in zip(types, out_nz) if k]
+                if _types_of(nz) != want:
+                    raise ValueError(f"Custom VJP bwd rule must produce an output with the same type as "
+                                     f"the args tuple of the primal function: expected {want}, got {_types_of(nz)}")
+                return b.build(res + [c for c in cts if not isinstance(c, Zero)], nz), out_nz
+        return (body, multiple, Rule(fwd_name, trace_fwd, len(types)),
+                Rule(bwd_name, trace_bwd, len(body.outputs)))
+    wrapped.__name__ = name
+    return wrapped
+

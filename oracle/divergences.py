@@ -488,15 +488,51 @@ def _remat3_name_no_batching(ctx):
             and _has_name(ctx.program))
 
 
+@dataclass(frozen=True)
+class _Tagged(sp._Policy):
+    """`policy` unchanged, carrying a tag that survives differentiation
+    (JVP and partial evaluation copy a checkpoint's params)."""
+    policy: Any
+    tag: int
+
+    def __call__(self, prim, *in_types, **params):
+        return sp.ask(self.policy or sp.nothing_saveable, prim, in_types, params)
+
+
+def _live_checkpoints(prog: Program) -> set:
+    """The checkpoints (equations of `prog`, at any depth) whose backward
+    pass is live: their staged half survives in the spec's linearization.
+    A checkpoint whose input cotangents are symbolic zeros, or whose output
+    cotangent is, has a backward pass XLA removes as dead code, barrier
+    and all."""
+    eqns = list(_remats(prog))
+    tags = {id(e): k for k, e in enumerate(eqns)}
+    tagged = map_params(prog, lambda e, params: dict(params, policy=_Tagged(params["policy"], tags[id(e)]))
+                        if id(e) in tags else params)
+    live = set()
+
+    def walk(p):
+        for e in p.eqns:
+            pol = e.params.get("policy")
+            if e.primitive is remat_p and e.params.get("differentiated") and isinstance(pol, _Tagged):
+                live.add(pol.tag)
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(spec.linearize(tagged).linear)
+    return {id(e) for e in eqns if tags[id(e)] in live}
+
+
 def remat3_barrier_model(prog: Program) -> bool:
     """remat3 (RematTraced.vjp_bwd/linearized, jax 0.10.2) puts an
     optimization barrier on the checkpoint's inputs that its backward pass
-    reads, whatever prevent_cse says: a barrier exists iff some checkpoint,
-    linearized on its own under remat3's view of its policy, saves one of
-    its own inputs."""
+    reads, whatever prevent_cse says: a barrier exists iff some checkpoint
+    with a live backward pass (see `_live_checkpoints`), linearized on its
+    own under remat3's view of its policy, saves one of its own inputs."""
     from spec.core import Tracer, bind
-    from spec.partial_eval import dce
-    for e in _remats(dce(prog)[0]):     # dead checkpoints have no backward pass
+    live = _live_checkpoints(prog)
+    for e in _remats(prog):
+        if id(e) not in live:
+            continue
         body = e.params["jaxpr"]
         alone = remat3_model(spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **e.params), *body.in_types),
                              opaque_outputs=False, instantiated_inputs=False)
@@ -668,7 +704,9 @@ DIVERGENCES = [
         "name the policy saves) or nothing (a linear body), where remat2 and the spec's "
         "staged checkpoint with prevent_cse=True have one. The predicate: JAX has a barrier "
         "iff some checkpoint, linearized alone with remat3's view of its policy, saves one "
-        "of its own inputs.",
+        "of its own inputs and has a live backward pass (one XLA does not remove as dead code, "
+        "as it does where the checkpoint's input or output cotangents are symbolic zeros; "
+        "found by the fuzzer).",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",

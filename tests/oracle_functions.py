@@ -652,6 +652,18 @@ def fuzz_jit_zero_out(a):
     return jnp.sin(d), jnp.sin(a)
 
 
+@case("fuzz_dead_backward_of_nested_checkpoints", oracle.AS_IS, (S(3),),
+      divergences=(REMAT3_CSE, REMAT3_ZERO_OUT),
+      note="nested checkpoints whose backward pass is dead (sin(x ** 0) has a zero "
+           "derivative): remat3 puts barriers there, which XLA then removes")
+def fuzz_dead_backward(a):
+    def outer(j):
+        l = jax.checkpoint(lambda m: jnp.sin(m ** 0), prevent_cse=False)(j)
+        return jax.checkpoint(jnp.sin, prevent_cse=False)(l)
+    c = jax.checkpoint(lambda d: jnp.concatenate([d, d]))(a)
+    return jax.checkpoint(outer, prevent_cse=False)(a), c, jnp.sin(a)
+
+
 # --------------------------------------------------------------------------
 # scan: checkpointed layers (the most common real use of remat)
 

@@ -47,4 +47,5 @@ def pytest_runtest_makereport(item, call):
             lines.append(f"reproducer written to {mismatch.repro.path}")
         else:
             lines.append("(run with --oracle-repro-dir DIR to save a standalone reproducer)")
+        lines += list(getattr(mismatch, "__notes__", ()))   # e.g. Hypothesis' falsifying example
         report.longrepr = "\n".join(lines)

@@ -99,6 +99,11 @@ source_rules: dict = {}   # primitive -> fn(eqn, var) -> Source, for name/call/r
 # there, so it is never a residual ("from a literal").
 literal_operands_inline: set = set()
 
+# The `why` of an equation a partial-eval rule adds to the staged half to
+# make a zero tangent there (as JAX instantiates zeros inside a tangent
+# function, e.g. scan's): its literal operands stay inline as well.
+TANGENT_ZERO = "a zero tangent made in the linear part"
+
 
 def eqn_source(e: Eqn, var) -> Source:
     rule = source_rules.get(e.primitive)
@@ -259,7 +264,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                 lit_subst[id(a)] = Var(a.type)
                 free[("lit", id(a))] = a
     for e in staged_eqns:
-        inline = e.primitive in literal_operands_inline
+        inline = e.primitive in literal_operands_inline or e.why == TANGENT_ZERO
         for a in e.inputs:
             if not (inline and isinstance(a, Literal) and a.is_scalar):
                 need(a)

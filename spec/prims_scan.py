@@ -37,7 +37,7 @@ from spec.core import (PrimitiveError, Zero, batch_rules, bind, building, cost_r
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Eqn, Program, Var
 from spec.jvp import dependence_rules, output_dependence
-from spec.partial_eval import dce, partial_eval
+from spec.partial_eval import TANGENT_ZERO, dce, literal_operands_inline, partial_eval
 
 scan_p = primitive("scan", ["jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll"],
                    multiple_results=True)
@@ -51,22 +51,23 @@ def scan(body, init, xs, consts=(), length=None, reverse=False, unroll=1):
     def flat(v):
         return [] if v is None else list(v) if isinstance(v, (tuple, list)) else [v]
     init_l, xs_l, consts_l = flat(init), flat(xs), list(consts)
+    type_of = lambda v: to_atom(v).type       # a traced value or a constant (a literal)
     if length is None:
         if not xs_l:
             raise TypeError("scan: length is needed when there are no xs")
-        length = xs_l[0].shape[0]
+        length = type_of(xs_l[0]).shape[0]
     for x in xs_l:
-        if not x.shape or x.shape[0] != length:
-            raise TypeError(f"scan: every xs must have leading axis {length}, got {x.type}")
-    x_types = [ArrayType(x.shape[1:], x.dtype) for x in xs_l]
+        if not type_of(x).shape or type_of(x).shape[0] != length:
+            raise TypeError(f"scan: every xs must have leading axis {length}, got {type_of(x)}")
+    x_types = [ArrayType(type_of(x).shape[1:], type_of(x).dtype) for x in xs_l]
     shapes = {}
 
     def unflat(vals, like):
         return None if like is None else tuple(vals) if isinstance(like, (tuple, list)) else vals[0]
 
     with building() as b:
-        c_in = [b.new_input(c.type) for c in consts_l]
-        carry_in = [b.new_input(c.type) for c in init_l]
+        c_in = [b.new_input(type_of(c)) for c in consts_l]
+        carry_in = [b.new_input(type_of(c)) for c in init_l]
         x_in = [b.new_input(t) for t in x_types]
         new_carry, y = body(unflat(carry_in, init), unflat(x_in, xs) if xs_l else None, *c_in)
         carry_out, ys_out = flat(new_carry), flat(y)
@@ -360,7 +361,23 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
             res_atoms.append(stacked_vars[v])
     intensive = [k not in ("fwd_xs", "stacked") for k, _ in res_kind]
     n_res = len(pe.residuals)
-    staged_ins = [a for a, u in zip(eqn.inputs, uk) if u]
+    # a carry made unknown by the fixpoint is a tangent that was zero at init,
+    # instantiated by the JVP: JAX instantiates it inside the tangent function
+    # (`_scan_linearize`'s tangent_fun), so it is made in the staged half and
+    # is never a residual (a scalar zero is an inline literal)
+    zeros_eqns = []
+    staged_ins = []
+    promoted = [False] * nc + [u and not i for u, i in zip(carry_uk, _split(in_unknowns, nc, nk)[1])] + \
+        [False] * (len(eqn.inputs) - nc - nk)
+    for a, u, pr in zip(eqn.inputs, uk, promoted):
+        if not u:
+            continue
+        if pr:
+            with building() as b:
+                z = to_atom(zeros_like_type(a.type), b)
+            zeros_eqns += [Eqn(e.primitive, e.inputs, e.outputs, e.params, why=TANGENT_ZERO) for e in b.eqns]
+            a = z
+        staged_ins.append(a)
     n_uc, n_ucarry = sum(const_uk), sum(carry_uk)
     res_ids = list(range(n_res))
     int_ids = [i for i in res_ids if intensive[i]]
@@ -370,7 +387,7 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     staged_outs = [v for v, u in zip(eqn.outputs, known_out_uk) if u]
     staged = Eqn(scan_p, [res_atoms[i] for i in int_ids] + staged_ins + [res_atoms[i] for i in ext_ids],
                  staged_outs, dict(p, jaxpr=staged_body, num_consts=len(int_ids) + n_uc, num_carry=n_ucarry))
-    return known_eqns, [staged], known_out_uk, known_out_uk, [], {}
+    return known_eqns, zeros_eqns + [staged], known_out_uk, known_out_uk, [], {}
 
 
 def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
@@ -450,6 +467,7 @@ def call_p_():
 
 
 partial_eval_rules[scan_p] = _scan_partial_eval
+literal_operands_inline.add(scan_p)     # an instantiated scalar zero tangent stays inline (above)
 
 
 # --------------------------------------------------------------------------

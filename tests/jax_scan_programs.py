@@ -225,6 +225,28 @@ def scan_in_jit_spec(xs, w):
     return y
 
 
+def zero_init_jax(xs, w):
+    c, ys = lax.scan(lambda c, x: cell_jax(c, x, w), jnp.zeros(D, jnp.float32), xs)
+    return _loss_jax(c, ys)
+
+
+def zero_init_spec(xs, w):
+    c, ys = spec.scan(cell_spec, ops.broadcast_in_dim(np.float32(0), (D,), ()), xs, consts=(w,))
+    return _loss_spec(c, ys)
+
+
+def scalar_zero_init_jax(xs, w):
+    c, ys = lax.scan(lambda c, x: (jnp.sum(jnp.sin(x @ w)) * c + jnp.sum(x), jnp.cos(x) * c), np.float32(0.0), xs)
+    return c + jnp.sum(ys)
+
+
+def scalar_zero_init_spec(xs, w):
+    def body(c, x, w):
+        return ops.reduce_sum(ops.sin(x @ w), (0,)) * c + ops.reduce_sum(x, (0,)), ops.cos(x) * c
+    c, ys = spec.scan(body, np.float32(0.0), xs, consts=(w,))
+    return c + ops.reduce_sum(ys, (0, 1))
+
+
 def _p(name, pair, in_types, note=""):
     jax_fn, spec_fn = pair
     return TestProgram(name, jax_fn, spec_fn, in_types, note)
@@ -260,6 +282,11 @@ PROGRAMS: list[TestProgram] = [
     _p("scan_two_carries", (two_carries_jax, two_carries_spec), XS),
     _p("scan_no_xs", (no_xs_jax, no_xs_spec), XS),
     _p("scan_in_jit", (scan_in_jit_jax, scan_in_jit_spec), XS),
+    _p("scan_zero_init_carry", (zero_init_jax, zero_init_spec), XS,
+       "a carry starting at zeros: its tangent is instantiated in the linear part, not saved "
+       "(fuzzer finding)"),
+    _p("scan_scalar_zero_init_carry", (scalar_zero_init_jax, scalar_zero_init_spec), XS,
+       "a scalar carry starting at a literal 0.0"),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

@@ -61,7 +61,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         @settings(max_examples=batch, deadline=None, database=db, print_blob=False,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   phases=[Phase.reuse, Phase.generate, Phase.shrink])
-        @given(programs())
+        @given(programs(custom_vjp=True))
         def prop(prog):
             nonlocal checked
             if time.time() > deadline and not last_failure:

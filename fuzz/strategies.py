@@ -95,8 +95,10 @@ def policies(draw, names=tuple(NAMES)):
 class _Builder:
     """Draws steps into the current trace."""
 
-    def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1):
+    def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1,
+                 custom_vjp=False):
         self.draw = draw
+        self.custom_vjp = custom_vjp
         # extra "region" entries among the step kinds (appended: they shrink away first)
         self.extra_regions = ["region"] * (region_weight - 1 if allow_regions else 0)
         self.stop_gradient = stop_gradient
@@ -137,7 +139,7 @@ class _Builder:
         kind = draw(st.sampled_from([
             "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
             "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call"] + self.extra_regions))
+            "int_side", "region", "call", "scan", "cond", "custom"] + self.extra_regions))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -228,6 +230,12 @@ class _Builder:
                 return ops.sin(x)
             n = self.pick(ints)
             return ops.mul(x, ops.reduce_sum(ops.convert_element_type(n, self.dtype), tuple(range(n.ndim))))
+        if kind == "scan" and self.allow_regions and depth < self.max_depth:
+            return self.scan_step(pool, fl, x, depth)
+        if kind == "cond" and self.allow_regions and depth < self.max_depth:
+            return self.cond_step(fl, x, depth)
+        if kind == "custom":
+            return self.custom_step(x)
         if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
             k = draw(st.integers(1, min(2, len(fl))))
             ins = [self.pick(fl) for _ in range(k)]
@@ -248,6 +256,79 @@ class _Builder:
             except P.PolicyError:   # a name policy naming names the region never binds
                 return ops.checkpoint(body, policy=None, prevent_cse=prevent_cse)(*ins)
         return ops.sin(x)
+
+
+    def scan_step(self, pool, fl, carry, depth):
+        """A scan whose body is drawn like a region's: carry `carry`, xs a
+        value whose leading axis is the length (or none: length 1-3), maybe
+        a const, maybe reversed. Checkpoints inside the body, or around the
+        scan, come from region steps drawn there. The final carry joins the
+        pool; the stacked ys are the step's value."""
+        draw = self.draw
+        xs = self.pick(fl, lambda v: v.ndim >= 1) if draw(st.booleans()) else None
+        consts = [self.pick(fl)] if draw(st.booleans()) else []
+        length = xs.shape[0] if xs is not None else draw(st.integers(1, 3))
+        reverse = draw(st.booleans())
+
+        def body(c, x, *cs):
+            inner = [c] + ([x] if x is not None else []) + list(cs)
+            n0 = len(inner)
+            self.steps(inner, depth + 1, 3, 2)
+            same = [v for v in inner[n0:] if v.type == c.type]
+            return (same[-1] if same else ops.sin(c)), inner[-1]
+        final, ys = spec.scan(body, carry, xs, consts=consts, length=length, reverse=reverse)
+        pool.append(final)
+        return ys
+
+
+    def cond_step(self, fl, x, depth):
+        """lax.cond on the sign of sum(y) (a drawn value; |sum| is far from 0
+        for drawn inputs, so no finite difference crosses the switch), each
+        branch a drawn sub-DAG over the operands returning x's type."""
+        draw = self.draw
+        y = self.pick(fl)
+        operands = [x] + ([y] if y is not x else [])
+        pred = ops.gt(ops.reduce_sum(y, tuple(range(y.ndim))), np.asarray(0, y.dtype))
+
+        def branch(*xs):
+            inner = list(xs)
+            self.steps(inner, depth + 1, 3, 2)
+            same = [v for v in inner[len(xs):] if v.type == x.type]
+            return same[-1] if same else ops.cos(xs[0])
+        return spec.cond(pred, branch, branch, *operands)
+
+    def custom_step(self, x):
+        """A custom_jvp function with its true derivative as the rule (so the
+        finite-difference properties hold), or, where allowed, a custom_vjp
+        one (JAX and the spec have no forward mode for it)."""
+        draw = self.draw
+        fn, d = draw(st.sampled_from([
+            (ops.sin, ops.cos), (ops.tanh, lambda v: 1.0 - ops.square(ops.tanh(v))),
+            (ops.square, lambda v: 2.0 * v)]))
+        if self.custom_vjp and draw(st.booleans()):
+            f = spec.custom_vjp(lambda v: fn(v), lambda v: (fn(v), d(v)), lambda r, ct: (ct * r,))
+        else:
+            f = spec.custom_jvp(lambda v: fn(v), lambda p, t: (fn(p[0]), d(p[0]) * t[0]))
+        return f(x)
+
+
+def primitives_in(prog: spec.Program, inside: bool = False) -> set:
+    """Names of the primitives of `prog` (with `inside`: only those in
+    sub-programs: checkpoint, call, scan, cond bodies)."""
+    from spec.ir import subprograms
+    out = set()
+    for e in prog.eqns:
+        if not inside:
+            out.add(e.primitive.name)
+        for _, b in subprograms(e.params):
+            out |= primitives_in(b)
+    return out
+
+
+def has_custom_vjp(prog: spec.Program) -> bool:
+    from spec.ir import subprograms
+    return any(e.primitive.name == "custom_vjp_call" or any(has_custom_vjp(b) for _, b in subprograms(e.params))
+               for e in prog.eqns)
 
 
 @st.composite
@@ -282,7 +363,7 @@ class Drawn:
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
              scalar_output=False, int_inputs=True, stop_gradient=True, shapes=SHAPES,
-             region_weight=3, dead_ends_out=True):
+             region_weight=3, dead_ends_out=True, custom_vjp=False):
     """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
     `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
     `stop_gradient=False` leaves stop_gradient out (finite differences
@@ -295,13 +376,15 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
     the checkpoint regions). `region_weight`: a step is a checkpoint region
     with `region_weight` chances in 19 + `region_weight` (1: as often as
     any other kind; the default 3 puts a checkpoint in about 4 programs in
-    10, against 1.5 with 1)."""
+    10, against 1.5 with 1). `custom_vjp`: also draw custom_vjp functions
+    (only for checks without forward mode over them: see
+    fuzz.properties.oracle_agrees)."""
     dtype = np.dtype(dtype)
     n_in = draw(st.integers(1, max_inputs))
     types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
-    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight)
+    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, custom_vjp)
 
     def fn(*xs):
         pool = list(xs)

@@ -2,15 +2,17 @@
 against the spec by oracle.check: values, JVP, VJP, vmap, second order,
 residual sets, vjp leaves and prevent_cse barriers."""
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 
 pytest.importorskip("jax")   # only the import may skip
 
 from fuzz import profiles, properties  # noqa: E402
-from fuzz.strategies import programs  # noqa: E402
+from fuzz.strategies import primitives_in, programs  # noqa: E402
 
 
 @settings(max_examples=profiles.differential_examples())
-@given(programs())
+@given(programs(custom_vjp=True))
 def test_jax_agrees_with_the_spec(prog):
+    for name in sorted(primitives_in(prog)):
+        event(f"primitive: {name}")          # --hypothesis-show-statistics lists them
     properties.oracle_agrees(prog)

@@ -31,7 +31,7 @@ backward pass depends on their shape:
 """
 from __future__ import annotations
 
-from spec.core import (PrimitiveError, Zero, batch_rules, bind, building, cost_rules,
+from spec.core import (PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
@@ -524,7 +524,7 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
     n_lc, n_lx = sum(c_lin), sum(x_lin)
     ct_carry = [instantiate(c) for c in cts[:num_carry]]
     ct_ys = [instantiate(c) for c in cts[num_carry:]]
-    acc_types = [a.type for a, l in zip(consts, c_lin) if l]
+    acc_types = [a.type for a, l in zip(consts, c_lin) if l]     # UndefinedPrimals: their types
 
     def body(*vals):
         rc = vals[:len(res_consts)]
@@ -536,11 +536,12 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
         ct_c, ct_k, ct_x = outs[:n_lc], outs[n_lc:n_lc + num_carry], outs[n_lc + num_carry:]
         return [add_any(a, c) for a, c in zip(acc, ct_c)] + list(ct_k) + list(ct_x)
 
+    type_of = lambda v: v.type if isinstance(v, UndefinedPrimal) else to_atom(v).type   # values may be constants
+    unstacked = lambda v: ArrayType(type_of(v).shape[1:], type_of(v).dtype)
     with building() as b:
-        ins = ([b.new_input(c.type) for c in res_consts] + [b.new_input(t) for t in acc_types]
-               + [b.new_input(c.type) for c in ct_carry]
-               + [b.new_input(ArrayType(c.type.shape[1:], c.type.dtype)) for c in ct_ys]
-               + [b.new_input(ArrayType(x.type.shape[1:], x.type.dtype)) for x in res_xs])
+        ins = ([b.new_input(type_of(c)) for c in res_consts] + [b.new_input(t) for t in acc_types]
+               + [b.new_input(type_of(c)) for c in ct_carry]
+               + [b.new_input(unstacked(c)) for c in ct_ys] + [b.new_input(unstacked(x)) for x in res_xs])
         body_prog = b.build(ins, body(*ins))
     outs = bind(scan_p, *res_consts, *[zeros_like_type(t) for t in acc_types], *ct_carry, *ct_ys, *res_xs,
                 jaxpr=body_prog, length=length, reverse=not reverse, num_consts=len(res_consts),

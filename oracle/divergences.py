@@ -178,10 +178,10 @@ def _with_remat3_scans(prog: Program) -> Program:
 
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
-                       scan_rule: bool = True):
+                       scan_rule: bool = True, nested_opaque: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     from spec import core
-    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule)
+    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque)
     prim = _REMAT3_CHECKPOINTS.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -264,6 +264,10 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
                       dict(eqn.params, jaxpr=_with_remat3_scans(eqn.params["jaxpr"])), why=eqn.why,
                       residual_outputs=eqn.residual_outputs)
+        if nested_opaque and not linearize:
+            # nested in a checkpoint being split: remat3's default hi-primitive
+            # rule is full remat, the enclosing policy is not asked inside
+            saveable = lambda e: sp.Recompute
         known, staged, *rest = core.partial_eval_rules[remat_p](
             eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
         if inputs_first and linearize and staged:
@@ -330,49 +334,6 @@ def _remat3_recognises(policy) -> bool:
         sp.save_only_these_names, sp.save_any_names_but_these))
 
 
-class _InNestedCheckpoint(str):
-    """A param value (a name, or dot_general's preferred_element_type) equal
-    to the original, marking an equation inside a nested checkpoint so that
-    `_Remat3View` can refuse it. The spec's rules pass params through (JVP
-    rules copy them), so the mark survives linearization; the value, and so
-    every shape, number and provenance, is unchanged."""
-
-
-def _mark_nested_checkpoints(prog: Program, inside: int = 0) -> Program:
-    """`prog` with every dot_general and name equation that lies inside a
-    checkpoint nested in a checkpoint marked `_InNestedCheckpoint`."""
-    from spec.ir import canonical_dtype
-
-    def mark(e, params, depth):
-        if depth < 2:
-            return params
-        if e.primitive.name == "name":
-            return dict(params, name=_InNestedCheckpoint(params["name"]))
-        if e.primitive.name == "dot_general":
-            return dict(params, preferred_element_type=_InNestedCheckpoint(
-                canonical_dtype(e.outputs[0].type.dtype).name))
-        return params
-
-    def walk(p: Program, depth: int) -> Program:
-        eqns = []
-        for e in p.eqns:
-            params = map_subprograms(e.params, lambda sub: walk(sub, depth + (e.primitive is remat_p)))
-            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, mark(e, params, depth)))
-        return Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
-    return walk(prog, inside)
-
-
-@dataclass(frozen=True)
-class _NotInNested(sp._Policy):
-    """`policy`, except that it saves nothing marked `_InNestedCheckpoint`."""
-    policy: Any
-
-    def __call__(self, prim, *in_types, **params):
-        if _marked(params):
-            return False
-        return sp.ask(self.policy or sp.nothing_saveable, prim, in_types, params)
-
-
 @dataclass(frozen=True)
 class _Remat3View(sp._Policy):
     """The policy remat3 effectively applies (see above)."""
@@ -389,32 +350,49 @@ class _Remat3View(sp._Policy):
         return False
 
 
-def _marked(params) -> bool:
-    return any(isinstance(v, _InNestedCheckpoint) for v in params.values())
-
-
 def _remat3_effective(policy):
     return _Remat3View(policy)
 
 
 REMAT3_DEFECTS = ("view", "nested_opaque", "opaque_outputs", "instantiated_inputs", "inputs_first",
-                  "scan_rule")
+                  "scan_rule", "custom_opaque")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
-                 instantiated_inputs=True, inputs_first=True, scan_rule=True) -> Program:
+                 instantiated_inputs=True, inputs_first=True, scan_rule=True,
+                 custom_opaque=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
-    `view` it applies its policy as remat3 does, and with `nested_opaque`
-    not inside a nested checkpoint (above). Each flag switches on one
-    defect, to tell whether it mattered."""
-    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule)
+    `view` it applies its policy as remat3 does; with `custom_opaque` a
+    custom_jvp/custom_vjp call inside a checkpoint is a checkpoint of its
+    own (remat3's RematTrace.process_custom_*_call rebinds it whole in the
+    recomputation: the policy never sees inside its rules). Each flag
+    switches on one defect, to tell whether it mattered."""
+    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque)
+    if custom_opaque:
+        prog = _custom_calls_as_checkpoints(prog)
     if view:
         prog = map_policies(prog, _remat3_effective)
-    if nested_opaque:
-        prog = map_policies(_mark_nested_checkpoints(prog), _NotInNested)
     return map_params(prog, lambda e, params: params, primitive=lambda e: prim if e.primitive is remat_p
                       else e.primitive)
+
+
+def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program:
+    """Every custom_jvp_call / custom_vjp_call inside a checkpoint wrapped in
+    a checkpoint (policy None) of its own."""
+    from spec.core import bind
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda sub: _custom_calls_as_checkpoints(
+            sub, inside or e.primitive is remat_p))
+        if inside and e.primitive.name in ("custom_jvp_call", "custom_vjp_call"):
+            body = spec.trace(lambda *xs, e=e: bind(e.primitive, *xs, **e.params), *[a.type for a in e.inputs])
+            eqns.append(Eqn(remat_p, e.inputs, e.outputs,
+                            dict(jaxpr=body, policy=None, prevent_cse=False, differentiated=False)))
+        else:
+            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why,
+                            residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
 @dataclass(frozen=True)
@@ -592,6 +570,22 @@ DIVERGENCES = [
         "policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
         _remat3_nested_provenance),
+    Divergence(
+        "remat3-custom-rules-are-full-remat",
+        "Under jax_remat3 (jax 0.10.2) a custom_jvp or custom_vjp function inside a checkpoint "
+        "is rebound whole in the recomputation (RematTrace.process_custom_jvp_call / "
+        "process_custom_vjp_call): the policy is never asked about what its rules compute, so "
+        "e.g. a checkpoint_name inside a custom_vjp's fwd, or a dot inside a custom_jvp's rule, "
+        "is not saved where remat2 (and the spec) save it. " + _MODEL_PREDICATE,
+        "@jax.custom_vjp\n"
+        "def named(x):\n"
+        "    return jnp.sin(x)\n"
+        "named.defvjp(lambda x: (jnp.sin(x), checkpoint_name(jnp.cos(x), 'r')), lambda r, g: (g * r,))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(named(x))), "
+        "policy=jax.checkpoint_policies.save_only_these_names('r'))\n"
+        "print_saved_residuals(f, jnp.ones(3))  # only the input",
+        lambda ctx: ctx.remat3_defect_mattered("custom_opaque")),
     Divergence(
         "remat3-ignores-enclosing-policy-in-nested-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint nested in a checkpoint is a hi-primitive "

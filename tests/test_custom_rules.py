@@ -411,16 +411,15 @@ def test_remat3_ignores_a_name_inside_a_custom_vjp_fwd():
     """remat2 and the spec save the fwd residual named 'r' under
     save_only_these_names('r'); remat3 (RematTrace.process_custom_vjp_call)
     re-binds the whole custom_vjp_call in the recomputation and never applies
-    the policy inside it, so it saves only the argument. Reported, not a
-    registered divergence."""
+    the policy inside it, so it saves only the argument: the known
+    divergence remat3-custom-rules-are-full-remat, reported as such."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
     import oracle
-    from oracle.errors import Mismatch
     F = JCP._jax_fns()
     policy = jax.checkpoint_policies.save_only_these_names("r")
     fn = lambda x: jnp.sum(jnp.sin(F["named"](x)))   # noqa: E731
     x = np.linspace(-1, 1, 3).astype(np.float32)
     oracle.check(fn, policy, x, implementations=("remat2",), properties=("residuals", "values", "vjp"))
-    with pytest.raises(Mismatch, match="spec saves f32\\[3\\] named 'r'"):
-        oracle.check(fn, policy, x, implementations=("remat3",), properties=("residuals",))
+    report = oracle.check(fn, policy, x, implementations=("remat3",), properties=("residuals",))
+    assert ("remat3-custom-rules-are-full-remat", "residuals", "remat3") in report.known_divergences, report

@@ -133,6 +133,24 @@ def _recomputed(prog: Program, linear: set[int]) -> list[Eqn]:
     return out
 
 
+def _checkpoint_readers(prog: Program) -> set[int]:
+    """Ids of the vars of `prog` that a checkpoint reads, directly or through
+    the body of a scan, call or cond that passes them to one."""
+    out = set()
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            out.update(a.id for a in e.inputs if isinstance(a, Var))
+            continue
+        for _, body in subprograms(e.params):
+            inner = _checkpoint_readers(body)
+            offset = len(e.inputs) - len(body.inputs)      # cond: the index is not a body input
+            if offset not in (0, 1) or (offset == 1 and e.primitive.name != "cond"):
+                continue                                    # inputs not passed one to one (while)
+            out.update(a.id for a, v in zip(e.inputs[offset:], body.inputs)
+                       if isinstance(a, Var) and v.id in inner)
+    return out
+
+
 def explain(prog: Program, *types) -> Explanation:
     """Explain the backward pass of `prog`: each residual's provenance, why
     it is saved, which backward equations read it, its bytes; and the
@@ -143,10 +161,7 @@ def explain(prog: Program, *types) -> Explanation:
     producers = {v.id: e for e in lin.forward.eqns for v in e.outputs}
     n_res = len(lin.residuals)
     linear_ids = {v.id for v in lin.linear.inputs[n_res:]}
-    remat_readers = set()
-    for e in lin.linear.eqns:
-        if e.primitive is remat_p:
-            remat_readers.update(a.id for a in e.inputs if isinstance(a, Var))
+    remat_readers = _checkpoint_readers(lin.linear)
     out = []
     for r, res_var in zip(lin.residuals, lin.linear.inputs[:n_res]):
         kind = r.source.kind

@@ -6,8 +6,7 @@ and the known divergences of jax 0.10.2 that `oracle.check` must report for
 it, exactly (oracle/divergences.py).
 
 Everything is float32 (plus int32 where an integer input is the point).
-Only primitives the spec models are used: the spec has no `custom_jvp_call`
-(jax.nn.relu, jax.nn.silu's callers, ...), so the softmax is written by hand
+Mostly plain primitives: the softmax is written by hand
 (exp(s - stop_gradient(max)) / sum; in jax 0.10.2 jax.nn.softmax happens to
 be plain primitives too, see test_jax_nn_softmax_is_supported_in_0_10_2),
 GELU is the tanh approximation written with jnp ops (jnp.tanh, `x ** 3` =

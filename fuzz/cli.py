@@ -61,7 +61,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         @settings(max_examples=batch, deadline=None, database=db, print_blob=False,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   phases=[Phase.reuse, Phase.generate, Phase.shrink])
-        @given(programs(custom_vjp=True))
+        @given(programs(partial_ad=True))
         def prop(prog):
             nonlocal checked
             if time.time() > deadline and not last_failure:
@@ -70,11 +70,11 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
                 return
             try:
                 report = properties.oracle_agrees(prog, implementations=impls)
-            except oracle.Mismatch as e:
-                last_failure[:] = [(prog, e)]
-                raise
             except oracle.Unsupported:
                 return
+            except Exception as e:      # a Mismatch, or an error of ours (or JAX's): shrink it too
+                last_failure[:] = [(prog, e)]
+                raise
             checked += 1
             results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]))
         try:
@@ -88,9 +88,19 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
                 repro=e.repro.text if e.repro else "", seed=seed, round=round_)))
             if fail_fast:
                 break
-        except Exception as e:   # an error of ours: report it, never hide it
-            results.put(("error", job, f"{type(e).__name__}: {e}"))
-            break
+        except Exception as e:   # an error of ours: report it with its (shrunk) program, never hide it
+            if not last_failure:
+                results.put(("error", job, f"{type(e).__name__}: {e}"))
+                break
+            prog, err = last_failure[0]
+            message = f"{type(err).__name__}: {err}"
+            results.put(("finding", job, dict(
+                key=f"error/{type(err).__name__}/{_shape_key(prog)}", property="error",
+                implementation="-", program=str(prog), message=message, repro="", seed=seed,
+                round=round_)))
+            last_failure.clear()
+            if fail_fast:
+                break
     results.put(("done", job, checked))
 
 
@@ -104,16 +114,22 @@ def _write_finding(out_dir: str, f: dict) -> str:
     fid = hashlib.sha1(f["key"].encode()).hexdigest()[:10]
     d = os.path.join(out_dir, fid)
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "repro.py"), "w") as fh:
-        fh.write(f["repro"])
+    if f["repro"]:
+        with open(os.path.join(d, "repro.py"), "w") as fh:
+            fh.write(f["repro"])
     with open(os.path.join(d, "program.txt"), "w") as fh:
         fh.write(f["program"] + "\n")
+    title = (f"an error while checking" if f["property"] == "error"
+             else f"{f['property']} differs under {f['implementation']}")
+    rerun = ("Run `python repro.py` (needs only jax and numpy) to see it fail.\n" if f["repro"] else
+             "An exception, not a disagreement: replay the program with "
+             "`fuzz.properties.oracle_agrees` to see it.\n")
     with open(os.path.join(d, "report.md"), "w") as fh:
-        fh.write(f"# Finding {fid}: {f['property']} differs under {f['implementation']}\n\n"
+        fh.write(f"# Finding {fid}: {title}\n\n"
                  f"Found by `remat-oracle fuzz --seed {f['seed']}` (round {f['round']}); "
                  f"program shape `{f['key'].split('/', 2)[2]}`.\n\n"
                  f"```\n{f['message']}\n```\n\n## Program (spec IR)\n\n```\n{f['program']}\n```\n\n"
-                 "Run `python repro.py` (needs only jax and numpy) to see it fail.\n")
+                 + rerun)
     return d
 
 

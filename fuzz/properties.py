@@ -113,14 +113,18 @@ def remat_is_invariant(prog, policy, seed=0):
 def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None):
     """oracle.check of the program, run by JAX as written (AS_IS). A
     program with a custom_vjp function skips the properties that need
-    forward mode through it (jvp, second order): JAX raises there, as the
-    spec does (tests/test_custom_rules.py checks both)."""
+    forward mode through it (jvp, second order), one with a while loop those
+    that need reverse mode (vjp, prevent_cse, second order): JAX raises
+    there, as the spec does (tests/test_custom_rules.py and
+    tests/test_control.py check both)."""
     import oracle
     from oracle.checker import PROPERTIES
-    from fuzz.strategies import has_custom_vjp
+    from fuzz.strategies import has_custom_vjp, has_while
     if properties is None:
         properties = PROPERTIES
-        if has_custom_vjp(prog):
-            properties = tuple(p for p in PROPERTIES if p not in ("jvp", "second_order"))
+        if has_custom_vjp(prog):     # no forward mode
+            properties = tuple(p for p in properties if p not in ("jvp", "second_order"))
+        if has_while(prog):          # no reverse mode: nothing that pulls cotangents back
+            properties = tuple(p for p in properties if p not in ("vjp", "prevent_cse", "second_order"))
     return oracle.check(oracle.to_jax(prog), oracle.AS_IS, *inputs(prog, seed),
                         implementations=implementations, properties=properties)

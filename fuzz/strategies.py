@@ -96,9 +96,9 @@ class _Builder:
     """Draws steps into the current trace."""
 
     def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1,
-                 custom_vjp=False):
+                 no_reverse_mode=False):
         self.draw = draw
-        self.custom_vjp = custom_vjp
+        self.no_reverse_mode = no_reverse_mode
         # extra "region" entries among the step kinds (appended: they shrink away first)
         self.extra_regions = ["region"] * (region_weight - 1 if allow_regions else 0)
         self.stop_gradient = stop_gradient
@@ -139,7 +139,7 @@ class _Builder:
         kind = draw(st.sampled_from([
             "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
             "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call", "scan", "cond", "custom"] + self.extra_regions))
+            "int_side", "region", "call", "scan", "cond", "custom", "while"] + self.extra_regions))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -236,6 +236,8 @@ class _Builder:
             return self.cond_step(fl, x, depth)
         if kind == "custom":
             return self.custom_step(x)
+        if kind == "while" and self.no_reverse_mode and self.allow_regions and depth < self.max_depth:
+            return self.while_step(x, depth)
         if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
             k = draw(st.integers(1, min(2, len(fl))))
             ins = [self.pick(fl) for _ in range(k)]
@@ -297,6 +299,18 @@ class _Builder:
             return same[-1] if same else ops.cos(xs[0])
         return spec.cond(pred, branch, branch, *operands)
 
+    def while_step(self, x, depth):
+        """A while_loop of 1-3 iterations (a counter) over a drawn body on x
+        (forward mode only: JAX and the spec have no reverse mode for it)."""
+        n = self.draw(st.integers(1, 3))
+
+        def body(c):
+            inner = [c[1]]
+            self.steps(inner, depth + 1, 3, 2)
+            same = [v for v in inner[1:] if v.type == x.type]
+            return c[0] + np.int32(1), (same[-1] if same else ops.sin(c[1]))
+        return spec.while_loop(lambda c: ops.lt(c[0], np.int32(n)), body, (np.int32(0), x))[1]
+
     def custom_step(self, x):
         """A custom_jvp function with its true derivative as the rule (so the
         finite-difference properties hold), or, where allowed, a custom_vjp
@@ -305,7 +319,7 @@ class _Builder:
         fn, d = draw(st.sampled_from([
             (ops.sin, ops.cos), (ops.tanh, lambda v: 1.0 - ops.square(ops.tanh(v))),
             (ops.square, lambda v: 2.0 * v)]))
-        if self.custom_vjp and draw(st.booleans()):
+        if self.no_reverse_mode and draw(st.booleans()):
             f = spec.custom_vjp(lambda v: fn(v), lambda v: (fn(v), d(v)), lambda r, ct: (ct * r,))
         else:
             f = spec.custom_jvp(lambda v: fn(v), lambda p, t: (fn(p[0]), d(p[0]) * t[0]))
@@ -326,9 +340,11 @@ def primitives_in(prog: spec.Program, inside: bool = False) -> set:
 
 
 def has_custom_vjp(prog: spec.Program) -> bool:
-    from spec.ir import subprograms
-    return any(e.primitive.name == "custom_vjp_call" or any(has_custom_vjp(b) for _, b in subprograms(e.params))
-               for e in prog.eqns)
+    return "custom_vjp_call" in primitives_in(prog) or "custom_vjp_call" in primitives_in(prog, inside=True)
+
+
+def has_while(prog: spec.Program) -> bool:
+    return "while" in primitives_in(prog) or "while" in primitives_in(prog, inside=True)
 
 
 @st.composite
@@ -363,7 +379,7 @@ class Drawn:
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
              scalar_output=False, int_inputs=True, stop_gradient=True, shapes=SHAPES,
-             region_weight=3, dead_ends_out=True, custom_vjp=False):
+             region_weight=3, dead_ends_out=True, partial_ad=False):
     """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
     `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
     `stop_gradient=False` leaves stop_gradient out (finite differences
@@ -376,15 +392,16 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
     the checkpoint regions). `region_weight`: a step is a checkpoint region
     with `region_weight` chances in 19 + `region_weight` (1: as often as
     any other kind; the default 3 puts a checkpoint in about 4 programs in
-    10, against 1.5 with 1). `custom_vjp`: also draw custom_vjp functions
-    (only for checks without forward mode over them: see
+    10, against 1.5 with 1). `partial_ad`: also draw what has only part of
+    AD: custom_vjp functions (no forward mode) and while loops (no reverse
+    mode), for checks that skip what they lack (see
     fuzz.properties.oracle_agrees)."""
     dtype = np.dtype(dtype)
     n_in = draw(st.integers(1, max_inputs))
     types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
-    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, custom_vjp)
+    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, partial_ad)
 
     def fn(*xs):
         pool = list(xs)

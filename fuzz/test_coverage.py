@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from fuzz import profiles
 from fuzz.strategies import primitives_in, programs
 
-MUST_APPEAR = {"scan", "cond", "custom_jvp_call", "custom_vjp_call", "remat", "name", "call"}
+MUST_APPEAR = {"scan", "cond", "while", "custom_jvp_call", "custom_vjp_call", "remat", "name", "call"}
 
 
 def test_ci_programs_exercise_every_new_primitive():
@@ -19,7 +19,7 @@ def test_ci_programs_exercise_every_new_primitive():
     nested = collections.Counter()
 
     @settings(max_examples=300, derandomize=True, database=None)
-    @given(programs(custom_vjp=True))
+    @given(programs(partial_ad=True))
     def draw(prog):
         counts.update(primitives_in(prog))
         nested.update(primitives_in(prog, inside=True))

@@ -11,7 +11,7 @@ from fuzz.strategies import primitives_in, programs  # noqa: E402
 
 
 @settings(max_examples=profiles.differential_examples())
-@given(programs(custom_vjp=True))
+@given(programs(partial_ad=True))
 def test_jax_agrees_with_the_spec(prog):
     for name in sorted(primitives_in(prog)):
         event(f"primitive: {name}")          # --hypothesis-show-statistics lists them

@@ -99,7 +99,16 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     known_body = Program(pe.known.inputs, pe.known.eqns, pe.known.outputs[:n_known] + body_res_outs)
     known_eqn = Eqn(call_p, known_ins, known_outs + new_res_vars, dict(jaxpr=known_body, name=name))
     staged_eqn = Eqn(call_p, res_atoms + staged_ins, staged_outs, dict(jaxpr=pe.staged, name=name))
-    return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
+    subst = {}
+    if linearize:
+        # a known output that is just an input of the body is that input
+        # (pjit's linearization forwards it: `pe._jaxpr_forwarding`), so
+        # what reads it reads the call's input
+        body_in = {v.id: i for i, v in enumerate(pe.known.inputs)}
+        for v, a in zip(known_outs, pe.known.outputs[:n_known]):
+            if isinstance(a, Var) and a.id in body_in:
+                subst[v.id] = known_ins[body_in[a.id]]
+    return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, subst
 
 
 def _call_source(eqn, var):

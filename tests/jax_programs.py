@@ -277,6 +277,21 @@ def jit_output_residual_spec(x):
     return ops.reduce_sum(y, (0,))
 
 
+def identity(x):                         # jitted: its output is its input
+    return x
+
+
+def jit_identity_jax(x):
+    # found by the fuzzer: a jit's output that is just its input is that
+    # input (pjit's linearization forwards it), so it is saved as the input
+    return jnp.sum(x * jax.jit(identity)(x))
+
+
+def jit_identity_spec(x):
+    (y,) = ops.call(spec.trace(lambda c: c, x.type), x, name="identity")
+    return ops.reduce_sum(x * y, (0,))
+
+
 def jit_residual_order_jax(x):
     # found by the fuzzer: a linearized jit returns its residuals in the
     # order its tangent program first reads them
@@ -391,6 +406,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
     TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
     TestProgram("jit_output_residual", jit_output_residual_jax, jit_output_residual_spec, ((F32, (3,)),)),
+    TestProgram("jit_identity", jit_identity_jax, jit_identity_spec, ((F32, (3,)),)),
     TestProgram("where_relu", where_relu_jax, where_relu_spec, ((F32, (3,)),)),
     TestProgram("int_output", int_output_jax, int_output_spec, ((F32, (3,)),)),
     TestProgram("softmax_rows", softmax_rows_jax, softmax_rows_spec, ((F32, (2, 3)),)),

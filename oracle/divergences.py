@@ -188,7 +188,6 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     # (re)register: a test may have restored the rule tables since
     from spec.core import Primitive, Zero, bind, instantiate
     from spec.ir import is_float
-    from spec.jvp import dependence_rules
     from spec.partial_eval import source_rules
     prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
     core.param_specs[prim] = core.param_specs[remat_p]
@@ -287,8 +286,6 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         table[prim] = table[remat_p]
     core.partial_eval_rules[prim] = partial_eval
     core.jvp_rules[prim] = jvp
-    if opaque_outputs:     # the enclosing linearization cannot see through it
-        dependence_rules[prim] = lambda eqn, in_flags: [any(in_flags)] * len(eqn.outputs)
     _REMAT3_CHECKPOINTS[key] = prim
     return prim
 

@@ -66,11 +66,9 @@ class Case:
 CASES = [
     # needs a checkpoint whose policy saves sin (everything_saveable, or a
     # user policy naming sin) around a cos (whose derivative sin(x) is the
-    # residual) or a sin whose output is one. Seed 2: from seed 0 (as from 4
-    # seeds in 10) the program shrinks to a fuzz user policy
-    # (strategies.SavePrimitives), which oracle.repro cannot write out
-    # (it writes `policy=None  # ...` inside the call: a SyntaxError)
-    Case("policy_ignores_sin", ("residuals",), seed=2, max_examples=500),
+    # residual) or a sin whose output is one. Found from 4 seeds in 6
+    # (0, 1, 5, 6) within 300 examples with the strategies of this version
+    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=500),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),

@@ -44,13 +44,28 @@ class Context:
 
     def remat3_defect_mattered(self, defect: str) -> bool:
         """JAX's residuals are exactly remat3's modelled ones
-        (`remat3_model`), and would not be without modelling `defect`
-        (one of its flags)."""
+        (`remat3_model`), and `defect` (one of its flags) is the one that
+        explains the difference from the spec: the first, in
+        REMAT3_DEFECTS order, whose removal (together with the removal of
+        those before it) changes the modelled answer. One defect alone
+        explains most differences; where two each would (say remat3's
+        policy view and its treatment of custom rules, which both leave a
+        custom rule's values unsaved), the earlier one is named."""
         if self.implementation != "remat3" or self.property != "residuals":
             return False
-        full = dict.fromkeys(REMAT3_DEFECTS, True)
-        return (self.jax_residuals == self.residuals_with(**full)
-                and self.jax_residuals != self.residuals_with(**dict(full, **{defect: False})))
+        if "_remat3_attribution" not in self.__dict__:
+            self._remat3_attribution = self._attribute_remat3()
+        return self._remat3_attribution == defect
+
+    def _attribute_remat3(self):
+        flags = dict.fromkeys(REMAT3_DEFECTS, True)
+        if self.jax_residuals != self.residuals_with(**flags):
+            return None
+        for d in REMAT3_DEFECTS:
+            flags[d] = False
+            if self.jax_residuals != self.residuals_with(**flags):
+                return d
+        return None
 
 
 def producer_sources(prog: Program) -> list:
@@ -351,8 +366,9 @@ def _remat3_effective(policy):
     return _Remat3View(policy)
 
 
-REMAT3_DEFECTS = ("view", "nested_opaque", "opaque_outputs", "instantiated_inputs", "inputs_first",
-                  "scan_rule", "custom_opaque")
+# in the order a difference is attributed to them (and DIVERGENCES lists them)
+REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "view", "opaque_outputs", "instantiated_inputs",
+                  "inputs_first", "scan_rule")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
@@ -550,8 +566,8 @@ def _jit_linearize_zero(ctx):
 
 
 _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the remat3 model (the "
-                    "spec with this and the other remat3 defects modelled, `remat3_model`), and "
-                    "would not be without this one.")
+                    "spec with every remat3 defect below modelled, `remat3_model`), and this is "
+                    "the first defect, in the model's order, whose removal changes them.")
 
 DIVERGENCES = [
     Divergence(

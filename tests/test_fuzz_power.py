@@ -68,7 +68,7 @@ CASES = [
     # user policy naming sin) around a cos (whose derivative sin(x) is the
     # residual) or a sin whose output is one. Found from 4 seeds in 6
     # (0, 1, 5, 6) within 300 examples with the strategies of this version
-    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=500),
+    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),

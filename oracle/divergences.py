@@ -569,6 +569,19 @@ _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the rem
                     "spec with every remat3 defect below modelled, `remat3_model`), and this is "
                     "the first defect, in the model's order, whose removal changes them.")
 
+def _constant_type_literals(ctx):
+    """The lists differ only in scalar literals the spec saves and JAX does
+    not (JAX's list is the spec's with some "from a literal" entries left out)."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    strip = lambda rs: [r for r in rs if r[1] != "from a literal"]
+    lits = lambda rs: collections.Counter(r for r in rs if r[1] == "from a literal")
+    return (strip(ctx.jax_residuals) == strip(ctx.spec_residuals)
+            and not (lits(ctx.jax_residuals) - lits(ctx.spec_residuals))
+            and bool(lits(ctx.spec_residuals) - lits(ctx.jax_residuals)))
+
+
 DIVERGENCES = [
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
@@ -718,6 +731,19 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
         _remat3_barriers),
+    Divergence(
+        "literal-residuals-depend-on-the-constant-s-python-type",
+        "JAX (0.10.2) saves a scalar constant that a tangent equation reads (\"from a literal\") "
+        "when the user's code wrote it as a Python float or a jax Array, and not when it was a "
+        "numpy scalar (np.float32(0.5) * x: linearization binds it inline); both trace to the "
+        "same jaxpr literal, and the spec (which sees only the jaxpr) saves it. jax.nn.gelu's "
+        "sqrt(2/pi) is such a numpy scalar. The predicate: the lists differ only in \"from a "
+        "literal\" entries the spec has and JAX lacks.",
+        "import numpy as np\n"
+        "print_saved_residuals(lambda x: jnp.sum(np.float32(0.5) * jnp.tanh(x)), jnp.ones(3))\n"
+        "print_saved_residuals(lambda x: jnp.sum(0.5 * jnp.tanh(x)), jnp.ones(3))  "
+        "# from a literal",
+        _constant_type_literals),
     Divergence(
         "jit-linearize-saves-an-instantiated-zero",
         "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "

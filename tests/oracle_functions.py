@@ -663,6 +663,17 @@ def fuzz_dead_backward(a):
     return jax.checkpoint(outer, prevent_cse=False)(a), c, jnp.sin(a)
 
 
+LITERALS = "literal-residuals-depend-on-the-constant-s-python-type"
+
+
+@case("jax_nn_gelu_and_relu_mlp", oracle.AS_IS, (X, W_DH, W_HD),
+      divergences=((LITERALS, "residuals", "remat2"), (LITERALS, "residuals", "remat3")),
+      note="jax.nn.gelu (its sqrt(2/pi) is a numpy scalar: JAX does not save it) and "
+           "jax.nn.relu (a custom_jvp function), no checkpoint")
+def jax_nn_mlp(x, w1, w2):
+    return jnp.sum(jax.nn.relu(jax.nn.gelu(x @ w1, approximate=True) @ w2))
+
+
 # --------------------------------------------------------------------------
 # scan: checkpointed layers (the most common real use of remat)
 

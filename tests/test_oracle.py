@@ -195,7 +195,8 @@ def test_check_passes(case):
     # vjp leaves are compared for both implementations: they are ok, or they
     # are JAX's own saved residuals and share the residuals' known divergence
     if "vjp_leaves" in props:
-        assert report.status("vjp_leaves", "remat2") == "ok"
+        remat2_listed = any((p, i) == ("residuals", "remat2") for _, p, i in case.divergences)
+        assert report.status("vjp_leaves", "remat2") == "ok" or remat2_listed
         for impl in IMPLEMENTATIONS:
             if report.status("vjp_leaves", impl) != "ok":
                 assert report.status("vjp_leaves", impl) == report.status("residuals", impl) == "known divergence"

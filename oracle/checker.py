@@ -461,10 +461,16 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                 else:
                     want = spec_predicts_barrier(prog)
                     t1 = time.perf_counter()
-                    got_b = jax_barriers(f, args)
+                    try:
+                        got_b = jax_barriers(f, args)
+                    except Exception as e:       # JAX raised where the spec differentiates
+                        got_b = e
                     report.timings["jax_trace"] += time.perf_counter() - t1
                     report.timings["spec"] += t1 - t0
-                    if (want > 0) != (got_b > 0):
+                    if isinstance(got_b, Exception):
+                        ctx = divergences.Context(impl, "prevent_cse", policy, prog, error=got_b)
+                        fail("prevent_cse", impl, _raised(got_b), ctx)
+                    elif (want > 0) != (got_b > 0):
                         ctx = divergences.Context(impl, "prevent_cse", policy, prog, barriers=(want, got_b))
                         fail("prevent_cse", impl, f"optimization barriers in the backward pass: spec predicts "
                                                   f"{want}, JAX's HLO has {got_b}", ctx)
@@ -477,14 +483,23 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                 props = list(numeric)
                 try:
                     got = jax_numbers(f, prog, args, tangents, cts, batched, props, report.timings)
-                except NotImplementedError as e:
-                    ctx = divergences.Context(impl, "vmap", policy, prog, error=e)
-                    if "vmap" in props and divergences.find(ctx) is not None:
-                        fail("vmap", impl, str(e), ctx)
-                        props.remove("vmap")
-                        got = jax_numbers(f, prog, args, tangents, cts, batched, props, report.timings) if props else {}
-                    else:
-                        raise
+                except Exception as e:
+                    # JAX raised: find which properties raise (each alone), report
+                    # each (a known divergence, else a Mismatch), compare the rest
+                    got, raised = {}, {}
+                    for prop in list(props):
+                        try:
+                            got.update(jax_numbers(f, prog, args, tangents, cts, batched, [prop],
+                                                   report.timings))
+                        except Exception as e_prop:
+                            raised[prop] = e_prop
+                    if not raised:
+                        raise e
+                    for prop, err in raised.items():
+                        props.remove(prop)
+                        shown = "vjp" if prop == "vjp_leaves" else prop
+                        fail(prop, impl, _raised(err),
+                             divergences.Context(impl, shown, policy, prog, error=err))
                 secs = (time.perf_counter() - t0) / max(len(props), 1)
                 if "vjp_leaves" in props:
                     props.remove("vjp_leaves")
@@ -512,6 +527,11 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                              depth * (2 if prop in ("vjp", "jvp") else 4 if prop == "second_order" else 1),
                              rtol_scale, report, fail, secs, numeric_ctx)
     return report
+
+
+def _raised(e: Exception) -> str:
+    return (f"JAX raised {type(e).__name__} where the spec computes a result:\n  "
+            + str(e).split("\n--------------------")[0].strip())
 
 
 def _leaves_of(residuals):

@@ -479,6 +479,28 @@ def _remat3_name_no_batching(ctx):
             and _has_name(ctx.program))
 
 
+def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
+    """Some checkpoint (at any depth) has an input its body never reads that
+    is a stacked output (a ys) of a scan."""
+    from spec.partial_eval import dce
+    ys_of_scan = {v.id for e in prog.eqns if e.primitive.name == "scan"
+                  for v in e.outputs[e.params["num_carry"]:]}
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            _, used = dce(e.params["jaxpr"])
+            if any(not u and isinstance(a, Var) and a.id in ys_of_scan for a, u in zip(e.inputs, used)):
+                return True
+        if any(_unused_scanned_checkpoint_inputs(b) for _, b in subprograms(e.params)):
+            return True
+    return False
+
+
+def _remat3_unused_scanned_input(ctx):
+    return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order")
+            and isinstance(ctx.error, ValueError) and "Expected cotangent type" in str(ctx.error)
+            and _unused_scanned_checkpoint_inputs(ctx.program))
+
+
 @dataclass(frozen=True)
 class _Tagged(sp._Policy):
     """`policy` unchanged, carrying a tag that survives differentiation
@@ -715,6 +737,20 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
         _remat3_name_no_batching),
+    Divergence(
+        "remat3-grad-raises-for-an-unused-scanned-checkpoint-input",
+        "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "
+        "type float32[] but got float32[n]` when a checkpoint has an input its body never "
+        "reads that is a stacked output of a scan (found by the fuzzer); remat2 and the spec "
+        "differentiate it (its cotangent is zero). The predicate: remat3, that error, and such "
+        "an input in the program.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(a):\n"
+        "    c, ys = lax.scan(lambda c, _: (c * c, c * c), a, None, length=3)\n"
+        "    return jax.checkpoint(lambda unused, a: jnp.sin(a))(ys, a)\n"
+        "jax.grad(f)(0.5)  # ValueError",
+        _remat3_unused_scanned_input),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "

@@ -144,7 +144,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  literals_are_residuals: bool | None = None,
                  in_inst: Sequence[bool] | None = None,
                  stage_recomputed_outputs: bool = False,
-                 order: str = "production") -> PartialEval:
+                 order: str = "production",
+                 dce_staged: bool = True) -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
     * `instantiate[i]` forces output i to be computed by the staged program
@@ -165,6 +166,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       recomputes anyway are outputs of the staged program too (as
       `partial_eval_jaxpr_custom` does for a call or checkpoint nested in a
       checkpoint), so that nothing needs to save them.
+    * `dce_staged=False` keeps the staged program's dead equations, and
+      the residuals they read.
     * `order` of the residuals: "production" (literals, constants,
       arguments, then by producing equation: the order
       jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (by
@@ -246,8 +249,12 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     staged_ins = [v for v, m in zip(prog.inputs, staged_inputs) if m]
 
     # dead code in the staged program reads nothing: drop it before counting
+    # (unless `dce_staged` is False: a cond's branches are split by
+    # partial_eval_jaxpr_custom, whose residuals include what dead staged
+    # equations read, and merged across branches before any DCE)
     all_staged = list(staged_eqns)
-    staged_eqns = dce_eqns(staged_eqns, staged_outs)
+    if dce_staged:
+        staged_eqns = dce_eqns(staged_eqns, staged_outs)
     recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
 
     # residuals = the free variables of the staged program

@@ -329,8 +329,10 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True,
                             literals_are_residuals=False, order="first_use") for b in branches]
     else:
+        # residuals counted before DCE, as partial_eval_jaxpr_custom does
+        # (what a dead staged equation reads is a residual too)
         pes = [partial_eval(b, ops_uk, in_inst=[True] * n_ops, saveable=saveable,
-                            instantiate=True, order="first_use") for b in branches]
+                            instantiate=True, order="first_use", dce_staged=False) for b in branches]
     unks_out = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
     all_res, slots = _merge_branch_residuals([[r.type for r in pe.residuals] for pe in pes])
     known_branches = []

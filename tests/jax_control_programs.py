@@ -192,6 +192,22 @@ PXW = ((BOOL, ()), (F32, (2, 3)), (F32, (3, 4)))
 X3 = ((F32, (3,)),)
 
 
+# a branch with a dead value (found by the fuzzer): inside a checkpoint its
+# derivative's residual still takes a slot of the cond's residuals
+def dead_value_branch_jax(p, x):
+    def dead(x):
+        unused = jnp.sin(x)      # noqa: F841
+        return jnp.sin(x)
+    return jnp.sum(lax.cond(p, dead, jnp.sin, x))
+
+
+def dead_value_branch_spec(p, x):
+    def dead(x):
+        ops.sin(x)
+        return ops.sin(x)
+    return ops.reduce_sum(spec.cond(p, dead, ops.sin, x), (0,))
+
+
 def _p(name, pair, in_types, note=""):
     return TestProgram(name, pair[0], pair[1], in_types, note)
 
@@ -210,6 +226,11 @@ PROGRAMS: list[TestProgram] = [
     _p("cond_in_checkpoint_names", ckpt(named_branch_jax, named_branch_spec,
                                         lambda: jcp.save_only_these_names("h"),
                                         sp.save_only_these_names("h")), PX),
+    _p("cond_dead_value_in_checkpoint_everything", ckpt(dead_value_branch_jax, dead_value_branch_spec,
+                                                       lambda: jcp.everything_saveable,
+                                                       sp.everything_saveable), PX,
+       "a dead sin in a branch: its derivative's residual is counted (partial_eval_jaxpr_custom "
+       "merges residual slots before DCE)"),
     _p("checkpoint_in_branch", (ckpt_in_branch_jax, ckpt_in_branch_spec), PX),
     _p("cond_in_jit", (cond_in_jit_jax, cond_in_jit_spec), PX),
     _p("vmap_cond", (vmap_cond_jax, vmap_cond_spec), ((F32, (2, 3)),),

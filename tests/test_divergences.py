@@ -12,7 +12,8 @@ pytest.importorskip("jax")   # only the import may skip
 
 from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
-RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError"}
+RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
+          "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type"}
 
 
 @pytest.mark.parametrize("d", DIVERGENCES, ids=lambda d: d.name)

@@ -247,6 +247,24 @@ def scalar_zero_init_spec(xs, w):
     return c + ops.reduce_sum(ys, (0, 1))
 
 
+def rule_zero_jax(xs, w):
+    def body(c, x):
+        one = c ** 0
+        return one, one
+    c, ys = lax.scan(body, xs[0] * xs[1], xs)
+    return _loss_jax(c, ys)
+
+
+def rule_zero_spec(xs, w):
+    second = ops.squeeze(ops.slice(xs, (1, 0), (2, D), None), (0,))
+
+    def body(c, x):
+        one = ops.integer_pow(c, 0)
+        return one, one
+    c, ys = spec.scan(body, _first(xs) * second, xs)
+    return _loss_spec(c, ys)
+
+
 def _p(name, pair, in_types, note=""):
     jax_fn, spec_fn = pair
     return TestProgram(name, jax_fn, spec_fn, in_types, note)
@@ -287,6 +305,9 @@ PROGRAMS: list[TestProgram] = [
        "(fuzzer finding)"),
     _p("scan_scalar_zero_init_carry", (scalar_zero_init_jax, scalar_zero_init_spec), XS,
        "a scalar carry starting at a literal 0.0"),
+    _p("scan_rule_made_zero_tangent", (rule_zero_jax, rule_zero_spec), XS,
+       "a tangent a JVP rule makes from primals alone (x ** 0) in the body: a known gap "
+       "(GAPS in tests/test_recorded_scan_residuals.py)"),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

@@ -25,6 +25,21 @@ with open(os.path.join(HERE, "recordings", "residuals_scan.json")) as _f:
 
 NAMES = [p.name for p in PROGRAMS]
 
+# Programs where the spec is known to differ from JAX, kept failing (strict
+# xfail) so that a fix shows: name -> what the spec does not model yet.
+GAPS = {
+    "scan_rule_made_zero_tangent": (
+        "a tangent that a JVP rule makes from primals alone (integer_pow's zeros for y == 0) "
+        "inside a scan body: JAX's _scan_linearize (ad.linearize_jaxpr) keeps it a tangent, "
+        "computed in the tangent scan from a hoisted constant, so the scan still reads the "
+        "incoming tangents (and their residuals are saved); the spec's linearization makes it "
+        "a symbolic zero (found by the fuzzer; cond branches have the same gap)"),
+}
+
+
+def _gap(name):
+    return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=GAPS[name])) if name in GAPS else name
+
 
 def spec_residuals(p) -> list[list[str]]:
     return [[str(r.type), str(r.source)] for r in spec.saved_residuals(p.trace_spec())]
@@ -43,7 +58,7 @@ def test_same_program_as_jax(name):
     assert spec_signature(BY_NAME[name].trace_spec()) == REC["jaxprs"][name]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [_gap(n) for n in NAMES])
 def test_residuals_match_jax_in_order(name):
     assert spec_residuals(BY_NAME[name]) == REC["residuals"][name]
 

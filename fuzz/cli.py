@@ -38,7 +38,7 @@ def _shape_key(prog) -> str:
 
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, out_dir: str,
-            fail_fast: bool, results: "mp.Queue"):
+            fail_fast: bool, results: "mp.Queue", control_flow: bool = True):
     import warnings
     warnings.filterwarnings("ignore")
     from hypothesis import HealthCheck, Phase, given, settings
@@ -61,7 +61,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         @settings(max_examples=batch, deadline=None, database=db, print_blob=False,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   phases=[Phase.reuse, Phase.generate, Phase.shrink])
-        @given(programs(partial_ad=True))
+        @given(programs(partial_ad=True, control_flow=control_flow))
         def prop(prog):
             nonlocal checked
             if time.time() > deadline and not last_failure:
@@ -146,7 +146,8 @@ def fuzz_main(args) -> int:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(j, args.seed, deadline, per_job, impls, args.out,
-                                               args.fail_fast, results), daemon=True)
+                                               args.fail_fast, results, not args.no_control_flow),
+                         daemon=True)
              for j in range(args.jobs)]
     for p in procs:
         p.start()
@@ -227,6 +228,8 @@ def main(argv=None) -> int:
     f.add_argument("--jax-impl", default="remat2,remat3")
     f.add_argument("--out", default="fuzz-findings")
     f.add_argument("--fail-fast", action="store_true", help="stop at the first (shrunk) finding")
+    f.add_argument("--no-control-flow", action="store_true",
+                   help="leave scan, cond, while and custom_jvp/custom_vjp out of the programs")
     args = parser.parse_args(argv)
     if args.command == "fuzz":
         return fuzz_main(args)

@@ -92,13 +92,19 @@ def policies(draw, names=tuple(NAMES)):
                                                                     max_size=2, unique=True))))
 
 
+# step kinds of control flow and custom rules (issue 8), left out with
+# programs(control_flow=False)
+CONTROL_FLOW_KINDS = ["scan", "cond", "custom", "while"]
+
+
 class _Builder:
     """Draws steps into the current trace."""
 
     def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1,
-                 no_reverse_mode=False):
+                 no_reverse_mode=False, control_flow=True):
         self.draw = draw
         self.no_reverse_mode = no_reverse_mode
+        self.control_flow = bool(control_flow)
         # extra "region" entries among the step kinds (appended: they shrink away first)
         self.extra_regions = ["region"] * (region_weight - 1 if allow_regions else 0)
         self.stop_gradient = stop_gradient
@@ -139,7 +145,7 @@ class _Builder:
         kind = draw(st.sampled_from([
             "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
             "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call", "scan", "cond", "custom", "while"] + self.extra_regions))
+            "int_side", "region", "call"] + CONTROL_FLOW_KINDS * self.control_flow + self.extra_regions))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -379,7 +385,7 @@ class Drawn:
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
              scalar_output=False, int_inputs=True, stop_gradient=True, shapes=SHAPES,
-             region_weight=3, dead_ends_out=True, partial_ad=False):
+             region_weight=3, dead_ends_out=True, partial_ad=False, control_flow=True):
     """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
     `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
     `stop_gradient=False` leaves stop_gradient out (finite differences
@@ -395,13 +401,15 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
     10, against 1.5 with 1). `partial_ad`: also draw what has only part of
     AD: custom_vjp functions (no forward mode) and while loops (no reverse
     mode), for checks that skip what they lack (see
-    fuzz.properties.oracle_agrees)."""
+    fuzz.properties.oracle_agrees). `control_flow=False` leaves out scan,
+    cond, while and custom rules."""
     dtype = np.dtype(dtype)
     n_in = draw(st.integers(1, max_inputs))
     types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
-    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, partial_ad)
+    b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, partial_ad,
+                 control_flow)
 
     def fn(*xs):
         pool = list(xs)

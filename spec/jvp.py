@@ -74,7 +74,11 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
             outs, out_ts = rule(ps, ts, **e.params)
             if not e.primitive.multiple_results:
                 outs, out_ts = [outs], [out_ts]
-            if known_tangents_are_zero:
+            if known_tangents_are_zero and e.primitive in jaxpr_linearized:
+                # linearized as a jaxpr (ad.linearize_jaxpr): every tangent the
+                # rule returns is a tangent, a constant one included
+                depends.update(t.atom.id for t in out_ts if isinstance(t, Tracer) and isinstance(t.atom, Var))
+            elif known_tangents_are_zero:
                 for new in builder.eqns[start:]:
                     flags = [isinstance(a, Var) and a.id in depends for a in new.inputs]
                     outs_dep = output_dependence(new, flags)
@@ -85,6 +89,14 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
             primal_env[v.id] = o
             tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
+
+
+# Primitives whose linearization (JAX's, e.g. `_scan_linearize` via
+# `ad.linearize_jaxpr`) returns a tangent for every output the JVP rule
+# gives one, also where the body computes it from primals alone (a constant
+# zero tangent is still a tangent there, saved as a residual): the tangents
+# such a primitive's rule returns are not checked for dependence.
+jaxpr_linearized: set = set()
 
 
 # primitive -> fn(eqn, in_flags) -> out_flags, for a primitive whose

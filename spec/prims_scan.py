@@ -36,7 +36,7 @@ from spec.core import (PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Eqn, Program, Var
-from spec.jvp import dependence_rules, output_dependence
+from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence
 from spec.partial_eval import TANGENT_ZERO, dce, literal_operands_inline, partial_eval
 
 scan_p = primitive("scan", ["jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll"],
@@ -212,6 +212,7 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carr
 
 
 jvp_rules[scan_p] = _scan_jvp
+jaxpr_linearized.add(scan_p)
 
 
 def _scan_dependence(eqn, in_flags):

@@ -27,14 +27,7 @@ NAMES = [p.name for p in PROGRAMS]
 
 # Programs where the spec is known to differ from JAX, kept failing (strict
 # xfail) so that a fix shows: name -> what the spec does not model yet.
-GAPS = {
-    "scan_rule_made_zero_tangent": (
-        "a tangent that a JVP rule makes from primals alone (integer_pow's zeros for y == 0) "
-        "inside a scan body: JAX's _scan_linearize (ad.linearize_jaxpr) keeps it a tangent, "
-        "computed in the tangent scan from a hoisted constant, so the scan still reads the "
-        "incoming tangents (and their residuals are saved); the spec's linearization makes it "
-        "a symbolic zero (found by the fuzzer; cond branches have the same gap)"),
-}
+GAPS: dict = {}
 
 
 def _gap(name):

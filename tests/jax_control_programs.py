@@ -208,6 +208,17 @@ def dead_value_branch_spec(p, x):
     return ops.reduce_sum(spec.cond(p, dead, ops.sin, x), (0,))
 
 
+# a tangent a JVP rule makes from primals alone in one branch (x ** 0), a
+# real one in the other (found by the fuzzer): a known gap of the spec
+def rule_zero_branch_jax(x):
+    return lax.cond(x > 0.0, lambda h: jnp.squeeze(jnp.reshape(h, (1,)), 0), lambda f: f ** 0, x)
+
+
+def rule_zero_branch_spec(x):
+    return spec.cond(ops.gt(x, 0.0), lambda h: ops.squeeze(ops.reshape(h, (1,)), (0,)),
+                     lambda f: ops.integer_pow(f, 0), x)
+
+
 def _p(name, pair, in_types, note=""):
     return TestProgram(name, pair[0], pair[1], in_types, note)
 
@@ -231,6 +242,8 @@ PROGRAMS: list[TestProgram] = [
                                                        sp.everything_saveable), PX,
        "a dead sin in a branch: its derivative's residual is counted (partial_eval_jaxpr_custom "
        "merges residual slots before DCE)"),
+    _p("cond_rule_made_zero_tangent", (rule_zero_branch_jax, rule_zero_branch_spec), ((F32, ()),),
+       "a known gap (GAPS in tests/test_recorded_cond_residuals.py)"),
     _p("checkpoint_in_branch", (ckpt_in_branch_jax, ckpt_in_branch_spec), PX),
     _p("cond_in_jit", (cond_in_jit_jax, cond_in_jit_spec), PX),
     _p("vmap_cond", (vmap_cond_jax, vmap_cond_spec), ((F32, (2, 3)),),

@@ -181,6 +181,7 @@ def _remat3_scan():
         if scan_p in table:
             table[prim] = table[scan_p]
     core.partial_eval_rules[prim] = lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False)
+    core.extension_primitives.add(prim)
     _REMAT3_CHECKPOINTS["scan"] = prim
     return prim
 
@@ -301,6 +302,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         table[prim] = table[remat_p]
     core.partial_eval_rules[prim] = partial_eval
     core.jvp_rules[prim] = jvp
+    core.extension_primitives.add(prim)
     _REMAT3_CHECKPOINTS[key] = prim
     return prim
 

@@ -42,6 +42,9 @@ batch_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}
+# primitives declared outside spec (not in `primitives`), whose rules are in
+# the tables: the oracle's models of JAX's implementations (oracle/divergences.py)
+extension_primitives: set = set()
 # FLOPs of one equation (for spec.explain's recompute cost). Default: one
 # operation per output element; data movement registers 0, dot_general 2*M*N*K.
 cost_rules: dict[Primitive, Callable] = {}

@@ -99,10 +99,28 @@ source_rules: dict = {}   # primitive -> fn(eqn, var) -> Source, for name/call/r
 # there, so it is never a residual ("from a literal").
 literal_operands_inline: set = set()
 
-# The `why` of an equation a partial-eval rule adds to the staged half to
-# make a zero tangent there (as JAX instantiates zeros inside a tangent
-# function, e.g. scan's): its literal operands stay inline as well.
+# The `why` of an equation that makes a zero tangent on the tangent side
+# (as JAX instantiates zeros inside a tangent function, e.g. scan's or a
+# cond branch's): when linearizing it is staged, whatever it reads, and its
+# literal operands stay inline.
 TANGENT_ZERO = "a zero tangent made in the linear part"
+
+
+def instantiate_tangent(t):
+    """A symbolic zero tangent made an array on the tangent side (its
+    equation, also for a scalar, marked TANGENT_ZERO); any other tangent as
+    it is."""
+    import numpy as np
+    from spec.core import Zero, current_builder
+    from spec.prims_structural import broadcast_in_dim
+    if not isinstance(t, Zero):
+        return t
+    builder = current_builder()
+    start = len(builder.eqns)
+    zeros = broadcast_in_dim(np.zeros((), t.type.dtype), t.type.shape, ())
+    for e in builder.eqns[start:]:
+        e.why = TANGENT_ZERO
+    return zeros
 
 
 def eqn_source(e: Eqn, var) -> Source:
@@ -145,7 +163,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  in_inst: Sequence[bool] | None = None,
                  stage_recomputed_outputs: bool = False,
                  order: str = "production",
-                 dce_staged: bool = True) -> PartialEval:
+                 dce_staged: bool = True,
+                 literal_outputs_are_residuals: bool = False) -> PartialEval:
     """Split `prog` given which inputs are `unknowns`.
 
     * `instantiate[i]` forces output i to be computed by the staged program
@@ -168,6 +187,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       checkpoint), so that nothing needs to save them.
     * `dce_staged=False` keeps the staged program's dead equations, and
       the residuals they read.
+    * `literal_outputs_are_residuals`: a literal the staged program returns
+      is a residual (ad.linearize_jaxpr saves a constant tangent).
     * `order` of the residuals: "production" (literals, constants,
       arguments, then by producing equation: the order
       jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (by
@@ -201,6 +222,11 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
         in_unknowns = [is_unknown(a) for a in e.inputs]
         rule = partial_eval_rules.get(e.primitive)
+        if linearize and e.why == TANGENT_ZERO:     # made on the tangent side: staged
+            staged_eqns.append(e)
+            unknown.update(v.id for v in e.outputs)
+            inst.update(v.id for v in e.outputs)
+            continue
         if linearize and not any(in_unknowns):
             rule = None     # a trace-based evaluator binds an all-known equation as it is
         if rule is not None:
@@ -276,6 +302,9 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             if not (inline and isinstance(a, Literal) and a.is_scalar):
                 need(a)
     for a in staged_outs:
+        if literal_outputs_are_residuals and isinstance(a, Literal) and id(a) not in lit_subst:
+            lit_subst[id(a)] = Var(a.type)      # an output the staged half takes from the known one
+            free[("lit", id(a))] = a
         need(a)
     if lit_subst:   # literals and constants are read through residual vars
         sub = lambda a: lit_subst.get(id(a), a) if isinstance(a, Literal) else a

@@ -198,18 +198,24 @@ cost_rules[cond_p] = lambda *types, branches: max(_program_flops(b) for b in bra
 def _branch_jvp(branch: Program, nonzeros, instantiate_out, linearizing: bool):
     """The JVP program of one branch: (primals, nonzero tangents) -> (primal
     outs, tangent outs). With `instantiate_out`, exactly the flagged tangent
-    outputs (zeros instantiated); else the nonzero ones. Returns (program,
-    out nonzeros)."""
+    outputs (symbolic zeros made on the tangent side); else the nonzero
+    ones. Returns (program, out nonzeros)."""
     from spec.jvp import jvp_traced
+    from spec.partial_eval import instantiate_tangent
     with building() as b:
         primals = [b.new_input(t) for t in branch.in_types]
         tans = [b.new_input(t) if nz else Zero(t) for t, nz in zip(branch.in_types, nonzeros)]
         outs, out_ts = jvp_traced(branch, primals, tans, known_tangents_are_zero=linearizing)
         out_nz = [not isinstance(t, Zero) for t in out_ts]
         flags = out_nz if instantiate_out is None else instantiate_out
-        kept = [instantiate(t) for t, f in zip(out_ts, flags) if f]
+        kept = [instantiate_tangent(t) for t, f in zip(out_ts, flags) if f]
         prog = b.build(primals + [t for t in tans if not isinstance(t, Zero)], outs + kept)
     return prog, out_nz
+
+
+def _register_jaxpr_linearized():
+    from spec.jvp import jaxpr_linearized
+    jaxpr_linearized.add(cond_p)
 
 
 def _cond_jvp(primals, tangents, *, branches):
@@ -221,7 +227,9 @@ def _cond_jvp(primals, tangents, *, branches):
     index, *ops = primals
     _, *op_ts = tangents
     nonzeros = [not isinstance(t, Zero) for t in op_ts]
-    lin = linearizing()
+    # branches are JVP'd as jaxprs also when linearizing (_cond_linearize uses
+    # ad.linearize_jaxpr): a constant tangent a rule makes stays a tangent
+    lin = False
     per_branch = [_branch_jvp(b, nonzeros, None, lin)[1] for b in branches]
     out_nz = [any(z) for z in zip(*per_branch)]
     jvps = tuple(_branch_jvp(b, nonzeros, out_nz, lin)[0] for b in branches)
@@ -251,6 +259,7 @@ def _cond_dependence(eqn, in_flags):
 
 
 jvp_rules[cond_p] = _cond_jvp
+_register_jaxpr_linearized()
 
 
 # ==========================================================================
@@ -328,6 +337,13 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     if linearize:
         pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True,
                             literals_are_residuals=False, order="first_use") for b in branches]
+        # an output some branch computes in its tangent part is returned by
+        # every tangent branch: a branch that knows it (a constant tangent a
+        # rule made) saves it as a residual, a scalar literal too
+        staged_anywhere = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
+        pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True, instantiate=staged_anywhere,
+                            literals_are_residuals=False, literal_outputs_are_residuals=True,
+                            order="first_use") for b in branches]
     else:
         # residuals counted before DCE, as partial_eval_jaxpr_custom does
         # (what a dead staged equation reads is a residual too)
@@ -348,8 +364,7 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         def staged_outputs(pe):
             def pick(outs):
                 it = iter(outs)
-                return [next(it) if bu else zeros_like_type(v.type)
-                        for v, u, bu in zip(eqn.outputs, unks_out, pe.out_unknowns) if u]
+                return [next(it) for v, u in zip(eqn.outputs, unks_out) if u]
             return pick
         staged_branches = [_join_staged(pe.staged, len(pe.residuals), all_res, s, staged_outputs(pe))
                            for pe, s in zip(pes, slots)]

@@ -209,7 +209,7 @@ def dead_value_branch_spec(p, x):
 
 
 # a tangent a JVP rule makes from primals alone in one branch (x ** 0), a
-# real one in the other (found by the fuzzer): a known gap of the spec
+# real one in the other (found by the fuzzer): JAX saves the constant
 def rule_zero_branch_jax(x):
     return lax.cond(x > 0.0, lambda h: jnp.squeeze(jnp.reshape(h, (1,)), 0), lambda f: f ** 0, x)
 
@@ -243,7 +243,7 @@ PROGRAMS: list[TestProgram] = [
        "a dead sin in a branch: its derivative's residual is counted (partial_eval_jaxpr_custom "
        "merges residual slots before DCE)"),
     _p("cond_rule_made_zero_tangent", (rule_zero_branch_jax, rule_zero_branch_spec), ((F32, ()),),
-       "a known gap (GAPS in tests/test_recorded_cond_residuals.py)"),
+       "a constant tangent one branch makes (x ** 0) is a residual output of the cond"),
     _p("checkpoint_in_branch", (ckpt_in_branch_jax, ckpt_in_branch_spec), PX),
     _p("cond_in_jit", (cond_in_jit_jax, cond_in_jit_spec), PX),
     _p("vmap_cond", (vmap_cond_jax, vmap_cond_spec), ((F32, (2, 3)),),

@@ -115,15 +115,7 @@ def _divergent_expectation(name, jax_list):
 
 # Programs where the spec is known to differ from JAX, kept failing (strict
 # xfail) so that a fix shows: name -> what the spec does not model yet.
-GAPS = {
-    "cond_rule_made_zero_tangent": (
-        "a tangent that a JVP rule makes from primals alone (integer_pow's zeros for y == 0) "
-        "in one branch while another branch has a real one: JAX's _cond_linearize "
-        "(ad.linearize_jaxpr per branch) saves that constant (a scalar literal too) as a "
-        "residual output of the cond; the spec's linearization makes it a symbolic zero and "
-        "creates the zero in the tangent branch (found by the fuzzer; the same gap in scan "
-        "bodies is fixed: spec.jvp.jaxpr_linearized)"),
-}
+GAPS: dict = {}
 
 
 def _gap(name):

@@ -491,7 +491,7 @@ def _scan_dce(eqn: Eqn, used_outputs):
     keep_in = used_in[:nc] + used_carry + used_in[nc + nk:]
     new_body = Program([v for v, k in zip(pruned.inputs, keep_in) if k], pruned.eqns, pruned.outputs)
     used_out = used_carry + used_ys
-    new_eqn = Eqn(scan_p, [a for a, k in zip(eqn.inputs, keep_in) if k],
+    new_eqn = Eqn(eqn.primitive, [a for a, k in zip(eqn.inputs, keep_in) if k],
                   [v for v, u in zip(eqn.outputs, used_out) if u],
                   dict(p, jaxpr=new_body, num_consts=sum(used_in[:nc]), num_carry=sum(used_carry)),
                   why=eqn.why, residual_outputs=eqn.residual_outputs)

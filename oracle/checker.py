@@ -32,7 +32,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import Program, is_float, subprograms
+from spec.ir import Var, Program, is_float, subprograms
 
 from oracle import divergences, tolerances
 from oracle.errors import Mismatch
@@ -343,20 +343,32 @@ def _sub(f, args, diff_idx, d):
 
 def spec_predicts_barrier(prog: Program) -> int:
     """remat2 lowers a differentiated checkpoint with prevent_cse=True with
-    an optimization barrier; the spec's backward pass has one such
-    checkpoint per staged remat equation with prevent_cse set."""
+    an optimization barrier: the spec's backward pass has one per staged
+    remat equation with prevent_cse set that reads a linear value (a
+    tangent or cotangent). One that only recomputes primal values (a nested
+    checkpoint whose tangent is not needed) is replayed forward when JAX
+    transposes the enclosing body, which evaluates a known remat by
+    inlining its body: no barrier."""
     lin = spec.linearize(prog)
     count = 0
 
-    def walk(p):
+    def walk(p, linear_inputs):
         nonlocal count
+        linear = {v.id for v, l in zip(p.inputs, linear_inputs) if l}
         for e in p.eqns:
-            if e.primitive.name == "remat" and e.params["differentiated"] and e.params["prevent_cse"] not in (False, ()):
+            reads = [isinstance(a, Var) and a.id in linear for a in e.inputs]
+            if e.primitive.name == "remat" and e.params["differentiated"] and any(reads) and \
+                    e.params["prevent_cse"] not in (False, ()):
                 if e.params["prevent_cse"] is True or any(e.params["prevent_cse"]):
                     count += 1
-            for _, s in subprograms(e.params):
-                walk(s)
-    walk(lin.linear)
+            for _, sub in subprograms(e.params):
+                offset = len(e.inputs) - len(sub.inputs)
+                if offset >= 0:
+                    walk(sub, reads[offset:])
+            if any(reads):
+                linear.update(v.id for v in e.outputs)
+    n_res = len(lin.residuals)
+    walk(lin.linear, [False] * n_res + [True] * (len(lin.linear.inputs) - n_res))
     return count
 
 

@@ -74,7 +74,7 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     # ad.linearize_jaxpr whose tangent trace makes them constants on first use)
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
                       literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True,
-                      order="first_use" if linearize else "production")
+                      order="first_use")
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]

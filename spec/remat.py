@@ -231,9 +231,7 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     n_out = len(eqn.outputs)
     if linearize:
         # Rule 1 (remat_partial_eval): split by this checkpoint's own policy,
-        # with every input instantiated; hoist the known part out. The body
-        # is DCE'd first (pruning e.g. a nested checkpoint's unused tangents)
-        body = dce(body)[0]
+        # with every input instantiated; hoist the known part out.
         pe = partial_eval(body, in_unknowns, in_inst=[True] * len(in_unknowns),
                           saveable=policy_saveable(params["policy"]))
         env = {v.id: a for v, a in zip(body.inputs, eqn.inputs)}
@@ -251,10 +249,6 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     # Rule 2 (nested): split by the enclosing policy; both halves stay remats.
     pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable,
                       stage_recomputed_outputs=True)
-    if not any(in_unknowns) and not pe.residuals:
-        inlined = _inline_recomputation(eqn, pe)
-        if inlined is not None:
-            return [eqn], inlined, [False] * n_out, pe.staged_outputs, pe.recomputed, {}
     res_vars = [Var(r.type) for r in pe.residuals]
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
@@ -264,28 +258,6 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
                 residual_outputs=len(res_vars))
     staged = _staged_remat(pe, eqn, res_vars, params)
     return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
-
-
-def _inline_recomputation(eqn: Eqn, pe) -> list[Eqn] | None:
-    """A nested checkpoint with only known inputs whose values the enclosing
-    policy saves none of: it stays whole in the known half, and what the
-    staged half needs of it is recomputed *inline* there (JAX's staged
-    jaxpr has the body's equations, not a differentiated remat: so no
-    optimization barrier). The staged copies define the checkpoint's own
-    output vars. None where an output is not made by an equation."""
-    staged_outs = [v for v, m in zip(eqn.outputs, pe.staged_outputs) if m]
-    env = {v.id: a for v, a in zip(pe.staged.inputs, [a for a, i in zip(eqn.inputs, pe.staged_inputs) if i])}
-    made = {v.id for e in pe.staged.eqns for v in e.outputs}
-    if any(not (isinstance(a, Var) and a.id in made) for a in pe.staged.outputs):
-        return None
-    out_map = {a.id: v for a, v in zip(pe.staged.outputs, staged_outs)}
-    eqns = []
-    for e in pe.staged.eqns:
-        ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
-        outs = [out_map.get(v.id) or Var(v.type) for v in e.outputs]
-        env.update({v.id: n for v, n in zip(e.outputs, outs)})
-        eqns.append(Eqn(e.primitive, ins, outs, e.params, why=e.why, residual_outputs=e.residual_outputs))
-    return eqns
 
 
 def _known_prevent_cse(params, in_unknowns):

@@ -69,9 +69,11 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     (as pjit's partial-eval rule does)."""
     from spec.partial_eval import partial_eval
     body, name = eqn.params["jaxpr"], eqn.params["name"]
-    # when linearizing, the known call returns its residuals in the order the
-    # linearized body first reads them (pjit's linearize rule, via
-    # ad.linearize_jaxpr whose tangent trace makes them constants on first use)
+    # the known call returns its residuals in the order the staged body first
+    # reads them: when linearizing (pjit's linearize rule, via
+    # ad.linearize_jaxpr whose tangent trace makes them constants on first
+    # use) and inside a checkpoint (partial_eval_jaxpr_custom makes a known
+    # value a residual when a staged equation first reads it)
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
                       literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True,
                       order="first_use")

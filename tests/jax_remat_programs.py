@@ -260,6 +260,25 @@ def jit_literal_tangent_body_spec(x):
     return k * k + ops.reduce_sum(x, (0,))
 
 
+def max_squared(x):                      # jitted inside a checkpoint
+    m = jnp.max(x)
+    return m * m
+
+
+def max_squared_spec(x):
+    m = ops.reduce_max(x, (0,))
+    return m * m
+
+
+def jit_max_in_checkpoint_body_jax(x):
+    return jax.jit(max_squared)(x)
+
+
+def jit_max_in_checkpoint_body_spec(x):
+    (y,) = ops.call(spec.trace(max_squared_spec, x.type), x, name="max_squared")
+    return y
+
+
 # --- inputs
 
 def int_input_jax(x, n):
@@ -467,6 +486,9 @@ PROGRAMS: list[TestProgram] = [
     _p("jit_in_checkpoint", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec), X3),
     _p("jit_literal_tangent_in_checkpoint", _ckpt1(jit_literal_tangent_body_jax, jit_literal_tangent_body_spec),
        X3, "the jit's literal tangent output is recomputed with it, not saved (fuzzer finding)"),
+    _p("jit_residual_order_in_checkpoint", _ckpt1(jit_max_in_checkpoint_body_jax, jit_max_in_checkpoint_body_spec,
+                                                  lambda: jcp.everything_saveable, sp.everything_saveable),
+       X3, "a jit's residuals inside a checkpoint are returned in first-use order (fuzzer finding)"),
     _p("jit_in_checkpoint_everything", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec,
                                               lambda: jcp.everything_saveable, sp.everything_saveable), X3),
     # inputs and outputs

@@ -663,6 +663,18 @@ def fuzz_dead_backward(a):
     return jax.checkpoint(outer, prevent_cse=False)(a), c, jnp.sin(a)
 
 
+@case("fuzz_nested_checkpoint_only_recomputed", oracle.AS_IS, (S(),),
+      divergences=(REMAT3_CSE,),
+      note="a nested checkpoint (prevent_cse=True) whose tangent stop_gradient discards: its "
+           "staged half only recomputes a primal, which JAX inlines when it transposes the "
+           "enclosing body, so no barrier (fuzzer finding)")
+def fuzz_nested_only_recomputed(a):
+    def outer(c):
+        e = jax.checkpoint(jnp.sin, prevent_cse=True)(c)
+        return lax.stop_gradient(e) * c
+    return jax.checkpoint(outer, prevent_cse=False)(a)
+
+
 LITERALS = "literal-residuals-depend-on-the-constant-s-python-type"
 
 

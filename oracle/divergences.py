@@ -194,10 +194,10 @@ def _with_remat3_scans(prog: Program) -> Program:
 
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
-                       scan_rule: bool = True, nested_opaque: bool = True):
+                       scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     from spec import core
-    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque)
+    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body)
     prim = _REMAT3_CHECKPOINTS.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -242,7 +242,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
             it = iter(tangent_ins)
             tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
-            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=True)
+            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
             if opaque_outputs and tangent_ins:
                 zero = zero_reading(tangent_ins)
                 out_ts = [plus(instantiate(t), zero) if is_float(o.dtype) else t
@@ -370,12 +370,12 @@ def _remat3_effective(policy):
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
 REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "view", "opaque_outputs", "instantiated_inputs",
-                  "inputs_first", "scan_rule")
+                  "inputs_first", "scan_rule", "linearized_body")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
-                 custom_opaque=True) -> Program:
+                 custom_opaque=True, linearized_body=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does; with `custom_opaque` a
@@ -383,7 +383,8 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     own (remat3's RematTrace.process_custom_*_call rebinds it whole in the
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
-    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque)
+    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
+                              linearized_body)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:
@@ -722,6 +723,21 @@ DIVERGENCES = [
         "xs[0], xs)[0].sum(), policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(g, jnp.ones((2, 3)), jnp.ones((3, 3)))  # f32[2,3] output of scan",
         lambda ctx: ctx.remat3_defect_mattered("scan_rule")),
+    Divergence(
+        "remat3-linearizes-checkpoint-bodies",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized (RematTraced.lin: "
+        "api.linearize of the rematerialized function), so a tangent a JVP rule computes from "
+        "primals alone (integer_pow's zeros for y == 0) is a symbolic zero and nothing is saved "
+        "for it; remat2 JVPs the body as a jaxpr (remat_jvp), where that tangent is an array of "
+        "zeros that later equations multiply, so what they read is saved (found by the fuzzer). "
+        + _MODEL_PREDICATE,
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0))\n"
+        "print('remat2:', len(saved_residuals(f, 1.0)))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "print('remat3:', len(saved_residuals(jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0)), 1.0)))"
+        "  # remat2: 1, remat3: 0",
+        lambda ctx: ctx.remat3_defect_mattered("linearized_body")),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "

@@ -19,7 +19,6 @@ file without importing jax.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -31,40 +30,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from record_jax_residuals import strip_source  # noqa: E402
-from record_jax_remat_residuals import type_str  # noqa: E402
-
-
-def jaxpr_signature(jaxpr) -> list[str]:
-    """One string per equation; jit, checkpoint and custom-call bodies nested."""
-    from jax._src import core
-    consts = set(jaxpr.constvars)
-
-    def atom(a):
-        if isinstance(a, core.Literal):
-            return "lit:" + type_str(a.aval)
-        if a in consts:
-            return "const:" + type_str(a.aval)
-        return type_str(a.aval)
-
-    def body_of(j):
-        return "; ".join(jaxpr_signature(j.jaxpr if hasattr(j, "jaxpr") else j))
-
-    out = []
-    for e in jaxpr.eqns:
-        name = e.primitive.name
-        if name in ("jit", "pjit"):
-            name = f"jit<{e.params['name']}>{{{body_of(e.params['jaxpr'])}}}"
-        elif name in ("remat2", "checkpoint"):
-            name = f"remat2{{{body_of(e.params['jaxpr'])}}}"
-        elif name in ("custom_jvp_call", "custom_vjp_call"):
-            cj = e.params["call_jaxpr"]
-            name = f"{name}<{cj.jaxpr.debug_info.func_name}>{{{body_of(cj)}}}"
-        elif name == "name":
-            name = f"name<{e.params['name']}>"
-        ins = " ".join(atom(a) for a in e.invars)
-        outs = " ".join(type_str(v.aval) for v in e.outvars)
-        out.append(f"{name} {ins} -> {outs}")
-    return out
+from record_jax_remat_residuals import dumps, jaxpr_signature, type_str  # noqa: E402
 
 
 def record() -> dict:
@@ -91,10 +57,6 @@ def record() -> dict:
         "errors": errors,
         "jaxprs": jaxprs,
     }
-
-
-def dumps(recording: dict) -> str:
-    return json.dumps(recording, indent=1) + "\n"
 
 
 def main():

@@ -49,7 +49,8 @@ def type_str(aval) -> str:
 
 
 def jaxpr_signature(jaxpr) -> list[str]:
-    """One string per equation; jit and checkpoint bodies nested."""
+    """One string per equation; jit, checkpoint, scan, cond, while and
+    custom-call bodies nested (the format every recorder uses)."""
     from jax._src import core
     consts = set(jaxpr.constvars)
 
@@ -78,6 +79,14 @@ def jaxpr_signature(jaxpr) -> list[str]:
                     f"carry={p['num_carry']}>{{{'; '.join(body_of(p['jaxpr']))}}}")
         elif name == "closed_call":
             name = f"closed_call{{{'; '.join(body_of(e.params['call_jaxpr']))}}}"
+        elif name == "cond":
+            name = "cond{" + " | ".join("; ".join(body_of(b)) for b in e.params["branches"]) + "}"
+        elif name == "while":
+            name = (f"while<{e.params['cond_nconsts']},{e.params['body_nconsts']}>"
+                    f"{{{'; '.join(body_of(e.params['cond_jaxpr']))} | {'; '.join(body_of(e.params['body_jaxpr']))}}}")
+        elif name in ("custom_jvp_call", "custom_vjp_call"):
+            cj = e.params["call_jaxpr"]
+            name = f"{name}<{cj.jaxpr.debug_info.func_name}>{{{'; '.join(body_of(cj))}}}"
         ins = " ".join(atom(a) for a in e.invars)
         outs = " ".join(type_str(v.aval) for v in e.outvars)
         out.append(f"{name} {ins} -> {outs}")

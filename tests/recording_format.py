@@ -7,7 +7,8 @@ from spec.ir import Literal, Program
 def spec_signature(prog: Program) -> list[str]:
     """One line per equation: `prim inputs -> outputs`, with literal and
     constant inputs marked, a `call` as `jit<name>{body}`, a `remat` as
-    JAX's `remat2{body}` and a name as `name<h>`."""
+    JAX's `remat2{body}`, a name as `name<h>`, and scan, cond, while and
+    custom-call bodies nested as the recorders write them."""
     def atom(a):
         if isinstance(a, Literal):
             return ("lit:" if a.is_scalar else "const:") + str(a.type)
@@ -22,6 +23,14 @@ def spec_signature(prog: Program) -> list[str]:
             name = f"remat2{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
         elif name == "name":
             name = f"name<{e.params['name']}>"
+        elif name == "cond":
+            name = "cond{" + " | ".join("; ".join(spec_signature(b)) for b in e.params["branches"]) + "}"
+        elif name == "while":
+            name = (f"while<{e.params['cond_nconsts']},{e.params['body_nconsts']}>"
+                    f"{{{'; '.join(spec_signature(e.params['cond_jaxpr']))} | "
+                    f"{'; '.join(spec_signature(e.params['body_jaxpr']))}}}")
+        elif name in ("custom_jvp_call", "custom_vjp_call"):
+            name = f"{name}<{e.params['name']}>{{{'; '.join(spec_signature(e.params['jaxpr']))}}}"
         elif name == "scan":
             p = e.params
             name = (f"scan<length={p['length']},reverse={p['reverse']},consts={p['num_consts']},"

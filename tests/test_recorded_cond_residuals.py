@@ -18,7 +18,6 @@ import os
 import pytest
 
 import spec
-from spec.ir import Literal, Program
 
 from jax_control_programs import BY_NAME, PROGRAMS
 
@@ -28,37 +27,9 @@ RECORDING = os.path.join(HERE, "recordings", "residuals_cond.json")
 with open(RECORDING) as _f:
     REC = json.load(_f)
 
+from recording_format import spec_signature  # noqa: E402
+
 NAMES = [p.name for p in PROGRAMS]
-
-
-def spec_signature(prog: Program) -> list[str]:
-    """tests/recording_format.spec_signature, with cond and while bodies."""
-    def atom(a):
-        if isinstance(a, Literal):
-            return ("lit:" if a.is_scalar else "const:") + str(a.type)
-        return str(a.type)
-
-    def body(p):
-        return "; ".join(spec_signature(p))
-
-    out = []
-    for e in prog.eqns:
-        name = e.primitive.name
-        if name == "call":
-            name = f"jit<{e.params['name']}>{{{body(e.params['jaxpr'])}}}"
-        elif name == "remat":
-            name = f"remat2{{{body(e.params['jaxpr'])}}}"
-        elif name == "name":
-            name = f"name<{e.params['name']}>"
-        elif name == "cond":
-            name = "cond{" + " | ".join(body(b) for b in e.params["branches"]) + "}"
-        elif name == "while":
-            name = (f"while<{e.params['cond_nconsts']},{e.params['body_nconsts']}>"
-                    f"{{{body(e.params['cond_jaxpr'])} | {body(e.params['body_jaxpr'])}}}")
-        ins = " ".join(atom(a) for a in e.inputs)
-        outs = " ".join(str(v.type) for v in e.outputs)
-        out.append(f"{name} {ins} -> {outs}")
-    return out
 
 
 def spec_residuals(p) -> list[list[str]]:

@@ -20,7 +20,6 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import spec  # noqa: E402
-from spec.ir import Literal  # noqa: E402
 
 from jax_custom_programs import BY_NAME, PROGRAMS  # noqa: E402
 
@@ -29,33 +28,9 @@ RECORDING = os.path.join(HERE, "recordings", "residuals_custom.json")
 with open(RECORDING) as _f:
     REC = json.load(_f)
 
+from recording_format import spec_signature  # noqa: E402
+
 NAMES = [p.name for p in PROGRAMS]
-
-
-def spec_signature(prog) -> list[str]:
-    """tests/recording_format.spec_signature, with custom calls as
-    `custom_jvp_call<name>{body}` (what the custom recorder writes)."""
-    def atom(a):
-        if isinstance(a, Literal):
-            return ("lit:" if a.is_scalar else "const:") + str(a.type)
-        return str(a.type)
-
-    def body(p):
-        return "; ".join(spec_signature(p))
-
-    out = []
-    for e in prog.eqns:
-        name = e.primitive.name
-        if name == "call":
-            name = f"jit<{e.params['name']}>{{{body(e.params['jaxpr'])}}}"
-        elif name == "remat":
-            name = f"remat2{{{body(e.params['jaxpr'])}}}"
-        elif name in ("custom_jvp_call", "custom_vjp_call"):
-            name = f"{name}<{e.params['name']}>{{{body(e.params['jaxpr'])}}}"
-        elif name == "name":
-            name = f"name<{e.params['name']}>"
-        out.append(f"{name} {' '.join(atom(a) for a in e.inputs)} -> {' '.join(str(v.type) for v in e.outputs)}")
-    return out
 
 
 def spec_residuals(p) -> list[list[str]]:

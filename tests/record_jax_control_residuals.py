@@ -30,41 +30,29 @@ RECORDING = os.path.join(HERE, "recordings", "residuals_cond.json")
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from record_jax_residuals import strip_source  # noqa: E402
-from record_jax_remat_residuals import dumps, jaxpr_signature, type_str  # noqa: E402
+import record_jax_remat_residuals as _remat  # noqa: E402
+from record_jax_remat_residuals import dumps  # noqa: E402
 
 
 def record() -> dict:
+    """The remat recorder's record of these programs, plus each while
+    program's jax.grad error."""
     import jax
     import jax.numpy as jnp
-    from jax._src.ad_checkpoint import saved_residuals
 
     from jax_control_programs import PROGRAMS
 
-    residuals, errors, jaxprs, grad_errors = {}, {}, {}, {}
+    rec = _remat.record(PROGRAMS, generated_by="python tests/record_jax_control_residuals.py")
+    grad_errors = {}
     for p in PROGRAMS:
-        args = [jnp.asarray(a) for a in p.example_inputs()]
-        jaxprs[p.name] = jaxpr_signature(jax.make_jaxpr(p.jax_fn)(*args).jaxpr)
-        try:
-            res = saved_residuals(p.jax_fn, *args)
-        except Exception as e:
-            errors[p.name] = f"{type(e).__name__}: {e}"
-            continue
-        residuals[p.name] = [[type_str(aval), strip_source(src)] for aval, src in res]
-        if p.name.startswith("while"):
+        if p.name.startswith("while") and p.name in rec["residuals"]:
             try:
-                jax.grad(p.jax_fn)(*args)
+                jax.grad(p.jax_fn)(*[jnp.asarray(a) for a in p.example_inputs()])
                 grad_errors[p.name] = None
             except Exception as e:
                 grad_errors[p.name] = f"{type(e).__name__}: {e}"
-    return {
-        "jax_version": jax.__version__,
-        "generated_by": "python tests/record_jax_control_residuals.py",
-        "residuals": residuals,
-        "errors": errors,
-        "jaxprs": jaxprs,
-        "grad_errors": grad_errors,
-    }
+    rec["grad_errors"] = grad_errors
+    return rec
 
 
 def main():

@@ -29,34 +29,13 @@ RECORDING = os.path.join(HERE, "recordings", "residuals_custom.json")
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from record_jax_residuals import strip_source  # noqa: E402
-from record_jax_remat_residuals import dumps, jaxpr_signature, type_str  # noqa: E402
+import record_jax_remat_residuals as _remat  # noqa: E402
+from record_jax_remat_residuals import dumps  # noqa: E402
 
 
 def record() -> dict:
-    import jax
-    import jax.numpy as jnp
-    from jax._src.ad_checkpoint import saved_residuals
-
     from jax_custom_programs import PROGRAMS
-
-    residuals, errors, jaxprs = {}, {}, {}
-    for p in PROGRAMS:
-        args = [jnp.asarray(a) for a in p.example_inputs()]
-        jaxprs[p.name] = jaxpr_signature(jax.make_jaxpr(p.jax_fn)(*args).jaxpr)
-        try:
-            res = saved_residuals(p.jax_fn, *args)
-        except Exception as e:       # recorded, not hidden: the test reports it
-            errors[p.name] = f"{type(e).__name__}: {e}"
-            continue
-        residuals[p.name] = [[type_str(aval), strip_source(src)] for aval, src in res]
-    return {
-        "jax_version": jax.__version__,
-        "generated_by": "python tests/record_jax_custom_residuals.py",
-        "residuals": residuals,
-        "errors": errors,
-        "jaxprs": jaxprs,
-    }
+    return _remat.record(PROGRAMS, generated_by="python tests/record_jax_custom_residuals.py")
 
 
 def main():

@@ -484,10 +484,14 @@ def _remat3_name_no_batching(ctx):
 
 def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
     """Some checkpoint (at any depth) has an input its body never reads that
-    is a stacked output (a ys) of a scan."""
+    is, or is computed from, a stacked output (a ys) of a scan."""
     from spec.partial_eval import dce
-    ys_of_scan = {v.id for e in prog.eqns if e.primitive.name == "scan"
-                  for v in e.outputs[e.params["num_carry"]:]}
+    ys_of_scan = set()
+    for e in prog.eqns:
+        if e.primitive.name == "scan":
+            ys_of_scan.update(v.id for v in e.outputs[e.params["num_carry"]:])
+        elif any(isinstance(a, Var) and a.id in ys_of_scan for a in e.inputs):
+            ys_of_scan.update(v.id for v in e.outputs)
     for e in prog.eqns:
         if e.primitive is remat_p:
             _, used = dce(e.params["jaxpr"])
@@ -759,7 +763,8 @@ DIVERGENCES = [
         "remat3-grad-raises-for-an-unused-scanned-checkpoint-input",
         "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "
         "type float32[] but got float32[n]` when a checkpoint has an input its body never "
-        "reads that is a stacked output of a scan (found by the fuzzer); remat2 and the spec "
+        "reads that is (or is computed from) a stacked output of a scan (found by the fuzzer); "
+        "remat2 and the spec "
         "differentiate it (its cotangent is zero). The predicate: remat3, that error, and such "
         "an input in the program.",
         "from jax import lax\n"

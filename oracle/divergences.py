@@ -77,12 +77,13 @@ def producer_sources(prog: Program) -> list:
     lin = spec.linearize(prog)
 
     def resolve(atom, p: Program):
+        """(the value saved, its provenance)."""
         for e in p.eqns:
             for k, v in enumerate(e.outputs):
                 if v is atom and _is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
                     # the nested checkpoint's own output: remat3 names its hi-primitive
                     from spec.partial_eval import Source
-                    return Source("output", primitive="call_hi_primitive")
+                    return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and _is_checkpoint(e):
                     body = e.params["jaxpr"]
                     inner = body.outputs[k]
@@ -90,12 +91,15 @@ def producer_sources(prog: Program) -> list:
                         if bv is inner:
                             return resolve(e.inputs[i], p)
                     return resolve(inner, body)
-        return source_of(atom, p)
-    out = []
+        return atom, source_of(atom, p)
+    out, seen = [], set()
     for r in lin.residuals:
-        src = r.source
+        src, value = r.source, r.var
         if src.kind == "output" and src.primitive == "remat2":
-            src = resolve(r.var, lin.forward)
+            value, src = resolve(r.var, lin.forward)
+            if id(value) in seen:      # an input the nested checkpoint forwards, saved already:
+                continue               # remat3 saves the one value once
+        seen.add(id(value))
         out.append((str(r.type), str(src)))
     return out
 

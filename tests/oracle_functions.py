@@ -675,6 +675,22 @@ def fuzz_nested_only_recomputed(a):
     return jax.checkpoint(outer, prevent_cse=False)(a)
 
 
+REMAT3_PRODUCER = ("remat3-names-nested-checkpoint-values-by-producer", "residuals", "remat3")
+
+
+@case("fuzz_named_input_of_nested_checkpoint_saved_once", oracle.AS_IS, (S(),),
+      divergences=(REMAT3_PRODUCER, REMAT3_CSE, REMAT3_NAME_VMAP),
+      note="a named value read by a nested checkpoint and after it: remat3 saves it once "
+           "(fuzzer finding)")
+def fuzz_named_input_once(a):
+    def body(c):
+        d = checkpoint_name(c, "a")
+        checkpoint_name(c, "b")
+        g = jax.checkpoint(lambda h: h * h, prevent_cse=False)(d)
+        return jnp.where(g > d, d, g)
+    return jax.checkpoint(body, policy=cp.save_only_these_names("a", "b"), prevent_cse=False)(a)
+
+
 LITERALS = "literal-residuals-depend-on-the-constant-s-python-type"
 
 

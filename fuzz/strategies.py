@@ -49,6 +49,13 @@ class SavePrimitives(P._Policy):
     def __repr__(self):
         return f"SavePrimitives({sorted(self.prims)}, names={sorted(self.names)})"
 
+    def jax_source(self) -> str:
+        """The same policy as JAX source (what reproducers write out)."""
+        from oracle.jax_names import JAX_NAME
+        prims = sorted(JAX_NAME.get(p, p) for p in self.prims)
+        return (f"(lambda prim, *_, **params: params.get('name') in {sorted(self.names)!r} "
+                f"if prim.name == 'name' else prim.name in {prims!r})")
+
 
 def mentioned_names(policy) -> set:
     """The checkpoint names a (drawn) policy mentions, its parts' included:

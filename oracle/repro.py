@@ -47,8 +47,10 @@ def _policy_source(policy) -> str:
     if isinstance(policy, sp._SaveFromBoth):
         return f"{cp}.save_from_both_policies({_policy_source(policy.policy_1)}, {_policy_source(policy.policy_2)})"
     fn = getattr(policy, "fn", policy)
-    # a user policy's source cannot be written out: the reproducer defines a
-    # stand-in that says so when asked (paste the real policy in its place)
+    if callable(getattr(fn, "jax_source", None)):   # a policy that can write itself out
+        return fn.jax_source()
+    # any other user policy's source cannot be written out: the reproducer
+    # defines a stand-in that says so when asked (paste the real policy there)
     return f"user_policy({getattr(fn, '__name__', None) or type(fn).__name__!r})"
 
 

@@ -191,9 +191,21 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       is a residual (ad.linearize_jaxpr saves a constant tangent).
     * `order` of the residuals: "production" (literals, constants,
       arguments, then by producing equation: the order
-      jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (by
-      the first staged equation that reads them: the order in which
-      linearizing a jit's body makes them outputs of the known jit)."""
+      jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (the
+      order in which the split first needs them, which is the order of the
+      known half's residual outputs wherever that half stays one equation
+      (a jit, a nested checkpoint, a scan's known loop, a cond): with
+      `linearize`, the order in which the tangent trace of
+      ad.linearize_jaxpr makes known values its constants (operand order of
+      the staged equations, dead ones included); without, the insertion
+      order of the `residuals` OrderedSet of partial_eval_jaxpr_custom
+      (jax/_src/interpreters/partial_eval.py,
+      _partial_eval_jaxpr_custom_cached): equation by equation, a staged or
+      recomputed equation adds its not-instantiated operands in operand
+      order, a rule adds what it returns (`new_inst`, the equation's
+      not-instantiated operands, then its own residuals, as
+      call_partial_eval_custom_rule and the scan/cond rules do), and at
+      the end `ensure_out_inst` adds the outputs not yet instantiated)."""
     from spec.policies import Offload, Recompute
     if literals_are_residuals is None:
         literals_are_residuals = linearize
@@ -217,6 +229,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
         return not isinstance(a, Var) or a.id in inst
 
     subst: dict[int, Any] = {}   # vars a rule replaced by other atoms (hoisted checkpoint outputs)
+    uses: list = []              # atoms in the order the split first needs them (order="first_use")
     for e in prog.eqns:
         if subst and any(isinstance(a, Var) and a.id in subst for a in e.inputs):
             e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
@@ -224,15 +237,19 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
         rule = partial_eval_rules.get(e.primitive)
         if linearize and e.why == TANGENT_ZERO:     # made on the tangent side: staged
             staged_eqns.append(e)
+            uses += e.inputs
             unknown.update(v.id for v in e.outputs)
             inst.update(v.id for v in e.outputs)
             continue
         if linearize and not any(in_unknowns):
             rule = None     # a trace-based evaluator binds an all-known equation as it is
         if rule is not None:
+            if not linearize:   # the rule's `new_inst` come first
+                uses += [a for a in e.inputs if isinstance(a, Var) and not is_inst(a)]
             known_es, staged_es, out_unknowns, out_inst, recomp, new_subst = rule(
                 e, in_unknowns, [is_inst(a) for a in e.inputs],
                 saveable=saveable, linearize=linearize)
+            uses += [a for s_e in staged_es for a in s_e.inputs]
             known_eqns += known_es
             staged_eqns += staged_es
             recomputed += recomp
@@ -241,6 +258,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             inst.update(v.id for v, i in zip(e.outputs, out_inst) if i)
         elif any(in_unknowns):
             staged_eqns.append(e)
+            uses += e.inputs
             unknown.update(v.id for v in e.outputs)
             inst.update(v.id for v in e.outputs)
         else:
@@ -249,6 +267,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             decisions[id(e)] = answer
             if answer is Recompute:            # recompute it in the backward pass
                 staged_eqns.append(e)
+                uses += e.inputs
                 recomputed.append(e)
                 inst.update(v.id for v in e.outputs)
             elif isinstance(answer, Offload):  # save a copy in memory `dst`
@@ -259,6 +278,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                     decisions[id(out_copy)] = answer      # explain: why the copy is saved
                     known_eqns.append(out_copy)
                     staged_eqns.append(device_put_eqn(host, v, answer.src))
+                    uses.append(host)
                     inst.add(v.id)
             # Saveable: outputs stay known and not instantiated
 
@@ -278,7 +298,6 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     # (unless `dce_staged` is False: a cond's branches are split by
     # partial_eval_jaxpr_custom, whose residuals include what dead staged
     # equations read, and merged across branches before any DCE)
-    all_staged = list(staged_eqns)
     if dce_staged:
         staged_eqns = dce_eqns(staged_eqns, staged_outs)
     recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
@@ -306,6 +325,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             lit_subst[id(a)] = Var(a.type)      # an output the staged half takes from the known one
             free[("lit", id(a))] = a
         need(a)
+    uses += staged_outs     # ensure_out_inst: the outputs last, before any literal is replaced
     if lit_subst:   # literals and constants are read through residual vars
         sub = lambda a: lit_subst.get(id(a), a) if isinstance(a, Literal) else a
         staged_eqns = [replace(e, inputs=[sub(a) for a in e.inputs]) if any(
@@ -322,11 +342,10 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  for a in free.values()]
     if order == "first_use":
         first = {}
-        for k, e in enumerate(all_staged):
-            for a in e.inputs:
-                first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", id(a)), k)
+        for k, a in enumerate(uses):
+            first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", id(a)), k)
         keys = list(free)
-        order = sorted(range(len(residuals)), key=lambda i: first.get(keys[i], len(all_staged)))
+        order = sorted(range(len(residuals)), key=lambda i: first.get(keys[i], len(first)))
     else:
         order = residual_order(residuals, known_all)
     residuals = [residuals[i] for i in order]

@@ -398,15 +398,30 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     closed_call: the loop-invariant residuals (hoisted), then a scan of the
     known body whose extra ys are the other residuals, stacked.
 
+    The residuals' order is what saved_residuals reports (the order of the
+    closed_call's outputs): the body's residuals as partial_eval_jaxpr_custom
+    collects them (its `residuals` OrderedSet: in the order the split first
+    needs them, the body's not-yet-instantiated outputs last, as
+    `ensure_out_inst=True` adds them; order="first_use"), split without
+    reordering into the intensive ones (`partition_list(loop_dep_res,
+    res_avals)`) and the extensive ones, the call returning
+    `[*intensive_res, *out_binders_known, *extensive_res]`
+    (jax/_src/lax/control_flow/loops.py, _scan_partial_eval_custom, jax
+    0.10.2). Not the order the body produces them in: a body that makes
+    a dot's output before another's but reads the second first in its
+    tangent half saves the second first.
+
     With hoist=False (what jax_remat3's `_scan_remat` does: the oracle
-    models it) the known half is just the scan, every residual stacked."""
+    models it) the known half is just the scan, every residual stacked, in
+    the order the body produces them (`remat_jaxpr`'s rules save a value as
+    a constant of the rematerialized trace when they meet it)."""
     from spec.prims_call import call
     p = eqn.params
     body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
     n_out = len(body.outputs)
     pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
         body, uk, in_inst=[True] * len(uk), instantiate=True, saveable=saveable,
-        stage_recomputed_outputs=True))
+        stage_recomputed_outputs=True, order="first_use" if hoist else "production"))
     const_uk, _, xs_uk = _split(in_unknowns, nc, nk)
     uk = const_uk + carry_uk + xs_uk
     known_ins = [a for a, u in zip(eqn.inputs, uk) if not u]

@@ -231,9 +231,16 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     n_out = len(eqn.outputs)
     if linearize:
         # Rule 1 (remat_partial_eval): split by this checkpoint's own policy,
-        # with every input instantiated; hoist the known part out.
+        # with every input instantiated; hoist the known part out. The staged
+        # remat reads the residuals in the order of jaxpr_known's residual
+        # outputs, partial_eval_jaxpr_custom's insertion order
+        # (`res_tracers = map(trace.new_instantiated_const, residuals)`,
+        # jax/_src/ad_checkpoint.py): invisible at top level, where
+        # saved_residuals lists the hoisted equations' outputs, but the
+        # order in which an enclosing linearization (a scan's or a jit's
+        # body) first reads them, so the order of their outputs.
         pe = partial_eval(body, in_unknowns, in_inst=[True] * len(in_unknowns),
-                          saveable=policy_saveable(params["policy"]))
+                          saveable=policy_saveable(params["policy"]), order="first_use")
         env = {v.id: a for v, a in zip(body.inputs, eqn.inputs)}
         name = _policies.policy_name(params["policy"] or _policies.nothing_saveable)
         known_eqns = _clone(pe.known.eqns, env, why=lambda e: (
@@ -247,8 +254,11 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         staged = _staged_remat(pe, eqn, res_atoms, params)
         return known_eqns, [staged], pe.out_unknowns, pe.out_unknowns, [], subst
     # Rule 2 (nested): split by the enclosing policy; both halves stay remats.
+    # The known remat returns [*known outputs, *residuals], the residuals
+    # in partial_eval_jaxpr_custom's insertion order
+    # (pe.call_partial_eval_custom_rule, jax/_src/interpreters/partial_eval.py).
     pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable,
-                      stage_recomputed_outputs=True)
+                      stage_recomputed_outputs=True, order="first_use")
     res_vars = [Var(r.type) for r in pe.residuals]
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]

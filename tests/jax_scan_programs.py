@@ -40,6 +40,10 @@ jcp = _JaxPolicies()
 L, D = 4, 3                               # scan length, feature size
 XS = (("f32", (L, D)), ("f32", (D, D)))   # xs, a weight shared by every iteration
 XW = (("f32", (L, D)), ("f32", (L, D, D)))  # xs, one weight per iteration (scanned layers)
+# xs and four weights of different widths (shared, or one per iteration), so
+# that the residuals of different dots have different types: their order shows
+XS4 = (("f32", (L, D)), ("f32", (D, 5)), ("f32", (D, 7)), ("f32", (7, D)), ("f32", (5, D)))
+XW4 = (("f32", (L, D)), ("f32", (L, D, 5)), ("f32", (L, D, 7)), ("f32", (L, 7, D)), ("f32", (L, 5, D)))
 
 
 def _first(x):          # x[0] as jax.numpy traces it
@@ -265,6 +269,78 @@ def rule_zero_spec(xs, w):
     return _loss_spec(c, ys)
 
 
+# --- residual order: a body whose tangent half reads its dots' outputs in
+# another order than it makes them (b, made second, is read first, by sin's
+# JVP, then a by cos's; mul's JVP reads t before s). partial_eval_jaxpr_custom
+# collects a scan body's residuals in the order its split first needs them,
+# and the known half of the scan returns them in that order.
+
+def crossed_cell_jax(c, x, w, v, u, z, name=False):
+    nm = adc.checkpoint_name if name else (lambda y, n: y)
+    a = nm(c @ w, "a")                  # f32[5]
+    b = nm(x @ v, "b")                  # f32[7]
+    s = nm(jnp.sin(b) @ u, "s")         # f32[3]
+    t = nm(jnp.cos(a) @ z, "t")         # f32[3]
+    return s * t, jnp.tanh(s)
+
+
+def crossed_cell_spec(c, x, w, v, u, z, name=False):
+    nm = ops.checkpoint_name if name else (lambda y, n: y)
+    a = nm(c @ w, "a")
+    b = nm(x @ v, "b")
+    s = nm(ops.sin(b) @ u, "s")
+    t = nm(ops.cos(a) @ z, "t")
+    return s * t, ops.tanh(s)
+
+
+def _around_crossed(jax_policy, spec_policy, name=False, layers=False):
+    """checkpoint(scan(crossed cell)) with the four weights shared (consts)
+    or, with layers, one per iteration (xs)."""
+    def jax_fn(xs, w, v, u, z):
+        def f(xs, w, v, u, z):
+            if layers:
+                return lax.scan(lambda c, xw: crossed_cell_jax(c, *xw, name=name), xs[0], (xs, w, v, u, z))
+            return lax.scan(lambda c, x: crossed_cell_jax(c, x, w, v, u, z, name), xs[0], xs)
+        c, ys = jax.checkpoint(f, policy=jax_policy())(xs, w, v, u, z)
+        return _loss_jax(c, ys)
+
+    def spec_fn(xs, w, v, u, z):
+        def f(xs, w, v, u, z):
+            if layers:
+                return spec.scan(lambda c, xw: crossed_cell_spec(c, *xw, name=name), _first(xs),
+                                 (xs, w, v, u, z))
+            return spec.scan(lambda c, x, w, v, u, z: crossed_cell_spec(c, x, w, v, u, z, name),
+                             _first(xs), xs, consts=(w, v, u, z))
+        c, ys = ops.checkpoint(f, policy=spec_policy)(xs, w, v, u, z)
+        return _loss_spec(c, ys)
+    return jax_fn, spec_fn
+
+
+def _crossed_checkpointed_body(jax_policy, spec_policy, around=None):
+    """scan(checkpoint(crossed cell)); around: (jax policy thunk, spec
+    policy) of a checkpoint around the whole scan, or None."""
+    def jax_fn(xs, w, v, u, z):
+        def f(xs, w, v, u, z):
+            body = jax.checkpoint(lambda c, x: crossed_cell_jax(c, x, w, v, u, z), policy=jax_policy())
+            return lax.scan(body, xs[0], xs)
+        if around is not None:
+            f = jax.checkpoint(f, policy=around[0]())
+        c, ys = f(xs, w, v, u, z)
+        return _loss_jax(c, ys)
+
+    def spec_fn(xs, w, v, u, z):
+        def f(xs, w, v, u, z):
+            def body(c, x, w, v, u, z):
+                return ops.checkpoint(lambda w, v, u, z, c, x: crossed_cell_spec(c, x, w, v, u, z),
+                                      policy=spec_policy)(w, v, u, z, c, x)
+            return spec.scan(body, _first(xs), xs, consts=(w, v, u, z))
+        if around is not None:
+            f = ops.checkpoint(f, policy=around[1])
+        c, ys = f(xs, w, v, u, z)
+        return _loss_spec(c, ys)
+    return jax_fn, spec_fn
+
+
 def _p(name, pair, in_types, note=""):
     jax_fn, spec_fn = pair
     return TestProgram(name, jax_fn, spec_fn, in_types, note)
@@ -308,6 +384,28 @@ PROGRAMS: list[TestProgram] = [
     _p("scan_rule_made_zero_tangent", (rule_zero_jax, rule_zero_spec), XS,
        "a tangent a JVP rule makes from primals alone (x ** 0) in the body: a known gap "
        "(GAPS in tests/test_recorded_scan_residuals.py)"),
+    _p("checkpoint_around_scan_dots_read_crossed", _around_crossed(lambda: jcp.dots_saveable, sp.dots_saveable),
+       XS4, "dots saved in the order the tangent half first reads them, not made (b before a)"),
+    _p("checkpoint_around_scan_names_read_crossed", _around_crossed(
+        lambda: jcp.save_only_these_names("a", "b", "t"), sp.save_only_these_names("a", "b", "t"), name=True),
+       XS4, "save_only_these_names over several names: likewise"),
+    _p("checkpoint_around_scan_layers_names_crossed", _around_crossed(
+        lambda: jcp.save_only_these_names("a", "b", "s", "t"), sp.save_only_these_names("a", "b", "s", "t"),
+        name=True, layers=True), XW4, "scanned layers (the four weights as xs), four names saved"),
+    _p("checkpoint_around_scan_everything_crossed", _around_crossed(
+        lambda: jcp.everything_saveable, sp.everything_saveable), XS4,
+       "the body's outputs that no staged equation reads are residuals last (ensure_out_inst)"),
+    _p("scan_checkpointed_body_everything_crossed", _crossed_checkpointed_body(
+        lambda: jcp.everything_saveable, sp.everything_saveable), XS4,
+       "a checkpointed body (no checkpoint around): the staged remat reads its residuals in "
+       "partial_eval_jaxpr_custom's order, the scan stacks them in that order"),
+    _p("scan_checkpointed_body_dots_crossed", _crossed_checkpointed_body(
+        lambda: jcp.dots_saveable, sp.dots_saveable), XS4),
+    _p("checkpoint_around_scan_of_checkpointed_body_crossed", _crossed_checkpointed_body(
+        lambda: jcp.dots_saveable, sp.dots_saveable, around=(lambda: jcp.everything_saveable,
+                                                              sp.everything_saveable)), XS4,
+       "a checkpoint nested in the body of a scan inside a checkpoint: the known remat returns "
+       "its residuals in the order the split first needs them"),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

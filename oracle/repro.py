@@ -1,19 +1,32 @@
 """Standalone reproducers: a jax + numpy script that fails with the discrepancy.
 
-The script rebuilds the program from the spec IR as jax.lax calls, so it
-needs neither the user's code nor this project."""
+The script rebuilds the program from the spec IR as JAX source: jax.lax
+calls (the emitter table of oracle/jax_names.py), `jax.checkpoint`,
+`checkpoint_name`, `jax.jit`, `jax.lax.scan`, `jax.lax.cond`,
+`jax.lax.while_loop`, `jax.custom_jvp` and `jax.custom_vjp` (their rules
+written out as the programs the spec traced them to), so it needs neither
+the user's code nor this project. Where no public API makes the same
+equation (a cond on an index that is not a bool's conversion, a
+closed_call, a differentiated checkpoint, custom_lin, offloading), a small
+helper written into the script binds JAX's primitive directly."""
 from __future__ import annotations
 
+import ast
 import hashlib
+import itertools
+import keyword
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 import spec
-from spec.ir import Program, Var
+from spec.ir import Literal, Program, Var, is_float, subprograms
+from spec.partial_eval import literal_operands_inline
 from spec import policies as sp
 
+from oracle.conventions import AS_IS
 from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
 
 
@@ -24,7 +37,7 @@ class Repro:
 
 
 def _policy_source(policy) -> str:
-    from oracle.checker import AS_IS
+    """JAX source of a checkpoint policy (spec or JAX, by its meaning)."""
     if policy is None or policy is AS_IS:
         return "None"
     cp = "jax.checkpoint_policies"
@@ -54,85 +67,679 @@ def _policy_source(policy) -> str:
     return f"user_policy({getattr(fn, '__name__', None) or type(fn).__name__!r})"
 
 
-def program_source(prog: Program, name: str = "f") -> str:
-    """Python source of a function that computes `prog` with jax.lax."""
-    lines, counter = [], [0]
+# --------------------------------------------------------------------------
+# helpers written into a reproducer (only those its program needs)
 
-    def emit(p: Program, fname: str, indent: str):
-        names = {}
-        args = []
-        given = p.input_names or ()
-        for i, v in enumerate(p.inputs):
-            ok = i < len(given) and str(given[i]).isidentifier() and not str(given[i]).startswith("v")
-            names[v.id] = str(given[i]) if ok else f"v{counter[0]}"
-            counter[0] += 1
-            args.append(names[v.id])
-        lines.append(f"{indent}def {fname}({', '.join(args)}):")
-        body = indent + "    "
+_HELPERS = {
+    "user_policy": '''
+def user_policy(name):
+    """A stand-in for a checkpoint policy whose source could not be written out."""
+    def policy(prim, *avals, **params):
+        raise NotImplementedError(f'paste the checkpoint policy {name} here')
+    return policy
+''',
+    "scan_step": '''
+def scan_step(body, consts, num_carry):
+    """lax.scan's f(carry, xs) for a scan body of (consts, carry, xs) -> (carry, ys);
+    the consts are closed over, as lax.scan hoists closed-over values."""
+    def step(carry, xs):
+        outs = body(*consts, *carry, *xs)
+        return tuple(outs[:num_carry]), tuple(outs[num_carry:])
+    return step
+''',
+    "bind_cond": '''
+def bind_cond(index, branches, *operands):
+    """JAX's cond primitive on exactly this index (lax.switch would clamp it, lax.cond
+    takes a bool): branches[index](*operands)."""
+    from jax._src.lax.control_flow.conditionals import cond_p
+    closed = tuple(jax.make_jaxpr(b)(*operands) for b in branches)
+    return cond_p.bind(index, *operands, branches=closed)
+''',
+    "closed_call": '''
+def closed_call(fun):
+    """fun as JAX's closed_call primitive (an inlined call that JAX's own transformations
+    leave; jax.jit would make a jit equation instead)."""
+    from jax._src import core as jcore
+    def call(*args):
+        return jcore.closed_call_p.bind(*args, call_jaxpr=jax.make_jaxpr(fun)(*args))
+    return call
+''',
+    "differentiated_checkpoint": '''
+def differentiated_checkpoint(fun, policy, prevent_cse):
+    """fun as a remat2 equation with differentiated=True, the staged half of a checkpoint
+    that jax.grad leaves (jax.checkpoint binds differentiated=False)."""
+    from jax._src.ad_checkpoint import remat_p
+    from jax._src.interpreters import partial_eval as pe
+    def call(*args):
+        closed = jax.make_jaxpr(fun)(*args)
+        return remat_p.bind(*closed.consts, *args, jaxpr=pe.convert_constvars_jaxpr(closed.jaxpr),
+                            prevent_cse=prevent_cse, differentiated=True, policy=policy)
+    return call
+''',
+    "rule_for": '''
+def rule_for(rules, nonzeros, what):
+    """The key of the traced rule for this nonzero pattern: its own, else the smallest
+    traced pattern that covers it (the rule is then given instantiated zeros)."""
+    nonzeros = tuple(nonzeros)
+    if nonzeros in rules:
+        return nonzeros
+    for key in sorted(rules, key=sum):
+        if all(k or not n for k, n in zip(key, nonzeros)):
+            return key
+    raise NotImplementedError(f'{what}: no traced rule for the nonzero pattern {nonzeros}')
 
-        def atom(a):
-            if isinstance(a, Var):
-                return names[a.id]
-            v = a.value
-            if a.is_scalar:
-                return f"np.{v.dtype.name}({v.item()!r})" if v.dtype != np.bool_ else repr(bool(v))
-            return f"np.array({v.tolist()!r}, dtype=np.{v.dtype.name})"
-        for e in p.eqns:
-            outs = []
-            for v in e.outputs:
-                names[v.id] = f"v{counter[0]}"
-                counter[0] += 1
-                outs.append(names[v.id])
-            ins = ", ".join(atom(a) for a in e.inputs)
-            pname = e.primitive.name
-            if pname in ("call", "remat"):
-                sub = f"{fname}_{pname}{counter[0]}"
-                counter[0] += 1
-                emit(e.params["jaxpr"], sub, body)
-                if pname == "call":
-                    lines.append(f"{body}{sub}.__name__ = {e.params['name']!r}")
-                    lines.append(f"{body}{', '.join(outs)}, = jax.jit({sub})({ins})")
-                else:
-                    lines.append(f"{body}{', '.join(outs)}, = jax.checkpoint({sub}, policy="
-                                 f"{_policy_source(e.params['policy'])}, prevent_cse={e.params['prevent_cse']!r})({ins})")
-            elif pname == "name":
-                lines.append(f"{body}{outs[0]} = checkpoint_name({ins}, {e.params['name']!r})")
-            else:
-                params = ", ".join(f"{k}={_param_source(v)}" for k, v in e.params.items())
-                call = f"E[{pname!r}]({ins}{', ' if params and ins else ''}{params})"
-                lines.append(f"{body}{', '.join(outs)}{',' if e.primitive.multiple_results else ''} = {call}")
-        lines.append(f"{body}return ({', '.join(atom(a) for a in p.outputs)},)")
-    emit(prog, name, "")
-    return "\n".join(lines)
+
+def given(values, key, nonzeros):
+    """The values a rule traced for `key` takes: the nonzero ones, zeros instantiated."""
+    return [v if n else jnp.zeros(v.aval.shape, v.aval.dtype)
+            for v, k, n in zip(values, key, nonzeros) if k]
 
 
-def _param_source(v):
-    if isinstance(v, np.dtype):
-        return f"np.dtype({v.name!r})"
-    return repr(v)
+def symbolic_zero(x):
+    from jax.custom_derivatives import SymbolicZero
+    return SymbolicZero(jax.core.ShapedArray(jnp.shape(x), jnp.result_type(x)))
+''',
+    "custom_jvp_function": '''
+def custom_jvp_function(fun, name, jvp_name, rules, symbolic_zeros):
+    """jax.custom_jvp(fun), named `name`, whose JVP rule `jvp_name` runs the program the
+    rule was traced to for the perturbed inputs: rules[perturbed] = (program, nonzero
+    tangent outputs). Without symbolic zeros every tangent is given (one pattern)."""
+    from jax.custom_derivatives import SymbolicZero
+    fun.__name__ = fun.__qualname__ = name
+    f = jax.custom_jvp(fun)
+
+    def jvp(primals, tangents):
+        if symbolic_zeros:
+            nonzeros = [type(t) is not SymbolicZero for t in tangents]
+        else:       # instantiated: float0 for integer inputs
+            nonzeros = [jnp.result_type(t) != jax.dtypes.float0 for t in tangents]
+        key = rule_for(rules, nonzeros, jvp_name)
+        prog, out_nz = rules[key]
+        outs = prog(*primals, *given(tangents, key, nonzeros))
+        n = len(outs) - sum(out_nz)
+        nz = iter(outs[n:])
+        return tuple(outs[:n]), tuple(next(nz) if z else symbolic_zero(o) for o, z in zip(outs[:n], out_nz))
+    jvp.__name__ = jvp.__qualname__ = jvp_name
+    f.defjvp(jvp, symbolic_zeros=symbolic_zeros)
+    return f
+''',
+    "custom_vjp_function": '''
+def custom_vjp_function(fun, name, num_outputs, fwd_name, fwd_rules, bwd_name, bwd_rules, symbolic_zeros):
+    """jax.custom_vjp(fun), named `name`, whose rules run the programs they were traced
+    to: fwd_rules[perturbed inputs] = primals -> outputs + residuals, and
+    bwd_rules[nonzero output cotangents] = (residuals, nonzero cotangents -> nonzero
+    input cotangents, which input cotangents are nonzero)."""
+    from jax.custom_derivatives import SymbolicZero
+    fun.__name__ = fun.__qualname__ = name
+    f = jax.custom_vjp(fun)
+
+    def fwd(*args):
+        if symbolic_zeros:
+            nonzeros, args = [a.perturbed for a in args], [a.value for a in args]
+        else:       # every float input counts as perturbed
+            nonzeros = [jnp.issubdtype(jnp.result_type(a), jnp.floating) for a in args]
+        outs = fwd_rules[rule_for(fwd_rules, nonzeros, fwd_name)][0](*args)
+        return tuple(outs[:num_outputs]), tuple(outs[num_outputs:])
+
+    def bwd(res, cts):
+        nonzeros = [type(c) is not SymbolicZero for c in cts] if symbolic_zeros else [True] * len(cts)
+        key = rule_for(bwd_rules, nonzeros, bwd_name)
+        prog, out_nz = bwd_rules[key]
+        outs = iter(prog(*res, *given(cts, key, nonzeros)))
+        return tuple(next(outs) if nz else None for nz in out_nz)
+    fwd.__name__ = fwd.__qualname__ = fwd_name
+    bwd.__name__ = bwd.__qualname__ = bwd_name
+    f.defvjp(fwd, bwd, symbolic_zeros=symbolic_zeros)
+    return f
+''',
+    "custom_lin": '''
+def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_types):
+    """JAX's custom_lin: a custom_vjp function's tangent map, as JAX's JVP leaves it
+    (only transposable: evaluating it raises JAX's TypeError). Its transpose runs the
+    bwd program for the nonzero output cotangents (see custom_vjp_function)."""
+    from jax._src import api_util, linear_util as lu
+    from jax._src.interpreters import ad
+    from jax.custom_derivatives import SymbolicZero
+
+    def call(*args):
+        tangents = iter(args[num_res:])
+        like = [next(tangents) if nz else None for nz in in_nonzeros]
+
+        def bwd(*res_cts):
+            res, cts = res_cts[:num_res], res_cts[num_res:]
+            nonzeros = [type(c) is not SymbolicZero for c in cts]
+            key = rule_for(bwd_rules, nonzeros, bwd_name)
+            prog, out_nz = bwd_rules[key]
+            outs = iter(prog(*res, *given(cts, key, nonzeros)))
+            return [next(outs) if nz else (None if t is None else symbolic_zero(t))
+                    for nz, t in zip(out_nz, like)]
+        bwd.__name__ = bwd_name
+        wrapped = lu.wrap_init(bwd, debug_info=api_util.debug_info('custom_vjp bwd', bwd, args, {}))
+        avals = [jax.core.ShapedArray(shape, dtype) for shape, dtype in out_types]
+        return ad.custom_lin_p.bind(*args, num_res=num_res, bwd=wrapped, out_avals=avals,
+                                    symbolic_zeros=symbolic_zeros, in_zeros=[not nz for nz in in_nonzeros])
+    return call
+''',
+}
+# helpers that others call
+_NEEDS = {"custom_jvp_function": ("rule_for",), "custom_vjp_function": ("rule_for",),
+          "custom_lin": ("rule_for",)}
+
+
+# --------------------------------------------------------------------------
+# values and params as source
+
+def _dtype_source(dt) -> str:
+    dt = np.dtype(dt)
+    if dt.name == "bfloat16":
+        return "ml_dtypes.bfloat16"
+    return "np.bool_" if dt == np.bool_ else f"np.{dt.name}"
+
+
+def _number_source(x) -> str:
+    """A number as source: the shortest decimal giving x back in its dtype
+    (nan and the infinities by numpy's names)."""
+    if isinstance(x, (bool, np.bool_)):
+        return repr(bool(x))
+    if isinstance(x, (int, np.integer)):
+        return repr(int(x))
+    f = float(x)
+    if np.isnan(f):
+        return "np.nan"
+    if np.isinf(f):
+        return "np.inf" if f > 0 else "-np.inf"
+    dtype = getattr(x, "dtype", np.dtype(np.float64))
+    short = str(x)
+    return short if np.asarray(float(short), dtype) == np.asarray(x, dtype) else repr(f)
+
+
+def _nested_source(a: np.ndarray) -> str:
+    if a.ndim == 0:
+        return _number_source(a[()])
+    return "[" + ", ".join(_nested_source(x) for x in a) + "]"
 
 
 def _array_source(a) -> str:
+    """np.array(...) source giving exactly `a` (any spec dtype, bfloat16 included)."""
     a = np.asarray(a)
-    return f"np.array({a.tolist()!r}, dtype=np.{a.dtype.name})"
+    if a.size == 0:
+        return f"np.zeros({a.shape!r}, dtype={_dtype_source(a.dtype)})"
+    return f"np.array({_nested_source(a)}, dtype={_dtype_source(a.dtype)})"
+
+
+def _scalar_source(v, inline: bool = False) -> str:
+    """A scalar literal. As a concrete JAX array (`jnp.float32(2.0)`): what
+    jax.numpy makes of a Python scalar, and what the spec models (JAX saves
+    it "from a literal" where it is a residual). As a numpy scalar where
+    `inline`: an operand of a primitive whose literal operands the spec
+    models as staying inline (`while`, `scan`: as Python scalars do)."""
+    v = np.asarray(v)
+    mod = "np" if inline else "jnp"
+    dt = f"{mod}.bool_" if v.dtype == np.bool_ else (
+        "ml_dtypes.bfloat16" if inline and v.dtype.name == "bfloat16" else f"{mod}.{v.dtype.name}")
+    return f"{dt}({_number_source(v[()])})"
+
+
+def _param_source(v) -> str:
+    if isinstance(v, np.dtype):
+        return f"np.dtype({_dtype_source(v)})"
+    return repr(v)
+
+
+def _uses_f64(prog: Program) -> bool:
+    """Some value of the program (sub-programs included) is float64: the
+    reproducer must enable jax_enable_x64."""
+    f64 = np.dtype(np.float64)
+    for p in _all_programs(prog):
+        if any(t.dtype == f64 for t in p.in_types + p.out_types):
+            return True
+        if any(v.type.dtype == f64 for e in p.eqns for v in e.outputs):
+            return True
+    return False
+
+
+def _all_programs(prog: Program):
+    yield prog
+    for e in prog.eqns:
+        for _, sub in subprograms(e.params):
+            yield from _all_programs(sub)
+
+
+def _fingerprint(prog: Program) -> str:
+    """What tells two programs apart: the printed program and the bytes of
+    its constants (printed by name only)."""
+    h = hashlib.sha1(str(prog).encode())
+    for p in _all_programs(prog):
+        for e in p.eqns:
+            for a in e.inputs:
+                if isinstance(a, Literal) and not a.is_scalar:
+                    h.update(np.ascontiguousarray(a.value).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------
+# the signature: JAX names arguments by it (`x`, `args[0]`, `params['w']`)
+
+_KEY = re.compile(r"\[(-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
+# names the emitted code reads as globals: a parameter must not shadow them
+_GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple"} | set(
+    "user_policy scan_step bind_cond closed_call differentiated_checkpoint rule_for given "
+    "symbolic_zero custom_jvp_function custom_vjp_function custom_lin".split())
+
+
+def _leaf_path(name: str):
+    """`params['w'][0]` -> ('params', ('w', 0)); None if not of that form."""
+    m = re.match(r"[A-Za-z_][A-Za-z_0-9]*", name)
+    if not m or keyword.iskeyword(m.group()) or m.group() in _GLOBALS:
+        return None
+    keys, pos = [], m.end()
+    for k in _KEY.finditer(name, pos):
+        if k.start() != pos:
+            return None
+        keys.append(ast.literal_eval(k.group(1)))
+        pos = k.end()
+    return (m.group(), tuple(keys)) if pos == len(name) else None
+
+
+def _signature(prog: Program):
+    """(parameters, each input's expression in them, the arguments' tree) from
+    the names JAX gave the inputs; None where they do not name distinct
+    leaves of parameters (generic names are used then)."""
+    names = prog.input_names
+    if not names or len(names) != len(prog.inputs) or len(set(names)) != len(names):
+        return None
+    paths = [_leaf_path(str(n)) for n in names]
+    if any(p is None for p in paths):
+        return None
+    trees: dict = {}
+    for i, (root, keys) in enumerate(paths):
+        node, path = trees, (root,) + keys
+        for k in path[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                return None
+        if path[-1] in node:
+            return None
+        node[path[-1]] = i
+    if not all(_tree_ok(t) for t in trees.values()):
+        return None
+    return list(trees), [str(n) for n in names], trees
+
+
+def _tree_ok(t) -> bool:
+    """Each node's keys are all strings (a dict) or all ints >= 0 (a tuple)."""
+    if not isinstance(t, dict):
+        return True
+    kinds = {type(k) for k in t}
+    return (kinds <= {str} or (kinds <= {int} and min(t) >= 0)) and all(_tree_ok(v) for v in t.values())
+
+
+def _tree_source(t, leaves: str) -> str:
+    """Source building the argument tree `t` from the list named `leaves`
+    (a tuple's missing positions are None, which has no leaves)."""
+    if not isinstance(t, dict):
+        return f"{leaves}[{t}]"
+    if all(isinstance(k, str) for k in t):
+        return "{" + ", ".join(f"{k!r}: {_tree_source(v, leaves)}" for k, v in t.items()) + "}"
+    items = [_tree_source(t[i], leaves) if i in t else "None" for i in range(max(t) + 1)]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def call_arguments(prog: Program, leaves: str = "args") -> str:
+    """The arguments of `f` (program_source) as source, from the inputs in the
+    list named `leaves`: `*args` unless some input is a leaf of a pytree."""
+    sig = _signature(prog)
+    if sig is None or all(not isinstance(t, dict) for t in sig[2].values()):
+        return f"*{leaves}"
+    return ", ".join(_tree_source(t, leaves) for t in sig[2].values())
+
+
+# --------------------------------------------------------------------------
+# programs as source
+
+def _assign(outs: list[str], expr: str, multiple: bool) -> str:
+    """`outs = expr` for an equation's outputs (none: the call alone)."""
+    if not multiple:
+        return f"{outs[0]} = {expr}"
+    if not outs:
+        return expr
+    return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {expr}"
+
+
+def _tuple(items) -> str:
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _ident(s) -> str:
+    """A string made an identifier fragment."""
+    return re.sub(r"\W", "_", str(s or "")).strip("_")[:30] or "fn"
+
+
+class _Writer:
+    """Writes spec programs out as Python functions of JAX values. Each
+    sub-program is a def nested where it is used; a custom function is
+    written once, at module level (its rules may call it again), with its
+    rules' traced programs; helpers are collected by name."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken) | _GLOBALS
+        self.counter = itertools.count()
+        self.blocks: list[list[str]] = []      # module-level definitions
+        self.helpers: set[str] = set()
+        self.customs: dict = {}                # fingerprint -> the custom function's name
+        self.policies: dict = {}               # id of a user policy written out -> its name
+
+    def fresh(self, hint: str = "v") -> str:
+        while True:
+            name = f"{hint}{next(self.counter)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def use(self, helper: str) -> str:
+        self.helpers.add(helper)
+        self.helpers.update(_NEEDS.get(helper, ()))
+        return helper
+
+    def function(self, p: Program, fname: str, indent: str, out: list, params=None, reads=None) -> str:
+        """Write `def fname(...)` computing p into `out`; returns fname. `params`
+        and `reads` (each input's expression) default to fresh names."""
+        env = {}
+        if params is None:
+            params = [self.fresh() for _ in p.inputs]
+            reads = params
+        for v, r in zip(p.inputs, reads):
+            env[v.id] = r
+        out.append(f"{indent}def {fname}({', '.join(params)}):")
+        body = indent + "    "
+        skip = _fused_conversions(p)
+        for i, e in enumerate(p.eqns):
+            if i not in skip:
+                self.eqn(e, env, body, out, fused=p.eqns[i - 1] if i - 1 in skip else None)
+        out.append(f"{body}return {_tuple(self.atom(a, env) for a in p.outputs)}")
+        return fname
+
+    def atom(self, a, env, inline=False) -> str:
+        if isinstance(a, Var):
+            return env[a.id]
+        return _scalar_source(a.value, inline) if a.is_scalar else _array_source(a.value)
+
+    def eqn(self, e, env, indent, out, fused=None):
+        """Write one equation (a convert_element_type `fused` into it before)."""
+        if fused is not None:           # its output is read as its input (lax.cond converts)
+            env[fused.outputs[0].id] = self.atom(fused.inputs[0], env)
+        inline = e.primitive in literal_operands_inline
+        ins = [self.atom(a, env, inline) for a in e.inputs]
+        outs = [self.fresh() for _ in e.outputs]
+        name = e.primitive.name
+        write = getattr(self, f"emit_{name}", None)
+        if write is not None:
+            line = write(e, ins, outs, indent, out, fused=fused, env=env)
+        else:
+            params = [f"{k}={_param_source(v)}" for k, v in e.params.items()]
+            line = _assign(outs, f"E[{name!r}]({', '.join(ins + params)})", e.primitive.multiple_results)
+        out.append(indent + line)
+        for v, o in zip(e.outputs, outs):
+            env[v.id] = o
+
+    def sub(self, p: Program, kind: str, indent: str, out: list) -> str:
+        """A nested def computing sub-program p; its name."""
+        return self.function(p, self.fresh(kind), indent, out)
+
+    # ---- one method per primitive with sub-programs or no lax emitter:
+    # each returns the statement binding `outs`
+
+    def emit_call(self, e, ins, outs, indent, out, **_):
+        fn = self.sub(e.params["jaxpr"], "jitted", indent, out)
+        if e.params["name"] is None:        # closed_call
+            return _assign(outs, f"{self.use('closed_call')}({fn})({', '.join(ins)})", True)
+        out.append(f"{indent}{fn}.__name__ = {e.params['name']!r}")
+        return _assign(outs, f"jax.jit({fn})({', '.join(ins)})", True)
+
+    def emit_remat(self, e, ins, outs, indent, out, **_):
+        p = e.params
+        fn = self.sub(p["jaxpr"], "checkpointed", indent, out)
+        policy = self.policy(p["policy"])
+        if p["differentiated"]:
+            call = f"{self.use('differentiated_checkpoint')}({fn}, {policy}, {p['prevent_cse']!r})"
+        else:
+            call = f"jax.checkpoint({fn}, policy={policy}, prevent_cse={p['prevent_cse']!r})"
+        return _assign(outs, f"{call}({', '.join(ins)})", True)
+
+    def emit_name(self, e, ins, outs, indent, out, **_):
+        return _assign(outs, f"checkpoint_name({ins[0]}, {e.params['name']!r})", False)
+
+    def emit_device_put(self, e, ins, outs, indent, out, **_):
+        space = "Host" if "host" in str(e.params["memory_space"]) else "Device"
+        return _assign(outs, f"jax.device_put({ins[0]}, jax.memory.Space.{space})", False)
+
+    def emit_scan(self, e, ins, outs, indent, out, **_):
+        p = e.params
+        nc, nk = p["num_consts"], p["num_carry"]
+        fn = self.sub(p["jaxpr"], "scan_body", indent, out)
+        step = f"{self.use('scan_step')}({fn}, {_tuple(ins[:nc])}, {nk})"
+        return (f"{_tuple(outs[:nk])}, {_tuple(outs[nk:])} = jax.lax.scan({step}, {_tuple(ins[nc:nc + nk])}, "
+                f"{_tuple(ins[nc + nk:])}, length={p['length']!r}, reverse={p['reverse']!r}, unroll={p['unroll']!r})")
+
+    def emit_cond(self, e, ins, outs, indent, out, fused=None, env=None):
+        fns = [self.sub(b, "branch", indent, out) for b in e.params["branches"]]
+        operands = "".join(f", {a}" for a in ins[1:])
+        if fused is not None:               # index = convert_element_type(pred): lax.cond makes it
+            return _assign(outs, f"jax.lax.cond({ins[0]}, {fns[1]}, {fns[0]}{operands})", True)
+        return _assign(outs, f"{self.use('bind_cond')}({ins[0]}, {_tuple(fns)}{operands})", True)
+
+    def emit_while(self, e, ins, outs, indent, out, **_):
+        p = e.params
+        nc, nb = p["cond_nconsts"], p["body_nconsts"]
+        cond_fn = self.sub(p["cond_jaxpr"], "loop_cond", indent, out)
+        body_fn = self.sub(p["body_jaxpr"], "loop_body", indent, out)
+        cc = "".join(f"{a}, " for a in ins[:nc])
+        bc = "".join(f"{a}, " for a in ins[nc:nc + nb])
+        return _assign(outs, f"jax.lax.while_loop(lambda carry: {cond_fn}({cc}*carry)[0], lambda carry: "
+                             f"tuple({body_fn}({bc}*carry)), {_tuple(ins[nc + nb:])})", True)
+
+    def emit_custom_jvp_call(self, e, ins, outs, indent, out, **_):
+        return _assign(outs, f"{self.custom(e)}({', '.join(ins)})", True)
+
+    emit_custom_vjp_call = emit_custom_jvp_call
+
+    def emit_custom_lin(self, e, ins, outs, indent, out, **_):
+        p = e.params
+        sz = p["symbolic_zeros"]
+        floats = [is_float(t.dtype) for t in p["out_types"]]
+        table = _traced(p["bwd"], _rule_keys(p["bwd"], [True] * len(floats) if not sz else floats, sz))
+        rules = self.rule_dict(p["bwd"], table, "bwd", indent, out)
+        types = tuple((t.shape, t.dtype) for t in p["out_types"])
+        types_src = _tuple(f"({s!r}, {_dtype_source(d)})" for s, d in types)
+        return _assign(outs, f"{self.use('custom_lin')}({p['bwd'].__name__!r}, {rules}, {p['num_res']!r}, "
+                             f"{tuple(p['in_nonzeros'])!r}, {sz!r}, {types_src})({', '.join(ins)})", True)
+
+    # ---- custom functions, written once at module level
+
+    def custom(self, e) -> str:
+        """The module-level name of the custom function an equation applies."""
+        p = e.params
+        vjp = e.primitive.name == "custom_vjp_call"
+        tables = _rule_tables(e)
+        key = (e.primitive.name, p["name"], p["symbolic_zeros"], _fingerprint(p["jaxpr"])) + tuple(
+            (r.__name__, tuple((k, _fingerprint(prog), nz) for k, prog, nz in t)) for r, t in tables)
+        if key in self.customs:
+            return self.customs[key]
+        name = self.customs[key] = self.fresh(f"custom_{_ident(p['name'])}")
+        block = []
+        primal = self.function(p["jaxpr"], self.fresh(f"{name}_primal"), "", block)
+        kinds = ("fwd", "bwd") if vjp else ("jvp",)
+        dicts = [self.rule_dict(r, t, f"{name}_{k}", "", block) for (r, t), k in zip(tables, kinds)]
+        head = f"{name} = {self.use('custom_vjp_function' if vjp else 'custom_jvp_function')}({primal}, {p['name']!r}, "
+        if vjp:
+            head += f"{len(p['jaxpr'].outputs)}, {tables[0][0].__name__!r}, {dicts[0]}, {tables[1][0].__name__!r}, "
+            head += f"{dicts[1]}, symbolic_zeros={p['symbolic_zeros']!r})"
+        else:
+            head += f"{tables[0][0].__name__!r}, {dicts[0]}, symbolic_zeros={p['symbolic_zeros']!r})"
+        self.blocks.append(block + ["", head])
+        return name
+
+    def rule_dict(self, rule, table, hint, indent, out) -> str:
+        """Write each traced program of a rule as a def; the dict (source) of
+        nonzero pattern -> (def, nonzero outputs)."""
+        entries = []
+        for key, prog, nz in table:
+            out += ["", f"{indent}# {rule.__name__}, traced for nonzero {key}"]
+            fn = self.function(prog, self.fresh(hint), indent, out)
+            entries.append(f"{key!r}: ({fn}, {nz!r})")
+        return "{" + ", ".join(entries) + "}"
+
+    def policy(self, policy) -> str:
+        """A policy's source; a user function's own, written out once, when
+        it is self-contained (see _function_source)."""
+        src = _policy_source(policy)
+        if not src.startswith("user_policy("):
+            return src
+        fn = getattr(policy, "fn", policy)
+        if id(fn) in self.policies:
+            return self.policies[id(fn)]
+        own = _function_source(fn)
+        if own is None or fn.__name__ in self.taken:
+            self.use("user_policy")
+            return src
+        self.taken.add(fn.__name__)
+        self.policies[id(fn)] = fn.__name__
+        self.blocks.append(own.rstrip("\n").splitlines())
+        return fn.__name__
+
+
+_MODULES = {"jax": "jax", "jnp": "jax.numpy", "lax": "jax.lax", "np": "numpy"}
+
+
+def _function_source(fn) -> str | None:
+    """The source of a user policy that is a plain function reading no
+    globals but the modules a reproducer imports (jax, jnp, lax, np, under
+    those names) and builtins: it can be pasted into the reproducer. None
+    for anything else (closures, lambdas, decorated functions, ...)."""
+    import builtins
+    import inspect
+    import textwrap
+    import types
+    if not isinstance(fn, types.FunctionType) or fn.__closure__ or not fn.__name__.isidentifier():
+        return None
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].decorator_list \
+            or tree.body[0].name != fn.__name__:
+        return None
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    bound = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | {
+        n.id for n in names if not isinstance(n.ctx, ast.Load)}
+    free = {n.id for n in names if isinstance(n.ctx, ast.Load)} - bound - set(dir(builtins))
+    for name in free:
+        module = fn.__globals__.get(name)
+        if name not in _MODULES or getattr(module, "__name__", None) != _MODULES[name]:
+            return None
+    return src
+
+
+def _rule_keys(rule, nonzeros, symbolic_zeros) -> list[tuple]:
+    """The nonzero patterns to write a rule out for: without symbolic zeros
+    the one JAX uses (`nonzeros`); with them every pattern of the
+    perturbable positions (up to 4 of them), else all, plus those traced."""
+    full = tuple(bool(n) for n in nonzeros)
+    if not symbolic_zeros:
+        return [full]
+    where = [i for i, n in enumerate(full) if n]
+    keys = [full]
+    if len(where) <= 4:
+        for r in range(len(where) - 1, -1, -1):
+            for chosen in itertools.combinations(where, r):
+                keys.append(tuple(i in chosen for i in range(len(full))))
+    keys += [k for k in getattr(rule, "_memo", {}) if len(k) == len(full)]
+    return list(dict.fromkeys(keys))
+
+
+def _traced(rule, keys) -> list[tuple]:
+    """(key, program, nonzero outputs) for each key the rule can be traced for."""
+    out = []
+    for key in keys:
+        try:
+            prog, nz = rule(key)
+        except Exception:       # a pattern the rule does not handle: JAX would fail there too
+            continue
+        out.append((key, prog, tuple(nz)))
+    return out
+
+
+def _rule_tables(e) -> list[tuple]:
+    """[(rule, traced table)] of a custom_jvp_call (jvp) or custom_vjp_call (fwd, bwd)."""
+    p = e.params
+    sz = p["symbolic_zeros"]
+    floats = [is_float(t.dtype) for t in p["jaxpr"].in_types]
+    if e.primitive.name == "custom_jvp_call":
+        return [(p["jvp"], _traced(p["jvp"], _rule_keys(p["jvp"], floats, sz)))]
+    fwd = _traced(p["fwd"], _rule_keys(p["fwd"], floats, sz))
+    outs = [is_float(t.dtype) for t in p["jaxpr"].out_types] if sz else [True] * len(p["jaxpr"].outputs)
+    return [(p["fwd"], fwd), (p["bwd"], _traced(p["bwd"], _rule_keys(p["bwd"], outs, sz)))]
+
+
+def _fused_conversions(p: Program) -> set[int]:
+    """Positions of `convert_element_type(pred: bool) -> i32` equations whose
+    output is only the index of the two-branch cond right after them: the
+    pair is written as lax.cond(pred, ...), which makes that conversion."""
+    uses: dict = {}
+    for e in p.eqns:
+        for a in e.inputs:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+    for a in p.outputs:
+        uses[id(a)] = uses.get(id(a), 0) + 2
+    fused = set()
+    for i, (e, nxt) in enumerate(zip(p.eqns, p.eqns[1:])):
+        if (e.primitive.name == "convert_element_type" and isinstance(e.inputs[0], Var)
+                and e.inputs[0].type.dtype == np.bool_ and e.params["new_dtype"] == np.int32
+                and not e.params["weak_type"] and nxt.primitive.name == "cond"
+                and len(nxt.params["branches"]) == 2 and nxt.inputs[0] is e.outputs[0]
+                and uses[id(e.outputs[0])] == 1):
+            fused.add(i)
+    return fused
+
+
+def program_source(prog: Program, name: str = "f") -> str:
+    """Python source of a function `name` computing `prog` with JAX, and of
+    what it uses (helpers, custom functions) but the imports and the
+    emitter table E. It takes the program's inputs under the names JAX gave
+    them, so that JAX names them alike (see call_arguments); where one is a
+    leaf of a pytree, `{name}_leaves` takes the leaves."""
+    sig = _signature(prog)
+    tree = sig is not None and any(isinstance(t, dict) for t in sig[2].values())
+    w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"])
+    main: list[str] = []
+    w.function(prog, name, "", main, *(sig[:2] if sig else (None, None)))
+    if tree:
+        main += ["", "", f"def {name}_leaves(*leaves):",
+                 f"    \"\"\"{name} of its arguments' leaves, in JAX's order.\"\"\"",
+                 f"    return {name}({call_arguments(prog, 'leaves')})"]
+    parts = [_HELPERS[h].strip("\n") for h in _HELPERS if h in w.helpers]
+    parts += ["\n".join(b) for b in w.blocks] + ["\n".join(main)]
+    return "\n\n\n".join(parts)
+
+
+def _flat_name(prog: Program, name: str = "f") -> str:
+    """The function of program_source that takes the inputs as a flat list."""
+    return f"{name}_leaves" if call_arguments(prog) != "*args" else name
 
 
 _PROPERTY_CODE = {
-    "values": "got = list(jax.jit(f)(*args))",
-    "jvp": "got = list(jax.jit(lambda *d: jax.jvp(lambda *dd: f(*with_diff(dd)), d, tuple(tangents[i] for i in diff)))(*[args[i] for i in diff])[1])",
-    "vjp": "got = list(jax.jit(lambda *d: jax.vjp(lambda *dd: f(*with_diff(dd)), *d)[1](tuple(cts)))(*[args[i] for i in diff]))",
-    "second_order": ("pullback = lambda *d: jax.vjp(lambda *dd: f(*with_diff(dd)), *d)[1](tuple(cts))\n"
+    "values": "got = list(jax.jit({f})(*args))",
+    "jvp": "got = list(jax.jit(lambda *d: jax.jvp(lambda *dd: {f}(*with_diff(dd)), d, tuple(tangents[i] for i in diff)))(*[args[i] for i in diff])[1])",
+    "vjp": "got = list(jax.jit(lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(dd)), *d)[1](tuple(cts)))(*[args[i] for i in diff]))",
+    "second_order": ("pullback = lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(dd)), *d)[1](tuple(cts))\n"
                      "got = list(jax.jit(lambda *d: jax.jvp(pullback, d, tuple(tangents[i] for i in diff))[1])(*[args[i] for i in diff]))"),
-    "vmap": "got = list(jax.jit(jax.vmap(f))(*batched))",
+    "vmap": "got = list(jax.jit(jax.vmap({f}))(*batched))",
 }
 
 
-def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None,
-                numeric: dict | None = None) -> Repro:
-    """A standalone jax + numpy script that fails with the discrepancy:
-    the program is rebuilt from the spec IR (checkpoints included), the
-    inputs and the spec's expected answer are embedded."""
-    expected_res = [f"{r.type} {r.source}" for r in spec.saved_residuals(prog)]
+def _header(prog: Program, prop: str, impl: str, message: str) -> str:
     text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
 
 {message}
@@ -141,41 +748,60 @@ import re
 
 import jax, jaxlib
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
 ''' + _EMITTERS
-    text += ("\n\ndef user_policy(name):\n"
-             "    def policy(prim, *avals, **params):\n"
-             "        raise NotImplementedError(f'paste the checkpoint policy {name} here')\n"
-             "    return policy\n")
     text += f"\njax.config.update('jax_remat3', {impl == 'remat3'})\n"
-    text += "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
-    text += program_source(prog) + "\n\n"
+    if _uses_f64(prog):
+        text += "jax.config.update('jax_enable_x64', True)\n"
+    return text + "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
+
+
+def _residuals_check(prog: Program, prop: str, message: str) -> str:
+    try:
+        expected = [f"{r.type} {r.source}" for r in spec.saved_residuals(prog)]
+    except Exception as e:      # the spec refuses (as JAX should): the repro shows JAX's answer
+        expected = f"the spec raises {type(e).__name__}: {e}"
+    text = f"expected = {expected!r}  # the spec's answer\n"
+    text += ("from jax._src.ad_checkpoint import saved_residuals\n"
+             "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
+             f"for a, s in saved_residuals(f, {call_arguments(prog)})]\n"
+             "print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n")
+    if prop == "residuals":
+        return text + "assert got == expected, 'saved residuals differ from the spec'\n"
+    return text + f"raise SystemExit({message.splitlines()[0]!r})\n"
+
+
+def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
+    n = numeric or {}
+    text = "diff = " + repr([i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]) + "\n"
+    text += ("def with_diff(d):\n    full = list(args)\n    for i, x in zip(diff, d):\n"
+             "        full[i] = x\n    return full\n")
+    for key in ("tangents", "cts", "batched"):
+        text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
+    text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
+    text += f"atol = {n.get('atol', 0.0)!r}  # oracle.tolerances for this program\n"
+    text += _PROPERTY_CODE[prop].format(f=_flat_name(prog)) + "\n"
+    text += ("for i, (g, w) in enumerate(zip(got, expected)):\n"
+             "    err = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if np.size(w) else 0.0\n"
+             "    print(f'output {i}: max abs error {err:.4g} (tolerance {atol:.3g})')\n"
+             f"    assert err <= atol, f'output {{i}}: {prop} differs from the spec'\n")
+    return text
+
+
+def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None,
+                numeric: dict | None = None) -> Repro:
+    """A standalone jax + numpy script that fails with the discrepancy:
+    the program is rebuilt from the spec IR (checkpoints included), the
+    inputs and the spec's expected answer are embedded."""
+    text = _header(prog, prop, impl, message)
+    text += program_source(prog) + "\n\n\n"
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
     if prop in ("residuals", "vjp_leaves", "prevent_cse"):
-        text += f"expected = {expected_res!r}  # the spec's answer\n"
-        text += ("from jax._src.ad_checkpoint import saved_residuals\n"
-                 "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
-                 "for a, s in saved_residuals(f, *args)]\n"
-                 "print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n")
-        if prop == "residuals":
-            text += "assert got == expected, 'saved residuals differ from the spec'\n"
-        else:
-            text += f"raise SystemExit({message.splitlines()[0]!r})\n"
+        text += _residuals_check(prog, prop, message)
     else:
-        n = numeric or {}
-        text += "diff = " + repr([i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]) + "\n"
-        text += ("def with_diff(d):\n    full = list(args)\n    for i, x in zip(diff, d):\n"
-                 "        full[i] = x\n    return full\n")
-        for key in ("tangents", "cts", "batched"):
-            text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
-        text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
-        text += f"atol = {n.get('atol', 0.0)!r}  # oracle.tolerances for this program\n"
-        text += _PROPERTY_CODE[prop] + "\n"
-        text += ("for i, (g, w) in enumerate(zip(got, expected)):\n"
-                 "    err = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if np.size(w) else 0.0\n"
-                 "    print(f'output {i}: max abs error {err:.4g} (tolerance {atol:.3g})')\n"
-                 f"    assert err <= atol, f'output {{i}}: {prop} differs from the spec'\n")
+        text += _numeric_check(prog, args, prop, numeric)
     path = None
     if directory:
         os.makedirs(directory, exist_ok=True)
@@ -184,4 +810,3 @@ from jax.ad_checkpoint import checkpoint_name
         with open(path, "w") as fh:
             fh.write(text)
     return Repro(text, path)
-

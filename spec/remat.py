@@ -125,7 +125,17 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
 def names_in(prog: Program, _seen=None) -> set[str]:
     """The checkpoint names bound anywhere in `prog` (sub-programs included,
     and the programs of lazily traced custom rules: a custom_vjp's forward
-    rule may name its residuals)."""
+    rule may name its residuals).
+
+    A rule's programs may contain its own custom call again: a custom_jvp
+    defined with `defjvps` (jax.nn.relu) computes its primal output by
+    calling itself (`primal_out = self(*primals)` in custom_jvp.defjvps),
+    and an imported rule's program holds that call with a rule of its own,
+    a new Rule object each time a rule is traced (oracle.from_jax converts
+    each traced jaxpr afresh; so does a rule mapped by map_programs). So a
+    rule is walked once per object and once per distinct set of traced
+    programs (compared as printed: the same function's rule traces to the
+    same programs), which ends the walk where the call recurs."""
     from spec.ir import subprograms
     seen = set() if _seen is None else _seen
     out = set()
@@ -136,7 +146,11 @@ def names_in(prog: Program, _seen=None) -> set[str]:
         for v in e.params.values():
             if hasattr(v, "traced_programs") and id(v) not in seen:
                 seen.add(id(v))
-                subs += v.traced_programs()
+                traced = v.traced_programs()
+                printed = ("rule programs",) + tuple(str(p) for p in traced)
+                if printed not in seen:
+                    seen.add(printed)
+                    subs += traced
         for sub in subs:
             out |= names_in(sub, seen)
     return out

@@ -33,3 +33,55 @@ def test_repro_shows_the_divergence(d):
                 assert len([l for l in proc.stdout.splitlines() if l.startswith("f32")]) == 1, out
             else:
                 assert part in out, f"{part!r} not in:\n{out}"
+
+
+def test_predicates_walk_a_custom_jvp_that_calls_itself_in_its_rule():
+    """A custom_jvp defined with defjvps (jax.nn.relu is one) computes its
+    primal output by calling itself, so each traced JVP rule holds the call
+    again, imported with a new Rule: the name walk (spec.remat.names_in) of
+    the batching divergence's predicate recursed without end, and
+    divergences.find raised RuntimeError(RecursionError) instead of naming
+    the divergence. Here a different function of that shape, with a name
+    that remat3's vmap cannot batch."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+
+    import oracle
+    from spec import policies as sp
+
+    @jax.custom_jvp
+    def soft_clip(x):
+        return 2.0 * jnp.tanh(x / 2.0)
+    soft_clip.defjvps(lambda g, ans, x: g * (1.0 - ans * ans / 4.0))
+
+    def layer(x, w):
+        z = checkpoint_name(x @ w, "z")
+        return jnp.sum(soft_clip(z) * jnp.cos(z))
+
+    report = oracle.check(layer, sp.save_only_these_names("z"), jax.ShapeDtypeStruct((4,), np.float32),
+                          jax.ShapeDtypeStruct((4, 2), np.float32), implementations=("remat3",),
+                          properties=("residuals", "vmap"))
+    assert report.status("residuals", "remat3") == "ok"
+    assert ("remat3-checkpoint-name-has-no-batching-rule", "vmap", "remat3") in report.known_divergences
+
+
+def test_names_in_ends_on_rules_that_hold_their_own_call():
+    """The walk itself: the imported program of jax.nn.relu (its JVP rule
+    holds relu's custom_jvp_call again) has no names and the walk ends; a
+    name bound in a rule is still found."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    from oracle.from_jax import trace_jax
+    from spec.remat import names_in
+
+    assert names_in(trace_jax(lambda x: jax.nn.relu(x) * 2.0, jnp.ones(3))) == set()
+
+    @jax.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+    f.defjvps(lambda g, ans, x: g * checkpoint_name(jnp.cos(x), "slope"))
+    assert names_in(trace_jax(lambda x: f(f(x)), jnp.ones(3))) == {"slope"}

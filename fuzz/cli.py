@@ -76,7 +76,8 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
                 last_failure[:] = [(prog, e)]
                 raise
             checked += 1
-            results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]))
+            results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
+                         + [(p, i, "naming normalised") for _, p, i in report.normalizations]))
         try:
             prop()
         except oracle.Mismatch:
@@ -187,8 +188,10 @@ def fuzz_main(args) -> int:
             last_print = now
             rate = programs / max(now - start, 1e-9)
             known = sum(n for (p, i, s), n in counts.items() if s == "known divergence")
+            renamed = sum(n for (p, i, s), n in counts.items() if s == "naming normalised")
             line = (f"[{int(now - start) // 60:02d}:{int(now - start) % 60:02d}] programs {programs} "
-                    f"({rate:.2f}/s) findings {len(findings)} known divergences {known}")
+                    f"({rate:.2f}/s) findings {len(findings)} known divergences {known} "
+                    f"naming normalised {renamed}")
             print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
     for p in procs:
         p.join(timeout=5)
@@ -209,7 +212,7 @@ def _summary(counts, programs, elapsed, findings, errors):
         for i in impls:
             ok = counts[(p, i, "ok")]
             kd = counts[(p, i, "known divergence")]
-            nc = counts[(p, i, "not compared")]
+            nc = counts[(p, i, "not compared")] + counts[(p, i, "not applicable")]
             cells.append(f"{ok:>6} ok {kd:>6} known {nc:>6} n/c")
         print(f"{p:14}" + "".join(f"{c:>34}" for c in cells))
     print(f"findings: {len(findings)}" + "".join(f"\n  {k} -> {d}" for k, d in findings.items()))

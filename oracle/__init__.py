@@ -1,6 +1,7 @@
 """The bridge between the spec and real JAX (imports jax; `spec` never does)."""
-from oracle.errors import Mismatch, Unsupported  # noqa: F401
+from oracle.errors import InvalidArgument, Mismatch, Unsupported  # noqa: F401
+from oracle.conventions import AS_IS, Factory  # noqa: F401
 from oracle.from_jax import from_jaxpr, trace_jax  # noqa: F401
 from oracle.to_jax import to_jax  # noqa: F401
 from oracle.policies import from_jax_policy, to_jax_policy  # noqa: F401
-from oracle.checker import AS_IS, Report, check, expected_residuals, explain  # noqa: F401
+from oracle.checker import Report, check, expected_residuals, explain  # noqa: F401

@@ -30,6 +30,7 @@ class Context:
     spec_residuals: list | None = None
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
+    spec_error: BaseException | None = None   # the spec raised where JAX computed
 
     def residuals_with(self, transform: Callable | None = None, **model) -> list:
         """The spec's residual list for a modelled program: every
@@ -63,8 +64,11 @@ class Context:
             return None
         for d in REMAT3_DEFECTS:
             flags[d] = False
-            if self.jax_residuals != self.residuals_with(**flags):
-                return d
+            try:
+                if self.jax_residuals != self.residuals_with(**flags):
+                    return d
+            except sp.PolicyCombinationError:   # without the defect the policy is refused,
+                return d                        # as JAX refuses it: JAX did not, so d explains it
         return None
 
 
@@ -110,23 +114,22 @@ class Normalization:
     (and reported as a known divergence whenever it changed something)."""
     name: str
     reason: str
-    apply: Callable   # (implementation, jax residuals, spec residuals, program) -> jax residuals
+    apply: Callable   # (implementation, jax residuals, spec residuals, program, argument aliases)
+                      # -> jax residuals
 
 
-def _remat3_arg_names(impl, jax_res, spec_res, prog):
-    import re
-    if impl != "remat3" or not prog.input_names:
+def _remat3_arg_names(impl, jax_res, spec_res, prog, aliases):
+    """`from the argument args[0]['w']` -> `from the argument params['w']`:
+    `aliases` maps the names JAX gives a `(*args, **kwargs)` signature to
+    the leaves' names (oracle.conventions.Call.remat3_names)."""
+    if impl != "remat3":
         return jax_res
-    out = []
-    for t, s in jax_res:
-        m = re.fullmatch(r"from the argument args\[(\d+)\]", s)
-        if m and int(m.group(1)) < len(prog.input_names):
-            s = f"from the argument {prog.input_names[int(m.group(1))]}"
-        out.append((t, s))
-    return out
+    prefix = "from the argument "
+    return [(t, prefix + aliases[s[len(prefix):]] if s.startswith(prefix) and s[len(prefix):] in aliases else s)
+            for t, s in jax_res]
 
 
-def _remat3_jit_names(impl, jax_res, spec_res, prog):
+def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
     if impl != "remat3":
         return jax_res
     out = []
@@ -450,7 +453,17 @@ def _remat3_restricted(ctx):
 
 def _remat3_unrecognised(ctx):
     return (any(not _remat3_recognises(p) for p in _policies_in(ctx.program))
-            and ctx.remat3_defect_mattered("view"))
+            and (ctx.remat3_defect_mattered("view") or _remat3_never_asks_refused_policy(ctx)))
+
+
+def _remat3_never_asks_refused_policy(ctx):
+    """The spec refuses a save_from_both_policies of a non-boolean policy
+    (as remat2 does) on any property, and remat3, which never asks a policy
+    it does not recognise, computes: it applied nothing_saveable instead
+    (for the residuals property: exactly the list of that view)."""
+    if ctx.implementation != "remat3" or not isinstance(ctx.spec_error, sp.PolicyCombinationError):
+        return False
+    return ctx.property != "residuals" or ctx.jax_residuals == ctx.residuals_with(view=True)
 
 
 def _remat3_zero_input_tangents(ctx):
@@ -481,7 +494,9 @@ def _has_name(prog: Program) -> bool:
 
 
 def _remat3_name_no_batching(ctx):
-    return (ctx.implementation == "remat3" and ctx.property == "vmap"
+    """Any property: the vmap may be the check's own or one in the user's
+    function (then tracing raises, for every property)."""
+    return (ctx.implementation == "remat3"
             and isinstance(ctx.error, NotImplementedError) and "CheckpointName" in str(ctx.error)
             and _has_name(ctx.program))
 
@@ -759,7 +774,8 @@ DIVERGENCES = [
     Divergence(
         "remat3-checkpoint-name-has-no-batching-rule",
         "Under jax_remat3 (jax 0.10.2) checkpoint_name's hi-primitive has no batching rule: "
-        "jax.vmap of a function that names a value raises NotImplementedError.",
+        "jax.vmap of a function that names a value raises NotImplementedError (the check's own "
+        "vmap property, or every property when the user's function has a vmap inside).",
         "jax.config.update('jax_remat3', True)\n"
         "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
         _remat3_name_no_batching),
@@ -828,6 +844,8 @@ def find(ctx: Context) -> Divergence | None:
         try:
             if d.applies(ctx):
                 return d
+        except sp.PolicyCombinationError:   # the modelled policy is refused as JAX refuses it:
+            continue                        # JAX did not refuse, so this model does not explain it
         except Exception as e:   # a predicate that fails is our bug: never hide it
             raise RuntimeError(f"known-divergence predicate {d.name} failed: {e!r}") from e
     return None

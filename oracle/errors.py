@@ -1,4 +1,11 @@
-"""The oracle's errors."""
+"""The oracle's errors: every exception that leaves `oracle.check` is one
+of these, or the user's own code (function or policy) raising."""
+
+
+class InvalidArgument(Exception):
+    """oracle.check was called wrongly (a junk policy, arguments that do not
+    fit the function, an unknown property, ...). The message says what was
+    given and what is accepted."""
 
 
 class Unsupported(Exception):

@@ -15,6 +15,7 @@ from typing import Callable
 
 from spec import policies as sp
 from oracle.errors import Unsupported
+from oracle.jax_params import spec_params, spec_type
 
 
 def _closure(fn) -> dict:
@@ -129,7 +130,6 @@ class SpecPolicyForJax:
 
     def __call__(self, prim, *avals, **params):
         from jax._src.interpreters import partial_eval as pe
-        from oracle.from_jax import spec_params, spec_type
         sprim, sparams = spec_params(prim.name, params)
         answer = sp.ask(self.spec_policy, sprim, [spec_type(a) for a in avals], sparams)
         if isinstance(answer, sp.Offload):

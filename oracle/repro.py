@@ -101,7 +101,8 @@ def closed_call(fun):
     leave; jax.jit would make a jit equation instead)."""
     from jax._src import core as jcore
     def call(*args):
-        return jcore.closed_call_p.bind(*args, call_jaxpr=jax.make_jaxpr(fun)(*args))
+        params = jcore.closed_call_p.get_bind_params({'call_jaxpr': jax.make_jaxpr(fun)(*args)})
+        return jcore.closed_call_p.bind(*args, **params)
     return call
 ''',
     "differentiated_checkpoint": '''
@@ -729,12 +730,16 @@ def _flat_name(prog: Program, name: str = "f") -> str:
     return f"{name}_leaves" if call_arguments(prog) != "*args" else name
 
 
+# each property as the checker computes it (oracle/properties.py): inputs,
+# tangents and cotangents are arguments of the jitted function, not constants
 _PROPERTY_CODE = {
     "values": "got = list(jax.jit({f})(*args))",
-    "jvp": "got = list(jax.jit(lambda *d: jax.jvp(lambda *dd: {f}(*with_diff(dd)), d, tuple(tangents[i] for i in diff)))(*[args[i] for i in diff])[1])",
-    "vjp": "got = list(jax.jit(lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(dd)), *d)[1](tuple(cts)))(*[args[i] for i in diff]))",
-    "second_order": ("pullback = lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(dd)), *d)[1](tuple(cts))\n"
-                     "got = list(jax.jit(lambda *d: jax.jvp(pullback, d, tuple(tangents[i] for i in diff))[1])(*[args[i] for i in diff]))"),
+    "jvp": ("primals, tans = jax.jit(lambda a, t: jax.jvp(lambda *d: {f}(*with_diff(a, d)), [a[i] for i in diff], "
+            "[t[i] for i in diff]))(args, tangents)\n"
+            "got = [t for p, t in zip(primals, tans) if jnp.issubdtype(p.dtype, jnp.floating)]"),
+    "vjp": "got = list(jax.jit(lambda a, c: pullback(a, c)(*[a[i] for i in diff]))(args, cts))",
+    "second_order": ("got = list(jax.jit(lambda a, c, t: jax.jvp(pullback(a, c), [a[i] for i in diff], "
+                     "[t[i] for i in diff])[1])(args, cts, tangents))"),
     "vmap": "got = list(jax.jit(jax.vmap({f}))(*batched))",
 }
 
@@ -775,9 +780,11 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
 
 def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
     n = numeric or {}
-    text = "diff = " + repr([i for i, a in enumerate(args) if np.issubdtype(np.asarray(a).dtype, np.floating)]) + "\n"
-    text += ("def with_diff(d):\n    full = list(args)\n    for i, x in zip(diff, d):\n"
-             "        full[i] = x\n    return full\n")
+    text = "diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
+    text += ("def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"
+             "        full[i] = x\n    return full\n\n\n"
+             "def pullback(a, c):\n"
+             f"    return lambda *d: jax.vjp(lambda *dd: {_flat_name(prog)}(*with_diff(a, dd)), *d)[1](tuple(c))\n\n\n")
     for key in ("tangents", "cts", "batched"):
         text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
     text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"

@@ -39,16 +39,30 @@ class Offload:
 
 
 class PolicyError(TypeError):
-    pass
+    """A user's policy raised, or answered something that is not an answer."""
+
+
+class PolicyCombinationError(ValueError):
+    """save_from_both_policies was asked to combine an answer that is not a
+    Python bool: JAX raises this ValueError (ad_checkpoint.py,
+    `save_from_both_policies`), whose message this one repeats."""
+
+
+def _answer(policy: Callable, prim, in_types, params) -> Any:
+    """`policy`'s raw answer about one equation (a user policy's exception
+    wrapped in PolicyError, naming the equation)."""
+    try:
+        return policy(prim, *in_types, **params)
+    except (PolicyError, PolicyCombinationError):
+        raise
+    except Exception as e:
+        raise PolicyError(f"checkpoint policy {policy_name(policy)} raised {type(e).__name__}: {e} "
+                          f"when asked about {prim.name}{list(map(str, in_types))}") from e
 
 
 def ask(policy: Callable, prim, in_types, params) -> Any:
     """Ask `policy` about one equation; normalise the answer."""
-    try:
-        answer = policy(prim, *in_types, **params)
-    except Exception as e:
-        raise PolicyError(f"checkpoint policy {policy_name(policy)} raised {type(e).__name__}: {e} "
-                          f"when asked about {prim.name}{list(map(str, in_types))}") from e
+    answer = _answer(policy, prim, in_types, params)
     if answer is True or answer is Saveable:
         return Saveable
     if answer is False or answer is Recompute:
@@ -231,19 +245,29 @@ class _SaveFromBoth(_Policy):
     policy_2: Callable
 
     def __call__(self, prim, *in_types, **params):
-        out1 = ask(self.policy_1, prim, in_types, params)
-        out2 = ask(self.policy_2, prim, in_types, params)
-        if isinstance(out1, Offload) or isinstance(out2, Offload):
-            raise PolicyError("save_from_both_policies combines boolean policies only; got "
-                              f"{out1} and {out2}: write a custom policy instead")
-        return out1 is Saveable or out2 is Saveable
+        out1 = _answer(self.policy_1, prim, in_types, params)
+        out2 = _answer(self.policy_2, prim, in_types, params)
+        # JAX: `if not (isinstance(out1, bool) and isinstance(out2, bool)): raise ValueError`
+        # (an offload policy answers pe.Recompute / pe.Offloadable, never a bool)
+        if not (isinstance(out1, bool) and isinstance(out2, bool)):
+            raise PolicyCombinationError(
+                f"The return value of the policies should be a boolean. Got: {out1} and {out2}. "
+                "Please write a custom policy function directly, rather than using this helper function.")
+        return out1 or out2
 
     def __repr__(self):
         return f"save_from_both_policies({policy_name(self.policy_1)}, {policy_name(self.policy_2)})"
 
 
+_OFFLOAD = (offload_dot_with_no_batch_dims, save_and_offload_only_these_names)
+
+
 def save_from_both_policies(policy_1, policy_2):
-    """Logical OR: a value is saveable iff either policy saves it."""
+    """Logical OR: a value is saveable iff either policy saves it. Both must
+    answer Python bools (JAX raises ValueError otherwise, e.g. for an offload
+    policy, at the first equation asked about)."""
+    if isinstance(policy_1, _OFFLOAD) or isinstance(policy_2, _OFFLOAD):
+        return _SaveFromBoth(policy_1, policy_2)
     if policy_1 is everything_saveable or policy_2 is everything_saveable:
         return everything_saveable
     if policy_1 is nothing_saveable:

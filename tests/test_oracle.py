@@ -125,7 +125,7 @@ def test_every_policy_kind_appears():
     seen = collections.Counter()
     for c in OF.CASES:
         if c.policy is oracle.AS_IS:
-            closed = jax.make_jaxpr(checker.target(c.fn, c.policy))(*c.args)
+            closed = jax.make_jaxpr(c.fn)(*c.args)
             for p in _policies_in_jaxpr(closed.jaxpr):
                 seen.update(_policy_kinds(p))
         else:
@@ -173,7 +173,7 @@ def test_check_passes(case):
         assert r.status in STATUSES, f"{r.property}/{r.implementation}: status {r.status!r}\n{report}"
 
     # the known divergences are exactly the expected ones, each once
-    divs = collections.Counter(report.known_divergences)
+    divs = collections.Counter(report.known_divergences + report.normalizations)
     assert all(n == 1 for n in divs.values()), f"a divergence reported twice: {divs}\n{report}"
     assert set(divs) == set(case.divergences), (
         f"unexpected: {sorted(set(divs) - case.divergences)}; "
@@ -363,7 +363,7 @@ def test_planted_dropped_cotangent(impl):
 def test_planted_bugs_are_restored():
     """After the planted-bug tests JAX is pristine again."""
     report = _check(MLP)
-    assert set(report.known_divergences) == set(MLP.divergences)
+    assert set(report.known_divergences + report.normalizations) == set(MLP.divergences)
 
 
 # --------------------------------------------------------------------------
@@ -434,29 +434,6 @@ def test_jax_save_anything_except_these_names_is_unsupported():
         oracle.check(OF.mlp_named_except, cp.save_anything_except_these_names("act"),
                      *OF.BY_NAME["mlp_spec_save_anything_except_these_names"].args)
     assert "spec.policies.save_anything_except_these_names" in str(excinfo.value)
-
-
-@pytest.mark.parametrize("bad", ["abc", {"a": X23}, [X23], None, object()],
-                         ids=["str", "dict", "list", "None", "object"])
-def test_non_array_argument_is_a_type_error(bad):
-    with pytest.raises(TypeError) as excinfo:
-        oracle.check(lambda x: jnp.sum(x), None, X23, bad)
-    msg = str(excinfo.value)
-    assert "argument 1" in msg and type(bad).__name__ in msg and "ShapeDtypeStruct" in msg
-    assert not isinstance(excinfo.value, oracle.Mismatch)
-
-
-def test_other_usage_errors():
-    with pytest.raises(TypeError, match="callable"):
-        oracle.check(3, None, X23)
-    with pytest.raises(ValueError, match="unknown properties"):
-        oracle.check(lambda x: jnp.sum(x), None, X23, properties=("residuals", "bogus"))
-    with pytest.raises(ValueError, match="unknown implementation"):
-        oracle.check(lambda x: jnp.sum(x), None, X23, implementations=("remat4",))
-    with pytest.raises(TypeError, match="no arrays"):
-        oracle.check(lambda x: (), None, X23)
-    with pytest.raises(oracle.Unsupported, match="not callable"):
-        oracle.check(lambda x: jnp.sum(x), 42, X23)
 
 
 def _sin_sin(x):
@@ -535,7 +512,7 @@ def test_remat3_vjp_leaves_are_its_saved_residuals(name):
     case = OF.BY_NAME[name]
     args = checker.draw_inputs(case.args)
     with checker.implementation("remat3"):
-        f = checker.target(case.fn, case.policy)
+        f = case.fn if case.policy is oracle.AS_IS else jax.checkpoint(case.fn, policy=case.policy)
         leaves = jax.jit(lambda *a: jax.tree.leaves(jax.vjp(f, *a)[1]))(*args)
         residuals = checker.jax_residuals(f, args)
     assert sorted(str(spec_type(jax.typeof(x))) for x in leaves) == sorted(t for t, _ in residuals)

@@ -43,7 +43,7 @@ def test_mismatch_prints_report_and_saves_reproducer(tmp_path):
     files = os.listdir(repro_dir)
     assert len(files) == 1 and files[0].startswith("repro_jvp_remat2_"), files
     text = (repro_dir / files[0]).read_text()
-    assert "import jax" in text and "jax.checkpoint(f" in text
+    assert "import jax" in text and "jax.checkpoint(" in text
     # the reproducer is standalone (jax + numpy only): on pristine JAX it
     # passes, and with the same planted bug it fails naming the property
     env = {**os.environ, "PYTHONPATH": ""}

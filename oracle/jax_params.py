@@ -1,0 +1,67 @@
+"""JAX's primitives, params and types in the spec's terms: the bottom
+layer of the JAX -> spec import (oracle/from_jax.py converts programs,
+oracle/policies.py translates a policy's questions with it)."""
+from __future__ import annotations
+
+import spec
+from spec.core import primitives as SPEC_PRIMS
+from spec.ir import ArrayType, canonical_dtype
+
+from oracle.errors import Unsupported
+from oracle.jax_names import IGNORED_PARAMS, JAX_NAME, SPEC_NAME
+
+
+def spec_type(aval) -> ArrayType:
+    try:
+        dtype = canonical_dtype(aval.dtype)
+    except TypeError as e:
+        raise Unsupported(f"dtype {aval.dtype} is not supported by the spec: {e}") from None
+    space = getattr(aval, "memory_space", None)
+    space = None if space is None or "device" in str(space).lower() or str(space).endswith("Any") else "pinned_host"
+    return ArrayType(tuple(int(d) for d in aval.shape), dtype, space)
+
+
+def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
+    """(spec primitive, spec params) for a JAX primitive and its params."""
+    name = SPEC_NAME.get(jax_name, jax_name)
+    prim = SPEC_PRIMS.get(name)
+    if prim is None or name in ("call", "remat", "scan", "cond", "while", "custom_lin"):
+        raise Unsupported(f"primitive {jax_name!r}{where} is not supported by the spec; "
+                          f"supported: {', '.join(sorted(supported_primitives()))}")
+    wanted = spec.core.param_specs[prim]
+    out = {}
+    for k, v in params.items():
+        if k in wanted:
+            out[k] = v
+        elif k in IGNORED_PARAMS and v == IGNORED_PARAMS[k]:
+            continue
+        else:
+            raise Unsupported(f"{jax_name}{where}: param {k}={v!r} is not supported "
+                              f"(the spec models {list(wanted)})")
+    for k in ("new_dtype", "preferred_element_type"):
+        if out.get(k) is not None:
+            out[k] = canonical_dtype(out[k])
+    if "dimension_numbers" in out:
+        (lc, rc), (lb, rb) = out["dimension_numbers"]
+        out["dimension_numbers"] = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    for k in ("axes", "new_sizes", "permutation", "dimensions", "start_indices", "limit_indices",
+              "strides", "shape", "broadcast_dimensions"):
+        if out.get(k) is not None:
+            out[k] = tuple(int(i) for i in out[k])
+    if "padding_config" in out:
+        out["padding_config"] = tuple(tuple(int(i) for i in c) for c in out["padding_config"])
+    missing = [k for k in wanted if k not in out]
+    for k in missing:       # params JAX leaves out when they have their default
+        if k in ("accuracy", "precision", "dimensions", "strides"):
+            out[k] = None
+        elif k == "weak_type":
+            out[k] = False
+        else:
+            raise Unsupported(f"{jax_name}{where}: missing param {k}")
+    return prim, out
+
+
+def supported_primitives() -> list[str]:
+    names = [JAX_NAME.get(n, n) for n in SPEC_PRIMS if n not in ("device_put",)]
+    names = [n for n in names if n != "custom_lin"]     # made by differentiation, never imported
+    return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit", "closed_call"]

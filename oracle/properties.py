@@ -1,0 +1,408 @@
+"""The properties `oracle.check` compares, one object each.
+
+A Property says what it computes on the spec side (`spec_side`, from the
+spec program), on the JAX side (`jax_side` for the jaxpr tier, traced
+without compilation; `jax_term` for the compiled tier: a term of the ONE
+jitted function per implementation), and how the two answers compare
+(`compare`, returning None when they agree or a `Disagreement`). Either
+side may raise; `oracle.checker.judge` turns the pair of outcomes into a
+status, the same way for every property.
+
+  residuals    jax.ad_checkpoint.saved_residuals vs spec.saved_residuals
+  prevent_cse  optimization barriers in the lowered HLO of the backward pass
+  vjp_leaves   the residual leaves of the function jax.vjp returns
+  values, jvp, vjp, vmap, second_order
+               numbers, vs the spec evaluated with numpy (oracle.tolerances)
+"""
+from __future__ import annotations
+
+import collections
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import spec
+from spec.barriers import optimization_barriers
+from spec.ir import DTYPES, Program, is_float, subprograms
+
+from oracle import divergences, tolerances
+from oracle.conventions import Call
+from oracle.jax_params import spec_type
+from oracle.upcast import up, upcast
+
+BATCH = 2
+NOISE_SAMPLES = 3   # float64 runs with modelled rounding noise (oracle.tolerances)
+
+
+@dataclass
+class Case:
+    """One check: the call, the spec program and the drawn operands."""
+    call: Call
+    policy: Any                       # the spec policy (None: the function as written)
+    jax_policy: Any                   # what jax.checkpoint is given (oracle.AS_IS: no checkpoint)
+    prog: Program
+    seed: int
+    rtol_scale: float
+    tangents: list = field(default_factory=list)
+    cts: list = field(default_factory=list)
+    batched: list = field(default_factory=list)
+    cache: dict = field(default_factory=dict)
+    functions: dict = field(default_factory=dict)   # implementation -> the JAX function checked
+
+    @property
+    def args(self) -> list[np.ndarray]:
+        return self.call.leaves
+
+    def __post_init__(self):
+        rng = np.random.default_rng(self.seed + 1)
+        self.tangents = [rng.standard_normal(a.shape).astype(a.dtype) if is_float(a.dtype) else
+                         np.zeros(a.shape, a.dtype) for a in self.args]
+        self.cts = [rng.standard_normal(t.shape).astype(t.dtype) for t in self.prog.out_types
+                    if is_float(t.dtype)]
+        # batch members beyond the first: the given values perturbed by up to 10%,
+        # so their scale (and conditioning) is that of the arguments
+        self.batched = [np.stack([a] + [(a * (1 + 0.1 * rng.uniform(-1, 1, a.shape))).astype(a.dtype)
+                                        if is_float(a.dtype) else a for _ in range(BATCH - 1)])
+                        for a in self.args]
+
+    def context(self, impl, prop, **kw) -> divergences.Context:
+        return divergences.Context(impl, prop, self.policy, self.prog, **kw)
+
+    def diff_tangents(self):
+        return [t for t, a in zip(self.tangents, self.prog.in_types) if is_float(a.dtype)]
+
+
+class Disagreement(Exception):
+    """JAX's answer is not the spec's: the message says how; `context`
+    holds what a known-divergence predicate may look at."""
+
+    def __init__(self, message: str, context=None, numeric: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.context = context
+        self.numeric = numeric
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    tier: str                                  # "jaxpr" or "compiled"
+    spec_side: Callable[[Case], Any]
+    compare: Callable                          # (case, impl, jax answer, spec answer) -> detail str
+    jax_side: Callable | None = None           # jaxpr tier: (case, f) -> answer
+    jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
+    needs: str = "none"                        # "reverse": skipped for non-float outputs
+    weight: int = 1                            # tolerance depth factor (numeric properties)
+
+    def applies(self, case: Case) -> str | None:
+        """Why the property is not compared for this program, or None."""
+        if self.needs == "reverse" and any(not is_float(t.dtype) for t in case.prog.out_types):
+            return "non-float outputs"
+        return None
+
+
+# --------------------------------------------------------------------------
+# residuals (jaxpr tier)
+
+# " from <file>:<line>[:<col>] (<function>)" that saved_residuals appends
+# (file paths may contain spaces), or " from " with an empty location
+_LOCATION = re.compile(r" from .*?:\d+(?::\d+)? \(.*\)$| from $")
+
+
+def jax_residuals(f, args, kwargs=None) -> list[tuple[str, str]]:
+    """jax.ad_checkpoint.saved_residuals as (type, source) strings."""
+    from jax._src.ad_checkpoint import saved_residuals
+    return [(str(spec_type(aval)), _LOCATION.sub("", src))
+            for aval, src in saved_residuals(f, *args, **(kwargs or {}))]
+
+
+def _bytes(t: str) -> int:
+    m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]", t)
+    if not m:
+        return 0
+    size = int(np.prod([int(d) for d in m.group(2).split(",") if d] or [1]))
+    return size * DTYPES[m.group(1)].itemsize
+
+
+def residual_diff(jax_res, spec_res) -> str:
+    only_jax = collections.Counter(jax_res) - collections.Counter(spec_res)
+    only_spec = collections.Counter(spec_res) - collections.Counter(jax_res)
+    lines = []
+    for (t, s), n in only_jax.items():
+        lines.append(f"  + JAX saves  {t} {s}" + (f" (x{n})" if n > 1 else "") + f"  [{_bytes(t)} bytes]")
+    for (t, s), n in only_spec.items():
+        lines.append(f"  - spec saves {t} {s}" + (f" (x{n})" if n > 1 else "") + f"  [{_bytes(t)} bytes]")
+    if not lines:
+        lines.append("  same residuals, different order:")
+        lines += [f"    JAX:  {t} {s}" for t, s in jax_res]
+        lines += [f"    spec: {t} {s}" for t, s in spec_res]
+    return "\n".join(lines)
+
+
+def _spec_residuals(case):
+    return [(str(r.type), str(r.source)) for r in spec.saved_residuals(case.prog)]
+
+
+def _jax_residuals(case, f):
+    args, kwargs = case.call.dynamic(case.call.jax_leaves)
+    return jax_residuals(f, args, kwargs)
+
+
+def normalized(case, impl, got, spec_res) -> tuple[list, list[str]]:
+    """JAX's residual list with the naming normalisations of `impl` undone,
+    and the names of those that changed something."""
+    applied = []
+    aliases = dict(zip(case.call.remat3_names(), case.prog.input_names or ()))
+    for norm in divergences.NORMALIZATIONS:
+        new = norm.apply(impl, got, spec_res, case.prog, aliases)
+        if new != got:
+            applied.append(norm.name)
+            got = new
+    return got, applied
+
+
+def residual_verdict(case, impl) -> tuple[str | None, list]:
+    """(the known divergence that explains JAX's residuals under `impl`,
+    or None, and JAX's normalised list), whichever properties are checked."""
+    key = ("residual verdict", impl)
+    if key not in case.cache:
+        want = _spec_residuals(case)
+        try:
+            got, _ = normalized(case, impl, _jax_residuals(case, case.functions[impl]), want)
+        except Exception:       # JAX raised: reported by the residuals property, if checked
+            case.cache[key] = (None, [])
+            return case.cache[key]
+        found = None if got == want else divergences.find(
+            case.context(impl, "residuals", jax_residuals=got, spec_residuals=want))
+        case.cache[key] = (found.name if found else None, got)
+    return case.cache[key]
+
+
+def _compare_residuals(case, impl, got, want):
+    got, _ = normalized(case, impl, got, want)
+    if got != want:
+        raise Disagreement("saved residuals differ:\n" + residual_diff(got, want),
+                           case.context(impl, "residuals", jax_residuals=got, spec_residuals=want))
+    return f"{len(want)} residuals"
+
+
+RESIDUALS = Property("residuals", "jaxpr", _spec_residuals, _compare_residuals, jax_side=_jax_residuals)
+
+
+# --------------------------------------------------------------------------
+# prevent_cse: optimization barriers in the backward pass
+
+def jax_barriers(f, args) -> int:
+    import jax
+
+    def backward(*a):
+        outs, pullback = jax.vjp(f, *a)
+        return pullback(tuple(jax.numpy.ones_like(o) for o in outs))
+    return jax.jit(backward).lower(*args).as_text().count("optimization_barrier")
+
+
+def _compare_barriers(case, impl, got, want):
+    if (want > 0) != (got > 0):
+        raise Disagreement(f"optimization barriers in the backward pass: spec predicts {want}, "
+                           f"JAX's HLO has {got}", case.context(impl, "prevent_cse", barriers=(want, got)))
+    return f"barriers: spec {want}, HLO {got}"
+
+
+PREVENT_CSE = Property("prevent_cse", "jaxpr", lambda case: optimization_barriers(case.prog),
+                       _compare_barriers, jax_side=lambda case, f: jax_barriers(case.call.flat(f),
+                                                                                case.call.jax_leaves),
+                       needs="reverse")
+
+
+# --------------------------------------------------------------------------
+# vjp_leaves: what XLA materialises for the backward pass
+
+def _leaves_of(residuals):
+    """(shape, dtype) of residual entries ("f32[3,4]", source)."""
+    out = []
+    for t, _ in residuals:
+        m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]", t)
+        shape = tuple(int(d) for d in m.group(2).split(",") if d)
+        out.append((str(shape), str(DTYPES[m.group(1)])))
+    return out
+
+
+def _spec_leaves(case):
+    return [(str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(case.prog)]
+
+
+def _vjp_leaves_term(f, operands, diff):
+    import jax
+    return jax.tree.leaves(jax.vjp(f, *operands[0])[1])
+
+
+def _compare_leaves(case, impl, got, want):
+    leaves = sorted((str(tuple(np.shape(x))), str(np.asarray(x).dtype)) for x in got)
+    if leaves == sorted(want):
+        return f"{len(leaves)} leaves"
+    # the leaves are JAX's own saved residuals, whose difference from the
+    # spec's is a known divergence: the same divergence explains the leaves
+    residual_divergence, jax_saved = residual_verdict(case, impl)
+    if residual_divergence is not None and leaves == sorted(_leaves_of(jax_saved)):
+        raise Disagreement(f"residual leaves are JAX's saved residuals ({residual_divergence})",
+                           case.context(impl, "residuals", jax_residuals=jax_saved,
+                                        spec_residuals=_spec_residuals(case)))
+    raise Disagreement(f"residual leaves of jax.jit(jax.vjp)'s function:\n  JAX:  {leaves}\n"
+                       f"  spec: {sorted(want)}", case.context(impl, "vjp_leaves"))
+
+
+VJP_LEAVES = Property("vjp_leaves", "compiled", _spec_leaves, _compare_leaves, jax_term=_vjp_leaves_term)
+
+
+# --------------------------------------------------------------------------
+# numbers (compiled tier)
+
+def _depth(prog: Program) -> int:
+    n = 0
+    for e in prog.eqns:
+        subs = subprograms(e.params)
+        n += sum(_depth(s) for _, s in subs) if subs else 1
+    return n
+
+
+@dataclass(frozen=True)
+class Numeric:
+    """A numeric property's spec program and how to evaluate it."""
+    program: Callable[[Program], Program]              # the spec program from the checked one
+    operands: Callable[[Case], list]                   # its operands (spec dtypes)
+    outputs: Callable[[Program, list], list] = lambda prog, out: out   # the compared part
+
+
+def _second_order_program(prog):
+    return spec.jvp(spec.vjp_program(prog))
+
+
+NUMERIC = {
+    "values": Numeric(lambda p: p, lambda c: list(c.args)),
+    "jvp": Numeric(spec.jvp, lambda c: list(c.args) + c.diff_tangents(),
+                   lambda prog, out: out[len(prog.outputs):]),
+    "vjp": Numeric(spec.vjp_program, lambda c: list(c.args) + list(c.cts)),
+    "second_order": Numeric(_second_order_program,
+                            lambda c: list(c.args) + list(c.cts) + c.diff_tangents()
+                            + [np.zeros_like(ct) for ct in c.cts],
+                            lambda prog, out: out[len(spec.vjp_program(prog).outputs):]),
+    "vmap": Numeric(lambda p: spec.vmap(p, 0, 0, axis_size=BATCH), lambda c: list(c.batched)),
+}
+
+
+def _spec_numbers(name):
+    """The spec's answer: (in the program's dtypes, the float64 reference,
+    the modelled rounding noise of each output)."""
+    numeric = NUMERIC[name]
+
+    def side(case):
+        prog64 = upcast(case.prog)
+        p, p64 = numeric.program(case.prog), numeric.program(prog64)
+        expected = numeric.outputs(case.prog, spec.evaluate(p, *numeric.operands(case)))
+        ops64 = up(numeric.operands(case))
+        reference = numeric.outputs(case.prog, spec.evaluate(p64, *ops64))
+        noise = [0.0] * len(reference)
+        low = np.result_type(*[t.dtype for t in case.prog.in_types if is_float(t.dtype)] or [np.float32])
+        for k in range(NOISE_SAMPLES):
+            hook = tolerances.rounding_noise_hook(low, np.random.default_rng(case.seed + 100 + k))
+            noisy = numeric.outputs(case.prog, spec.evaluate(p64, *ops64, hook=hook))
+            noise = [max(n, _noise(a, r)) for n, a, r in zip(noise, noisy, reference)]
+        return expected, reference, noise
+    return side
+
+
+def _noise(noisy, reference) -> float:
+    """The largest finite difference between a noisy float64 run and the
+    reference (non-finite positions are compared exactly, not with noise)."""
+    reference = np.asarray(reference)
+    if not is_float(reference.dtype):
+        return 0.0
+    d = np.abs(np.asarray(noisy, np.float64) - reference)
+    return float(np.max(d[np.isfinite(d)], initial=0.0))
+
+
+def _numbers_compare(name, weight):
+    def compare(case, impl, got, want):
+        expected, reference, noise = want
+        got = list(got)
+        if len(got) != len(expected):
+            raise Disagreement(f"JAX gives {len(got)} arrays, the spec {len(expected)}", case.context(impl, name))
+        depth = _depth(case.prog) * weight
+        worst = (0.0, 0.0)
+        for i, (g, w, r, n) in enumerate(zip(got, expected, reference, noise)):
+            g = np.asarray(g)
+            ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, r, np.asarray(w).dtype, depth,
+                                                                case.rtol_scale, n)
+            if not ok:
+                at = lambda a: np.asarray(a)[idx] if idx is not None and np.ndim(a) else a
+                raise Disagreement(
+                    f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error {max_abs:.4g} "
+                    f"from the float64 reference (rel {max_rel:.4g}) > tolerance {tol:.3g}; worst index "
+                    f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
+                    case.context(impl, name),
+                    numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
+                                 expected=reference, atol=tol))
+            worst = (max(worst[0], max_abs), max(worst[1], max_rel))
+        return worst
+    return compare
+
+
+def _with(f, args, diff, d):
+    full = list(args)
+    for i, x in zip(diff, d):
+        full[i] = x
+    return f(*full)
+
+
+def _values_term(f, operands, diff):
+    return list(f(*operands[0]))
+
+
+def _float_tangents(primals, tangents) -> list:
+    """The tangents of the float outputs (an integer output's tangent is a
+    float0 zero in JAX; the spec's JVP program has none)."""
+    return [t for p, t in zip(primals, tangents) if is_float(np.dtype(p.dtype))]
+
+
+def _jvp_term(f, operands, diff):
+    import jax
+    args, tangents = operands[0], operands[1]
+    return _float_tangents(*jax.jvp(lambda *d: _with(f, args, diff, d), [args[i] for i in diff],
+                                    [tangents[i] for i in diff]))
+
+
+def _pullback(f, operands, diff):
+    import jax
+    args, cts = operands[0], operands[2]
+    return lambda *d: jax.vjp(lambda *dd: _with(f, args, diff, dd), *d)[1](tuple(cts))
+
+
+def _vjp_term(f, operands, diff):
+    return list(_pullback(f, operands, diff)(*[operands[0][i] for i in diff]))
+
+
+def _second_order_term(f, operands, diff):
+    import jax
+    args, tangents = operands[0], operands[1]
+    return list(jax.jvp(_pullback(f, operands, diff), [args[i] for i in diff], [tangents[i] for i in diff])[1])
+
+
+def _vmap_term(f, operands, diff):
+    import jax
+    return list(jax.vmap(f)(*operands[3]))
+
+
+def _numeric(name, term, weight=1, needs="none"):
+    return Property(name, "compiled", _spec_numbers(name), _numbers_compare(name, weight),
+                    jax_term=term, needs=needs, weight=weight)
+
+
+VALUES = _numeric("values", _values_term)
+JVP = _numeric("jvp", _jvp_term, weight=2)
+VJP = _numeric("vjp", _vjp_term, weight=2, needs="reverse")
+SECOND_ORDER = _numeric("second_order", _second_order_term, weight=4, needs="reverse")
+VMAP = _numeric("vmap", _vmap_term)
+
+PROPERTIES = {p.name: p for p in (RESIDUALS, VJP_LEAVES, PREVENT_CSE, VALUES, JVP, VJP, VMAP, SECOND_ORDER)}

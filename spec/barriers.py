@@ -1,0 +1,54 @@
+"""Optimization barriers in the backward pass of a checkpointed program.
+
+remat2 lowers a differentiated checkpoint whose `prevent_cse` is set with
+an XLA optimization barrier around the recomputation (jax
+`ad_checkpoint.remat_partial_eval` -> `_remat_translation_using_opt_barrier`),
+so that XLA cannot merge the recomputed values with the forward pass's.
+
+    >>> import spec
+    >>> from spec import ops
+    >>> prog = spec.trace(lambda x: ops.checkpoint(ops.sin)(ops.sin(x)), spec.f32[3])
+    >>> optimization_barriers(prog)
+    1
+"""
+from __future__ import annotations
+
+from spec.ir import Program, Var, subprograms
+from spec.transpose import transpose
+from spec.vjp import linearize
+
+
+def _prevents_cse(params) -> bool:
+    """prevent_cse is True, or a per-input tuple with some True."""
+    flag = params["prevent_cse"]
+    return flag is True or (isinstance(flag, tuple) and any(flag))
+
+
+def optimization_barriers(prog: Program) -> int:
+    """The number of barriers the spec's backward pass has: one per staged
+    remat equation with prevent_cse set that reads a linear value (a
+    tangent or cotangent). One that only recomputes primal values (a nested
+    checkpoint whose tangent is not needed) is replayed forward when JAX
+    transposes the enclosing body, which evaluates a known remat by
+    inlining its body: no barrier."""
+    lin = linearize(prog)
+    linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
+    transpose(lin.linear, linear_inputs)   # the backward pass exists: raises as JAX does (while_loop)
+    return _count(lin.linear, linear_inputs)
+
+
+def _count(prog: Program, linear_inputs) -> int:
+    linear = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if is_linear}
+    count = 0
+    for e in prog.eqns:
+        reads = [isinstance(a, Var) and a.id in linear for a in e.inputs]
+        if e.primitive.name == "remat" and e.params["differentiated"] and any(reads) \
+                and _prevents_cse(e.params):
+            count += 1
+        for _, sub in subprograms(e.params):
+            offset = len(e.inputs) - len(sub.inputs)
+            if offset >= 0:
+                count += _count(sub, reads[offset:])
+        if any(reads):
+            linear.update(v.id for v in e.outputs)
+    return count

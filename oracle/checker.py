@@ -41,8 +41,9 @@ from spec.ir import Program
 from oracle import divergences
 from oracle.conventions import AS_IS, Call, Factory, bind, draw
 from oracle.errors import InvalidArgument, Mismatch
-from oracle.from_jax import from_jaxpr
+from oracle.from_jax import from_jaxpr, subjaxprs
 from oracle.policies import to_jax_policy
+from oracle.repro import write_repro
 from oracle.properties import (PROPERTIES as _PROPERTIES, Case, Disagreement, Property, jax_residuals,
                                normalized, residual_diff)
 
@@ -168,7 +169,6 @@ def spec_program(call: Call, jax_policy) -> Program:
 def _foreign_checkpoints(jaxpr, impl: str) -> bool:
     """The jaxpr holds checkpoints built by the other implementation
     (`remat2` equations under remat3, RematTraced hi-primitives under remat2)."""
-    from oracle.from_jax import subjaxprs
     for e in jaxpr.eqns:
         name = e.primitive.name
         hi = type(e.params.get("_prim")).__name__ if name == "call_hi_primitive" else None
@@ -385,7 +385,6 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
 
 
 def _mismatch(case, report, mismatches, repro_dir) -> Mismatch:
-    from oracle.repro import write_repro
     prop, impl, first = mismatches[0]
     repro = write_repro(case.prog, case.policy, case.args, prop, impl, first.message,
                         repro_dir or DEFAULT_REPRO_DIR, numeric=first.numeric)

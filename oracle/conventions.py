@@ -148,6 +148,10 @@ class Call:
             leaves = jax.tree.leaves(fn(*full_args, **full_kwargs))
             if not leaves:
                 raise InvalidArgument(f"oracle.check: {self.name} returns no arrays")
+            for leaf in leaves:
+                if not isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float)):
+                    raise InvalidArgument(f"oracle.check: {self.name} returns a {type(leaf).__name__} "
+                                          f"({leaf!r:.40}); it may return any pytree of arrays")
             return tuple(leaves)
         pytree_fn.__name__ = pytree_fn.__qualname__ = self.name
         if self.signature is not None:

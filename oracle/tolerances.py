@@ -32,8 +32,16 @@ reassociation per reduction). SAFETY = 8: rounding errors of two
 implementations of the same computation are random in sign and size; a
 factor 8 keeps false alarms away while a wrong rule (an O(1) error) still
 fails by orders of magnitude. `rtol_scale` (an oracle.check option)
-multiplies both terms. NaN and Inf positions must agree exactly with the
-spec's.
+multiplies both terms.
+
+Non-finite values are compared exactly, never with a tolerance: JAX's
+NaNs must be where the spec's are, its infinities where the spec's are
+with the same signs (the spec evaluates in the same dtype with IEEE
+arithmetic: inf * 0 = nan, 1 / inf = 0, ...). They take no part in the
+tolerance: the spec's error, the scale and the noise estimate are
+measured over the finite values only, and a noise estimate that is not
+finite (a noisy run that overflowed) counts as none rather than making
+the tolerance infinite (which would pass anything).
 """
 from __future__ import annotations
 
@@ -64,17 +72,20 @@ def compare(got, spec_value, reference, dtype, depth: int, scale: float = 1.0, n
                 tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None, 0.0)
     g, s, r = (np.asarray(x, np.float64) for x in (got_a, spec_a, ref_a))
     nan_g, nan_s, inf_g, inf_s = np.isnan(g), np.isnan(s), np.isinf(g), np.isinf(s)
-    if (nan_g != nan_s).any() or (inf_g != inf_s).any() or (g[inf_g] != s[inf_s]).any():
-        idx = np.argwhere((nan_g != nan_s) | (inf_g != inf_s) | (inf_g & (g != s)))
-        return False, np.inf, np.inf, tuple(int(i) for i in idx[0]) if len(idx) else None, 0.0
-    finite = ~(nan_s | inf_s) & np.isfinite(r)
+    # exactly: the same NaN positions, the same infinities (signs included)
+    differs = (nan_g != nan_s) | (inf_g != inf_s) | (inf_g & inf_s & (g != s))
+    if differs.any():
+        return False, np.inf, np.inf, tuple(int(i) for i in np.argwhere(differs)[0]), 0.0
+    finite = np.isfinite(s) & np.isfinite(r)      # JAX's is finite there too
     if not finite.any():
         return True, 0.0, 0.0, None, 0.0
-    err_jax = np.where(finite, np.abs(g - r), 0.0)
-    spec_err = float(np.max(np.where(finite, np.abs(s - r), 0.0)))
+    with np.errstate(invalid="ignore"):         # inf - inf where masked out
+        err_jax = np.where(finite, np.abs(g - r), 0.0)
+        spec_err = float(np.max(np.where(finite, np.abs(s - r), 0.0)))
     scale_ref = max(1.0, float(np.max(np.abs(r[finite]))))
+    noise = float(noise_err) if np.isfinite(noise_err) else 0.0
     base = ULPS_PER_EQN * eps(dtype) * (depth + 1) * scale_ref
-    tol = scale * (SAFETY * max(spec_err, noise_err) + base)
+    tol = scale * (SAFETY * max(spec_err, noise) + base)
     worst = tuple(int(i) for i in np.unravel_index(np.argmax(err_jax), err_jax.shape)) if err_jax.ndim else ()
     max_abs = float(err_jax.max())
     return max_abs <= tol, max_abs, max_abs / scale_ref, worst, tol

@@ -231,6 +231,7 @@ _NEEDS = {"custom_jvp_function": ("rule_for",), "custom_vjp_function": ("rule_fo
 # values and params as source
 
 def _dtype_source(dt) -> str:
+    """The numpy (or ml_dtypes) name of a dtype, as source."""
     dt = np.dtype(dt)
     if dt.name == "bfloat16":
         return "ml_dtypes.bfloat16"
@@ -255,6 +256,7 @@ def _number_source(x) -> str:
 
 
 def _nested_source(a: np.ndarray) -> str:
+    """An array's values as nested list source."""
     if a.ndim == 0:
         return _number_source(a[()])
     return "[" + ", ".join(_nested_source(x) for x in a) + "]"
@@ -282,6 +284,7 @@ def _scalar_source(v, inline: bool = False) -> str:
 
 
 def _param_source(v) -> str:
+    """A primitive's param as source (dtypes by name, the rest by repr)."""
     if isinstance(v, np.dtype):
         return f"np.dtype({_dtype_source(v)})"
     return repr(v)
@@ -300,6 +303,7 @@ def _uses_f64(prog: Program) -> bool:
 
 
 def _all_programs(prog: Program):
+    """The program and its sub-programs, nested ones included."""
     yield prog
     for e in prog.eqns:
         for _, sub in subprograms(e.params):
@@ -382,8 +386,7 @@ def _tree_source(t, leaves: str) -> str:
         return f"{leaves}[{t}]"
     if all(isinstance(k, str) for k in t):
         return "{" + ", ".join(f"{k!r}: {_tree_source(v, leaves)}" for k, v in t.items()) + "}"
-    items = [_tree_source(t[i], leaves) if i in t else "None" for i in range(max(t) + 1)]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return _tuple(_tree_source(t[i], leaves) if i in t else "None" for i in range(max(t) + 1))
 
 
 def call_arguments(prog: Program, leaves: str = "args") -> str:
@@ -408,6 +411,7 @@ def _assign(outs: list[str], expr: str, multiple: bool) -> str:
 
 
 def _tuple(items) -> str:
+    """A tuple display of source items: (), (a,), (a, b)."""
     items = list(items)
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
@@ -432,6 +436,7 @@ class _Writer:
         self.policies: dict = {}               # id of a user policy written out -> its name
 
     def fresh(self, hint: str = "v") -> str:
+        """A new name: hint and a number, distinct from every name taken."""
         while True:
             name = f"{hint}{next(self.counter)}"
             if name not in self.taken:
@@ -439,6 +444,7 @@ class _Writer:
                 return name
 
     def use(self, helper: str) -> str:
+        """Note that the script needs `helper` (and what it calls); its name."""
         self.helpers.add(helper)
         self.helpers.update(_NEEDS.get(helper, ()))
         return helper
@@ -462,6 +468,7 @@ class _Writer:
         return fname
 
     def atom(self, a, env, inline=False) -> str:
+        """A variable's name, or a literal's source (see _scalar_source)."""
         if isinstance(a, Var):
             return env[a.id]
         return _scalar_source(a.value, inline) if a.is_scalar else _array_source(a.value)
@@ -745,6 +752,7 @@ _PROPERTY_CODE = {
 
 
 def _header(prog: Program, prop: str, impl: str, message: str) -> str:
+    """The reproducer's docstring, imports, emitter table and JAX settings."""
     text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
 
 {message}
@@ -764,6 +772,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 
 def _residuals_check(prog: Program, prop: str, message: str) -> str:
+    """The code comparing JAX's saved residuals of f with the spec's."""
     try:
         expected = [f"{r.type} {r.source}" for r in spec.saved_residuals(prog)]
     except Exception as e:      # the spec refuses (as JAX should): the repro shows JAX's answer
@@ -779,6 +788,8 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
 
 
 def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
+    """The code computing a numeric property with JAX and comparing it with
+    the spec's answer (`numeric`: expected, atol, tangents, cts, batched)."""
     n = numeric or {}
     text = "diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
     text += ("def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"

@@ -316,6 +316,24 @@ def _around_crossed(jax_policy, spec_policy, name=False, layers=False):
     return jax_fn, spec_fn
 
 
+def hoisted_crossed_jax(xs, w, v, u, z):
+    """checkpoint(everything_saveable) around a scan of the crossed cell on
+    cos(w): cos(w) and its JVP's sin(w) are loop-invariant, hoisted: the
+    closed_call returns them first, then the stacked ones."""
+    def f(xs, w, v, u, z):
+        return lax.scan(lambda c, x: crossed_cell_jax(c, x, jnp.cos(w), v, u, z), xs[0], xs)
+    c, ys = jax.checkpoint(f, policy=jcp.everything_saveable)(xs, w, v, u, z)
+    return _loss_jax(c, ys)
+
+
+def hoisted_crossed_spec(xs, w, v, u, z):
+    def f(xs, w, v, u, z):
+        return spec.scan(lambda c, x, w, v, u, z: crossed_cell_spec(c, x, ops.cos(w), v, u, z),
+                         _first(xs), xs, consts=(w, v, u, z))
+    c, ys = ops.checkpoint(f, policy=sp.everything_saveable)(xs, w, v, u, z)
+    return _loss_spec(c, ys)
+
+
 def _crossed_checkpointed_body(jax_policy, spec_policy, around=None):
     """scan(checkpoint(crossed cell)); around: (jax policy thunk, spec
     policy) of a checkpoint around the whole scan, or None."""
@@ -395,6 +413,8 @@ PROGRAMS: list[TestProgram] = [
     _p("checkpoint_around_scan_everything_crossed", _around_crossed(
         lambda: jcp.everything_saveable, sp.everything_saveable), XS4,
        "the body's outputs that no staged equation reads are residuals last (ensure_out_inst)"),
+    _p("checkpoint_around_scan_everything_crossed_hoisted", (hoisted_crossed_jax, hoisted_crossed_spec), XS4,
+       "loop-invariant residuals (cos(w), sin(w)) first, hoisted, then the stacked ones"),
     _p("scan_checkpointed_body_everything_crossed", _crossed_checkpointed_body(
         lambda: jcp.everything_saveable, sp.everything_saveable), XS4,
        "a checkpointed body (no checkpoint around): the staged remat reads its residuals in "

@@ -77,8 +77,21 @@ def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
         if arg_names and len(arg_names) == len(inputs) and all(arg_names):
             names = tuple(arg_names)
     prog = Program(inputs, eqns, outputs, input_names=names)
-    spec.check_program(prog)
+    try:
+        spec.check_program(prog)
+    except spec.PrimitiveError as e:    # a use of a primitive the spec's rule refuses
+        raise Unsupported(f"{e}{_where_any(jaxpr, _enclosing)}; the spec models the forms listed in "
+                          f"docs/rules.md") from None
     return prog
+
+
+def _where_any(jaxpr, enclosing) -> str:
+    """Where the first equation of `jaxpr` with a user location comes from."""
+    for e in jaxpr.eqns:
+        here = _location(e)
+        if here:
+            return f" (in the function at {here})"
+    return f" (inside {enclosing})" if enclosing else ""
 
 
 def _convert_eqn(e, enclosing=""):

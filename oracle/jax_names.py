@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+import spec  # noqa: F401  (registers every primitive, with its JaxFacts)
+from spec.core import jax_facts
+
 # spec name -> JAX name where they differ
-JAX_NAME = {"call": "jit", "remat": "remat2"}
+JAX_NAME = {"call": "jit", "remat": "remat2",
+            **{p.name: f.name for p, f in jax_facts.items() if f.name != p.name}}
 SPEC_NAME = {v: k for k, v in JAX_NAME.items()}
 
 # JAX params the spec leaves out, with the value they must have
@@ -49,6 +53,17 @@ E = {
     "pad": lambda x, v, padding_config: lax.pad(x, v, padding_config),
 }
 '''
+
+
+# primitives declared with JaxFacts bring their emitters along (spec.core.JaxFacts)
+EMITTERS_SOURCE += "import jax\nimport jax.numpy as jnp\n" + "".join(
+    f"E[{p.name!r}] = {f.emitter}\n" for p, f in jax_facts.items())
+
+
+def ignored_params(spec_name: str) -> dict:
+    """The JAX params the spec leaves out of `spec_name`, with their one accepted value."""
+    facts = jax_facts.get(spec.core.primitives.get(spec_name))
+    return {**IGNORED_PARAMS, **dict(facts.ignored if facts else ())}
 
 
 def emitters():

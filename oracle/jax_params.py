@@ -8,7 +8,7 @@ from spec.core import primitives as SPEC_PRIMS
 from spec.ir import ArrayType, canonical_dtype
 
 from oracle.errors import Unsupported
-from oracle.jax_names import IGNORED_PARAMS, JAX_NAME, SPEC_NAME
+from oracle.jax_names import JAX_NAME, SPEC_NAME, ignored_params
 
 
 def spec_type(aval) -> ArrayType:
@@ -29,11 +29,15 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
         raise Unsupported(f"primitive {jax_name!r}{where} is not supported by the spec; "
                           f"supported: {', '.join(sorted(supported_primitives()))}")
     wanted = spec.core.param_specs[prim]
+    facts = spec.core.jax_facts.get(prim)
+    if facts is not None and facts.from_jax is not None:
+        params = facts.from_jax(dict(params))
+    ignored = ignored_params(name)
     out = {}
     for k, v in params.items():
         if k in wanted:
             out[k] = v
-        elif k in IGNORED_PARAMS and v == IGNORED_PARAMS[k]:
+        elif k in ignored and _same(v, ignored[k]):
             continue
         else:
             raise Unsupported(f"{jax_name}{where}: param {k}={v!r} is not supported "
@@ -59,6 +63,13 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
         else:
             raise Unsupported(f"{jax_name}{where}: missing param {k}")
     return prim, out
+
+
+def _same(value, accepted) -> bool:
+    try:
+        return bool(value == accepted)
+    except Exception:        # arrays, objects without a plain equality
+        return value is accepted
 
 
 def supported_primitives() -> list[str]:

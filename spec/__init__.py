@@ -14,6 +14,7 @@ from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,  # noqa: 
 from spec.core import (Zero, UndefinedPrimal, trace, primitives, shape_rules,  # noqa: F401
                        eval_rules, jvp_rules, transpose_rules, batch_rules, PrimitiveError)
 from spec import prims_elementwise, prims_structural, prims_call, prims_control, remat, prims_scan, prims_custom  # noqa: F401  (register rules)
+from spec import prims_special  # noqa: F401
 from spec.prims_scan import scan  # noqa: F401
 from spec.prims_custom import custom_jvp, custom_vjp, CustomVJPPrimal  # noqa: F401
 from spec import policies  # noqa: F401

@@ -71,6 +71,9 @@ class _Numeric:
     def reduce_max(x, axes):
         return np.max(x, axis=axes)
 
+    erf = staticmethod(np.vectorize(__import__("math").erf, otypes=[np.float64]))
+    erfc = staticmethod(np.vectorize(__import__("math").erfc, otypes=[np.float64]))
+
 
 # -- symbolic ----------------------------------------------------------------
 
@@ -135,7 +138,8 @@ def _symbolic_op(name):
     unary = {"sin": sympy.sin, "cos": sympy.cos, "tanh": sympy.tanh, "exp": sympy.exp,
              "log": sympy.log, "sqrt": sympy.sqrt, "log1p": lambda x: sympy.log(1 + x),
              "square": lambda x: x ** 2, "negative": lambda x: -x,
-             "logistic": lambda x: 1 / (1 + sympy.exp(-x)), "rsqrt": lambda x: 1 / sympy.sqrt(x)}
+             "logistic": lambda x: 1 / (1 + sympy.exp(-x)), "rsqrt": lambda x: 1 / sympy.sqrt(x),
+             "erf": sympy.erf, "erfc": sympy.erfc}
     if name in unary:
         return _elementwise(unary[name])
     binary = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,

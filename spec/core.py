@@ -52,6 +52,59 @@ cost_rules: dict[Primitive, Callable] = {}
 primitives: dict[str, Primitive] = {}
 
 
+# --------------------------------------------------------------------------
+# facts other layers need, registered in the primitive's block beside its rules
+
+@dataclass(frozen=True)
+class JaxFacts:
+    """How a primitive appears in JAX (read by oracle/; the spec never imports jax).
+
+    name      JAX's primitive name in a jaxpr
+    emitter   Python source of a function `(*jax values, **spec params) ->
+              output(s)` calling jax (`lax`, `lax_internal`, `jnp`, `np` in
+              scope): oracle.to_jax binds with it, reproducers embed it
+    from_jax  JAX's params -> the spec's params (duck-typed: JAX's
+              dimension-number dataclasses are read by attribute); None:
+              the params are the spec's, by name
+    ignored   JAX params the spec leaves out, with the one value accepted
+    """
+    name: str
+    emitter: str
+    from_jax: Callable[[dict], dict] | None = None
+    ignored: tuple = ()          # ((param name, accepted value), ...)
+
+
+jax_facts: dict[Primitive, JaxFacts] = {}
+
+
+@dataclass(frozen=True)
+class Example:
+    """A use of a primitive with an independent numpy reference. The docs
+    show it; tests/test_primitive_examples.py checks evaluation, the JVP
+    (float64 finite differences), transposition (where `linear`), vmap
+    (against a loop) and JAX against it.
+
+    operands  one (shape, dtype name, domain) per input; domains are those
+              of `spec.examples.DOMAINS` ("normal", "positive", "indices:4", ...)
+    fn        spec ops on tracers -> tracer(s)
+    reference numpy on the same values (float64 for float inputs)
+    linear    masks of inputs in which `fn` is linear (transpose checked)
+    cond      number of summed terms (the evaluation tolerance grows with it)
+    tangent   "fd" (finite differences), or "zero" (a piecewise-constant
+              function: the JVP is zero)
+    """
+    name: str
+    operands: tuple
+    fn: Callable
+    reference: Callable
+    linear: tuple = ()
+    cond: float = 1.0
+    tangent: str = "fd"
+
+
+examples: dict[Primitive, list[Example]] = {}
+
+
 def primitive(name: str, params: Sequence[str] = (), multiple_results=False) -> Primitive:
     """Declare a primitive and the names of its params (JAX's names)."""
     if name in primitives:

@@ -233,6 +233,8 @@ BAD_CALLS = {
                        (jax.random.key(0), f32(3)), {}, oracle.Unsupported),
     "raw uint32 PRNG key": (lambda k, x: jnp.sum(x * jax.random.normal(k, x.shape)), None,
                             (jax.random.PRNGKey(0), f32(3)), {}, oracle.Unsupported),
+    "dot with precision (not modelled yet)": (lambda a, b: jnp.sum(jnp.dot(a, b, precision="highest")), None,
+                                              (f32(2, 2), f32(2, 2)), {}, oracle.Unsupported),
     "user's own error": (_raises_own, None, (f32(3),), {}, UsersOwnError),
     "NaN input": (lambda x: jnp.sum(jnp.sin(x) * x), cp.everything_saveable,
                   (np.array([1.0, np.nan, 2.0], np.float32),), {}, "ok"),

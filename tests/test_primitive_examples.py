@@ -1,0 +1,139 @@
+"""Every registered primitive example (`spec.core.examples`, declared in the
+primitive's block) is checked against its independent numpy reference:
+
+* evaluation in float32 (and exactly for integer/bool outputs);
+* the JVP against float64 central finite differences of the reference;
+* transposition, for each linear mask: <ybar, J t> == <J^T ybar, t>;
+* vmap against a loop over the batch, batch axis 0 and 1;
+* with jax installed: JAX's values for the emitted program equal the
+  reference, the program imports back from JAX's jaxpr to the same
+  program, and `oracle.check` agrees on the residuals and values.
+
+Tolerances are those of tests/test_primitives.py (written down there once).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spec
+from spec.core import examples, jax_facts
+from spec.examples import inputs, program
+from spec.ir import ArrayType, is_float
+
+from test_primitives import TRANSPOSE_EPS_FACTOR, as_list, assert_eval_close, assert_fd_close, fd_jvp
+
+EXAMPLES = [(p, ex) for p, exs in examples.items() for ex in exs]
+IDS = [f"{p.name}-{ex.name}" for p, ex in EXAMPLES]
+B = 3
+
+
+def _exact(vals):
+    return [v.astype(np.float64) if is_float(v.dtype) else v for v in vals]
+
+
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
+def test_eval_f32_matches_reference(prim, ex):
+    vals = inputs(ex, np.random.default_rng(0), "f32")
+    prog = program(ex, vals)
+    assert any(e.primitive is prim for e in prog.eqns), f"{ex.name} does not use {prim.name}"
+    got = spec.evaluate(prog, *vals)
+    want = as_list(ex.reference(*_exact(vals)))
+    assert len(got) == len(want)
+    for g, w, t in zip(got, want, prog.out_types):
+        assert g.dtype == t.dtype and g.shape == t.shape
+        assert_eval_close(g, w if is_float(g.dtype) else np.asarray(w).astype(g.dtype), g.dtype, cond=ex.cond)
+
+
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
+def test_jvp_matches_finite_differences(prim, ex):
+    rng = np.random.default_rng(1)
+    vals = inputs(ex, rng, "f64")
+    prog = program(ex, vals)
+    jp = spec.jvp(prog)
+    float_idx = [i for i, v in enumerate(vals) if is_float(v.dtype)]
+    ts = [rng.normal(size=vals[i].shape) for i in float_idx]
+    outs = spec.evaluate(jp, *vals, *ts)
+    tangents = outs[len(prog.outputs):]
+    float_outs = [t for t in prog.out_types if is_float(t.dtype)]
+    assert [ArrayType(t.shape, t.dtype) for t in tangents] == float_outs
+    if ex.tangent == "zero" or not float_idx:
+        want = [np.zeros(t.shape) for t in float_outs]
+    else:
+        fd = fd_jvp(ex.reference, _exact(vals), ts, float_idx)
+        want = [d for d, t in zip(fd, prog.out_types) if is_float(t.dtype)]
+    for g, w in zip(tangents, want):
+        assert_fd_close(g, w)
+
+
+TRANSPOSE = [(p, ex, mask) for p, ex in EXAMPLES for mask in ex.linear]
+
+
+@pytest.mark.parametrize("prim,ex,mask", TRANSPOSE,
+                         ids=[f"{p.name}-{ex.name}-{''.join('L' if m else 'n' for m in mask)}"
+                              for p, ex, mask in TRANSPOSE])
+def test_transpose_dot_product_identity(prim, ex, mask):
+    rng = np.random.default_rng(2)
+    vals = inputs(ex, rng, "f64")
+    prog = program(ex, vals)
+    for i, lin in enumerate(mask):
+        if lin:
+            vals[i] = rng.normal(size=vals[i].shape).astype(vals[i].dtype)
+    tp = spec.transpose(prog, mask)
+    jt = spec.evaluate(prog, *vals)
+    ybar = [rng.normal(size=t.shape).astype(t.dtype) for t in prog.out_types]
+    tbar = spec.evaluate(tp, *[v for v, lin in zip(vals, mask) if not lin], *ybar)
+    lin_vals = [v for v, lin in zip(vals, mask) if lin]
+
+    def inner(a, b):
+        prods = [np.asarray(x, np.float64) * np.asarray(y, np.float64) for x, y in zip(a, b)]
+        return sum(float(p.sum()) for p in prods), sum(float(np.abs(p).sum()) for p in prods)
+    (lhs, lhs_abs), (rhs, rhs_abs) = inner(ybar, jt), inner(tbar, lin_vals)
+    assert abs(lhs - rhs) <= TRANSPOSE_EPS_FACTOR * np.finfo(np.float64).eps * (lhs_abs + rhs_abs) + 1e-300
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
+def test_vmap_equals_loop(prim, ex, axis):
+    rng = np.random.default_rng(3)
+    members = [inputs(ex, rng, "f64") for _ in range(B)]
+    prog = program(ex, members[0])
+    in_axes = [min(axis, v.ndim) for v in members[0]]
+    stacked = [np.stack([m[i] for m in members], axis=a) for i, a in enumerate(in_axes)]
+    vp = spec.vmap(prog, in_axes=in_axes, out_axes=[0] * len(prog.outputs), axis_size=B)
+    got = spec.evaluate(vp, *stacked)
+    per = [spec.evaluate(prog, *m) for m in members]
+    for k, g in enumerate(got):
+        want = np.stack([p[k] for p in per])
+        if is_float(want.dtype):
+            np.testing.assert_allclose(np.asarray(g, np.float64), want, rtol=1e-12, atol=1e-12)
+        else:
+            np.testing.assert_array_equal(g, want)
+
+
+def test_every_example_primitive_has_jax_facts():
+    assert not [p.name for p in examples if p not in jax_facts]
+
+
+# --------------------------------------------------------------------------
+# with JAX: values, the round trip and oracle.check
+
+def _jax():
+    return pytest.importorskip("jax")
+
+
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
+def test_jax_agrees(prim, ex):
+    jax = _jax()
+    import oracle
+    vals = inputs(ex, np.random.default_rng(4), "f32")
+    prog = program(ex, vals)
+    fn = oracle.to_jax(prog)
+    got = jax.jit(lambda *a: fn(*a))(*vals)
+    for g, w in zip(got, as_list(ex.reference(*_exact(vals)))):
+        g = np.asarray(g)
+        assert_eval_close(g, w if is_float(g.dtype) else np.asarray(w).astype(g.dtype), g.dtype, cond=ex.cond)
+    back = oracle.from_jaxpr(jax.make_jaxpr(fn)(*vals))
+    assert [e.primitive.name for e in back.eqns] == [e.primitive.name for e in prog.eqns]
+    props = ("residuals", "values") + (("jvp",) if ex.tangent == "fd" else ())
+    oracle.check(fn, oracle.AS_IS, *vals, properties=props)

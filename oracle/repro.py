@@ -808,11 +808,22 @@ def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
     return text
 
 
+def _named(prog: Program) -> Program:
+    """prog, its inputs named args[i] where its own names are not ones JAX
+    can give the reproducer's parameters (none, duplicates, ...): then the
+    spec's residuals name arguments as JAX names the reproducer's."""
+    if _signature(prog) is not None:
+        return prog
+    names = tuple(f"args[{i}]" for i in range(len(prog.inputs)))
+    return Program(prog.inputs, prog.eqns, prog.outputs, input_names=names)
+
+
 def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None,
                 numeric: dict | None = None) -> Repro:
     """A standalone jax + numpy script that fails with the discrepancy:
     the program is rebuilt from the spec IR (checkpoints included), the
     inputs and the spec's expected answer are embedded."""
+    prog = _named(prog)
     text = _header(prog, prop, impl, message)
     text += program_source(prog) + "\n\n\n"
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"

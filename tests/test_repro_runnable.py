@@ -12,12 +12,12 @@ the divergence where it lies in the program itself rather than in how JAX
 transformed the user's code into that program. Programs the recorded tests
 xfail (their GAPS) are skipped with that reason.
 
-Also written and run: programs the tables do not have (EXTRA: scan, cond
-and a custom_jvp inside a checkpoint, with a checkpoint inside the scan
-body; literals of every dtype, nan and infinities; a jit with no outputs, a
-closed_call and a three-branch switch; a custom_jvp whose rule calls the
-function, from JAX; arguments that are pytree leaves, from JAX), and the
-source of the programs a linearization makes: custom_lin (transposed by
+Also written and run: programs the tables do not have (extra_programs:
+scan, cond and a custom_jvp inside a checkpoint, with a checkpoint inside
+the scan body; literals of every dtype, nan and infinities; a jit with no
+outputs, a closed_call and a three-branch switch; a custom_jvp whose rule
+calls the function, from JAX; arguments that are pytree leaves, from JAX;
+inputs without names), and the source of the programs a linearization makes: custom_lin (transposed by
 JAX) and device_put (an offloading policy's forward program).
 
 The reproducers run in two python processes that run their share each in
@@ -153,6 +153,12 @@ def pytree_args_jax(params, x, *rest):
     return jnp.sum(jax.checkpoint(lambda h: jnp.sin(jnp.sin(h)))(h) * rest[0])
 
 
+def unnamed_spec():
+    """A program whose inputs have no names (JAX then names the reproducer's)."""
+    prog = spec.trace(lambda x, w: ops.sin(ops.sin(x) * w), spec.f32[3], spec.f32[3])
+    return spec.Program(prog.inputs, prog.eqns, prog.outputs, input_names=None)
+
+
 def _from_jax(fn, *args):
     from oracle.from_jax import from_jaxpr
     return from_jaxpr(jax.make_jaxpr(fn)(*args)), jax.tree.leaves(args)
@@ -169,6 +175,7 @@ def extra_programs() -> dict:
         "calls": (spec.trace(calls_spec, spec.f32[3], spec.i32[()]), [f32(3), np.int32(1)], 1e-5),
         "recursive_rule": (*_from_jax(recursive_rule_jax, f32(3)), 1e-5),
         "pytree_args": (*_from_jax(pytree_args_jax, params, f32(4, 3), f32(4, 2)), 1e-4),
+        "unnamed": (unnamed_spec(), [f32(3), f32(3)], 1e-5),
     }
 
 
@@ -320,7 +327,7 @@ def test_recorded_program_reproducer_runs(ran, fam, name, prop):
         assert result["status"] == "ok", _show(result)
 
 
-@pytest.mark.parametrize("name", ["nested", "literals", "calls", "recursive_rule", "pytree_args"])
+@pytest.mark.parametrize("name", ["nested", "literals", "calls", "recursive_rule", "pytree_args", "unnamed"])
 @pytest.mark.parametrize("prop", PROPS)
 def test_extra_program_reproducer_runs(ran, name, prop):
     assert ran[("extra", name, prop)]["status"] == "ok", _show(ran[("extra", name, prop)])

@@ -32,6 +32,7 @@ from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, em
 
 @dataclass
 class Repro:
+    """A reproducer: its text, and the file it was saved to (if any)."""
     text: str
     path: str | None = None
 

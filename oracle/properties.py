@@ -287,7 +287,8 @@ NUMERIC = {
     "second_order": Numeric(_second_order_program,
                             lambda c: list(c.args) + list(c.cts) + c.diff_tangents()
                             + [np.zeros_like(ct) for ct in c.cts],
-                            lambda prog, out: out[len(spec.vjp_program(prog).outputs):]),
+                            # jvp of the pullback: its primal outputs are the float inputs' cotangents
+                            lambda prog, out: out[sum(is_float(t.dtype) for t in prog.in_types):]),
     "vmap": Numeric(lambda p: spec.vmap(p, 0, 0, axis_size=BATCH), lambda c: list(c.batched)),
 }
 

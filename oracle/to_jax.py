@@ -50,7 +50,7 @@ def _run(prog: Program, args, table):
             from jax._src import core as jcore
             body = e.params["jaxpr"]
             closed = jax.make_jaxpr(lambda *a, body=body: _run(body, a, table))(*xs)
-            outs = jcore.closed_call_p.bind(*xs, call_jaxpr=closed)
+            outs = jcore.closed_call_p.bind(*xs, **jcore.closed_call_p.get_bind_params({"call_jaxpr": closed}))
         elif name == "call":
             body = e.params["jaxpr"]
             inner = lambda *a, body=body: _run(body, a, table)

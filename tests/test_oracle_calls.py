@@ -351,3 +351,17 @@ def test_partial_functions_and_methods():
 def test_spec_policy_objects_are_accepted():
     _assert_passes(oracle.check(mlp_loss, sp.dots_with_no_batch_dims_saveable, PARAMS, BATCH,
                                 properties=("residuals", "vjp")))
+
+
+def test_to_jax_of_a_closed_call_round_trips():
+    """A call with name=None is JAX's closed_call (bound with its subfuns)."""
+    import spec
+    from spec import ops
+    from spec.prims_call import call
+    inner = spec.trace(lambda x: ops.cos(x) * x, spec.f32[3])
+    prog = spec.trace(lambda x: call(inner, x, name=None), spec.f32[3])
+    fn = oracle.to_jax(prog)
+    closed = jax.make_jaxpr(fn)(np.ones(3, np.float32))
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["closed_call"]
+    assert [e.primitive.name for e in oracle.from_jaxpr(closed).eqns] == ["call"]
+    _assert_passes(oracle.check(fn, oracle.AS_IS, f32(3), properties=("residuals", "values", "vjp")))

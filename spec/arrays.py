@@ -74,6 +74,84 @@ class _Numeric:
     erf = staticmethod(np.vectorize(__import__("math").erf, otypes=[np.float64]))
     erfc = staticmethod(np.vectorize(__import__("math").erfc, otypes=[np.float64]))
 
+    # -- spec/prims_math.py: more elementwise functions (numpy's kernels) --
+    tan, sinh, cosh = np.tan, np.sinh, np.cosh
+    asinh, acosh, atanh = np.arcsinh, np.arccosh, np.arctanh
+    asin, acos, atan, atan2 = np.arcsin, np.arccos, np.arctan, np.arctan2
+    exp2, expm1, cbrt = np.exp2, np.expm1, np.cbrt
+    is_finite, sign, floor, ceil = np.isfinite, np.sign, np.floor, np.ceil
+    nextafter = np.nextafter
+    rem = np.fmod            # C's fmod: the sign of the dividend, |rem| < |divisor|
+    round_even = np.rint     # halves to the even neighbour
+
+    @staticmethod
+    def round_away(x):
+        """Halves away from zero (XLA's round_nearest_afz), keeping the sign of 0."""
+        a = np.abs(x)
+        r = np.floor(a)
+        return np.copysign(np.where(a - r >= 0.5, r + 1, r), x)
+
+    @staticmethod
+    def pow(x, y):
+        """x ** y elementwise, C's pow (a negative base needs an integer exponent)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.power(x, y)
+
+    @staticmethod
+    def erf_inv(y):
+        """The inverse of erf on (-1, 1) (+-inf at +-1, nan outside): Winitzki's
+        closed-form estimate refined by Newton steps on erf(x) - y in float64."""
+        y = np.asarray(y, np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inside = np.abs(y) < 1
+            yc = np.where(inside, y, 0.0)
+            a, ln = 0.147, np.log1p(-yc * yc)
+            t = 2 / (np.pi * a) + ln / 2
+            x = np.sign(yc) * np.sqrt(np.sqrt(t * t - ln / a) - t)
+            erf = np.vectorize(__import__("math").erf, otypes=[np.float64])
+            for _ in range(6):
+                x = x - (erf(x) - yc) / (2 / np.sqrt(np.pi) * np.exp(-x * x))
+            return np.where(inside, x, np.where(np.abs(y) == 1, np.sign(y) * np.inf, np.nan))
+
+    # -- spec/prims_reductions.py: reductions, cumulative ops, sort --
+    @staticmethod
+    def reduce_min(x, axes):
+        return np.min(x, axis=axes)
+
+    @staticmethod
+    def reduce_prod(x, axes):
+        return np.prod(x, axis=axes)
+
+    @staticmethod
+    def reduce_and(x, axes):
+        return np.bitwise_and.reduce(x, axis=axes) if x.dtype != np.bool_ else np.all(x, axis=axes)
+
+    @staticmethod
+    def reduce_or(x, axes):
+        return np.bitwise_or.reduce(x, axis=axes) if x.dtype != np.bool_ else np.any(x, axis=axes)
+
+    @staticmethod
+    def cumulative(op, x, axis, reverse):
+        """op in (cumsum, cumprod, cummax, cummin, cumlogsumexp) along `axis`;
+        reverse accumulates from the end."""
+        ufunc = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.maximum,
+                 "cummin": np.minimum, "cumlogsumexp": np.logaddexp}[op]
+        x = np.flip(x, axis) if reverse else x
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+        return np.flip(out, axis) if reverse else out
+
+    @staticmethod
+    def sort(operands, dimension, num_keys):
+        """Stable lexicographic sort of all operands by the first num_keys
+        (floats in the total order -inf < ... < -0 == 0 < ... < inf < nan)."""
+        return _sort(operands, dimension, num_keys, _numeric_key_order)
+
+    @staticmethod
+    def top_k(x, k, axis):
+        """The k largest along `axis`, in decreasing order, and their indices."""
+        return _top_k(x, k, axis, _numeric_key_order)
+
 
 # -- symbolic ----------------------------------------------------------------
 
@@ -179,7 +257,187 @@ def _symbolic_op(name):
                 out[idx] = best
             return out
         return reduce_max
+    extra = _symbolic_math_op(name)
+    if extra is not None:
+        return extra
     raise AttributeError(f"the symbolic namespace has no operation {name!r}")
+
+
+# -- symbolic meanings of the operations of spec/prims_math.py and
+#    spec/prims_reductions.py ---------------------------------------------
+
+def _at_point(name, e):
+    """An expression's exact value at the caller's point (a sympy number)."""
+    sympy = _sympy()
+    e = sympy.sympify(e)
+    if e.is_number:
+        return e
+    point = _ASSUME.get()
+    v = e.subs(point) if point else e
+    if not v.is_number:
+        raise SymbolicError(f"{name}: {e} is piecewise constant; pass assume={{symbol: value}} "
+                            "to evaluate to take its value at that point")
+    return sympy.nsimplify(v) if v.is_Float else v
+
+
+def _locally_constant(name, value, jumps):
+    """A piecewise-constant function: near the caller's point it is the
+    constant value(v) at v = the argument there. At a jump (jumps(v)) it
+    is constant on neither side, so a symbolic argument raises there."""
+    sympy = _sympy()
+
+    def one(e):
+        v = _at_point(name, e)
+        if not sympy.sympify(e).is_number and jumps(v):
+            raise SymbolicError(f"{name}: {e} = {v} at the given point, where {name} jumps")
+        return value(v)
+    return _elementwise(one)
+
+
+def _round_half(v, away):
+    sympy = _sympy()
+    f = sympy.floor(v)
+    d = v - f
+    if d != sympy.Rational(1, 2):
+        return f + (1 if d > sympy.Rational(1, 2) else 0)
+    if away:
+        return f + 1 if v > 0 else f
+    return f if f % 2 == 0 else f + 1
+
+
+def _fold(x, axes, step):
+    """Reduce `axes` of an object array with step(acc, value), in index order."""
+    x = np.asarray(x, dtype=object)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, keep + list(axes)).reshape([x.shape[i] for i in keep] + [-1])
+    out = np.empty(moved.shape[:-1], dtype=object)
+    for idx in np.ndindex(*moved.shape[:-1]):
+        acc = moved[idx + (0,)]
+        for v in moved[idx][1:]:
+            acc = step(acc, v)
+        out[idx] = acc
+    return out
+
+
+def _scan(x, axis, reverse, step):
+    """Inclusive prefix combination of an object array along `axis`."""
+    x = np.moveaxis(np.asarray(x, dtype=object), axis, -1)
+    x = x[..., ::-1] if reverse else x
+    out = np.empty(x.shape, dtype=object)
+    for idx in np.ndindex(*x.shape[:-1]):
+        acc = None
+        for j, v in enumerate(x[idx]):
+            acc = v if j == 0 else step(acc, v)
+            out[idx + (j,)] = acc
+    out = out[..., ::-1] if reverse else out
+    return np.moveaxis(out, -1, axis)
+
+
+def _numeric_key_order(keys):
+    """Row permutations (last axis) sorting numeric keys lexicographically, stably."""
+    cols = [np.where(k == 0, 0.0, k.astype(np.float64)) if k.dtype.kind == "f" or k.dtype == object
+            else k.astype(np.int64) for k in keys]
+    flat = [c.reshape(-1, c.shape[-1]) for c in cols]
+    perm = np.stack([np.lexsort([f[r] for f in reversed(flat)]) for r in range(flat[0].shape[0])])
+    return perm.reshape(cols[0].shape)
+
+
+def _symbolic_key_order(keys):
+    """Row permutations sorting expressions lexicographically, stably, with
+    each comparison decided by sympy or at the caller's point."""
+    import functools
+    sympy = _sympy()
+    lt = _decide("sort", sympy.Lt)
+    perm = np.empty(keys[0].shape, dtype=np.int64)
+    for idx in np.ndindex(*keys[0].shape[:-1]):
+        rows = [np.asarray(k[idx], dtype=object) for k in keys]
+
+        def cmp(i, j):
+            for r in rows:
+                if lt(r[i], r[j]):
+                    return -1
+                if lt(r[j], r[i]):
+                    return 1
+            return 0
+        perm[idx] = sorted(range(len(rows[0])), key=functools.cmp_to_key(cmp))
+    return perm
+
+
+def _sort(operands, dimension, num_keys, order):
+    """Sort every operand along `dimension` by the permutation that `order`
+    gives for the first num_keys operands (moved to the last axis)."""
+    moved = [np.moveaxis(np.asarray(o), dimension, -1) for o in operands]
+    perm = order(moved[:num_keys])
+    return [np.moveaxis(np.take_along_axis(m, perm, axis=-1), -1, dimension) for m in moved]
+
+
+def _top_k(x, k, axis, order):
+    """The k largest values along `axis` (earlier index first among equals) and their int32 indices."""
+    moved = np.moveaxis(np.asarray(x), axis, -1)
+    neg = -moved if moved.dtype != object else np.asarray(-moved, dtype=object)
+    perm = order([neg])[..., :k]
+    vals = np.take_along_axis(moved, perm, axis=-1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(perm.astype(np.int32), -1, axis)
+
+
+def _symbolic_math_op(name):
+    """The symbolic operation `name` of prims_math / prims_reductions, or None."""
+    sympy = _sympy()
+    unary = {"tan": sympy.tan, "sinh": sympy.sinh, "cosh": sympy.cosh, "asinh": sympy.asinh,
+             "acosh": sympy.acosh, "atanh": sympy.atanh, "asin": sympy.asin, "acos": sympy.acos,
+             "atan": sympy.atan, "exp2": lambda x: 2 ** x, "expm1": lambda x: sympy.exp(x) - 1,
+             "cbrt": sympy.cbrt, "erf_inv": sympy.erfinv}
+    if name in unary:
+        return _elementwise(unary[name])
+    const = {"sign": (sympy.sign, lambda v: v == 0),
+             "floor": (sympy.floor, lambda v: v.is_integer),
+             "ceil": (sympy.ceiling, lambda v: v.is_integer),
+             "round_even": (lambda v: _round_half(v, False), lambda v: (2 * v).is_integer and not v.is_integer),
+             "round_away": (lambda v: _round_half(v, True), lambda v: (2 * v).is_integer and not v.is_integer)}
+    if name in const:
+        return _locally_constant(name, *const[name])
+    pair = lambda f: lambda a, b: np.asarray(np.frompyfunc(f, 2, 1)(SYMBOLIC.compute(a), SYMBOLIC.compute(b)),
+                                             dtype=object)
+    if name == "atan2":
+        return pair(sympy.atan2)
+    if name == "pow":
+        return pair(lambda a, b: a ** b)
+    if name == "rem":
+        # x - y * trunc(x / y), the quotient decided at the point (constant near it)
+        trunc = _locally_constant("rem", lambda v: sympy.sign(v) * sympy.floor(abs(v)), lambda v: v.is_integer)
+        return pair(lambda a, b: a - b * trunc(np.asarray(a / b, dtype=object)).item())
+    if name == "is_finite":
+        def finite(e):
+            r = sympy.sympify(e).is_finite
+            return bool(r) if r is not None else bool(_at_point("is_finite", e).is_finite)
+        return lambda x: np.asarray(np.frompyfunc(finite, 1, 1)(x), dtype=bool)
+    if name == "nextafter":
+        def nextafter(*_):
+            raise SymbolicError("nextafter: the next representable number has no exact symbolic meaning")
+        return nextafter
+    if name in ("reduce_min", "reduce_prod"):
+        le = _decide("reduce_min", sympy.Le)
+        step = (lambda a, v: a if le(a, v) else v) if name == "reduce_min" else (lambda a, v: a * v)
+        return lambda x, axes: _fold(x, tuple(axes), step)
+    if name == "cumulative":
+        ge, le = _decide("cummax", sympy.Ge), _decide("cummin", sympy.Le)
+        steps = {"cumsum": lambda a, v: a + v, "cumprod": lambda a, v: a * v,
+                 "cummax": lambda a, v: a if ge(a, v) else v, "cummin": lambda a, v: a if le(a, v) else v,
+                 "cumlogsumexp": None}
+
+        def cumulative(op, x, axis, reverse):
+            if op == "cumlogsumexp":     # log(cumsum(exp(x))), exactly
+                e = _elementwise(sympy.exp)(SYMBOLIC.compute(x))
+                return _elementwise(sympy.log)(_scan(e, axis, reverse, steps["cumsum"]))
+            return _scan(SYMBOLIC.compute(x), axis, reverse, steps[op])
+        return cumulative
+    if name == "sort":
+        return lambda operands, dimension, num_keys: _sort(
+            [SYMBOLIC.compute(o) if np.asarray(o).dtype.kind == "f" else np.asarray(o) for o in operands],
+            dimension, num_keys, _symbolic_key_order)
+    if name == "top_k":
+        return lambda x, k, axis: _top_k(SYMBOLIC.compute(x), k, axis, _symbolic_key_order)
+    return None
 
 
 NUMERIC = _Numeric()

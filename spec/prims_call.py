@@ -11,13 +11,16 @@ and residuals that are known outputs of the call, which are those outputs.
 """
 from __future__ import annotations
 
-from spec.core import (PrimitiveError, Zero, bind, dce_rules, eval_rules,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, transpose_rules)
 from spec.ir import Eqn, Program, Var
 from spec.partial_eval import dce_body_eqn
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
+# a named call is a `jit` equation (name=None: JAX's closed_call); sub-programs are
+# bound structurally by oracle/to_jax.py and oracle/repro.py (no emitter)
+jax_facts[call_p] = JaxFacts("jit", "")
 
 
 def call(prog: Program, *args, name: str | None = "call"):

@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from spec.core import (PrimitiveError, Tracer, Zero, batch_rules, bind, building,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        cost_rules, dce_rules, eval_program_traced, eval_rules,
                        instantiate, is_differentiable, is_undefined, jvp_rules,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
@@ -51,6 +51,8 @@ from spec.ir import ArrayType, Eqn, Literal, Program, Var
 cond_p = primitive("cond", ["branches"], multiple_results=True)
 while_p = primitive("while", ["cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_nconsts"],
                     multiple_results=True)
+jax_facts[cond_p] = JaxFacts("cond", "")    # bound structurally (oracle/to_jax.py)
+jax_facts[while_p] = JaxFacts("while", "")
 
 I32 = np.dtype(np.int32)
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from spec.core import (PrimitiveError, Tracer, Zero, bind, building, dce_rules,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, bind, building, dce_rules,
                        eval_program_traced, eval_rules, instantiate, is_differentiable,
                        is_undefined, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
@@ -120,6 +120,9 @@ custom_vjp_call_p = primitive("custom_vjp_call", ["jaxpr", "fwd", "bwd", "symbol
                               multiple_results=True)
 custom_lin_p = primitive("custom_lin", ["bwd", "num_res", "in_nonzeros", "symbolic_zeros", "out_types"],
                          multiple_results=True)
+# bound structurally (oracle/to_jax.py); custom_lin is made by differentiation, never imported
+for _p in (custom_jvp_call_p, custom_vjp_call_p, custom_lin_p):
+    jax_facts[_p] = JaxFacts(_p.name, "")
 
 
 def _body_shape(prim):

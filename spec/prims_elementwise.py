@@ -16,8 +16,8 @@ import builtins
 
 import numpy as np
 
-from spec.core import (PrimitiveError, UndefinedPrimal, Zero, bind,
-                       eval_rules, is_undefined, jvp_rules, primitive,
+from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, bind,
+                       eval_rules, is_undefined, jax_facts, jvp_rules, primitive,
                        shape_rules, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, canonical_dtype, is_float, type_of
@@ -151,6 +151,11 @@ rsqrt_p = primitive("rsqrt", ["accuracy"])
 square_p = primitive("square")
 abs_p = primitive("abs")
 integer_pow_p = primitive("integer_pow", ["y"])
+for _p in (sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p, rsqrt_p):
+    jax_facts[_p] = JaxFacts(_p.name, f"lambda x, accuracy=None: lax.{_p.name}(x, accuracy=accuracy)")
+for _p in (neg_p, square_p, abs_p):
+    jax_facts[_p] = JaxFacts(_p.name, f"lambda x: lax.{_p.name}(x)")
+jax_facts[integer_pow_p] = JaxFacts("integer_pow", "lambda x, y: lax.integer_pow(x, y)")
 
 
 def neg(x): return bind(neg_p, x)
@@ -349,6 +354,11 @@ div_p = primitive("div")
 max_p = primitive("max")
 min_p = primitive("min")
 add_any_p = primitive("add_any")   # tangent accumulation (ad_util.add_jaxvals_p)
+for _p in (add_p, sub_p, mul_p, div_p, max_p, min_p):
+    jax_facts[_p] = JaxFacts(_p.name, f"lambda x, y: lax.{_p.name}(x, y)")
+jax_facts[add_any_p] = JaxFacts("add_any", "lambda x, y: ad_util.add_jaxvals(x, y)")
+examples[add_any_p] = [Example("add_any", (((2, 3), "f32", "normal"), ((2, 3), "f32", "normal")),
+                               lambda x, y: add_any(x, y), np.add, linear=((True, True),))]
 
 
 def add(x, y): return bind(add_p, *_coerce(x, y))
@@ -516,6 +526,8 @@ transpose_rules.update({
 # comparisons (bool results, no tangents) and select_n
 
 gt_p, lt_p, ge_p, le_p, eq_p, ne_p = (primitive(n) for n in ("gt", "lt", "ge", "le", "eq", "ne"))
+for _p in (gt_p, lt_p, ge_p, le_p, eq_p, ne_p):
+    jax_facts[_p] = JaxFacts(_p.name, f"lambda x, y: lax.{_p.name}(x, y)")
 
 
 def gt(x, y): return bind(gt_p, *_coerce(x, y))
@@ -541,6 +553,7 @@ for _p, _op in ((gt_p, "greater"), (lt_p, "less"), (ge_p, "greater_equal"),
 
 
 select_n_p = primitive("select_n")
+jax_facts[select_n_p] = JaxFacts("select_n", "lambda which, *cases: lax.select_n(which, *cases)")
 
 
 def select_n(which, *cases):
@@ -607,6 +620,11 @@ transpose_rules[select_n_p] = _transpose_select_n
 
 convert_element_type_p = primitive("convert_element_type", ["new_dtype", "weak_type"])
 stop_gradient_p = primitive("stop_gradient")
+jax_facts[stop_gradient_p] = JaxFacts("stop_gradient", "lambda x: lax.stop_gradient(x)")
+# bound directly: lax.convert_element_type drops a same-dtype conversion
+jax_facts[convert_element_type_p] = JaxFacts(
+    "convert_element_type", "lambda x, new_dtype, weak_type: lax_internal.convert_element_type_p.bind("
+    "x, new_dtype=np.dtype(new_dtype), weak_type=weak_type, sharding=None)")
 
 
 def convert_element_type(x, new_dtype):

@@ -31,7 +31,7 @@ backward pass depends on their shape:
 """
 from __future__ import annotations
 
-from spec.core import (PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
@@ -41,6 +41,7 @@ from spec.partial_eval import TANGENT_ZERO, dce, literal_operands_inline, partia
 
 scan_p = primitive("scan", ["jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll"],
                    multiple_results=True)
+jax_facts[scan_p] = JaxFacts("scan", "")   # bound structurally (oracle/to_jax.py)
 
 
 def scan(body, init, xs, consts=(), length=None, reverse=False, unroll=1):

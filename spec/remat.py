@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from spec.core import (PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
                        instantiate, is_undefined, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var
@@ -45,6 +45,7 @@ from spec import policies as _policies
 # name (checkpoint_name)
 
 name_p = primitive("name", ["name"])
+jax_facts[name_p] = JaxFacts("name", "lambda x, name: checkpoint_name(x, name)")
 
 
 def checkpoint_name(x, name: str):
@@ -67,6 +68,7 @@ source_rules[name_p] = lambda eqn, var: Source("named", name=eqn.params["name"])
 # device_put (offloading residuals to another memory space)
 
 device_put_p = primitive("device_put", ["memory_space"])
+jax_facts[device_put_p] = JaxFacts("device_put", "")   # made by offload policies, never imported
 
 
 def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
@@ -90,6 +92,7 @@ transpose_rules[device_put_p] = lambda ct, x, *, memory_space: [
 
 remat_p = primitive("remat", ["jaxpr", "policy", "prevent_cse", "differentiated"],
                     multiple_results=True)
+jax_facts[remat_p] = JaxFacts("remat2", "")   # jax.checkpoint, bound structurally (oracle/to_jax.py)
 
 
 def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnums=()):

@@ -1,0 +1,60 @@
+"""Registry completeness: every primitive is one block with every rule and
+every fact other layers need (spec/core.py's registries).
+
+* rules: shape, eval, JVP and batching (tests/test_batching.py), transpose
+  for the linear ones (ditto);
+* JaxFacts: JAX's name, and an emitter whose source compiles, except for the
+  primitives the oracle binds structurally (sub-programs: call, remat,
+  scan, cond, while, custom rules) or never emits (device_put);
+* examples: registered Examples (checked by tests/test_primitive_examples.py),
+  or a case of tests/test_primitives.py's CASES table (the primitives
+  declared before Examples existed), or the primitive's own test module
+  (OWN_TESTS: sub-programs, names, offloading).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spec
+from spec.core import examples, jax_facts
+from spec.ir import subprograms
+
+import test_primitives
+
+STRUCTURAL = {"call", "remat", "scan", "cond", "while", "custom_jvp_call", "custom_vjp_call",
+              "custom_lin", "device_put"}
+OWN_TESTS = {"call": "test_primitives.py", "remat": "test_remat.py", "scan": "test_scan.py",
+             "cond": "test_control.py", "while": "test_control.py", "custom_jvp_call": "test_custom_rules.py",
+             "custom_vjp_call": "test_custom_rules.py", "custom_lin": "test_custom_rules.py",
+             "device_put": "test_batching.py", "name": "test_remat.py"}
+
+
+@pytest.mark.parametrize("name", sorted(spec.primitives))
+def test_every_primitive_has_jax_facts(name):
+    p = spec.primitives[name]
+    assert p in jax_facts, f"primitive {name!r} has no JaxFacts (spec.core.jax_facts)"
+    facts = jax_facts[p]
+    if name in STRUCTURAL:
+        assert facts.emitter == "", f"{name} is bound structurally: its emitter is not used"
+    else:
+        assert facts.emitter, f"primitive {name!r} has no JAX emitter"
+        compile(facts.emitter, f"<emitter of {name}>", "eval")
+
+
+@pytest.mark.parametrize("name", sorted(spec.primitives))
+def test_every_primitive_has_examples_or_cases(name):
+    p = spec.primitives[name]
+    if p in examples or name in OWN_TESTS:
+        return
+    rng = np.random.default_rng(0)
+    used = {e.primitive.name for c in test_primitives.CASES for e in _eqns(c.program(c.make(rng, np.float32)))}
+    assert name in used, (f"primitive {name!r} has no Example (spec.core.examples) and no case in "
+                          f"tests/test_primitives.py")
+
+
+def _eqns(prog):
+    for e in prog.eqns:
+        yield e
+        for _, sub in subprograms(e.params):
+            yield from _eqns(sub)

@@ -31,3 +31,4 @@ from spec.batching import vmap, vmap_program, BatchingError  # noqa: F401
 from spec import symbolic  # noqa: F401
 from spec.arrays import SymbolicError  # noqa: F401
 from spec import prims_math  # noqa: F401
+from spec import prims_reductions  # noqa: F401

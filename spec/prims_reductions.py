@@ -1,0 +1,516 @@
+"""Reductions, cumulative reductions and sorting (jax/_src/lax/lax.py,
+jax/_src/lax/control_flow/loops.py): reduce_min, reduce_prod, reduce_and,
+reduce_or, cumsum, cumprod, cummax, cummin, cumlogsumexp, sort, top_k.
+
+One block per primitive, as in spec/prims_special.py. Several JVP rules
+of JAX are *programs*: reduce_prod's (`_reduce_prod_jvp_rule`) is the JVP
+of a tree of pairwise products, and cumprod/cummax/cummin/cumlogsumexp's
+(`_cumulative_jvp_rule`) the JVP of `lax.associative_scan` -- the primal
+is recomputed by that scan, not by the primitive. The spec writes the same
+programs with its ops (`_reduce_tree`, `associative_scan` below) and emits
+their JVP with spec.jvp.jvp_traced, so the equations (and hence what a
+backward pass saves) are JAX's:
+
+    >>> import spec
+    >>> prog = spec.trace(lambda x: cumprod(x, 0), spec.f32[4])
+    >>> res = [str(r) for r in spec.saved_residuals(prog)]   # as jax's saved_residuals lists them
+    >>> res[:2], res[4:]
+    (['f32[] from a literal', 'f32[] from a literal'], ['f32[2] output of slice', 'f32[2] output of slice', 'f32[1] output of slice', 'f32[1] output of slice', 'f32[0] output of slice', 'f32[0] output of slice', 'f32[1] output of slice', 'f32[1] output of slice'])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from spec.arrays import namespace
+from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, building,
+                       eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
+from spec.ir import ArrayType, is_float
+from spec.jvp import jvp_traced
+from spec.prims_custom import custom_jvp
+from spec.prims_elementwise import (_full_like, _lit_like, abs, add, convert_element_type, div, eq, exp,
+                                    log1p, max, min, mul, ne, neg, select_n, sub)
+from spec.prims_structural import (_reducer_batcher, broadcast_in_dim, concatenate, pad, reduce_sum,
+                                   reshape, reshape_p, slice, squeeze, transpose)
+
+# --------------------------------------------------------------------------
+# shared pieces: the lax helpers JAX's rules are written with
+
+
+def _axes_shape(prim, kinds):
+    """A reduction over distinct `axes`; operand kinds among "float", "int", "bool"."""
+    def rule(x: ArrayType, *, axes):
+        axes = tuple(axes)
+        if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
+            raise PrimitiveError(prim, f"axes {axes} must be distinct dims of {x}")
+        kind = "float" if is_float(x.dtype) else ("bool" if x.dtype == np.bool_ else "int")
+        if kind not in kinds:
+            raise PrimitiveError(prim, f"operand dtype {x.dtype} not supported; supported kinds: {kinds}")
+        return [ArrayType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)]
+    return rule
+
+
+def _lax_reshape(x, new_sizes, dimensions=None):
+    """lax.reshape: nothing for the same shape in the same order; otherwise
+    the operand read in the order `dimensions`, then reshaped. JAX binds one
+    `reshape[dimensions=perm]`. Where the spec's reshape refuses a
+    permutation (spec/prims_structural.py models dimensions=None), it is a
+    transpose before the reshape: the same values, one equation more."""
+    perm = tuple(range(x.ndim)) if dimensions is None else tuple(int(d) for d in dimensions)
+    if tuple(x.shape) == tuple(new_sizes) and perm == tuple(range(x.ndim)):
+        return x
+    if perm == tuple(range(x.ndim)):
+        return reshape(x, new_sizes)
+    try:
+        return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes), dimensions=perm)
+    except PrimitiveError:
+        return reshape(transpose(x, perm), new_sizes)
+
+
+def _slice_in_dim(x, start, limit, stride=1, axis=0):
+    """lax.slicing.slice_in_dim: [start:limit:stride] along `axis` (negative
+    indices count from the end, None is the end), strides written out."""
+    n = x.shape[axis]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    limit = n if limit is None else (limit + n if limit < 0 else limit)
+    lo, hi, st = [0] * x.ndim, list(x.shape), [1] * x.ndim
+    lo[axis], hi[axis], st[axis] = start, limit, stride
+    return slice(x, lo, hi, st)
+
+
+def _emit_jvp(fn, primals, tangents):
+    """api.jvp(fn, primals, tangents) inside a rule: fn traced at the primals'
+    types, its JVP emitted here. Returns (primal outs, tangent outs or None)."""
+    with building() as b:
+        ins = [b.new_input(p.type) for p in primals]
+        out = fn(*ins)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        prog = b.build(ins, outs)
+    outs, out_ts = jvp_traced(prog, list(primals), list(tangents))
+    return outs, [None if isinstance(t, Zero) else t for t in out_ts]
+
+
+# ==========================================================================
+# reduce_min
+
+reduce_min_p = primitive("reduce_min", ["axes"])
+
+
+def reduce_min(x, axes):
+    """The minimum over `axes`."""
+    return bind(reduce_min_p, x, axes=tuple(int(a) for a in axes))
+
+
+def _reduce_min_eval(x, *, axes):
+    xp = namespace(x)
+    return xp.result(xp.reduce_min(x, tuple(axes)), x.dtype)
+
+
+def _reduce_min_jvp(primals, tangents, *, axes):
+    """The tangent averaged over the locations of the minimum. JAX
+    (ad.defjvp2(reduce_min_p, _reduce_chooser_jvp_rule)):
+    shape = [1 if i in axes else d for i, d in enumerate(operand.shape)]
+    location_indicators = convert_element_type(_eq_meet(operand, reshape(ans, shape)), g.dtype)
+    counts = reduce_sum(location_indicators, axes)
+    return div(reduce_sum(mul(g, location_indicators), axes), counts)"""
+    (x,), (g,) = primals, tangents
+    ans = reduce_min(x, axes)
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    location_indicators = convert_element_type(eq(x, reshape(ans, shape)), g.dtype)
+    counts = reduce_sum(location_indicators, axes)
+    return ans, div(reduce_sum(mul(g, location_indicators), axes), counts)
+
+
+shape_rules[reduce_min_p] = _axes_shape(reduce_min_p, ("float", "int"))
+eval_rules[reduce_min_p] = _reduce_min_eval
+jvp_rules[reduce_min_p] = _reduce_min_jvp
+batch_rules[reduce_min_p] = _reducer_batcher(reduce_min)        # batching.defreducer
+jax_facts[reduce_min_p] = JaxFacts("reduce_min", "lambda x, axes: lax_internal.reduce_min(x, axes)")
+examples[reduce_min_p] = [
+    Example("reduce_min-axis1", (((3, 4), "f32", "distinct"),), lambda x: reduce_min(x, (1,)),
+            lambda x: np.min(x, axis=1)),
+    Example("reduce_min-all", (((2, 3), "f32", "distinct"),), lambda x: reduce_min(x, (0, 1)), np.min),
+    Example("reduce_min-i32", (((2, 5), "i32", "ints"),), lambda x: reduce_min(x, (0,)),
+            lambda x: np.min(x, axis=0)),
+]
+
+
+# ==========================================================================
+# reduce_prod
+
+reduce_prod_p = primitive("reduce_prod", ["axes"])
+
+
+def reduce_prod(x, axes):
+    """The product over `axes`."""
+    return bind(reduce_prod_p, x, axes=tuple(int(a) for a in axes))
+
+
+def _reduce_prod_eval(x, *, axes):
+    xp = namespace(x)
+    return xp.result(xp.reduce_prod(xp.compute(x), tuple(axes)), x.dtype)
+
+
+def _reduce_tree(x, init, n_out_shape):
+    """lax._reduce_jvp's _reduce_tree for one operand and the reducer mul:
+    halve axis 0 until it has one element, padding an odd second half with
+    the identity `init`, and multiply the halves."""
+    while x.shape[0] > 1:
+        n = x.shape[0]
+        n1 = (n + 1) // 2
+        x1, x2 = _slice_in_dim(x, 0, n1), _slice_in_dim(x, n1, None)
+        if n - n1 != n1:
+            paddings = [(0, 0, 0)] * x.ndim
+            paddings[0] = (0, 1, 0)
+            x2 = pad(x2, init, paddings)
+        x = mul(x1, x2)          # the reducer, vmapped over the kept dims: one mul
+    if x.shape[0] == 0:
+        return init if not n_out_shape else broadcast_in_dim(init, n_out_shape, ())
+    return squeeze(x, (0,))
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    """JAX (lax.py), the JVP of a product tree:
+    _reduce_prod_jvp_rule = _reduce_jvp(lambda x, y: [mul(x, y)], [_const(operand, 1)], ...)
+    _reduce_jvp: move the reduced axes to the front, flattened to one
+    (reshape(x, (n,) + kept, permutation)), then api.jvp(_reduce_tree, ...)."""
+    (x,), (g,) = primals, tangents
+    axes = tuple(axes)
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    new_shape = (n,) + tuple(x.shape[i] for i in kept)
+    xr, gr = _lax_reshape(x, new_shape, axes + kept), _lax_reshape(g, new_shape, axes + kept)
+    out_shape = new_shape[1:]
+    (ans,), (t,) = _emit_jvp(lambda a: _reduce_tree(a, _lit_like(x, 1), out_shape), [xr], [gr])
+    return ans, t
+
+
+shape_rules[reduce_prod_p] = _axes_shape(reduce_prod_p, ("float", "int"))
+eval_rules[reduce_prod_p] = _reduce_prod_eval
+jvp_rules[reduce_prod_p] = _reduce_prod_jvp
+batch_rules[reduce_prod_p] = _reducer_batcher(reduce_prod)
+jax_facts[reduce_prod_p] = JaxFacts("reduce_prod", "lambda x, axes: lax_internal.reduce_prod(x, axes)")
+examples[reduce_prod_p] = [
+    Example("reduce_prod-axis0-odd", (((5, 3), "f32", "away_from_zero"),), lambda x: reduce_prod(x, (0,)),
+            lambda x: np.prod(x, axis=0), cond=5),
+    Example("reduce_prod-middle-axis", (((2, 4, 3), "f32", "away_from_zero"),),
+            lambda x: reduce_prod(x, (1,)), lambda x: np.prod(x, axis=1), cond=4),
+    Example("reduce_prod-two-axes", (((2, 1, 3), "f32", "normal"),), lambda x: reduce_prod(x, (0, 2)),
+            lambda x: np.prod(x, axis=(0, 2)), cond=6),
+    Example("reduce_prod-size1-axis", (((1, 3), "f32", "normal"),), lambda x: reduce_prod(x, (0,)),
+            lambda x: np.prod(x, axis=0)),
+    Example("reduce_prod-i32", (((3, 2), "i32", "ints"),), lambda x: reduce_prod(x, (0,)),
+            lambda x: np.prod(x, axis=0)),
+]
+
+
+# ==========================================================================
+# reduce_and, reduce_or
+
+reduce_and_p = primitive("reduce_and", ["axes"])
+reduce_or_p = primitive("reduce_or", ["axes"])
+
+
+def reduce_and(x, axes):
+    """Logical (bool) or bitwise (int) and over `axes`."""
+    return bind(reduce_and_p, x, axes=tuple(int(a) for a in axes))
+
+
+def reduce_or(x, axes):
+    """Logical (bool) or bitwise (int) or over `axes`."""
+    return bind(reduce_or_p, x, axes=tuple(int(a) for a in axes))
+
+
+def _logical_eval(op):
+    def rule(x, *, axes):
+        return np.asarray(getattr(namespace(x), op)(np.asarray(x), tuple(axes))).astype(x.dtype)
+    return rule
+
+
+def _no_tangent_jvp(fn):
+    """Bool or integer outputs carry no tangent (reduce_or's _reduce_or_lin
+    gives a zero; reduce_and has no rule: never called on such operands)."""
+    def rule(primals, tangents, **params):
+        return fn(*primals, **params), None
+    return rule
+
+
+shape_rules[reduce_and_p] = _axes_shape(reduce_and_p, ("bool", "int"))   # _reduce_logical_shape_rule
+eval_rules[reduce_and_p] = _logical_eval("reduce_and")
+jvp_rules[reduce_and_p] = _no_tangent_jvp(reduce_and)
+batch_rules[reduce_and_p] = _reducer_batcher(reduce_and)
+jax_facts[reduce_and_p] = JaxFacts("reduce_and", "lambda x, axes: lax.reduce_and(x, axes)")
+examples[reduce_and_p] = [
+    Example("reduce_and-bools", (((3, 4), "bool", "bools"),), lambda x: reduce_and(x, (1,)),
+            lambda x: np.all(x, axis=1)),
+    Example("reduce_and-i32-bitwise", (((3, 2), "i32", "ints"),), lambda x: reduce_and(x, (0,)),
+            lambda x: np.bitwise_and.reduce(x, axis=0)),
+]
+
+shape_rules[reduce_or_p] = _axes_shape(reduce_or_p, ("bool", "int"))
+eval_rules[reduce_or_p] = _logical_eval("reduce_or")
+jvp_rules[reduce_or_p] = _no_tangent_jvp(reduce_or)
+batch_rules[reduce_or_p] = _reducer_batcher(reduce_or)
+jax_facts[reduce_or_p] = JaxFacts("reduce_or", "lambda x, axes: lax.reduce_or(x, axes)")
+examples[reduce_or_p] = [
+    Example("reduce_or-bools", (((3, 4), "bool", "bools"),), lambda x: reduce_or(x, (0, 1)), np.any),
+    Example("reduce_or-of-comparison", (((2, 5), "f32", "normal"),), lambda x: reduce_or(x > 1.0, (1,)),
+            lambda x: np.any(x > 1.0, axis=1), tangent="zero"),
+    Example("reduce_or-i32-bitwise", (((3, 2), "i32", "ints"),), lambda x: reduce_or(x, (0,)),
+            lambda x: np.bitwise_or.reduce(x, axis=0)),
+]
+
+
+# ==========================================================================
+# the cumulative reductions: shared type, evaluation and batching
+
+def _cumulative_shape(prim, kinds=("float", "int")):
+    """loops._cumred_shape_rule and _cumred_dtype_rule: a number operand,
+    0 <= axis < ndim; the output has its type."""
+    def rule(x: ArrayType, *, axis, reverse):
+        if not 0 <= axis < x.ndim:
+            raise PrimitiveError(prim, f"axis {axis} is out of bounds for {x}")
+        kind = "float" if is_float(x.dtype) else ("bool" if x.dtype == np.bool_ else "int")
+        if kind not in kinds:
+            raise PrimitiveError(prim, f"{prim.name} does not accept dtype {x.dtype}; supported kinds: {kinds}")
+        return [x]
+    return rule
+
+
+def _cumulative_eval(name):
+    def rule(x, *, axis, reverse):
+        xp = namespace(x)
+        return xp.result(xp.cumulative(name, xp.compute(x), int(axis), bool(reverse)), x.dtype)
+    return rule
+
+
+def _cumulative_batch(fn):
+    """loops._cumred_batch_rule: the axis past the batch axis shifts by one."""
+    def rule(args, dims, *, axis, reverse):
+        (x,), (bd,) = args, dims
+        return fn(x, axis if axis < bd else axis + 1, reverse), bd
+    return rule
+
+
+def _cumulative_reference(ufunc):
+    def make(axis, reverse=False):
+        def ref(x):
+            x = np.flip(x, axis) if reverse else x
+            out = ufunc.accumulate(x, axis=axis)
+            return np.flip(out, axis) if reverse else out
+        return ref
+    return make
+
+
+# ==========================================================================
+# cumsum
+
+cumsum_p = primitive("cumsum", ["axis", "reverse"])
+
+
+def cumsum(x, axis=0, reverse=False):
+    """Inclusive prefix sums along `axis` (suffix sums if reverse)."""
+    return bind(cumsum_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+def _cumsum_jvp(primals, tangents, *, axis, reverse):
+    """Linear: ad.deflinear2(cumsum_p, _cumsum_transpose_rule), the tangent summed alike."""
+    (x,), (t,) = primals, tangents
+    return cumsum(x, axis, reverse), cumsum(t, axis, reverse)
+
+
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    """loops._cumsum_transpose_rule: [cumsum(t, axis=axis, reverse=not reverse)]."""
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    return [cumsum(ct, axis, not reverse)]
+
+
+_cumsum_ref = _cumulative_reference(np.add)
+shape_rules[cumsum_p] = _cumulative_shape(cumsum_p)
+eval_rules[cumsum_p] = _cumulative_eval("cumsum")
+jvp_rules[cumsum_p] = _cumsum_jvp
+transpose_rules[cumsum_p] = _cumsum_transpose
+batch_rules[cumsum_p] = _cumulative_batch(cumsum)
+jax_facts[cumsum_p] = JaxFacts("cumsum", "lambda x, axis, reverse: lax.cumsum(x, axis, reverse)")
+examples[cumsum_p] = [
+    Example(f"cumsum-axis{a}{'-reverse' if r else ''}", (((3, 4), "f32", "normal"),),
+            (lambda a, r: lambda x: cumsum(x, a, r))(a, r), _cumsum_ref(a, r), linear=((True,),), cond=4)
+    for a in (0, 1) for r in (False, True)
+] + [Example("cumsum-i32", (((5,), "i32", "ints"),), lambda x: cumsum(x, 0), _cumsum_ref(0))]
+
+
+# ==========================================================================
+# the JVP of cumprod, cummax, cummin, cumlogsumexp: associative_scan
+
+def _interleave(a, b, axis):
+    """loops._interleave: a's and b's elements alternating along `axis`
+    (a first), as two interior-padded arrays added."""
+    same = a.shape[axis] == b.shape[axis]
+    a_pad, b_pad = [(0, 0, 0)] * a.ndim, [(0, 0, 0)] * b.ndim
+    a_pad[axis] = (0, 1 if same else 0, 1)
+    b_pad[axis] = (1, 0 if same else 1, 1)
+    return add(pad(a, _lit_like(a, 0), a_pad), pad(b, _lit_like(b, 0), b_pad))
+
+
+def associative_scan(fn, x, axis=0, reverse=False):
+    """lax.associative_scan(fn, x, reverse, axis) for one array (Blelloch's
+    recursion, as JAX writes it): the odd prefixes are the scan of the
+    combined adjacent pairs, the even ones combine those with the elements;
+    reverse scans the reversed array (lax.rev) and reverses the result."""
+    from spec.prims_indexing import rev
+    if reverse:
+        x = rev(x, (axis,))
+
+    def scan(e):
+        n = e.shape[axis]
+        if n < 2:
+            return e
+        reduced = fn(_slice_in_dim(e, 0, -1, 2, axis), _slice_in_dim(e, 1, None, 2, axis))
+        odd = scan(reduced)
+        if n % 2 == 0:
+            even = fn(_slice_in_dim(odd, 0, -1, axis=axis), _slice_in_dim(e, 2, None, 2, axis))
+        else:
+            even = fn(odd, _slice_in_dim(e, 2, None, 2, axis))
+        even = concatenate([_slice_in_dim(e, 0, 1, axis=axis), even], axis)
+        return _interleave(even, odd, axis)
+    out = scan(x)
+    return rev(out, (axis,)) if reverse else out
+
+
+def _cumulative_jvp(combine):
+    """loops._cumulative_jvp_rule: api.jvp(partial(associative_scan, combine_fn,
+    axis=axis, reverse=reverse), primals, tangents) -- the primal too is the scan's."""
+    def rule(primals, tangents, *, axis, reverse):
+        (ans,), (t,) = _emit_jvp(lambda a: associative_scan(combine(), a, axis, reverse), primals, tangents)
+        return ans, t
+    return rule
+
+
+# ==========================================================================
+# cumprod
+
+cumprod_p = primitive("cumprod", ["axis", "reverse"])
+
+
+def cumprod(x, axis=0, reverse=False):
+    """Inclusive prefix products along `axis` (suffix products if reverse)."""
+    return bind(cumprod_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+_cumprod_ref = _cumulative_reference(np.multiply)
+shape_rules[cumprod_p] = _cumulative_shape(cumprod_p)
+eval_rules[cumprod_p] = _cumulative_eval("cumprod")
+jvp_rules[cumprod_p] = _cumulative_jvp(lambda: mul)      # combine_fn=lax.mul
+batch_rules[cumprod_p] = _cumulative_batch(cumprod)
+jax_facts[cumprod_p] = JaxFacts("cumprod", "lambda x, axis, reverse: lax.cumprod(x, axis, reverse)")
+examples[cumprod_p] = [
+    Example("cumprod-odd-length", (((5,), "f32", "away_from_zero"),), lambda x: cumprod(x, 0),
+            _cumprod_ref(0), cond=5),
+    Example("cumprod-axis1-even-reverse", (((2, 4), "f32", "away_from_zero"),),
+            lambda x: cumprod(x, 1, True), _cumprod_ref(1, True), cond=4),
+    Example("cumprod-axis0-reverse-odd", (((3, 2), "f32", "normal"),), lambda x: cumprod(x, 0, True),
+            _cumprod_ref(0, True), cond=3),
+    Example("cumprod-i32", (((4,), "i32", "ints"),), lambda x: cumprod(x, 0), _cumprod_ref(0)),
+]
+
+
+# ==========================================================================
+# cummax, cummin
+
+cummax_p = primitive("cummax", ["axis", "reverse"])
+cummin_p = primitive("cummin", ["axis", "reverse"])
+
+
+def cummax(x, axis=0, reverse=False):
+    """Running maxima along `axis` (from the end if reverse)."""
+    return bind(cummax_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+def cummin(x, axis=0, reverse=False):
+    """Running minima along `axis` (from the end if reverse)."""
+    return bind(cummin_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+_cummax_ref, _cummin_ref = _cumulative_reference(np.maximum), _cumulative_reference(np.minimum)
+shape_rules[cummax_p] = _cumulative_shape(cummax_p)
+eval_rules[cummax_p] = _cumulative_eval("cummax")
+jvp_rules[cummax_p] = _cumulative_jvp(lambda: max)       # combine_fn=lax.max
+batch_rules[cummax_p] = _cumulative_batch(cummax)
+jax_facts[cummax_p] = JaxFacts("cummax", "lambda x, axis, reverse: lax.cummax(x, axis, reverse)")
+examples[cummax_p] = [
+    Example("cummax-axis0", (((5, 2), "f32", "distinct"),), lambda x: cummax(x, 0), _cummax_ref(0)),
+    Example("cummax-axis1-reverse", (((2, 4), "f32", "distinct"),), lambda x: cummax(x, 1, True),
+            _cummax_ref(1, True)),
+    Example("cummax-i32", (((6,), "i32", "ints"),), lambda x: cummax(x, 0), _cummax_ref(0)),
+]
+
+shape_rules[cummin_p] = _cumulative_shape(cummin_p)
+eval_rules[cummin_p] = _cumulative_eval("cummin")
+jvp_rules[cummin_p] = _cumulative_jvp(lambda: min)       # combine_fn=lax.min
+batch_rules[cummin_p] = _cumulative_batch(cummin)
+jax_facts[cummin_p] = JaxFacts("cummin", "lambda x, axis, reverse: lax.cummin(x, axis, reverse)")
+examples[cummin_p] = [
+    Example("cummin-axis1", (((2, 5), "f32", "distinct"),), lambda x: cummin(x, 1), _cummin_ref(1)),
+    Example("cummin-axis0-reverse", (((4, 2), "f32", "distinct"),), lambda x: cummin(x, 0, True),
+            _cummin_ref(0, True)),
+]
+
+
+# ==========================================================================
+# cumlogsumexp, and jnp.logaddexp (the custom_jvp function its JVP scans with)
+
+def _replace_inf(x):
+    """jnp ufuncs' _replace_inf: lax.select(isposinf(x), lax._zeros(x), x)."""
+    pred = eq(x, _lit_like(x, np.inf))
+    return select_n(pred, x, _full_like(x, 0))
+
+
+def _logaddexp(x1, x2):
+    """jnp.logaddexp's primal (real floats): log(exp(x1) + exp(x2)) as
+    max + log1p(exp(-|x1 - x2|)), or x1 + x2 where x1 - x2 is nan."""
+    amax = max(x1, x2)
+    delta = sub(x1, x2)
+    isnan = ne(delta, delta)
+    same_infinities = add(x1, x2)
+    return select_n(isnan, add(amax, log1p(exp(neg(abs(delta))))), same_infinities)
+
+
+def _logaddexp_jvp(primals, tangents):
+    """jnp.logaddexp's custom JVP (jax/_src/numpy/ufuncs.py):
+    primal_out = logaddexp(x1, x2)
+    tangent_out = lax.add(lax.mul(t1, exp(lax.sub(_replace_inf(x1), _replace_inf(primal_out)))),
+                          lax.mul(t2, exp(lax.sub(_replace_inf(x2), _replace_inf(primal_out)))))"""
+    (x1, x2), (t1, t2) = primals, tangents
+    out = logaddexp(x1, x2)
+    d1 = mul(t1, exp(sub(_replace_inf(x1), _replace_inf(out))))
+    return out, add(d1, mul(t2, exp(sub(_replace_inf(x2), _replace_inf(out)))))
+
+
+_logaddexp.__name__ = "logaddexp"
+logaddexp = custom_jvp(_logaddexp, _logaddexp_jvp)     # jax.custom_jvp, as jnp.logaddexp is
+
+cumlogsumexp_p = primitive("cumlogsumexp", ["axis", "reverse"])
+
+
+def cumlogsumexp(x, axis=0, reverse=False):
+    """log(cumsum(exp(x))) along `axis` (from the end if reverse), stably."""
+    return bind(cumlogsumexp_p, x, axis=int(axis), reverse=bool(reverse))
+
+
+def _cumlogsumexp_ref(axis, reverse=False):
+    return lambda x: np.log(_cumsum_ref(axis, reverse)(np.exp(x)))
+
+
+shape_rules[cumlogsumexp_p] = _cumulative_shape(cumlogsumexp_p, ("float",))
+eval_rules[cumlogsumexp_p] = _cumulative_eval("cumlogsumexp")
+jvp_rules[cumlogsumexp_p] = _cumulative_jvp(lambda: logaddexp)     # combine_fn=logaddexp
+batch_rules[cumlogsumexp_p] = _cumulative_batch(cumlogsumexp)
+jax_facts[cumlogsumexp_p] = JaxFacts("cumlogsumexp",
+                                     "lambda x, axis, reverse: lax.cumlogsumexp(x, axis, reverse)")
+examples[cumlogsumexp_p] = [
+    Example("cumlogsumexp-odd-length", (((5,), "f32", "normal"),), lambda x: cumlogsumexp(x, 0),
+            _cumlogsumexp_ref(0), cond=5),
+    Example("cumlogsumexp-axis1-reverse", (((2, 4), "f32", "normal"),),
+            lambda x: cumlogsumexp(x, 1, True), _cumlogsumexp_ref(1, True), cond=4),
+]
+

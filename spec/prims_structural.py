@@ -401,6 +401,71 @@ transpose_rules[reduce_sum_p] = _transpose_reduce_sum
 
 dot_general_p = primitive("dot_general", ["dimension_numbers", "precision", "preferred_element_type"])
 
+# precision: as lax.canonicalize_precision leaves it, in plain data (the spec
+# never imports jax): None; a pair of lax.Precision names (lhs, rhs); the name
+# of a lax.DotAlgorithmPreset; or a lax.DotAlgorithm as ("DotAlgorithm", lhs
+# type, rhs type, accumulation type, lhs components, rhs components, primitive
+# operations, allow imprecise accumulation). It is carried as data and changes
+# no value the spec computes (which precision a backend honours, and at what
+# cost in accuracy, is the tolerance model's business: oracle/tolerances.py).
+PRECISIONS = ("DEFAULT", "HIGH", "HIGHEST")
+# lax.Precision's string aliases (lax._precision_strings), as canonicalize_precision reads them
+_PRECISION_STRINGS = {"highest": "HIGHEST", "float32": "HIGHEST", "high": "HIGH", "bfloat16_3x": "HIGH",
+                      "tensorfloat32": "HIGH", "default": "DEFAULT", "bfloat16": "DEFAULT",
+                      "fastest": "DEFAULT"}
+DOT_ALGORITHM_PRESETS = (
+    "DEFAULT", "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+    "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16", "BF16_BF16_F32",
+    "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3",
+    "F32_F32_F32", "F64_F64_F64")
+
+
+def canonicalize_precision(precision):
+    """lax.canonicalize_precision on the spec's values: a string alias
+    ('highest', 'float32', ...) names both operands' lax.Precision, any
+    other string a preset; a pair of aliases or Precision names; the
+    canonical forms stay as they are."""
+    def one(p):
+        return p if p in PRECISIONS else _PRECISION_STRINGS.get(p)
+    if isinstance(precision, str) and precision in _PRECISION_STRINGS:
+        return (_PRECISION_STRINGS[precision],) * 2
+    if isinstance(precision, list) or (isinstance(precision, tuple) and len(precision) == 2):
+        if len(precision) == 2 and all(isinstance(p, str) and one(p) for p in precision):
+            return tuple(map(one, precision))
+    return precision        # canonical already, or refused by the shape rule
+
+
+def check_precision(prim, precision) -> None:
+    """PrimitiveError unless `precision` is a canonical precision (see PRECISIONS)."""
+    if precision is None or precision in DOT_ALGORITHM_PRESETS:
+        return
+    if isinstance(precision, tuple) and len(precision) == 2 and all(p in PRECISIONS for p in precision):
+        return
+    if isinstance(precision, tuple) and len(precision) == 8 and precision[0] == "DotAlgorithm":
+        return
+    raise PrimitiveError(prim, f"precision={precision!r} is not a precision: None, a pair of "
+                               f"{PRECISIONS}, a DotAlgorithmPreset name or a DotAlgorithm tuple")
+
+
+def precision_from_jax(p):
+    """JAX's canonical precision as the spec's (read by attribute, without jax)."""
+    kind = type(p).__name__
+    if p is None:
+        return None
+    if kind == "DotAlgorithmPreset":
+        return p.name
+    if kind == "DotAlgorithm":
+        return ("DotAlgorithm", *(np.dtype(t).name for t in p[:3]), *(int(n) for n in p[3:6]), bool(p[6]))
+    if isinstance(p, tuple) and len(p) == 2 and all(type(q).__name__ == "Precision" for q in p):
+        return (p[0].name, p[1].name)
+    return p                # not a precision the spec knows: its shape rule refuses it
+
+
+# the inverse, as source for emitters (`lax`, `np` in scope)
+PRECISION_TO_JAX = ("(lambda p: None if p is None else lax.DotAlgorithmPreset[p] if isinstance(p, str) "
+                    "else lax.DotAlgorithm(*map(np.dtype, p[1:4]), *p[4:]) if p[0] == 'DotAlgorithm' "
+                    "else (lax.Precision[p[0]], lax.Precision[p[1]]))")
+
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     """lax.dot_general. dimension_numbers = ((lhs_contract, rhs_contract),
@@ -408,7 +473,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
     pet = None if preferred_element_type is None else canonical_dtype(preferred_element_type)
-    return bind(dot_general_p, lhs, rhs, dimension_numbers=dn, precision=precision,
+    return bind(dot_general_p, lhs, rhs, dimension_numbers=dn, precision=canonicalize_precision(precision),
                 preferred_element_type=pet)
 
 
@@ -429,8 +494,7 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
     except (TypeError, ValueError):
         raise PrimitiveError(p, f"dimension_numbers must be ((lhs_contract, rhs_contract), "
                                 f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
-    if precision is not None:
-        raise PrimitiveError(p, f"precision={precision!r} is not supported (only None)")
+    check_precision(p, precision)
     if x.dtype != y.dtype and not (is_float(x.dtype) and is_float(y.dtype)):
         raise PrimitiveError(p, f"operands must have one dtype (or two float dtypes), got {x} and {y}")
     if np.bool_ in (x.dtype, y.dtype):
@@ -543,6 +607,18 @@ shape_rules[dot_general_p] = _dot_general_shape
 eval_rules[dot_general_p] = _dot_general_eval
 jvp_rules[dot_general_p] = _jvp_dot_general
 transpose_rules[dot_general_p] = _transpose_dot_general
+
+
+def _dot_general_from_jax(params: dict) -> dict:
+    """JAX's params: the precision as plain data (`precision_from_jax`)."""
+    return {**params, "precision": precision_from_jax(params.get("precision"))}
+
+
+from spec.core import JaxFacts, jax_facts  # noqa: E402  (this block's facts)
+jax_facts[dot_general_p] = JaxFacts(
+    "dot_general", "lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general("
+    f"x, y, dimension_numbers, precision={PRECISION_TO_JAX}(precision), "
+    "preferred_element_type=preferred_element_type)", from_jax=_dot_general_from_jax)
 
 
 def _dot_general_cost(x, y, *, dimension_numbers, **_):

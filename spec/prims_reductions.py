@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from spec.arrays import namespace
-from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, building,
+from spec.batching import moveaxis
+from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, is_float
 from spec.jvp import jvp_traced
@@ -512,5 +513,88 @@ examples[cumlogsumexp_p] = [
             _cumlogsumexp_ref(0), cond=5),
     Example("cumlogsumexp-axis1-reverse", (((2, 4), "f32", "normal"),),
             lambda x: cumlogsumexp(x, 1, True), _cumlogsumexp_ref(1, True), cond=4),
+]
+
+
+
+# ==========================================================================
+# top_k
+
+top_k_p = primitive("top_k", ["k", "axis"], multiple_results=True)
+
+
+def top_k(x, k, axis=-1):
+    """The k largest entries along `axis` in decreasing order (the earlier
+    index first among equals), and their int32 indices."""
+    axis = int(axis) + (x.ndim if int(axis) < 0 else 0)
+    return bind(top_k_p, x, k=int(k), axis=axis)
+
+
+def _top_k_shape(x: ArrayType, *, k, axis):
+    """lax._top_k_abstract_eval: rank >= 1, 0 <= axis < rank, 0 <= k <= shape[axis]."""
+    if x.ndim == 0:
+        raise PrimitiveError(top_k_p, f"operand must have >= 1 dimension, got {x}")
+    if not 0 <= axis < x.ndim:
+        raise PrimitiveError(top_k_p, f"axis argument out of range: axis={axis} for {x}")
+    if not 0 <= k <= x.shape[axis]:
+        raise PrimitiveError(top_k_p, f"k={k} must be in [0, {x.shape[axis]}] (the size along axis {axis})")
+    if x.dtype == np.bool_:
+        raise PrimitiveError(top_k_p, f"operand must be numeric, got {x}")
+    shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
+    return [ArrayType(shape, x.dtype), ArrayType(shape, np.int32)]
+
+
+def _top_k_eval(x, *, k, axis):
+    values, indices = namespace(x).top_k(x, k, axis)
+    return [_as_dtype(values, x.dtype), np.asarray(indices, np.int32)]
+
+
+def _top_k_jvp(primals, tangents, *, k, axis):
+    """The tangent gathered at the top-k indices. JAX (lax.py, _top_k_jvp):
+    primals_out = top_k(operand, k, axis=axis)
+    gather_indices = reshape(k_idxs, idx_shape + (1,))
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,),
+        operand_batching_dims=tuple(i for i in range(rank) if i != axis),
+        start_indices_batching_dims=tuple(i for i in range(rank) if i != axis), start_index_map=(axis,))
+    tangent_out = slicing.gather(tangent, gather_indices, dnums, (1,) * rank)
+    return primals_out, (tangent_out, ad_util.p2tz(primals_out[1]))"""
+    from spec.prims_indexing import GatherDimensionNumbers, gather
+    (x,), (t,) = primals, tangents
+    values, idxs = top_k(x, k, axis)
+    rank = idxs.ndim
+    gather_indices = reshape(idxs, tuple(idxs.shape) + (1,))
+    others = tuple(i for i in range(rank) if i != axis)
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                                   operand_batching_dims=others, start_indices_batching_dims=others)
+    return [values, idxs], [gather(t, gather_indices, dnums, (1,) * rank), None]
+
+
+def _top_k_batch(args, dims, *, k, axis):
+    """lax._top_k_batch_rule: the axis shifts past the batch axis; both outputs keep it."""
+    (x,), (bd,) = args, dims
+    return top_k(x, k, axis + 1 if bd <= axis else axis), [bd, bd]
+
+
+shape_rules[top_k_p] = _top_k_shape
+eval_rules[top_k_p] = _top_k_eval
+jvp_rules[top_k_p] = _top_k_jvp
+batch_rules[top_k_p] = _top_k_batch
+jax_facts[top_k_p] = JaxFacts("top_k", "lambda x, k, axis: lax.top_k(x, k, axis=axis)")
+
+
+def _top_k_ref(k, axis):
+    def ref(x):
+        order = np.argsort(-np.moveaxis(x, axis, -1), axis=-1, kind="stable")[..., :k]
+        vals = np.take_along_axis(np.moveaxis(x, axis, -1), order, axis=-1)
+        return np.moveaxis(vals, -1, axis), np.moveaxis(order, -1, axis).astype(np.int32)
+    return ref
+
+
+examples[top_k_p] = [
+    Example("top_k-last-axis", (((3, 5), "f32", "distinct"),), lambda x: top_k(x, 2), _top_k_ref(2, 1)),
+    Example("top_k-axis0", (((4, 3), "f32", "distinct"),), lambda x: top_k(x, 3, axis=0), _top_k_ref(3, 0)),
+    Example("top_k-1d-all", (((4,), "f32", "distinct"),), lambda x: top_k(x, 4), _top_k_ref(4, 0)),
+    Example("top_k-i32-ties-first-index", (((2, 6), "i32", "ints"),), lambda x: top_k(x, 3),
+            _top_k_ref(3, 1)),
 ]
 

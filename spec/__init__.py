@@ -32,3 +32,4 @@ from spec import symbolic  # noqa: F401
 from spec.arrays import SymbolicError  # noqa: F401
 from spec import prims_math  # noqa: F401
 from spec import prims_reductions  # noqa: F401
+from spec import prims_indexing  # noqa: F401

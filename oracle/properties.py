@@ -276,7 +276,12 @@ class Numeric:
 
 
 def _second_order_program(prog):
-    return spec.jvp(spec.vjp_program(prog))
+    """jvp of the pullback in the primals, the cotangents held constant (as
+    JAX's `jax.jvp(pullback, primals, tangents)` with `cts` closed over: a
+    cotangent tangent of explicit zeros would add 0 * inf = nan terms)."""
+    n_cts = sum(is_float(t.dtype) for t in prog.out_types)
+    nonzeros = [is_float(t.dtype) for t in prog.in_types] + [False] * n_cts
+    return spec.jvp_program(spec.vjp_program(prog), nonzeros=nonzeros)[0]
 
 
 NUMERIC = {
@@ -285,8 +290,7 @@ NUMERIC = {
                    lambda prog, out: out[len(prog.outputs):]),
     "vjp": Numeric(spec.vjp_program, lambda c: list(c.args) + list(c.cts)),
     "second_order": Numeric(_second_order_program,
-                            lambda c: list(c.args) + list(c.cts) + c.diff_tangents()
-                            + [np.zeros_like(ct) for ct in c.cts],
+                            lambda c: list(c.args) + list(c.cts) + c.diff_tangents(),
                             # jvp of the pullback: its primal outputs are the float inputs' cotangents
                             lambda prog, out: out[sum(is_float(t.dtype) for t in prog.in_types):]),
     "vmap": Numeric(lambda p: spec.vmap(p, 0, 0, axis_size=BATCH), lambda c: list(c.batched)),

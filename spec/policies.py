@@ -123,7 +123,8 @@ class _NothingSaveable(_Policy):
 class _DotsSaveable(_Policy):
     """Save the outputs of matrix multiplications (dot_general)."""
     def __call__(self, prim, *in_types, **params):
-        return _is_dot(prim)
+        # ad_checkpoint.DotsSaveable(False): `prim in {dot_general_p, conv_general_dilated_p}`
+        return _is_dot(prim) or prim.name == "conv_general_dilated"
 
     def __repr__(self):
         return "dots_saveable"

@@ -112,7 +112,7 @@ def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
     else:
         emit = emitters().get(spec_prim_name)
         if emit is None:
-            raise Unsupported(f"cannot show primitive {spec_prim_name!r} to a JAX policy")
+            return _structural_view(spec_prim_name, in_types)
         fn = lambda *xs: emit(*xs, **params)
     structs = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in in_types]
     jaxpr = jax.make_jaxpr(fn)(*structs)
@@ -123,6 +123,24 @@ def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
     raise Unsupported(f"could not find JAX's {want} equation for spec {spec_prim_name}")
 
 
+def _structural_view(spec_prim_name: str, in_types: tuple):
+    """A primitive with sub-programs (custom_jvp_call inside jax.nn.relu, a
+    jit, a scan...) shown to a JAX policy: JAX's primitive object and the
+    avals, without params (JAX's would hold jaxprs the oracle does not
+    rebuild; a policy that reads them raises, which is reported)."""
+    import jax
+    from jax._src import ad_checkpoint, core, custom_derivatives, pjit
+    from jax._src.lax.control_flow import conditionals, loops
+    from oracle.jax_names import JAX_NAME
+    prims = {p.name: p for p in (custom_derivatives.custom_jvp_call_p, custom_derivatives.custom_vjp_call_p,
+                                 pjit.jit_p, loops.scan_p, loops.while_p, conditionals.cond_p,
+                                 ad_checkpoint.remat_p, core.closed_call_p)}
+    prim = prims.get(JAX_NAME.get(spec_prim_name, spec_prim_name))
+    if prim is None:
+        raise Unsupported(f"cannot show primitive {spec_prim_name!r} to a JAX policy")
+    return prim, tuple(jax.core.ShapedArray(t.shape, t.dtype) for t in in_types), {}
+
+
 @dataclass(frozen=True)
 class SpecPolicyForJax:
     """A spec policy handed to JAX: JAX's questions are translated to the spec's."""
@@ -130,11 +148,22 @@ class SpecPolicyForJax:
 
     def __call__(self, prim, *avals, **params):
         from jax._src.interpreters import partial_eval as pe
-        sprim, sparams = spec_params(prim.name, params)
+        sprim, sparams = _spec_view(prim.name, params)
         answer = sp.ask(self.spec_policy, sprim, [spec_type(a) for a in avals], sparams)
         if isinstance(answer, sp.Offload):
             return pe.Offloadable(answer.src, answer.dst)
         return answer is sp.Saveable
+
+
+def _spec_view(jax_name: str, params: dict):
+    """(spec primitive, spec params) of the equation JAX asks about; a
+    primitive with sub-programs is shown without params (see _structural_view)."""
+    from spec.core import jax_facts, primitives
+    from oracle.jax_names import SPEC_NAME
+    prim = primitives.get(SPEC_NAME.get(jax_name, jax_name))
+    if prim is not None and prim in jax_facts and not jax_facts[prim].emitter and prim.name != "name":
+        return prim, {}
+    return spec_params(jax_name, params)
 
 
 def to_jax_policy(policy):

@@ -365,3 +365,23 @@ def test_to_jax_of_a_closed_call_round_trips():
     assert [e.primitive.name for e in closed.jaxpr.eqns] == ["closed_call"]
     assert [e.primitive.name for e in oracle.from_jaxpr(closed).eqns] == ["call"]
     _assert_passes(oracle.check(fn, oracle.AS_IS, f32(3), properties=("residuals", "values", "vjp")))
+
+
+def test_policies_asked_about_a_custom_jvp_call():
+    """remat2 asks a policy about the custom_jvp_call that jax.nn.relu's
+    defjvps rule binds: a JAX user policy is shown JAX's primitive (no
+    params), and a spec policy handed to JAX is asked with the spec's."""
+    def loss(w, x):
+        return jnp.sum(jnp.cos(jax.nn.relu(x @ w)) * x[0])
+
+    def saves_cos(prim, *_, **__):
+        return prim.name == "cos"
+    for policy in (saves_cos, sp.save_from_both_policies(sp.dots_saveable, saves_cos)):
+        report = oracle.check(loss, policy, f32(3, 3), f32(3), properties=("residuals", "vjp"))
+        assert report.status("residuals", "remat2") == "ok"
+
+    class SavesCustomCalls(sp._Policy):      # a spec-side user policy (as the fuzzer draws them)
+        def __call__(self, prim, *in_types, **params):
+            return prim.name in ("custom_jvp_call", "cos")
+    report = oracle.check(loss, SavesCustomCalls(), f32(3, 3), f32(3), properties=("residuals", "vjp"))
+    assert report.status("residuals", "remat2") == "ok"

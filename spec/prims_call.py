@@ -25,7 +25,11 @@ jax_facts[call_p] = JaxFacts("jit", "")
 
 def call(prog: Program, *args, name: str | None = "call"):
     """Apply `prog` to args as one equation; returns a list of outputs.
-    name=None makes it an anonymous closed_call."""
+    name=None makes it an anonymous closed_call.
+
+    The `call` equation evaluates `jaxpr` on the operands (JAX's
+    `jit`/`pjit`); every transformation maps the body and wraps it in a
+    new `call` with the same name."""
     return bind(call_p, *args, jaxpr=prog, name=name)
 
 

@@ -150,6 +150,10 @@ eval_rules[custom_vjp_call_p] = _body_eval
 
 
 def _lin_shape(*in_types, bwd, num_res, in_nonzeros, symbolic_zeros, out_types):
+    """custom_lin: the linear part of a custom_vjp (residuals, tangents ->
+    tangents), made by custom_vjp_call's JVP. Evaluating, batching or
+    differentiating it raises "can't apply forward-mode autodiff (jvp) to a
+    custom_vjp function."; its transpose is the user's `bwd`."""
     if len(in_types) != num_res + sum(in_nonzeros):
         raise PrimitiveError(custom_lin_p, f"takes {num_res} residuals and {sum(in_nonzeros)} tangents, "
                                            f"got {len(in_types)} inputs")
@@ -180,7 +184,8 @@ def _perturbed(tangents, in_types, symbolic_zeros):
 
 
 def _custom_jvp_jvp(primals, tangents, *, jaxpr, jvp, symbolic_zeros, name):
-    """process_custom_jvp_call: call the user's rule (inlined)."""
+    """process_custom_jvp_call: call the user's rule `jvp` (inlined), traced
+    lazily for this set of perturbed inputs."""
     nonzeros = _perturbed(tangents, jaxpr.in_types, symbolic_zeros)
     rule, out_nz = jvp(nonzeros)
     nz_tangents = [instantiate(t) for t, nz in zip(tangents, nonzeros) if nz]
@@ -191,7 +196,10 @@ def _custom_jvp_jvp(primals, tangents, *, jaxpr, jvp, symbolic_zeros, name):
 
 
 def _custom_vjp_jvp(primals, tangents, *, jaxpr, fwd, bwd, symbolic_zeros, name):
-    """process_custom_vjp_call: the forward rule inlined, then custom_lin."""
+    """process_custom_vjp_call: the forward rule `fwd` inlined (its residuals
+    are ordinary values, which a checkpoint's policy may save or recompute),
+    then a `custom_lin` holding `bwd` for the tangents; evaluating that
+    raises JAX's TypeError: forward mode of a custom_vjp is an error."""
     nonzeros = tuple(not isinstance(t, Zero) for t in tangents)
     fwd_prog, _ = fwd(nonzeros if symbolic_zeros else _perturbed(tangents, jaxpr.in_types, False))
     n = len(jaxpr.outputs)
@@ -436,7 +444,11 @@ def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
     `jvp_fn(primals, tangents)` (tuples) returns (primal outs, tangent outs)
     in fn's output structure. Tangents of unperturbed inputs are zeros
     (instantiated), or, with `symbolic_zeros`, `spec.Zero` values; a tangent
-    output may be a `spec.Zero` (or None): a symbolic zero."""
+    output may be a `spec.Zero` (or None): a symbolic zero.
+
+    The custom_jvp_call equation evaluates `jaxpr` (the rule is never run);
+    its JVP is the user's rule `jvp`, traced lazily per set of perturbed
+    inputs."""
     name = _fn_name(fn, "custom_jvp")
 
     traced: dict = {}   # input types -> (body, multiple, rule): a rule calling the function reuses it
@@ -491,7 +503,10 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
     tuple/list of arrays, or None); with `symbolic_zeros` each argument is a
     `CustomVJPPrimal(value, perturbed)`. `bwd_fn(residuals, cts)` returns
     one cotangent per argument (None: zero); with `symbolic_zeros` an output
-    cotangent may be a `spec.Zero`."""
+    cotangent may be a `spec.Zero`.
+
+    The custom_vjp_call equation evaluates `jaxpr` (the rules are never
+    run); forward-mode differentiation of it is an error (see its JVP)."""
     name = _fn_name(fn, "custom_vjp")
     fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")
 

@@ -670,6 +670,8 @@ transpose_rules[convert_element_type_p] = _transpose_convert
 
 
 def stop_gradient(x):
+    """lax.stop_gradient: the identity on values. Its JVP is zero by
+    definition: no tangent flows through `stop_gradient`."""
     return bind(stop_gradient_p, x)
 
 

@@ -99,7 +99,11 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
     """jax.checkpoint: returns a function that applies `fn` as one remat equation.
 
     `fn` is traced on the argument types when the returned function is
-    called; arguments at `static_argnums` are passed to `fn` as Python values."""
+    called; arguments at `static_argnums` are passed to `fn` as Python values.
+
+    The remat equation evaluates `jaxpr` on the operands (JAX's `remat2`);
+    `policy` and `prevent_cse` only matter to partial evaluation
+    (docs/semantics.md)."""
     from spec.core import building
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if policy is not None and not callable(policy):

@@ -591,3 +591,479 @@ examples[conv_general_dilated_p] = [
     _conv_example("3d", (1, 2, 3, 4, 4), (2, 2, 2, 2, 2), (1, 2, 1), "SAME"),
     _conv_example("precision-highest", (2, 2, 4, 4), (3, 2, 2, 2), (1, 1), "VALID", precision="highest"),
 ]
+
+
+# ==========================================================================
+# pooling: reduce_window_sum, reduce_window_max, reduce_window_min
+
+_WINDOW = ["window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation"]
+reduce_window_sum_p = primitive("reduce_window_sum", _WINDOW)
+reduce_window_max_p = primitive("reduce_window_max", _WINDOW)
+reduce_window_min_p = primitive("reduce_window_min", _WINDOW)
+
+
+def _window_params(shape, window_dimensions, window_strides=None, padding="VALID", base_dilation=None,
+                   window_dilation=None) -> dict:
+    """windowed_reductions._reduce_window's defaults: unit strides and
+    dilations; string padding resolved against the dilated window."""
+    ones = (1,) * len(window_dimensions)
+    window_strides = ones if window_strides is None else window_strides
+    window_dilation = ones if window_dilation is None else window_dilation
+    if isinstance(padding, str):
+        padding = padtype_to_pads(shape, [dilate_dim(w, r) for w, r in zip(window_dimensions, window_dilation)],
+                                  window_strides, padding)
+    return dict(window_dimensions=tuple(int(w) for w in window_dimensions),
+                window_strides=tuple(int(s) for s in window_strides),
+                padding=tuple((int(lo), int(hi)) for lo, hi in padding),
+                base_dilation=ones if base_dilation is None else tuple(int(d) for d in base_dilation),
+                window_dilation=tuple(int(d) for d in window_dilation))
+
+
+def reduce_window_sum(x, window_dimensions, window_strides=None, padding="VALID", base_dilation=None,
+                      window_dilation=None):
+    """lax.reduce_window(x, 0, lax.add, ...): window sums (average pooling's numerator)."""
+    return bind(reduce_window_sum_p, x, **_window_params(x.shape, window_dimensions, window_strides, padding,
+                                                         base_dilation, window_dilation))
+
+
+def reduce_window_max(x, window_dimensions, window_strides=None, padding="VALID", base_dilation=None,
+                      window_dilation=None):
+    """lax.reduce_window(x, -inf, lax.max, ...): max pooling."""
+    return bind(reduce_window_max_p, x, **_window_params(x.shape, window_dimensions, window_strides, padding,
+                                                         base_dilation, window_dilation))
+
+
+def reduce_window_min(x, window_dimensions, window_strides=None, padding="VALID", base_dilation=None,
+                      window_dilation=None):
+    """lax.reduce_window(x, inf, lax.min, ...)."""
+    return bind(reduce_window_min_p, x, **_window_params(x.shape, window_dimensions, window_strides, padding,
+                                                         base_dilation, window_dilation))
+
+
+def _window_out_shape(prim, shape, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation) -> tuple:
+    """_common_reduce_window_shape_rule: windows of the base-dilated, padded
+    operand that fit the dilated window, at the strides."""
+    n = len(shape)
+    wd = _ints(prim, "window_dimensions", window_dimensions, n)
+    ws = _ints(prim, "window_strides", window_strides, n)
+    pads = _pairs(prim, "padding", padding, n)
+    bd = _ints(prim, "base_dilation", base_dilation, n)
+    wdl = _ints(prim, "window_dilation", window_dilation, n)
+    return tuple(stride_dim(dilate_dim(d, b) + lo + hi, dilate_dim(w, r), s)
+                 for d, b, (lo, hi), w, r, s in zip(shape, bd, pads, wd, wdl, ws))
+
+
+def _reduce_window_shape(prim):
+    def rule(x, **params):
+        if prim is reduce_window_sum_p and x.dtype == np.bool_:
+            raise PrimitiveError(prim, f"operand to reduce_window_sum must have a number dtype, got {x}")
+        return [ArrayType(_window_out_shape(prim, x.shape, **params), x.dtype)]
+    return rule
+
+
+def _identity(kind: str, dtype):
+    """lax._get_max_identity / _get_min_identity / zero of `dtype`."""
+    if kind == "sum":
+        return 0
+    if dtype == np.bool_:
+        return kind == "min"
+    if dtype == object or is_float(dtype):
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dtype)
+    return info.min if kind == "max" else info.max
+
+
+def _window_views(x, init, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+    """The views `_windows` gives of x base-dilated and padded with `init`."""
+    axes = range(np.ndim(x))
+    padded = _dilate_pad(x, axes, base_dilation, padding, init)
+    out = _window_out_shape(None, np.shape(x), window_dimensions, window_strides, padding, base_dilation,
+                            window_dilation)
+    return out, _windows(padded, axes, window_dimensions, window_strides, window_dilation, out)
+
+
+def _reduce_window_eval(kind: str):
+    def rule(x, **params):
+        """Combine the window views elementwise, starting from the identity
+        (padding and base-dilation holes hold the identity too)."""
+        xp = namespace(x)
+        v = xp.compute(x)
+        init = _identity(kind, v.dtype)
+        out, views = _window_views(v, init, **params)
+        combine = {"sum": xp.add, "max": xp.maximum, "min": xp.minimum}[kind]
+        acc = np.full(out, init, dtype=v.dtype)
+        for _, view in views:
+            acc = combine(acc, view)
+        return xp.result(acc, x.dtype)
+    return rule
+
+
+def _reduce_window_sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
+                                 window_dilation):
+    """_reduce_window_sum_transpose_rule: pad the cotangent (strides as
+    interior padding) and sum it over the same windows, base dilation as
+    strides."""
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    shape = x.type.shape
+    pads = vjp_lhs_padding(shape, window_dimensions, window_strides, ct.shape, padding, base_dilation,
+                           window_dilation)
+    config = [(lo, hi, s - 1) for (lo, hi), s in zip(pads, window_strides)]
+    padded = pad(ct, _lit_like(ct, 0), config)
+    ones = (1,) * len(shape)
+    return [reduce_window_sum(padded, window_dimensions, base_dilation, [(0, 0)] * len(shape),
+                              base_dilation=ones, window_dilation=window_dilation)]
+
+
+def _reduce_window_chooser_jvp(prim, select_prim):
+    def rule(primals, tangents, **params):
+        """_reduce_window_chooser_jvp_rule: the tangent at each window's
+        chosen element, select_and_gather_add(g, operand) with ge (max) or le (min)."""
+        (x,), (g,) = primals, tangents
+        ans = bind(prim, x, **params)
+        if isinstance(g, Zero):
+            return ans, None
+        return ans, select_and_gather_add(g, x, select_prim, **params)
+    return rule
+
+
+def _reduce_window_batch(prim):
+    def rule(args, dims, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+        """_reduce_window_batch_rule: a unit window along the batch axis."""
+        (x,), (d,) = args, dims
+        ins = lambda t, v: t[:d] + (v,) + t[d:]
+        return bind(prim, x, window_dimensions=ins(window_dimensions, 1), window_strides=ins(window_strides, 1),
+                    padding=ins(padding, (0, 0)), base_dilation=ins(base_dilation, 1),
+                    window_dilation=ins(window_dilation, 1)), d
+    return rule
+
+
+def _window_from_jax(params: dict) -> dict:
+    """JAX's window params as int tuples (padding pairs may hold numpy ints)."""
+    out = dict(params)
+    for k in ("window_dimensions", "window_strides", "base_dilation", "window_dilation"):
+        if k in out:
+            out[k] = tuple(int(i) for i in out[k])
+    out["padding"] = tuple((int(lo), int(hi)) for lo, hi in out["padding"])
+    if "select_prim" in out:
+        out["select_prim"] = getattr(out["select_prim"], "name", out["select_prim"])
+    return out
+
+
+def _window_emitter(name: str, operands: str) -> str:
+    """Source binding windowed_reductions.<name>_p with the spec's params."""
+    return (f"lambda {operands}, **params: jax._src.lax.windowed_reductions.{name}_p.bind({operands}, "
+            "**{k: (lax_internal.ge_p if v == 'ge' else lax_internal.le_p) if k == 'select_prim' else v "
+            "for k, v in params.items()})")
+
+
+for _p, _kind in ((reduce_window_sum_p, "sum"), (reduce_window_max_p, "max"), (reduce_window_min_p, "min")):
+    shape_rules[_p] = _reduce_window_shape(_p)
+    eval_rules[_p] = _reduce_window_eval(_kind)
+    batch_rules[_p] = _reduce_window_batch(_p)
+    jax_facts[_p] = JaxFacts(_p.name, _window_emitter(_p.name, "x"), from_jax=_window_from_jax)
+jvp_rules[reduce_window_sum_p] = _linear_jvp(lambda x, **p: bind(reduce_window_sum_p, x, **p))
+transpose_rules[reduce_window_sum_p] = _reduce_window_sum_transpose
+jvp_rules[reduce_window_max_p] = _reduce_window_chooser_jvp(reduce_window_max_p, "ge")
+jvp_rules[reduce_window_min_p] = _reduce_window_chooser_jvp(reduce_window_min_p, "le")
+cost_rules[reduce_window_sum_p] = lambda x, **p: int(np.prod(_window_out_shape(None, x.shape, **p))) * int(
+    np.prod(p["window_dimensions"]))
+
+
+def _ref_windows(x, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+    """An independent numpy view of the windows, for the examples: for each
+    output position, the operand elements its window covers (a position of
+    the dilated, padded operand that is not a hole or padding)."""
+    sizes = [(d - 1) * b + 1 + lo + hi for d, b, (lo, hi) in zip(x.shape, base_dilation, padding)]
+    out = [max(0, (s - (w - 1) * r - 1) // st + 1)
+           for s, w, r, st in zip(sizes, window_dimensions, window_dilation, window_strides)]
+    for pos in itertools.product(*map(range, out)):
+        covered = []
+        for tap in itertools.product(*map(range, window_dimensions)):
+            q = [p * st + k * r - lo for p, st, k, r, (lo, _) in zip(pos, window_strides, tap, window_dilation,
+                                                                     padding)]
+            if all(v % b == 0 and 0 <= v // b < d for v, b, d in zip(q, base_dilation, x.shape)):
+                covered.append(tuple(v // b for v, b in zip(q, base_dilation)))
+        yield pos, out, covered
+
+
+def _ref_reduce_window(kind, x, *window):
+    """Reference reduce_window_{sum,max,min}: each window's sum / max / min
+    (the identity where a window covers no element)."""
+    out = None
+    for pos, shape, covered in _ref_windows(x, *window):
+        if out is None:
+            out = np.full(shape, {"sum": 0.0, "max": -np.inf, "min": np.inf}[kind])
+        vals = [x[c] for c in covered]
+        out[pos] = sum(vals) if kind == "sum" else (max if kind == "max" else min)(vals, default=out[pos])
+    return out
+
+
+def _window_example(prim, kind, name, shape, domain, *window, linear=()):
+    """An Example of a windowed primitive; `window` is (dims, strides, padding, base, window dilation)."""
+    op = {"sum": reduce_window_sum, "max": reduce_window_max, "min": reduce_window_min}[kind]
+    return Example(name, ((shape, "f32", domain),), lambda x: op(x, *window),
+                   lambda x: _ref_reduce_window(kind, x, *window), linear=linear,
+                   cond=int(np.prod(window[0])) if kind == "sum" else 1.0)
+
+
+examples[reduce_window_sum_p] = [
+    _window_example(reduce_window_sum_p, "sum", "avg-pool-2x2-stride-2", (2, 3, 6, 6), "normal",
+                    (1, 1, 2, 2), (1, 1, 2, 2), ((0, 0),) * 4, (1,) * 4, (1,) * 4, linear=((True,),)),
+    _window_example(reduce_window_sum_p, "sum", "padded-base-and-window-dilation", (5, 4), "normal",
+                    (3, 2), (2, 1), ((1, 1), (1, 0)), (2, 1), (1, 2), linear=((True,),)),
+]
+examples[reduce_window_max_p] = [
+    _window_example(reduce_window_max_p, "max", "max-pool-2x2-stride-2", (2, 6, 6), "distinct",
+                    (1, 2, 2), (1, 2, 2), ((0, 0),) * 3, (1,) * 3, (1,) * 3),
+    _window_example(reduce_window_max_p, "max", "overlapping-same-padding", (5, 5), "distinct",
+                    (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1)),
+    _window_example(reduce_window_max_p, "max", "base-and-window-dilation", (4, 5), "distinct",
+                    (2, 2), (1, 2), ((0, 1), (1, 0)), (2, 1), (1, 2)),
+]
+examples[reduce_window_min_p] = [
+    _window_example(reduce_window_min_p, "min", "min-pool-strided-padded", (2, 7), "distinct",
+                    (1, 3), (1, 2), ((0, 0), (1, 1)), (1, 1), (1, 1)),
+]
+
+
+# ==========================================================================
+# select_and_gather_add (reduce_window_max/min's JVP) and
+# select_and_scatter_add (its transpose): select_prim is "ge" (max) or "le" (min)
+
+select_and_gather_add_p = primitive("select_and_gather_add", ["select_prim"] + _WINDOW)
+select_and_scatter_add_p = primitive("select_and_scatter_add", ["select_prim", "window_dimensions",
+                                                                "window_strides", "padding"])
+
+# JAX's message, word for word (_select_and_gather_add_transpose)
+WINDOW_DILATION_VJP_ERROR = ("VJP not implemented for select_and_gather (MaxPool) with window dilation, "
+                             "got window_dilation={}.")
+
+
+def select_and_gather_add(tangents, operand, select_prim, window_dimensions, window_strides, padding,
+                          base_dilation, window_dilation):
+    """windowed_reductions._select_and_gather_add: in each window, the
+    element of `tangents` where `operand` is largest ("ge") or smallest ("le")."""
+    return bind(select_and_gather_add_p, tangents, operand, select_prim=select_prim,
+                window_dimensions=tuple(window_dimensions), window_strides=tuple(window_strides),
+                padding=tuple(tuple(p) for p in padding), base_dilation=tuple(base_dilation),
+                window_dilation=tuple(window_dilation))
+
+
+def select_and_scatter_add(source, operand, select_prim, window_dimensions, window_strides, padding):
+    """windowed_reductions._select_and_scatter_add: each window's `source`
+    element added where `operand` is largest ("ge") or smallest ("le") in that window."""
+    return bind(select_and_scatter_add_p, source, operand, select_prim=select_prim,
+                window_dimensions=tuple(window_dimensions), window_strides=tuple(window_strides),
+                padding=tuple(tuple(p) for p in padding))
+
+
+def _check_select(prim, select_prim, *operands):
+    if select_prim not in ("ge", "le"):
+        raise PrimitiveError(prim, f"select_prim must be 'ge' or 'le', got {select_prim!r}")
+    if any(not is_float(t.dtype) or t.dtype != operands[0].dtype for t in operands):
+        raise PrimitiveError(prim, f"operands must be floating point of one dtype, got {list(operands)}")
+
+
+def _select_and_gather_add_shape(t, x, *, select_prim, **window):
+    p = select_and_gather_add_p
+    _check_select(p, select_prim, t, x)
+    if t.shape != x.shape:
+        raise PrimitiveError(p, f"tangents and operand shapes must match, got {t} and {x}")
+    return [ArrayType(_window_out_shape(p, x.shape, **window), t.dtype)]
+
+
+def _chooses(select_prim, best, candidate):
+    """Whether the reduction moves from `best` to `candidate`: XLA's
+    `select(select_prim(best, candidate), best, candidate)`, so ties keep
+    the earlier element (and a NaN candidate is taken)."""
+    keep = best >= candidate if select_prim == "ge" else best <= candidate
+    return ~np.asarray(keep, dtype=bool)
+
+
+def _select_and_gather_add_eval(t, x, *, select_prim, **window):
+    """Reduce (operand, tangent) pairs over each window, starting from
+    (-inf or inf, 0), keeping the pair the select chooses; padding and
+    holes hold that start value."""
+    xp = namespace(t, x)
+    init = -np.inf if select_prim == "ge" else np.inf
+    vx, vt = xp.compute(x), xp.compute(t)
+    out, x_views = _window_views(vx, init, **window)
+    _, t_views = _window_views(vt, 0, **window)
+    best, val = np.full(out, init, dtype=vx.dtype), np.zeros(out, dtype=vt.dtype)
+    for (_, cx), (_, ct) in zip(x_views, t_views):
+        take = _chooses(select_prim, best, cx)
+        best, val = np.where(take, cx, best), np.where(take, ct, val)
+    return xp.result(val, t.dtype)
+
+
+def _select_and_gather_add_jvp(primals, tangents, *, select_prim, **window):
+    """_select_and_gather_add_jvp: linear in the tangents operand; the
+    operand's tangent is ignored (the selection is piecewise constant)."""
+    (source, operand), (g_source, _) = primals, tangents
+    ans = bind(select_and_gather_add_p, source, operand, select_prim=select_prim, **window)
+    if isinstance(g_source, Zero):
+        return ans, None
+    return ans, bind(select_and_gather_add_p, g_source, operand, select_prim=select_prim, **window)
+
+
+def _select_and_gather_add_transpose(ct, tangents, operand, *, select_prim, window_dimensions,
+                                     window_strides, padding, base_dilation, window_dilation):
+    """_select_and_gather_add_transpose: scatter the cotangent back to the
+    chosen elements (select_and_scatter_add), through a padded operand
+    (then a strided slice) when the base is dilated."""
+    assert is_undefined(tangents) and not is_undefined(operand)
+    if any(d != 1 for d in window_dilation):
+        raise NotImplementedError(WINDOW_DILATION_VJP_ERROR.format(window_dilation))
+    if isinstance(ct, Zero):
+        return [Zero(tangents.type), None]
+    dilated = any(d != 1 for d in base_dilation)
+    if dilated:
+        identity = _lit_like(operand, -np.inf if select_prim == "ge" else np.inf)
+        operand = pad(operand, identity, [(0, 0, d - 1) for d in base_dilation])
+    result = select_and_scatter_add(ct, operand, select_prim, window_dimensions, window_strides, padding)
+    if dilated:
+        result = slice_op(result, (0,) * result.ndim, result.shape, base_dilation)
+    return [result, None]
+
+
+def _select_and_gather_add_batch(args, dims, *, select_prim, window_dimensions, window_strides, padding,
+                                 base_dilation, window_dilation):
+    """_select_and_gather_add_batching_rule: both operands batched at the
+    front, a unit window along the batch."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    t, x = (bdim_at_front(a, d, size) for a, d in zip(args, dims))
+    return select_and_gather_add(t, x, select_prim, (1,) + window_dimensions, (1,) + window_strides,
+                                 ((0, 0),) + padding, (1,) + base_dilation, (1,) + window_dilation), 0
+
+
+shape_rules[select_and_gather_add_p] = _select_and_gather_add_shape
+eval_rules[select_and_gather_add_p] = _select_and_gather_add_eval
+jvp_rules[select_and_gather_add_p] = _select_and_gather_add_jvp
+transpose_rules[select_and_gather_add_p] = _select_and_gather_add_transpose
+batch_rules[select_and_gather_add_p] = _select_and_gather_add_batch
+jax_facts[select_and_gather_add_p] = JaxFacts("select_and_gather_add",
+                                              _window_emitter("select_and_gather_add", "t, x"),
+                                              from_jax=_window_from_jax)
+
+
+def _select_and_scatter_add_shape(source, x, *, select_prim, window_dimensions, window_strides, padding):
+    p = select_and_scatter_add_p
+    _check_select(p, select_prim, source, x)
+    ones = (1,) * x.ndim
+    windows = _window_out_shape(p, x.shape, window_dimensions, window_strides, padding, ones, ones)
+    if tuple(source.shape) != windows:
+        raise PrimitiveError(p, f"source {source} must have one element per window of {x}: shape {windows}")
+    return [ArrayType(x.shape, source.dtype)]
+
+
+def _select_and_scatter_add_eval(source, x, *, select_prim, window_dimensions, window_strides, padding):
+    """_select_and_scatter_add_impl (as on CPU): pad the operand with the
+    select's identity, choose each window's element as select_and_gather_add
+    does, add the window's source element there, and cut the padding off."""
+    xp = namespace(source, x)
+    vx, vs = xp.compute(x), xp.compute(source)
+    n = vx.ndim
+    ones = (1,) * n
+    init = -np.inf if select_prim == "ge" else np.inf
+    padded = _dilate_pad(vx, range(n), ones, padding, init)
+    best, choice = np.full(vs.shape, init, dtype=vx.dtype), np.zeros(vs.shape, dtype=int)
+    offsets = list(np.ndindex(*window_dimensions))
+    for k, (_, view) in enumerate(_windows(padded, range(n), window_dimensions, window_strides, ones, vs.shape)):
+        take = _chooses(select_prim, best, view) | (k == 0)
+        best, choice = np.where(take, view, best), np.where(take, k, choice)
+    out = np.zeros(padded.shape, dtype=vs.dtype)
+    for k, offset in enumerate(offsets):
+        index = tuple(_slice(o, o + s * (m - 1) + 1, s) if m else _slice(0, 0)
+                      for o, s, m in zip(offset, window_strides, vs.shape))
+        out[index] = out[index] + np.where(choice == k, vs, 0)
+    unpadded = _dilate_pad(out, range(n), ones, [(-lo, -hi) for lo, hi in padding], 0)
+    return xp.result(unpadded, source.dtype)
+
+
+def _select_and_scatter_add_jvp(primals, tangents, *, select_prim, **window):
+    """_select_and_scatter_add_jvp: linear in the source; the operand's tangent is ignored."""
+    (source, operand), (g_source, _) = primals, tangents
+    ans = bind(select_and_scatter_add_p, source, operand, select_prim=select_prim, **window)
+    if isinstance(g_source, Zero):
+        return ans, None
+    return ans, bind(select_and_scatter_add_p, g_source, operand, select_prim=select_prim, **window)
+
+
+def _select_and_scatter_add_transpose(ct, source, operand, *, select_prim, window_dimensions,
+                                      window_strides, padding):
+    """_select_and_scatter_add_transpose: gather the cotangent at the chosen
+    elements (select_and_gather_add with unit dilations)."""
+    assert is_undefined(source) and not is_undefined(operand)
+    if isinstance(ct, Zero):
+        return [Zero(source.type), None]
+    ones = (1,) * len(window_dimensions)
+    return [select_and_gather_add(ct, operand, select_prim, window_dimensions, window_strides, padding,
+                                  ones, ones), None]
+
+
+def _select_and_scatter_add_batch(args, dims, *, select_prim, window_dimensions, window_strides, padding):
+    """_select_and_scatter_add_batch_rule: both operands batched at the front, a unit window along the batch."""
+    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    source, x = (bdim_at_front(a, d, size) for a, d in zip(args, dims))
+    return select_and_scatter_add(source, x, select_prim, (1,) + window_dimensions, (1,) + window_strides,
+                                  ((0, 0),) + padding), 0
+
+
+shape_rules[select_and_scatter_add_p] = _select_and_scatter_add_shape
+eval_rules[select_and_scatter_add_p] = _select_and_scatter_add_eval
+jvp_rules[select_and_scatter_add_p] = _select_and_scatter_add_jvp
+transpose_rules[select_and_scatter_add_p] = _select_and_scatter_add_transpose
+batch_rules[select_and_scatter_add_p] = _select_and_scatter_add_batch
+jax_facts[select_and_scatter_add_p] = JaxFacts("select_and_scatter_add",
+                                               _window_emitter("select_and_scatter_add", "source, x"),
+                                               from_jax=_window_from_jax)
+
+
+def _ref_select(select_prim, x, covered):
+    """The covered position with the largest (ge) / smallest (le) operand value, first on ties."""
+    pick = max if select_prim == "ge" else min
+    return pick(covered, key=lambda c: x[c]) if covered else None
+
+
+def _ref_select_and_gather_add(select_prim, t, x, *window):
+    out = None
+    for pos, shape, covered in _ref_windows(x, *window):
+        out = np.zeros(shape) if out is None else out
+        chosen = _ref_select(select_prim, x, covered)
+        out[pos] = 0.0 if chosen is None else t[chosen]
+    return out
+
+
+def _ref_select_and_scatter_add(select_prim, source, x, dims, strides, padding):
+    ones = (1,) * x.ndim
+    out = np.zeros(x.shape)
+    for pos, _, covered in _ref_windows(x, dims, strides, padding, ones, ones):
+        chosen = _ref_select(select_prim, x, covered)
+        if chosen is not None:
+            out[chosen] += source[pos]
+    return out
+
+
+def _sga_example(name, shape, select_prim, *window):
+    return Example(name, ((shape, "f32", "normal"), (shape, "f32", "distinct")),
+                   lambda t, x: select_and_gather_add(t, x, select_prim, *window),
+                   lambda t, x: _ref_select_and_gather_add(select_prim, t, x, *window), linear=((True, False),))
+
+
+def _ssa_example(name, source_shape, shape, select_prim, *window):
+    return Example(name, ((source_shape, "f32", "normal"), (shape, "f32", "distinct")),
+                   lambda s, x: select_and_scatter_add(s, x, select_prim, *window),
+                   lambda s, x: _ref_select_and_scatter_add(select_prim, s, x, *window), linear=((True, False),),
+                   cond=int(np.prod(window[0])))
+
+
+examples[select_and_gather_add_p] = [
+    _sga_example("ge-overlapping-padded", (4, 5), "ge", (2, 2), (1, 1), ((0, 1), (1, 0)), (1, 1), (1, 1)),
+    _sga_example("le-base-dilation", (3, 4), "le", (2, 2), (1, 2), ((1, 0), (0, 1)), (2, 1), (1, 1)),
+]
+examples[select_and_scatter_add_p] = [
+    _ssa_example("ge-pool-2x2-stride-2", (2, 3, 3), (2, 6, 6), "ge", (1, 2, 2), (1, 2, 2), ((0, 0),) * 3),
+    _ssa_example("le-overlapping-padded", (5, 4), (5, 4), "le", (3, 3), (1, 1), ((1, 1), (1, 1))),
+]

@@ -137,3 +137,53 @@ def test_jax_agrees(prim, ex):
     assert [e.primitive.name for e in back.eqns] == [e.primitive.name for e in prog.eqns]
     props = ("residuals", "values") + (("jvp",) if ex.tangent == "fd" else ())
     oracle.check(fn, oracle.AS_IS, *vals, properties=props)
+
+
+# --------------------------------------------------------------------------
+# exact: the JVP rule == sympy.diff of the evaluation rule, where the
+# primitive evaluates symbolically (otherwise finite differences above)
+
+SMALL = 6    # elements per operand for the symbolic check (sympy is slow)
+
+
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
+def test_jvp_is_exact_where_symbolic(prim, ex):
+    sympy = pytest.importorskip("sympy")
+    from spec.arrays import SymbolicError
+    from test_rules_exact import directional_derivative, exactly_zero, symbols_for
+    if ex.tangent != "fd" or any(int(np.prod(s)) > SMALL for s, _, _ in ex.operands):
+        pytest.skip("larger than the symbolic check's budget: finite differences only")
+    vals = inputs(ex, np.random.default_rng(5), "f64")
+    prog = program(ex, vals)
+    if any(e.primitive.name == "stop_gradient" for e in prog.eqns):
+        pytest.skip("stop_gradient evaluates as the identity: sympy.diff cannot see it")
+    fixed = {i: v for i, v in enumerate(vals) if not is_float(v.dtype)}
+    xs = symbols_for(prog.in_types, "x", fixed)
+    ts = symbols_for(prog.in_types, "t")
+    which = [i for i, t in enumerate(prog.in_types) if is_float(t.dtype)]
+    try:
+        primal = spec.evaluate(prog, *xs)
+        outs = spec.evaluate(spec.jvp(prog), *xs, *[ts[i] for i in which])
+    except (SymbolicError, TypeError, AttributeError) as e:
+        pytest.skip(f"{prim.name} has no symbolic evaluation ({type(e).__name__}): finite differences only")
+    float_outs = [i for i, t in enumerate(prog.out_types) if is_float(t.dtype)]
+    for i, tan in zip(float_outs, outs[len(prog.outputs):]):
+        for idx in np.ndindex(*np.shape(tan)):
+            want = directional_derivative(np.asarray(primal[i])[idx], xs, ts, which)
+            diff = sympy.sympify(np.asarray(tan)[idx]) - want
+            assert exactly_zero(diff) or _zero_but_for_float_constants(diff, want), (prim.name, idx, diff)
+
+
+def _zero_but_for_float_constants(diff, want) -> bool:
+    """A rule's constants are float64 literals (2/sqrt(pi) in erf's JVP is a
+    rational to 53 bits): the difference, at random points in 40 digits, is
+    within 1e-14 of the derivative's size."""
+    sympy = pytest.importorskip("sympy")
+    rng = np.random.default_rng(6)
+    free = sorted(diff.free_symbols | want.free_symbols, key=str)
+    for _ in range(3):
+        at = {s: sympy.Rational(int(rng.integers(-150, 150)), 100) for s in free}
+        d, w = abs(diff.subs(at).evalf(40)), abs(want.subs(at).evalf(40))
+        if d > 1e-14 * max(w, 1):
+            return False
+    return True

@@ -1067,3 +1067,246 @@ examples[select_and_scatter_add_p] = [
     _ssa_example("ge-pool-2x2-stride-2", (2, 3, 3), (2, 6, 6), "ge", (1, 2, 2), (1, 2, 2), ((0, 0),) * 3),
     _ssa_example("le-overlapping-padded", (5, 4), (5, 4), "le", (3, 3), (1, 1), ((1, 1), (1, 1))),
 ]
+
+
+# ==========================================================================
+# optimization_barrier (several results)
+
+optimization_barrier_p = primitive("optimization_barrier", multiple_results=True)
+
+
+def optimization_barrier(*xs):
+    """lax.optimization_barrier on a flat list of values: the values, unchanged
+    (XLA neither moves computations across the barrier nor merges them)."""
+    return bind(optimization_barrier_p, *xs)
+
+
+def _opt_barrier_jvp(primals, tangents):
+    """_opt_barrier_jvp: a barrier on the primals and another on the
+    (instantiated) tangents. JAX's tangent barrier also carries the float0
+    zeros of integer operands; here integer operands have no tangent at all."""
+    outs = optimization_barrier(*primals)
+    float_ins = [i for i, p in enumerate(primals) if is_float(getattr(p, "dtype", np.asarray(p).dtype))]
+    ts = optimization_barrier(*[instantiate(tangents[i]) for i in float_ins]) if float_ins else []
+    out_ts = [None] * len(primals)
+    for i, t in zip(float_ins, ts):
+        out_ts[i] = t
+    return outs, out_ts
+
+
+def _opt_barrier_transpose(cts, *primals):
+    """_opt_barrier_transpose: a barrier on the instantiated cotangents."""
+    outs = optimization_barrier(*[instantiate(ct) for ct in cts])
+    return [o if is_undefined(p) else None for o, p in zip(outs, primals)]
+
+
+shape_rules[optimization_barrier_p] = lambda *xs: list(xs)
+eval_rules[optimization_barrier_p] = lambda *xs: list(xs)
+jvp_rules[optimization_barrier_p] = _opt_barrier_jvp
+transpose_rules[optimization_barrier_p] = _opt_barrier_transpose
+batch_rules[optimization_barrier_p] = lambda args, dims: (optimization_barrier(*args), list(dims))
+cost_rules[optimization_barrier_p] = lambda *xs: 0
+jax_facts[optimization_barrier_p] = JaxFacts("optimization_barrier",
+                                             "lambda *xs: lax.optimization_barrier(list(xs))")
+examples[optimization_barrier_p] = [
+    Example("two-values", (((2, 3), "f32", "normal"), ((4,), "f32", "normal")),
+            lambda x, y: optimization_barrier(x, y), lambda x, y: (x, y), linear=((True, True),)),
+]
+
+
+# ==========================================================================
+# reduce_precision
+
+reduce_precision_p = primitive("reduce_precision", ["exponent_bits", "mantissa_bits"])
+
+
+def reduce_precision(x, exponent_bits: int, mantissa_bits: int):
+    """lax.reduce_precision: x rounded to the float format with that many
+    exponent and mantissa bits (and back to its own dtype)."""
+    return bind(reduce_precision_p, x, exponent_bits=int(exponent_bits), mantissa_bits=int(mantissa_bits))
+
+
+def _reduce_precision_shape(x, *, exponent_bits, mantissa_bits):
+    p = reduce_precision_p
+    if not is_float(x.dtype):
+        raise PrimitiveError(p, f"operand must be floating point, got {x}")
+    if not (isinstance(exponent_bits, int) and exponent_bits >= 1):
+        raise PrimitiveError(p, f"exponent_bits must be positive; got {exponent_bits}")
+    if not (isinstance(mantissa_bits, int) and mantissa_bits >= 0):
+        raise PrimitiveError(p, f"mantissa_bits must be non-negative; got {mantissa_bits}")
+    return [x]
+
+
+def _reduce_precision_eval(x, *, exponent_bits, mantissa_bits):
+    """XLA's EmitReducePrecisionIR on the bits of x's own format: round the
+    mantissa to nearest even, then send exponents above the format's range to
+    signed infinity and those below its smallest normal to signed zero (no
+    denormals); NaNs stay (become infinity with no mantissa bits)."""
+    if namespace(x).name == "sympy":
+        from spec.arrays import SymbolicError
+        raise SymbolicError("reduce_precision: rounding to a float format has no symbolic meaning")
+    x = np.asarray(x)
+    info = ml_dtypes.finfo(x.dtype)
+    m, e, nbits = int(info.nmant), int(info.nexp), int(info.bits)
+    u = np.dtype(f"uint{nbits}").type
+    bits = x.view(f"uint{nbits}").copy()
+    if mantissa_bits < m:
+        last = 1 << (m - mantissa_bits)
+        bias = ((bits & u(last)) >> u(m - mantissa_bits)) + u((last >> 1) - 1)
+        bits = (bits + bias) & u(((1 << nbits) - 1) & ~(last - 1))
+    if exponent_bits < e:
+        exp_mask = ((1 << e) - 1) << m
+        src_bias, bias = (1 << (e - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+        exponent, signed_zero = bits & u(exp_mask), bits & u(1 << (nbits - 1))
+        bits = np.where(exponent > u((src_bias + bias) << m), signed_zero | u(exp_mask), bits)
+        bits = np.where(exponent <= u((src_bias - bias) << m), signed_zero, bits)
+    out = bits.astype(f"uint{nbits}").view(x.dtype)
+    return np.where(np.isnan(x), x if mantissa_bits > 0 else np.asarray(np.inf, x.dtype), out)
+
+
+def _reduce_precision_jvp(primals, tangents, **params):
+    """ad.deflinear: the tangent is rounded alike (JAX treats the rounding as linear)."""
+    return _linear_jvp(lambda x, **p: reduce_precision(x, **p))(primals, tangents, **params)
+
+
+shape_rules[reduce_precision_p] = _reduce_precision_shape
+eval_rules[reduce_precision_p] = _reduce_precision_eval
+jvp_rules[reduce_precision_p] = _reduce_precision_jvp
+transpose_rules[reduce_precision_p] = lambda ct, x, **p: [Zero(x.type) if isinstance(ct, Zero)
+                                                          else reduce_precision(ct, **p)]
+batch_rules[reduce_precision_p] = vectorized_batcher(reduce_precision_p)
+jax_facts[reduce_precision_p] = JaxFacts(
+    "reduce_precision", "lambda x, exponent_bits, mantissa_bits: lax.reduce_precision(x, exponent_bits, mantissa_bits)")
+# The rounding itself is not differentiable at a point (finite differences
+# see a step function), so the registered example is float64's own format,
+# the identity for float32 and float64 operands; tests/test_prims_conv.py
+# checks the rounding (ml_dtypes casts, overflow, underflow, NaN, JAX).
+examples[reduce_precision_p] = [
+    Example("float64-format", (((3, 4), "f32", "normal"),), lambda x: reduce_precision(x, 11, 52),
+            lambda x: x, linear=((True,),)),
+]
+
+
+# ==========================================================================
+# copy
+
+copy_p = primitive("copy")
+
+
+def copy(x):
+    """lax_internal._array_copy (jnp.array(x, copy=True), jnp.copy): a copy of x."""
+    return bind(copy_p, x)
+
+
+shape_rules[copy_p] = lambda x: [x]
+eval_rules[copy_p] = lambda x: np.array(x, copy=True)
+jvp_rules[copy_p] = _linear_jvp(lambda x: copy(x))
+transpose_rules[copy_p] = lambda ct, x: [Zero(x.type) if isinstance(ct, Zero) else copy(ct)]
+batch_rules[copy_p] = vectorized_batcher(copy_p)
+cost_rules[copy_p] = lambda x: 0
+jax_facts[copy_p] = JaxFacts("copy", "lambda x: lax_internal.copy_p.bind(x)")
+examples[copy_p] = [Example("copy", (((2, 3), "f32", "normal"),), lambda x: copy(x), lambda x: x,
+                            linear=((True,),))]
+
+
+# ==========================================================================
+# sharding_constraint (the identity on values)
+#
+# The sharding is plain data (the spec never imports jax):
+#   ("SingleDeviceSharding", device id, memory kind)
+#   ("NamedSharding", ("Mesh", device ids, axis sizes, axis names, axis types),
+#    partition spec entries (None, an axis name, a tuple of names, or ... for
+#    PartitionSpec.UNCONSTRAINED), memory kind)
+# `layout` must be None and the context mesh empty (no `with mesh:` or
+# jax.set_mesh around the constraint): anything else is not modelled.
+
+sharding_constraint_p = primitive("sharding_constraint", ["sharding", "unconstrained_dims"])
+
+
+def sharding_constraint(x, sharding, unconstrained_dims=()):
+    """pjit.sharding_constraint_p (lax.with_sharding_constraint): x, unchanged."""
+    return bind(sharding_constraint_p, x, sharding=sharding,
+                unconstrained_dims=tuple(sorted(int(d) for d in unconstrained_dims)))
+
+
+def _sharding_constraint_shape(x, *, sharding, unconstrained_dims):
+    ok = isinstance(sharding, tuple) and (
+        (len(sharding) == 3 and sharding[0] == "SingleDeviceSharding")
+        or (len(sharding) == 4 and sharding[0] == "NamedSharding" and isinstance(sharding[2], tuple)))
+    if not ok:
+        raise PrimitiveError(sharding_constraint_p, f"sharding {sharding!r} is not modelled: the spec models "
+                                                    f"SingleDeviceSharding and NamedSharding over a Mesh")
+    if any(not 0 <= d < x.ndim for d in unconstrained_dims):
+        raise PrimitiveError(sharding_constraint_p, f"unconstrained_dims {unconstrained_dims} out of range for {x}")
+    return [x]
+
+
+def _sharding_constraint_batch(args, dims, *, sharding, unconstrained_dims):
+    """_sharding_constraint_batcher without an spmd axis name: the batch dim
+    is unconstrained (UNCONSTRAINED in a sharded NamedSharding's spec, where
+    JAX builds the equivalent GSPMDSharding; a replicated sharding stays)."""
+    (x,), (d,) = args, dims
+    if sharding[0] == "NamedSharding" and any(e is not None for e in sharding[2]):
+        entries = list(sharding[2]) + [None] * max(0, d - len(sharding[2]))
+        sharding = sharding[:2] + (tuple(entries[:d]) + (...,) + tuple(entries[d:]),) + sharding[3:]
+    dims_out = sorted({u + (d <= u) for u in unconstrained_dims} | {d})
+    return sharding_constraint(x, sharding, dims_out), d
+
+
+def _sharding_from_jax(s):
+    """JAX's SingleDeviceSharding / NamedSharding over a concrete Mesh as
+    plain data (read by attribute); anything else as it is (refused)."""
+    kind = type(s).__name__
+    if kind == "SingleDeviceSharding":
+        return (kind, int(next(iter(s.device_set)).id), s.memory_kind)
+    mesh = getattr(s, "mesh", None)
+    if kind != "NamedSharding" or type(mesh).__name__ != "Mesh" or s.spec.unreduced or s.spec.reduced:
+        return s
+    entry = lambda e: ... if type(e).__name__ == "UnconstrainedSingleton" else (
+        tuple(e) if isinstance(e, (tuple, list)) else e)
+    mesh_data = ("Mesh", tuple(int(d.id) for d in mesh.devices.flat), tuple(int(n) for n in mesh.devices.shape),
+                 tuple(mesh.axis_names), tuple(t.name for t in mesh.axis_types))
+    return (kind, mesh_data, tuple(entry(e) for e in s.spec), s.memory_kind)
+
+
+def _sharding_constraint_from_jax(params: dict) -> dict:
+    """The sharding as data; an empty context mesh dropped (a non-empty one
+    stays, a param the spec does not model); unconstrained_dims sorted."""
+    out = dict(params, sharding=_sharding_from_jax(params["sharding"]),
+               unconstrained_dims=tuple(sorted(params["unconstrained_dims"])))
+    if getattr(out.get("context_mesh"), "empty", False):
+        del out["context_mesh"]
+    return out
+
+
+# the inverse of _sharding_from_jax, as emitter source
+_SHARDING_TO_JAX = (
+    "(lambda d, devs: jax.sharding.SingleDeviceSharding(devs[d[1]], memory_kind=d[2]) "
+    "if d[0] == 'SingleDeviceSharding' else jax.sharding.NamedSharding(jax.sharding.Mesh("
+    "np.array([devs[i] for i in d[1][1]], dtype=object).reshape(d[1][2]), d[1][3], "
+    "axis_types=tuple(jax.sharding.AxisType[t] for t in d[1][4])), jax.sharding.PartitionSpec("
+    "*[jax.sharding.PartitionSpec.UNCONSTRAINED if e is ... else e for e in d[2]]), memory_kind=d[3]))")
+
+shape_rules[sharding_constraint_p] = _sharding_constraint_shape
+eval_rules[sharding_constraint_p] = lambda x, **_: x
+jvp_rules[sharding_constraint_p] = _linear_jvp(lambda x, **p: bind(sharding_constraint_p, x, **p))
+transpose_rules[sharding_constraint_p] = lambda ct, x, **p: [   # ad.deflinear2: the same constraint
+    Zero(x.type) if isinstance(ct, Zero) else bind(sharding_constraint_p, ct, **p)]
+batch_rules[sharding_constraint_p] = _sharding_constraint_batch
+cost_rules[sharding_constraint_p] = lambda x, **_: 0
+jax_facts[sharding_constraint_p] = JaxFacts(
+    "sharding_constraint",
+    "lambda x, sharding, unconstrained_dims: jax._src.pjit.sharding_constraint_p.bind(x, sharding="
+    f"{_SHARDING_TO_JAX}(sharding, {{dv.id: dv for dv in jax.devices()}}), layout=None, "
+    "context_mesh=jax._src.mesh.thread_resources.env.physical_mesh, "
+    "unconstrained_dims=frozenset(unconstrained_dims))",
+    from_jax=_sharding_constraint_from_jax, ignored=(("layout", None),))
+_ONE_DEVICE_MESH = ("Mesh", (0,), (1,), ("x",), ("Auto",))
+examples[sharding_constraint_p] = [
+    Example("single-device", (((2, 3), "f32", "normal"),),
+            lambda x: sharding_constraint(x, ("SingleDeviceSharding", 0, "device")), lambda x: x,
+            linear=((True,),)),
+    Example("named-one-device-mesh", (((4, 2), "f32", "normal"),),
+            lambda x: sharding_constraint(x, ("NamedSharding", _ONE_DEVICE_MESH, ("x", None), "device")),
+            lambda x: x, linear=((True,),)),
+]

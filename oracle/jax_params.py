@@ -3,6 +3,8 @@ layer of the JAX -> spec import (oracle/from_jax.py converts programs,
 oracle/policies.py translates a policy's questions with it)."""
 from __future__ import annotations
 
+import numpy as np
+
 import spec
 from spec.core import primitives as SPEC_PRIMS
 from spec.ir import ArrayType, canonical_dtype
@@ -11,11 +13,19 @@ from oracle.errors import Unsupported
 from oracle.jax_names import JAX_NAME, SPEC_NAME, ignored_params
 
 
-def spec_type(aval) -> ArrayType:
+def spec_dtype(dtype):
+    """The spec's dtype for a JAX dtype: numpy dtypes as they are, a typed
+    key dtype (an extended dtype, `key<fry>`) by its name."""
+    if not isinstance(dtype, np.dtype) and str(dtype).startswith("key<"):
+        dtype = str(dtype)       # key<fry> is threefry2x32's; key<rbg>, key<urbg> are not modelled
     try:
-        dtype = canonical_dtype(aval.dtype)
+        return canonical_dtype(dtype)
     except TypeError as e:
-        raise Unsupported(f"dtype {aval.dtype} is not supported by the spec: {e}") from None
+        raise Unsupported(f"dtype {dtype} is not supported by the spec: {e}") from None
+
+
+def spec_type(aval) -> ArrayType:
+    dtype = spec_dtype(aval.dtype)
     space = getattr(aval, "memory_space", None)
     space = None if space is None or "device" in str(space).lower() or str(space).endswith("Any") else "pinned_host"
     return ArrayType(tuple(int(d) for d in aval.shape), dtype, space)

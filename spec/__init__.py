@@ -34,3 +34,4 @@ from spec import prims_math  # noqa: F401
 from spec import prims_reductions  # noqa: F401
 from spec import prims_indexing  # noqa: F401
 from spec import prims_conv  # noqa: F401
+from spec import prims_random  # noqa: F401

@@ -31,16 +31,25 @@ import numpy as np
 
 float0 = np.dtype([("float0", np.void, 0)])   # never used for values; documentation only
 
+# A typed PRNG key array key<fry>[3] (jax.random.key's threefry2x32 keys) is
+# a numpy array of shape (3,) whose element is the key's two uint32 words:
+# shapes are the key array's own (as JAX's), `x["fry"]` is its uint32[3, 2]
+# data (jax.random.key_data). Keys are not numbers: no arithmetic, no tangents.
+KEY_FRY = np.dtype([("fry", np.uint32, (2,))])
+
 DTYPES = {
     "f64": np.dtype("float64"),
     "f32": np.dtype("float32"),
     "f16": np.dtype("float16"),
     "bf16": np.dtype(ml_dtypes.bfloat16),
     "i32": np.dtype("int32"),
+    "u32": np.dtype("uint32"),
     "bool": np.dtype("bool"),
+    "key<fry>": KEY_FRY,
 }
 SHORT_NAMES = {dt: name for name, dt in DTYPES.items()}
 FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16"))
+KEY_DTYPES = frozenset({KEY_FRY})
 
 
 def canonical_dtype(dtype) -> np.dtype:
@@ -57,8 +66,14 @@ def canonical_dtype(dtype) -> np.dtype:
 
 
 def is_float(dtype) -> bool:
-    """Floating values carry tangents; integer and bool values never do."""
+    """Floating values carry tangents; integer, bool and key values never do
+    (their tangents and cotangents are float0 in JAX)."""
     return np.dtype(dtype) in FLOAT_DTYPES
+
+
+def is_key(dtype) -> bool:
+    """A typed PRNG key dtype (key<fry>)."""
+    return np.dtype(dtype) in KEY_DTYPES
 
 
 @dataclass(frozen=True)
@@ -112,8 +127,9 @@ class _DTypeName:
         return f"spec.{self.name}"
 
 
-f64, f32, f16, bf16, i32 = (_DTypeName(n) for n in ("f64", "f32", "f16", "bf16", "i32"))
+f64, f32, f16, bf16, i32, u32 = (_DTypeName(n) for n in ("f64", "f32", "f16", "bf16", "i32", "u32"))
 bool_ = _DTypeName("bool")
+key_fry = _DTypeName("key<fry>")
 
 
 def type_of(value) -> ArrayType:
@@ -268,7 +284,9 @@ class _Namer:
 
 def _fmt_literal(lit: Literal) -> str:
     v = lit.value
-    if v.dtype == np.bool_:
+    if is_key(v.dtype):
+        s = "key(" + ",".join(str(int(w)) for w in v["fry"]) + ")"    # its two words
+    elif v.dtype == np.bool_:
         s = "True" if v else "False"
     elif np.issubdtype(v.dtype, np.integer):
         s = str(int(v))

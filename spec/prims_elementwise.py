@@ -632,7 +632,13 @@ def convert_element_type(x, new_dtype):
 
 
 def _convert_shape(x, *, new_dtype, weak_type):
-    return [ArrayType(x.shape, canonical_dtype(new_dtype))]
+    from spec.ir import is_key
+    new_dtype = canonical_dtype(new_dtype)
+    if (is_key(x.dtype) or is_key(new_dtype)) and x.dtype != new_dtype:
+        # keys are not numbers (jax.random.key_data / wrap_key_data convert them)
+        raise PrimitiveError(convert_element_type_p, f"cannot convert {x} to {new_dtype}: keys "
+                                                     f"convert only with random_unwrap / random_wrap")
+    return [ArrayType(x.shape, new_dtype)]
 
 
 def _convert_eval(x, *, new_dtype, weak_type):
@@ -641,11 +647,13 @@ def _convert_eval(x, *, new_dtype, weak_type):
         if not is_float(new_dtype):
             raise SymbolicError(f"convert_element_type: rounding a symbolic value to {new_dtype}")
         return x    # exact values have no precision to change
-    if is_float(x.dtype) and not is_float(new_dtype) and new_dtype != np.bool_:
-        x = np.trunc(x.astype(np.float64))          # float -> int rounds toward zero
     if new_dtype == np.bool_:
         return x != 0
-    return x.astype(new_dtype)
+    if is_float(x.dtype) and not is_float(new_dtype):
+        # float -> int (i32, u32) rounds toward zero and saturates, NaN -> 0 (XLA:CPU)
+        info = np.iinfo(new_dtype)
+        x = np.clip(np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0), info.min, info.max)
+    return x.astype(new_dtype)      # int -> int wraps (two's complement), int -> float rounds
 
 
 def _jvp_convert(primals, tangents, *, new_dtype, weak_type):

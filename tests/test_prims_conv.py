@@ -311,3 +311,20 @@ def test_reduce_precision_residual_named_through():
     def f(x):
         return jax.numpy.sum(jax.lax.reduce_precision(jax.numpy.cos(x), 8, 7) * x)
     oracle.check(f, oracle.AS_IS, _normal(4, 3), properties=("residuals",))
+
+
+@pytest.mark.parametrize("op", ["dot", "conv"])
+def test_precision_preset_that_rounds_operands_passes(op):
+    """XLA:CPU honours F16_F16_F16 (float16 operands: ~1e-3 relative where
+    float32 gives ~1e-7); the tolerance model takes the preset's operand
+    type for that equation (oracle/tolerances.py), so JAX passes."""
+    jax = _jax()
+    import oracle
+    lax, jnp = jax.lax, jax.numpy
+    if op == "dot":
+        fn = lambda a, b: jnp.sum(jnp.tanh(lax.dot(a, b, precision="F16_F16_F16")))
+        args = (_normal(3, 8), _normal(8, 2))
+    else:
+        fn = lambda x, w: jnp.sum(jnp.tanh(lax.conv_general_dilated(x, w, (1, 1), "SAME", precision="F16_F16_F16")))
+        args = (_normal(2, 3, 6, 6), _normal(4, 3, 3, 3))
+    assert {r.status for r in oracle.check(fn, None, *args).results} <= PASSING

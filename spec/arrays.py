@@ -79,7 +79,12 @@ class _Numeric:
     asinh, acosh, atanh = np.arcsinh, np.arccosh, np.arctanh
     asin, acos, atan, atan2 = np.arcsin, np.arccos, np.arctan, np.arctan2
     exp2, expm1, cbrt = np.exp2, np.expm1, np.cbrt
-    is_finite, sign, floor, ceil = np.isfinite, np.sign, np.floor, np.ceil
+    is_finite, floor, ceil = np.isfinite, np.floor, np.ceil
+
+    @staticmethod
+    def sign(x):
+        """-1, 0, 1 (and nan); a zero keeps its sign, as XLA's sign (numpy's gives +0)."""
+        return np.where(x == 0, x, np.sign(x))
     nextafter = np.nextafter
     rem = np.fmod            # C's fmod: the sign of the dividend, |rem| < |divisor|
     round_even = np.rint     # halves to the even neighbour
@@ -89,7 +94,8 @@ class _Numeric:
         """Halves away from zero (XLA's round_nearest_afz), keeping the sign of 0."""
         a = np.abs(x)
         r = np.floor(a)
-        return np.copysign(np.where(a - r >= 0.5, r + 1, r), x)
+        with np.errstate(invalid="ignore"):      # inf - inf where a is infinite (r is kept)
+            return np.copysign(np.where(a - r >= 0.5, r + 1, r), x)
 
     @staticmethod
     def pow(x, y):

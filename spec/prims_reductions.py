@@ -598,3 +598,115 @@ examples[top_k_p] = [
             _top_k_ref(3, 1)),
 ]
 
+
+# ==========================================================================
+# sort
+
+sort_p = primitive("sort", ["dimension", "is_stable", "num_keys"], multiple_results=True)
+
+
+def sort(operands, dimension=-1, is_stable=True, num_keys=1):
+    """lax.sort: every operand permuted along `dimension` by the order that
+    sorts the first `num_keys` lexicographically (ties keep their order).
+    One operand gives one array, a sequence a list."""
+    single = isinstance(operands, (Tracer, np.ndarray))
+    ops = [operands] if single else list(operands)
+    dimension = int(dimension) + (ops[0].ndim if int(dimension) < 0 else 0)
+    outs = bind(sort_p, *ops, dimension=dimension, is_stable=bool(is_stable), num_keys=int(num_keys))
+    return outs[0] if single else outs
+
+
+def _sort_shape(*xs: ArrayType, dimension, is_stable, num_keys):
+    """lax._sort_abstract_eval: equal shapes; and 0 <= dimension < rank,
+    1 <= num_keys <= len(operands) (lax.sort's checks)."""
+    if not xs:
+        raise PrimitiveError(sort_p, "needs at least one operand")
+    if any(x.shape != xs[0].shape for x in xs):
+        raise PrimitiveError(sort_p, f"Arguments to sort must have equal shapes, got {list(xs)}")
+    if not 0 <= dimension < xs[0].ndim:
+        raise PrimitiveError(sort_p, f"dimension {dimension} out of range for {xs[0]}")
+    if not 1 <= num_keys <= len(xs):
+        raise PrimitiveError(sort_p, f"num_keys={num_keys} must be in [1, {len(xs)}]")
+    return list(xs)
+
+
+def _sort_eval(*xs, dimension, is_stable, num_keys):
+    """A stable sort in both cases (with is_stable=False XLA may order ties otherwise)."""
+    outs = namespace(*xs[:num_keys]).sort([np.asarray(x) for x in xs], dimension, num_keys)
+    return [_as_dtype(o, x.dtype) for o, x in zip(outs, xs)]
+
+
+def _as_dtype(value, dtype):
+    """A numeric result in `dtype`; symbolic expressions stay as they are."""
+    value = np.asarray(value)
+    return value if value.dtype == object else value.astype(dtype)
+
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    """Sort an iota along, and gather each tangent with the permutation. JAX (lax.py, _sort_jvp):
+    index_dtype = lax_utils.int_dtype_for_shape(shape, signed=False)       # uint32
+    sorted_primals_and_idx = sort_p.bind(*primals, broadcasted_iota(index_dtype, shape, dimension), ...)
+    batch_dims = tuple(np.delete(np.arange(len(shape)), dimension))
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(dimension,),
+        start_index_map=(dimension,), operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
+    idx = expand_dims(sorted_primals_and_idx[-1], (len(shape),))
+    tangents_out = [t if type(t) is ad_util.Zero else gather(t, idx, dnums, (1,) * len(shape),
+                    mode=GatherScatterMode.PROMISE_IN_BOUNDS) for t in tangents]"""
+    from spec.prims_indexing import GatherDimensionNumbers, gather, iota
+    from spec.prims_structural import expand_dims
+    shape = tuple(primals[0].shape)
+    *outs, perm = bind(sort_p, *primals, iota(np.uint32, shape, dimension), dimension=dimension,
+                       is_stable=is_stable, num_keys=num_keys)
+    batch_dims = tuple(i for i in range(len(shape)) if i != dimension)
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(dimension,),
+                                   start_index_map=(dimension,), operand_batching_dims=batch_dims,
+                                   start_indices_batching_dims=batch_dims)
+    idx = expand_dims(perm, (len(shape),))
+    return outs, [None if isinstance(t, Zero) else
+                  gather(t, idx, dnums, (1,) * len(shape), mode="promise_in_bounds") for t in tangents]
+
+
+def _sort_batch(args, dims, *, dimension, is_stable, num_keys):
+    """lax._sort_batch_rule: every operand takes the first batched operand's
+    batch axis (unbatched ones broadcast to its shape), the sorted dimension
+    shifts past it."""
+    proto, bd = next((a, d) for a, d in zip(args, dims) if d is not None)
+    new = [broadcast_in_dim(a, proto.shape, [i for i in range(proto.ndim) if i != bd]) if d is None
+           else moveaxis(a, d, bd) for a, d in zip(args, dims)]
+    outs = sort(new, dimension + (bd <= dimension), is_stable, num_keys)
+    return outs, [bd] * len(outs)
+
+
+shape_rules[sort_p] = _sort_shape
+eval_rules[sort_p] = _sort_eval
+jvp_rules[sort_p] = _sort_jvp
+batch_rules[sort_p] = _sort_batch
+jax_facts[sort_p] = JaxFacts("sort", "lambda *xs, dimension, is_stable, num_keys: lax.sort(xs, "
+                                     "dimension=dimension, is_stable=is_stable, num_keys=num_keys)")
+
+
+def _sort_ref(dimension, num_keys=1):
+    """numpy's stable lexsort (the last key of np.lexsort is the primary one)."""
+    def ref(*xs):
+        moved = [np.moveaxis(x, dimension, -1) for x in xs]
+        flat = [m.reshape(-1, m.shape[-1]) for m in moved]
+        perm = np.stack([np.lexsort([f[r] for f in reversed(flat[:num_keys])])
+                         for r in range(flat[0].shape[0])]).reshape(moved[0].shape)
+        outs = [np.moveaxis(np.take_along_axis(m, perm, -1), -1, dimension) for m in moved]
+        return outs if len(xs) > 1 else outs[0]
+    return ref
+
+
+examples[sort_p] = [
+    Example("sort-last-dim", (((3, 5), "f32", "distinct"),), lambda x: sort(x), _sort_ref(1)),
+    Example("sort-dim0", (((4, 3), "f32", "distinct"),), lambda x: sort(x, dimension=0), _sort_ref(0)),
+    Example("sort-two-operands-one-key", (((2, 5), "f32", "distinct"), ((2, 5), "f32", "normal")),
+            lambda k, v: tuple(sort((k, v), dimension=1)), _sort_ref(1)),
+    # ties in the first key (i32) broken by the second (f32), stably
+    Example("sort-two-keys-i32-first", (((6,), "i32", "ints"), ((6,), "f32", "distinct")),
+            lambda k, v: tuple(sort((k, v), num_keys=2)), _sort_ref(0, 2)),
+    Example("sort-key-i32-carries-f32", (((6,), "i32", "ints"), ((6,), "f32", "normal")),
+            lambda k, v: tuple(sort((k, v))), _sort_ref(0)),
+    Example("sort-unstable-distinct", (((5,), "f32", "distinct"),), lambda x: sort(x, is_stable=False),
+            _sort_ref(0)),
+]

@@ -15,8 +15,8 @@ Gather and scatter keep JAX's dimension numbers field by field as params
 (`offset_dims=...`, ..., `mode`, `fill_value`): the oracle's param import
 reads any `dimension_numbers` param as dot_general's pair of pairs. `mode`
 is "clip", "fill" (JAX's FILL_OR_DROP) or "promise_in_bounds"; a gather's
-`fill_value` None in "fill" mode is JAX's default fill (NaN for floats,
-the least int32, True for bools).
+`fill_value` None in "fill" mode stands for NaN, lax.gather's default for
+floats (its defaults for int and bool operands are resolved, as JAX does).
 
     >>> import spec
     >>> prog = spec.trace(lambda t, i: gather(t, i, GatherDimensionNumbers((1,), (0,), (0,)), (1, 3)),
@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spec.arrays import namespace
+from spec.arrays import SymbolicError, namespace
 from spec.batching import bdim_at_front, broadcast_batcher, moveaxis, ndim
 from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules,
                        examples, instantiate, is_undefined, jax_facts, jvp_rules, primitive,
@@ -80,9 +80,13 @@ def _check_mode(prim, mode):
         raise PrimitiveError(prim, f"mode={mode!r} is not supported; the spec models {MODES}")
 
 
+def _is_int(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.integer)
+
+
 def _check_index_type(prim, t: ArrayType, what="indices"):
-    if t.dtype != INDEX_DTYPE:
-        raise PrimitiveError(prim, f"{what} must be int32 (the spec's index dtype), got {t}")
+    if not _is_int(t.dtype):
+        raise PrimitiveError(prim, f"{what} must have an integer dtype, got {t}")
 
 
 def _sorted_unique_in_range(prim, dims, rank, name, need_sorted=True):
@@ -99,7 +103,21 @@ def _default_fill(dtype):
         return np.nan
     if dtype == np.bool_:
         return True
-    return int(np.iinfo(dtype).min)
+    info = np.iinfo(dtype)
+    return int(info.max if info.min == 0 else info.min)
+
+
+def _concrete(idx, prim) -> np.ndarray:
+    """Indices as numbers: exact (sympy) integers are read back; a symbol
+    has no position (SymbolicError)."""
+    idx = np.asarray(idx)
+    if idx.dtype != object:
+        return idx
+    try:
+        return np.vectorize(int, otypes=[np.int64])(idx) if idx.size else idx.astype(np.int64)
+    except TypeError:
+        raise SymbolicError(f"{prim.name}: symbolic indices have no position; evaluate with "
+                            "concrete integer indices") from None
 
 
 def _window_indices(operand_shape, idx, sizes, window_dims, start_index_map,
@@ -110,8 +128,9 @@ def _window_indices(operand_shape, idx, sizes, window_dims, start_index_map,
     window at b is the box start(b) + [0, sizes) in the operand, where
     start(b)[start_index_map[k]] = idx[b, k], start(b)[operand_batching_dims[i]]
     = b[indices_batching_dims[i]], 0 elsewhere. Returns (one int array of
-    shape B + W per operand dim, W = the sizes of window_dims; the clamped
-    starts' arrays; a bool mask over B: the unclamped window lies in bounds)."""
+    shape B + W per operand dim, W = the sizes of window_dims, with each
+    start clamped into [0, dim - size]; a bool mask over B: the unclamped
+    window lies in bounds)."""
     batch = tuple(idx.shape[:-1])
     wshape = tuple(sizes[d] for d in window_dims)
     full = batch + wshape
@@ -153,7 +172,7 @@ def iota(dtype, shape, dimension=0):
 
 def _iota_shape(*, dtype, shape, dimension, sharding):
     dtype = canonical_dtype(dtype)
-    if dtype == np.bool_:
+    if not (is_float(dtype) or _is_int(dtype)):
         raise PrimitiveError(iota_p, f"dtype must be numeric, got {dtype}")
     if not 0 <= dimension < len(shape):
         raise PrimitiveError(iota_p, f"dimension {dimension} out of range for shape {tuple(shape)}")
@@ -217,12 +236,13 @@ def gather(operand, indices, dimension_numbers, slice_sizes, *, unique_indices=F
     """lax.gather: out[b, w] = operand[start(b) + w] over the windows of
     `_window_indices`, offset dims placed at `offset_dims` of the output and
     batch dims in order at the others. Mode None is PROMISE_IN_BOUNDS; only
-    "fill" keeps a fill_value (None there: JAX's default fill)."""
+    "fill" keeps a fill_value, None giving JAX's default (resolved for int
+    and bool operands as lax.gather does; None stands for NaN)."""
     mode = _parse_mode(mode, "promise_in_bounds")
     if mode != "fill":
         fill_value = None
-    elif fill_value is not None and isinstance(fill_value, float) and math.isnan(fill_value):
-        fill_value = None
+    elif fill_value is None or (isinstance(fill_value, (float, np.floating)) and math.isnan(fill_value)):
+        fill_value = None if is_float(operand.dtype) else _default_fill(operand.dtype)
     dn = GatherDimensionNumbers(*[_ints(d) for d in dimension_numbers])
     return bind(gather_p, operand, indices, **dn._asdict(), slice_sizes=_ints(slice_sizes),
                 indices_are_sorted=bool(indices_are_sorted), unique_indices=bool(unique_indices),
@@ -280,21 +300,25 @@ def _gather_eval(operand, indices, **params):
     dn, sizes = _gather_dims(params), tuple(params["slice_sizes"])
     window_dims = [d for d in range(operand.ndim)
                    if d not in dn.collapsed_slice_dims + dn.operand_batching_dims]
-    where, ok = _window_indices(operand.shape, np.asarray(indices), sizes, window_dims,
+    where, ok = _window_indices(operand.shape, _concrete(indices, gather_p), sizes, window_dims,
                                 list(dn.start_index_map), list(dn.operand_batching_dims),
                                 list(dn.start_indices_batching_dims))
     out = operand[where]
     nb = indices.ndim - 1
     if params["mode"] == "fill":
-        fill = params["fill_value"]
-        fill = _default_fill(operand.dtype) if fill is None else fill
-        if namespace(operand).name == "sympy":
-            fill = namespace(operand).compute(np.asarray(fill, np.float64))
-        out = np.where(ok.reshape(ok.shape + (1,) * (out.ndim - nb)), out, np.asarray(fill, out.dtype))
+        out = np.where(ok.reshape(ok.shape + (1,) * (out.ndim - nb)), out, _fill_of(operand, params["fill_value"]))
     batch_axes = iter(range(nb))
     perm = [nb + dn.offset_dims.index(o) if o in dn.offset_dims else next(batch_axes)
             for o in range(out.ndim)]
     return np.transpose(out, perm).copy()
+
+
+def _fill_of(operand, fill):
+    """The fill value in the operand's dtype (NaN for None; exact for sympy operands)."""
+    if namespace(operand).name == "sympy":
+        import sympy
+        return sympy.nan if fill is None else namespace(operand).compute(np.asarray(fill, np.float64))[()]
+    return np.asarray(_default_fill(operand.dtype) if fill is None else fill, operand.dtype)
 
 
 shape_rules[gather_p] = _gather_shape
@@ -562,7 +586,7 @@ def _scatter_where(operand, indices, updates, params):
     window_dims = [d for d in range(operand.ndim) if d not in dn.inserted_window_dims + dn.operand_batching_dims]
     scatter_dims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
     upd = np.transpose(updates, scatter_dims + list(dn.update_window_dims))
-    where, ok = _window_indices(operand.shape, np.asarray(indices), sizes, window_dims,
+    where, ok = _window_indices(operand.shape, _concrete(indices, scatter_p), sizes, window_dims,
                                 list(dn.scatter_dims_to_operand_dims), list(dn.operand_batching_dims),
                                 list(dn.scatter_indices_batching_dims))
     if params["mode"] == "clip":
@@ -890,8 +914,8 @@ def _check_starts(prim, operand, starts):
     if len(starts) != operand.ndim:
         raise PrimitiveError(prim, f"needs one start index per dim of {operand}, got {len(starts)}")
     for s in starts:
-        if s.ndim != 0:
-            raise PrimitiveError(prim, f"start indices must be scalars, got {s}")
+        if s.ndim != 0 or s.dtype != starts[0].dtype:
+            raise PrimitiveError(prim, f"start indices must be scalars of one dtype, got {list(starts)}")
         _check_index_type(prim, s, "start indices")
 
 
@@ -912,7 +936,7 @@ def _dynamic_update_slice_shape(operand, update, *starts):
 
 
 def _clamped_box(shape, starts, sizes):
-    starts = [int(np.clip(int(s), 0, d - n)) for s, d, n in zip(starts, shape, sizes)]
+    starts = [int(np.clip(int(_concrete(s, dynamic_slice_p)), 0, d - n)) for s, d, n in zip(starts, shape, sizes)]
     return tuple(np.s_[s:s + n] for s, n in zip(starts, sizes))
 
 
@@ -1334,16 +1358,26 @@ def _argminmax_shape(prim):
     def rule(x, *, axes, index_dtype):
         if len(axes) != 1 or not 0 <= axes[0] < x.ndim or x.shape[axes[0]] < 1:
             raise PrimitiveError(prim, f"axes {tuple(axes)} must be one non-empty dim of {x}")
-        if canonical_dtype(index_dtype) != INDEX_DTYPE:
-            raise PrimitiveError(prim, f"index_dtype must be int32 (the spec's index dtype), got {index_dtype}")
+        if not _is_int(canonical_dtype(index_dtype)):
+            raise PrimitiveError(prim, f"index_dtype must be an integer dtype, got {index_dtype}")
         return [ArrayType(x.shape[:axes[0]] + x.shape[axes[0] + 1:], canonical_dtype(index_dtype))]
     return rule
 
 
-def _argminmax_eval(fn):
+def _argminmax_eval(fn, better: str):
     def rule(x, *, axes, index_dtype):
-        x = np.asarray(x)
-        return fn(x.astype(np.float64) if x.dtype.kind == "f" else x, axis=axes[0]).astype(index_dtype)
+        """numpy's first index of the extreme (a NaN first); on sympy values
+        the running comparison `better` (decided as spec/arrays.py decides)."""
+        xp = namespace(x)
+        if xp.name != "sympy":
+            x = np.asarray(x)
+            return fn(x.astype(np.float64) if x.dtype.kind == "f" else x, axis=axes[0]).astype(index_dtype)
+        x = np.moveaxis(xp.compute(x), axes[0], -1)
+        best, value = np.zeros(x.shape[:-1], np.int64), x[..., 0]
+        for k in range(1, x.shape[-1]):
+            take = getattr(xp, better)(x[..., k], value)
+            best, value = np.where(take, k, best), np.where(take, x[..., k], value)
+        return best.astype(index_dtype)
     return rule
 
 
@@ -1357,9 +1391,9 @@ def _argminmax_batcher(prim):
     return rule
 
 
-for _p, _fn in ((argmax_p, np.argmax), (argmin_p, np.argmin)):
+for _p, _fn, _better in ((argmax_p, np.argmax, "greater"), (argmin_p, np.argmin, "less")):
     shape_rules[_p] = _argminmax_shape(_p)
-    eval_rules[_p] = _argminmax_eval(_fn)
+    eval_rules[_p] = _argminmax_eval(_fn, _better)
     # ad.defjvp_zero: an index carries no tangent
     jvp_rules[_p] = (lambda p: lambda primals, tangents, **params: (bind(p, *primals, **params), None))(_p)
     batch_rules[_p] = _argminmax_batcher(_p)

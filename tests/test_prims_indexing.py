@@ -77,6 +77,34 @@ def _patterns():
     }
 
 
+def _more_patterns():
+    """More jnp forms, checked under policy None: name -> (fn, args)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    return {
+        "constant-index-list": (lambda t: jnp.sum(jnp.sin(t[jnp.array([2, 0, 2])])), (T,)),
+        "ellipsis-index": (lambda t, i: jnp.sum(jnp.sin(t[..., i % 4])), (T3, IDS)),
+        "broadcast-fancy-index": (lambda t, i: jnp.sum(jnp.sin(t[i[:, None], (i % 4)[None, :]])), (T, IDS)),
+        "dynamic-slice-in-dim": (lambda t, i: jnp.sum(jnp.sin(lax.dynamic_slice_in_dim(t, i, 2, axis=1))),
+                                 (T, np.int32(1))),
+        "take-clip": (lambda t, i: jnp.sum(jnp.sin(jnp.take(t, i + 5, axis=0, mode="clip"))), (T, IDS)),
+        "at-get-fill-value": (lambda t, i: jnp.sum(jnp.sin(t.at[i + 4].get(mode="fill", fill_value=2.0))),
+                              (T, IDS)),
+        "at-pairs-add": (lambda t, i: jnp.sum(jnp.sin(t.at[i, i % 4].add(1.5 * t[0]))), (T, IDS)),
+        "at-set-scalar": (lambda t, i: jnp.sum(jnp.sin(t.at[i].set(0.0))), (T, IDS)),
+        "take-along-axis-clip": (lambda t, i: jnp.sum(jnp.sin(jnp.take_along_axis(
+            t, (i[:, None] * 3) % 7, axis=0, mode="clip"))), (T, IDS)),
+        "roll-traced-shift": (lambda t, i: jnp.sum(jnp.sin(jnp.roll(t, i, axis=0)) * t), (T, np.int32(2))),
+        "dynamic-index-in-scan": (lambda t: jnp.sum(lax.scan(lambda c, i: (c + jnp.sin(
+            lax.dynamic_index_in_dim(t, i, keepdims=False)), None), jnp.zeros(4), jnp.arange(6))[0]), (T,)),
+        "dynamic-update-in-fori": (lambda t: jnp.sum(lax.fori_loop(0, 3, lambda i, c: lax.dynamic_update_index_in_dim(
+            c, jnp.sin(c[i]), i, 0), t)), (T,)),
+        "segment-sum": (lambda t, i: jnp.sum(jnp.sin(jax.ops.segment_sum(t[:4], i, num_segments=6))), (T, IDS)),
+        "eye-and-triu": (lambda t: jnp.sum(jnp.eye(4) * (t.T @ t)) + jnp.sum(jnp.triu(t @ t.T, k=1)), (T,)),
+    }
+
+
 def _jax():
     return pytest.importorskip("jax")
 
@@ -134,6 +162,17 @@ def test_oracle_check_pattern(name, policy_name):
     import oracle
     fn, args, _ = _patterns()[name]
     _assert_passes(oracle.check(fn, _policies()[policy_name], *args), policy_name)
+
+
+MORE = list(_more_patterns()) if NAMES else []
+
+
+@pytest.mark.parametrize("name", MORE)
+def test_oracle_check_more_patterns(name):
+    _jax()
+    import oracle
+    fn, args = _more_patterns()[name]
+    _assert_passes(oracle.check(fn, None, *args), "None")
 
 
 GRADS = ["embedding", "negative-indices", "columns", "cross-entropy", "take-along-axis-3d", "at-add",
@@ -222,6 +261,69 @@ def test_float_iota_through_oracle():
     import jax.numpy as jnp
     import oracle
     oracle.check(lambda x: jnp.sum(jnp.arange(4.0) * x), None, T)
+
+
+# --------------------------------------------------------------------------
+# the rules' programs have JAX's shape: the spec's vmap and JVP of each
+# example equal (equation by equation: primitive, params, types) JAX's
+# jax.vmap / jax.jvp of the same program, imported back
+
+MINE = {pi.iota_p, pi.gather_p, pi.scatter_add_p, pi.scatter_p, pi.dynamic_slice_p, pi.dynamic_update_slice_p,
+        pi.clamp_p, pi.rev_p, pi.split_p, pi.argmax_p, pi.argmin_p}
+EXAMPLES = [(p, ex) for p, exs in spec.core.examples.items() if p in MINE for ex in exs]
+EX_IDS = [f"{p.name}-{ex.name}" for p, ex in EXAMPLES]
+
+
+def _signature(prog):
+    return [(e.primitive.name, sorted((k, repr(v)) for k, v in e.params.items()),
+             [str(a.type) for a in e.inputs], [str(v.type) for v in e.outputs]) for e in prog.eqns]
+
+
+def _example_program(ex):
+    from spec.examples import inputs, program
+    vals = inputs(ex, np.random.default_rng(0), "f32")
+    return vals, program(ex, vals)
+
+
+@pytest.mark.parametrize("prim,ex", EXAMPLES, ids=EX_IDS)
+def test_vmap_is_jaxs(prim, ex):
+    jax = _jax()
+    import oracle
+    vals, prog = _example_program(ex)
+    fn = oracle.to_jax(prog)
+    n = len(vals)
+    for axes in ([0] * n, [None] + [0] * (n - 1), [0] + [None] * (n - 1)):
+        if n == 1 and axes[0] is None:
+            continue
+        stacked = [np.stack([v] * 3) if a == 0 else v for v, a in zip(vals, axes)]
+        ours = spec.vmap(prog, in_axes=axes, out_axes=0, axis_size=3)
+        theirs = oracle.from_jaxpr(jax.make_jaxpr(jax.vmap(lambda *a: fn(*a), in_axes=axes))(*stacked))
+        assert _signature(ours) == _signature(theirs), f"in_axes={axes}\nspec:\n{ours}\nJAX:\n{theirs}"
+
+
+@pytest.mark.parametrize("prim,ex", [(p, ex) for p, ex in EXAMPLES if p not in (pi.argmax_p, pi.argmin_p)],
+                         ids=[i for i, (p, _) in zip(EX_IDS, EXAMPLES) if p not in (pi.argmax_p, pi.argmin_p)])
+def test_jvp_is_jaxs(prim, ex):
+    jax = _jax()
+    import oracle
+    from spec.ir import is_float
+    vals, prog = _example_program(ex)
+    fn, n = oracle.to_jax(prog), len(vals)
+    diff = [i for i, v in enumerate(vals) if is_float(v.dtype)]
+    if not diff or not all(is_float(t.dtype) for t in prog.out_types):
+        pytest.skip("no float inputs, or integer outputs (float0 tangents in JAX)")
+
+    def jvp(*a):
+        def f(*d):
+            full = list(a[:n])
+            for i, x in zip(diff, d):
+                full[i] = x
+            return fn(*full)
+        outs, touts = jax.jvp(f, [a[i] for i in diff], list(a[n:]))
+        return list(outs) + list(touts)
+    theirs = oracle.from_jaxpr(jax.make_jaxpr(jvp)(*vals, *[vals[i] for i in diff]))
+    ours = spec.jvp(prog)
+    assert _signature(ours) == _signature(theirs), f"spec:\n{ours}\nJAX:\n{theirs}"
 
 
 # --------------------------------------------------------------------------
@@ -322,3 +424,62 @@ def test_scatter_transpose_needs_unique_indices():
     prog = spec.trace(lambda x, i, u: pi.scatter(x, i, u, dn), spec.f32[3, 2], spec.i32[2, 1], spec.f32[2, 2])
     with pytest.raises(spec.PrimitiveError, match="unique_indices"):
         spec.transpose(prog, [True, False, True])
+
+
+# --------------------------------------------------------------------------
+# exactly (sympy): each example's gradient, through sum(sin(outputs)), is
+# the derivative of its evaluated expression (clamp decided at the drawn
+# point); integer operands fixed at their drawn values
+
+def _scalar_program(ex, vals):
+    from spec.ir import ArrayType, is_float
+    fl = [i for i, v in enumerate(vals) if is_float(v.dtype)]
+
+    def f(*xs):
+        full = list(vals)
+        for i, x in zip(fl, xs):
+            full[i] = x
+        outs = ex.fn(*full)
+        total = None
+        for o in outs if isinstance(outs, (list, tuple)) else [outs]:
+            term = spec.ops.reduce_sum(spec.ops.sin(o), tuple(range(o.ndim)))
+            total = term if total is None else total + term
+        return total
+    return spec.trace(f, *[ArrayType(vals[i].shape, vals[i].dtype) for i in fl]), [vals[i] for i in fl]
+
+
+EXACT = [(p, ex) for p, ex in EXAMPLES if p not in (pi.argmax_p, pi.argmin_p, pi.iota_p) or ex.name == "causal-mask"]
+EXACT = [(p, ex) for p, ex in EXACT if any(d in ("f32", "f64") for _, d, _ in ex.operands)]   # something to differentiate
+
+
+@pytest.mark.parametrize("prim,ex", EXACT, ids=[f"{p.name}-{ex.name}" for p, ex in EXACT])
+def test_gradient_is_exact(prim, ex):
+    import sympy
+    from spec.examples import inputs
+    vals = inputs(ex, np.random.default_rng(0), "f64")
+    prog, floats = _scalar_program(ex, vals)
+    syms = spec.symbolic.inputs(prog)
+    point = {s: float(v) for a, fv in zip(syms, floats) for s, v in zip(a.ravel(), fv.ravel())}
+    got = spec.symbolic.gradient(prog, syms, assume=point)
+    want = spec.symbolic.sympy_gradient(prog, syms, assume=point)
+    exact = all(spec.symbolic.is_zero(sympy.sympify(a) - sympy.sympify(b))
+                for g, w in zip(got, want) for a, b in zip(np.ravel(g), np.ravel(w)))
+    # out of bounds, XLA clamps a promise_in_bounds gather and its transpose
+    # drops the scatter: JAX's gradient is not the derivative there (by its doc)
+    assert exact == (ex.name != "promise-in-bounds-negative")
+
+
+def test_symbolic_indices_are_refused():
+    prog = spec.trace(_gather_rows, spec.f32[5, 3], spec.i32[4, 1])
+    xs = spec.symbolic.inputs(prog)
+    with pytest.raises(spec.SymbolicError, match="symbolic indices"):
+        spec.evaluate(prog, *xs)
+
+
+def test_argmax_of_symbolic_values_is_decided_at_the_point():
+    prog = spec.trace(lambda x: pi.argmax(x, 0), spec.f64[3])
+    (x,) = spec.symbolic.inputs(prog)
+    with pytest.raises(spec.SymbolicError):
+        spec.evaluate(prog, x)
+    point = dict(zip(x, [0.5, 2.0, 2.0]))
+    assert int(spec.evaluate(prog, x, assume=point)[0]) == 1

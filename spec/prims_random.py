@@ -264,7 +264,7 @@ def _bitcast_shape(x, *, new_dtype):
 
 def _bitcast_eval(x, *, new_dtype):
     _numeric(bitcast_convert_type_p, x)
-    return np.ascontiguousarray(x).view(canonical_dtype(new_dtype)).copy()
+    return np.array(x, order="C").view(canonical_dtype(new_dtype))     # (a copy: 0-d stays 0-d)
 
 
 shape_rules[bitcast_convert_type_p] = _bitcast_shape

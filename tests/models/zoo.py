@@ -1,0 +1,85 @@
+"""The model registry: every model module registers its training loss here.
+
+A model is a zero-argument `build()` returning a `Case`: the training loss
+as the user writes it, `loss(params, batch[, rng])`, and the concrete
+arguments the user would pass (parameters from the library's own `init`,
+a small batch). `names` are the `jax.ad_checkpoint.checkpoint_name`s placed
+in the model code, the way users place them; the names policy saves only
+those.
+
+Shapes are SMALL (batch 2, width 8, sequence 4, vocabulary 11) so that a
+whole `oracle.check` (two implementations, every property) takes about a
+second.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jax
+
+
+@dataclass(frozen=True)
+class Case:
+    """How the user calls the check: oracle.check(loss, policy, *args, **kwargs)."""
+    loss: Callable
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    library: str
+    names: tuple[str, ...]          # checkpoint_name()s in the model code
+    make: Callable[[], Case]
+    doc: str = ""
+
+    def build(self) -> Case:
+        return _built(self.name)
+
+
+MODELS: dict[str, Model] = {}
+
+
+def model(name: str, library: str, names: tuple[str, ...]):
+    """Register `make() -> Case` as the model `name`."""
+    def register(make):
+        if name in MODELS:
+            raise ValueError(f"model {name!r} registered twice")
+        if not names:
+            raise ValueError(f"model {name!r} places no checkpoint_name")
+        MODELS[name] = Model(name, library, tuple(names), make, (make.__doc__ or "").strip())
+        return make
+    return register
+
+
+@functools.cache
+def _built(name: str) -> Case:
+    return MODELS[name].make()
+
+
+def policy(policy_name: str, m: Model) -> Any:
+    """The JAX policy called `policy_name` for model `m` (the names policy
+    saves exactly the model's checkpoint_names)."""
+    cp = jax.checkpoint_policies
+    if policy_name == "names":
+        return cp.save_only_these_names(*m.names)
+    return POLICIES[policy_name]
+
+
+POLICIES = {
+    "none": None,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    "everything_saveable": jax.checkpoint_policies.everything_saveable,
+    "names": "save_only_these_names(<the model's checkpoint_names>)",
+}
+
+
+def load_all() -> dict[str, Model]:
+    """Import every model module (each registers its models) and return MODELS."""
+    from . import (models_jax, models_linen, models_nnx, models_equinox,  # noqa: F401
+                   models_haiku)
+    return MODELS

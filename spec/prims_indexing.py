@@ -1109,7 +1109,7 @@ else:
     and_p = primitive("and")
 
     def _and_shape(x, y):
-        if x.dtype != y.dtype or is_float(x.dtype):
+        if x.dtype != y.dtype or not (x.dtype == np.bool_ or _is_int(x.dtype)):
             raise PrimitiveError(and_p, f"operands must be bool or int of one dtype, got {x} and {y}")
         return [ArrayType(broadcast_shapes(and_p, x, y), x.dtype)]
 

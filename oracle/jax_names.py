@@ -1,8 +1,8 @@
-"""The correspondence between spec primitives and JAX's, in one table.
-
-For each spec primitive: JAX's primitive name, the JAX params the spec does
-not model together with the only value it accepts for them (anything else
-is `Unsupported`), and how to call it through `jax.lax` (for spec -> JAX).
+"""The correspondence between spec primitives and JAX's, gathered from the
+primitives' JaxFacts (spec.core.jax_facts, declared in each primitive's
+block): JAX's primitive name, the JAX params the spec does not model
+together with the only value it accepts for them (anything else is
+`Unsupported`), and how to call it through `jax.lax` (for spec -> JAX).
 """
 from __future__ import annotations
 
@@ -21,24 +21,13 @@ IGNORED_PARAMS = {
 }
 
 
-# spec primitive name -> fn(*jax_values, **spec_params) calling jax.lax.
-# Kept as source text so that reproducers can embed exactly this table
-# (they must run with jax and numpy alone).
-EMITTERS_SOURCE = '''from jax import lax
-from jax._src import ad_util
-from jax._src.lax import lax as lax_internal
-E = {
-    # in this table until their blocks carry JaxFacts (an emitter there overrides these)
-    "dot_general": lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general(
-        x, y, dimension_numbers, precision=precision, preferred_element_type=preferred_element_type),
-}
-'''
-
-
-# primitives declared with JaxFacts bring their emitters along (spec.core.JaxFacts)
-EMITTERS_SOURCE += ("import jax\nimport jax.numpy as jnp\nfrom jax.ad_checkpoint import checkpoint_name\n"
-                    + "".join(
-    f"E[{p.name!r}] = {f.emitter}\n" for p, f in jax_facts.items() if f.emitter))
+# spec primitive name -> fn(*jax_values, **spec_params) calling jax: every
+# primitive's emitter (spec.core.JaxFacts, declared in its block), kept as
+# source text so that reproducers embed exactly this table (they must run
+# with jax and numpy alone).
+EMITTERS_SOURCE = ("from jax import lax\nfrom jax._src import ad_util\nfrom jax._src.lax import lax as lax_internal\n"
+                   "import jax\nimport jax.numpy as jnp\nfrom jax.ad_checkpoint import checkpoint_name\nE = {}\n"
+                   + "".join(f"E[{p.name!r}] = {f.emitter}\n" for p, f in jax_facts.items() if f.emitter))
 
 
 def ignored_params(spec_name: str) -> dict:

@@ -55,9 +55,6 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
     for k in ("new_dtype", "preferred_element_type"):
         if out.get(k) is not None:
             out[k] = canonical_dtype(out[k])
-    if "dimension_numbers" in out:
-        (lc, rc), (lb, rb) = out["dimension_numbers"]
-        out["dimension_numbers"] = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
     for k in ("axes", "new_sizes", "permutation", "dimensions", "start_indices", "limit_indices",
               "strides", "shape", "broadcast_dimensions"):
         if out.get(k) is not None:

@@ -101,7 +101,10 @@ EXACT = frozenset({"neg", "abs", "max", "min", "reduce_max", "select_n", "stop_g
                    "device_put", "broadcast_in_dim", "reshape", "transpose", "squeeze", "concatenate",
                    "slice", "pad", "gt", "lt", "ge", "le", "eq", "ne",
                    "reduce_window_max", "reduce_window_min", "select_and_gather_add",
-                   "optimization_barrier", "copy", "sharding_constraint"})
+                   "optimization_barrier", "copy", "sharding_constraint",
+                   "reduce_min", "cummax", "cummin", "sort", "top_k", "sign", "floor", "ceil", "round",
+                   "gather", "scatter", "dynamic_slice", "dynamic_update_slice", "rev", "split", "clamp",
+                   "iota", "argmax", "argmin", "is_finite"})
 
 # Precision. dot_general and conv_general_dilated carry a `precision`
 # (spec/prims_structural.py: None, a lax.Precision pair, a DotAlgorithmPreset

@@ -33,8 +33,19 @@ def optimization_barriers(prog: Program) -> int:
     inlining its body: no barrier."""
     lin = linearize(prog)
     linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
-    transpose(lin.linear, linear_inputs)   # the backward pass exists: raises as JAX does (while_loop)
-    return _count(lin.linear, linear_inputs)
+    backward = transpose(lin.linear, linear_inputs)  # exists: raises as JAX does (while_loop)
+    # the program's own lax.optimization_barrier equations, forward and backward, lower to barriers too
+    explicit = _explicit(lin.forward) + _explicit(backward)
+    return _count(lin.linear, linear_inputs) + explicit
+
+
+def _explicit(prog: Program) -> int:
+    """optimization_barrier equations, at any depth."""
+    n = 0
+    for e in prog.eqns:
+        n += e.primitive.name == "optimization_barrier"
+        n += sum(_explicit(sub) for _, sub in subprograms(e.params))
+    return n
 
 
 def _count(prog: Program, linear_inputs) -> int:

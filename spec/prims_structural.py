@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.core import (PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined,
-                       jvp_rules, primitive, shape_rules, transpose_rules)
+from spec.core import (JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined,
+                       jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_lit_like, add_tangents,
@@ -37,6 +37,8 @@ def _linear_jvp(fn):
 # broadcast_in_dim
 
 broadcast_in_dim_p = primitive("broadcast_in_dim", ["shape", "broadcast_dimensions"])
+jax_facts[broadcast_in_dim_p] = JaxFacts("broadcast_in_dim", "lambda x, shape, broadcast_dimensions: "
+                                         "lax.broadcast_in_dim(x, shape, broadcast_dimensions)")
 
 
 def broadcast_in_dim(x, shape, broadcast_dimensions):
@@ -102,6 +104,9 @@ def expand_dims(x, dimensions):
 reshape_p = primitive("reshape", ["new_sizes", "dimensions"])
 transpose_p = primitive("transpose", ["permutation"])
 squeeze_p = primitive("squeeze", ["dimensions"])
+jax_facts[reshape_p] = JaxFacts("reshape", "lambda x, new_sizes, dimensions: lax.reshape(x, new_sizes)")
+jax_facts[transpose_p] = JaxFacts("transpose", "lambda x, permutation: lax.transpose(x, permutation)")
+jax_facts[squeeze_p] = JaxFacts("squeeze", "lambda x, dimensions: lax.squeeze(x, dimensions)")
 
 
 def reshape(x, new_sizes):
@@ -166,6 +171,10 @@ transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [   # lax: expand_dims
 concatenate_p = primitive("concatenate", ["dimension"])
 slice_p = primitive("slice", ["start_indices", "limit_indices", "strides"])
 pad_p = primitive("pad", ["padding_config"])
+jax_facts[concatenate_p] = JaxFacts("concatenate", "lambda *xs, dimension: lax.concatenate(list(xs), dimension)")
+jax_facts[slice_p] = JaxFacts("slice", "lambda x, start_indices, limit_indices, strides: "
+                              "lax.slice(x, start_indices, limit_indices, strides)")
+jax_facts[pad_p] = JaxFacts("pad", "lambda x, v, padding_config: lax.pad(x, v, padding_config)")
 
 
 def concatenate(operands, dimension):
@@ -341,6 +350,9 @@ transpose_rules[pad_p] = _transpose_pad
 
 reduce_sum_p = primitive("reduce_sum", ["axes"])
 reduce_max_p = primitive("reduce_max", ["axes"])
+# the private reducers: jax.lax.reduce_sum(x, axes) would add a jit
+jax_facts[reduce_sum_p] = JaxFacts("reduce_sum", "lambda x, axes: lax_internal.reduce_sum(x, axes)")
+jax_facts[reduce_max_p] = JaxFacts("reduce_max", "lambda x, axes: lax_internal.reduce_max(x, axes)")
 
 
 def reduce_sum(x, axes):
@@ -610,11 +622,13 @@ transpose_rules[dot_general_p] = _transpose_dot_general
 
 
 def _dot_general_from_jax(params: dict) -> dict:
-    """JAX's params: the precision as plain data (`precision_from_jax`)."""
-    return {**params, "precision": precision_from_jax(params.get("precision"))}
+    """JAX's params: the dimension numbers as tuples, the precision as plain
+    data (`precision_from_jax`)."""
+    (lc, rc), (lb, rb) = params["dimension_numbers"]
+    return {**params, "dimension_numbers": ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
+            "precision": precision_from_jax(params.get("precision"))}
 
 
-from spec.core import JaxFacts, jax_facts  # noqa: E402  (this block's facts)
 jax_facts[dot_general_p] = JaxFacts(
     "dot_general", "lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general("
     f"x, y, dimension_numbers, precision={PRECISION_TO_JAX}(precision), "

@@ -372,11 +372,11 @@ def test_planted_bugs_are_restored():
 X23 = np.linspace(0.5, 1.5, 6, dtype=np.float32).reshape(2, 3)
 
 
-def test_unsupported_primitive_lax_cumsum():
+def test_unsupported_primitive_lax_lgamma():
     with pytest.raises(oracle.Unsupported) as excinfo:
-        oracle.check(lambda x: jnp.sum(lax.cumsum(x, axis=1)), None, X23)
+        oracle.check(lambda x: jnp.sum(lax.lgamma(x)), None, X23)
     msg = str(excinfo.value)
-    assert "'cumsum'" in msg and "not supported" in msg
+    assert "'lgamma'" in msg and "not supported" in msg
     assert "test_oracle.py" in msg                                   # where, in the user's code
     supported = msg.split("supported:")[-1]
     for name in ("dot_general", "tanh", "reduce_sum", "remat2", "jit"):
@@ -384,17 +384,17 @@ def test_unsupported_primitive_lax_cumsum():
 
 
 def test_unsupported_primitive_inside_a_library_jit_says_where():
-    """jnp.cumsum's cumsum sits inside a jitted library function. The
+    """jnp.linalg.cholesky's cholesky sits inside a jitted library function. The
     Unsupported docstring promises the message "says where it occurs in the
     user's code"; in jax 0.10.2 the equation inside the jit has no user
-    frame and the message reads "primitive 'cumsum' (at ) ..." (an empty
+    frame and the message read "primitive 'cholesky' (at ) ..." (an empty
     location: oracle/from_jax.py `_where` should fall back to the enclosing
     user-level equation's source info). Fixed: the message names the
     enclosing jitted function and its location."""
     with pytest.raises(oracle.Unsupported) as excinfo:
-        oracle.check(lambda x: jnp.sum(jnp.cumsum(x, axis=1)), None, X23)
+        oracle.check(lambda x: jnp.sum(jnp.linalg.cholesky(x @ x.T + 3 * jnp.eye(2))), None, X23)
     msg = str(excinfo.value)
-    assert "'cumsum'" in msg and "supported:" in msg
+    assert "'cholesky'" in msg and "supported:" in msg
     assert "(at )" not in msg and "test_oracle.py" in msg, msg[:300]
 
 

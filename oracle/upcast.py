@@ -21,8 +21,8 @@ def _up_type(t: ArrayType) -> ArrayType:
 
 def _up_params(params: dict) -> dict:
     out = dict(params)
-    for k in ("new_dtype", "preferred_element_type"):
-        if out.get(k) is not None and is_float(out[k]):
+    for k in ("new_dtype", "preferred_element_type", "dtype"):     # (iota's `dtype`)
+        if out.get(k) is not None and not isinstance(out[k], str) and is_float(out[k]):
             out[k] = F64
     return map_subprograms(out, upcast)
 

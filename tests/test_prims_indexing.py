@@ -253,9 +253,6 @@ def test_scatter_apply_is_unsupported():
     assert jax is not None
 
 
-@pytest.mark.xfail(strict=True, reason="oracle/upcast.py upcasts new_dtype/preferred_element_type params "
-                                       "only: a float iota (jnp.arange(5.0)) stays f32 in the float64 "
-                                       "reference program, whose mul then refuses f64 * f32")
 def test_float_iota_through_oracle():
     _jax()
     import jax.numpy as jnp

@@ -1,0 +1,92 @@
+"""Scores of a mutation run: per-mutant table, kill rate and median
+time-to-kill per class and overall, and a side-by-side markdown table of
+several runs (for the README).
+
+    python -m benchmarks.mutation.report RUN.json [RUN2.json ...]   # markdown
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+from benchmarks.mutation.mutants import CLASSES
+
+SCORED = ("killed", "survived", "timeout")
+
+
+def kill_time(r: dict) -> float | None:
+    """Seconds to kill: the exit, or the first finding when the run was cut
+    off while shrinking it."""
+    if r["status"] != "killed":
+        return None
+    return r.get("detect_s") if r.get("pending") else r["seconds"]
+
+
+def summarize(results: list[dict]) -> dict:
+    """{class or 'all': {n, killed, rate, median_s}} over scored mutants."""
+    out = {}
+    for cls in (*CLASSES, "all"):
+        rows = [r for r in results if r["status"] in SCORED and (cls == "all" or r["cls"] == cls)]
+        if not rows:
+            continue
+        times = [t for t in map(kill_time, rows) if t is not None]
+        killed = sum(r["status"] == "killed" for r in rows)
+        out[cls] = dict(n=len(rows), killed=killed, rate=round(killed / len(rows), 3),
+                        median_s=round(statistics.median(times), 1) if times else None)
+    return out
+
+
+def table(results: list[dict]) -> str:
+    lines = [f"{'mutant':42s} {'class':13s} {'result':9s} {'seconds':>8s}  evidence"]
+    for r in results:
+        t = kill_time(r) if r["status"] == "killed" else r.get("seconds")
+        shown = f"{t:8.1f}" if isinstance(t, (int, float)) else f"{'-':>8s}"
+        lines.append(f"{r['mutant']:42s} {r['cls']:13s} {r['status']:9s} {shown}  "
+                     f"{(r.get('evidence') or r.get('why') or '')[:90]}")
+    return "\n".join(lines)
+
+
+def summary_text(summary: dict) -> str:
+    lines = [f"{'class':13s} {'killed':>7s} {'rate':>6s} {'median s':>9s}"]
+    for cls, s in summary.items():
+        med = f"{s['median_s']:9.1f}" if s["median_s"] is not None else f"{'-':>9s}"
+        lines.append(f"{cls:13s} {s['killed']:>3d}/{s['n']:<3d} {s['rate']:6.0%} {med}")
+    return "\n".join(lines)
+
+
+def markdown(runs: list[dict]) -> str:
+    """Per-class scores of several runs side by side, then every mutant."""
+    heads = [r.get("label") or r["command"] for r in runs]
+    sums = [r.get("summary") or summarize(r["results"]) for r in runs]
+    out = ["| class | " + " | ".join(f"{h}: killed (median s)" for h in heads) + " |",
+           "|---|" + "---|" * len(runs)]
+    for cls in (*CLASSES, "all"):
+        cells = [f"{s[cls]['killed']}/{s[cls]['n']} = {s[cls]['rate']:.0%} ({s[cls]['median_s']})"
+                 if cls in s else "-" for s in sums]
+        out.append(f"| {'**all**' if cls == 'all' else cls} | " + " | ".join(cells) + " |")
+    out += ["", "| mutant | class | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(runs)]
+    by = [{r["mutant"]: r for r in run["results"]} for run in runs]
+    for name in dict.fromkeys(n for b in by for n in b):
+        cls = next(b[name]["cls"] for b in by if name in b)
+        cells = []
+        for b in by:
+            r = b.get(name)
+            t = kill_time(r) if r else None
+            cells.append("-" if r is None else f"killed {t:.0f}s" if t is not None else r["status"])
+        out.append(f"| `{name}` | {cls} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    paths = sys.argv[1:] if argv is None else argv
+    runs = []
+    for p in paths:
+        with open(p) as fh:
+            runs.append(json.load(fh))
+    print(markdown(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

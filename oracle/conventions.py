@@ -71,6 +71,8 @@ def _draw(struct, rng) -> np.ndarray:
     the spec's primitives have: floats uniform in [0.5, 1.5] (positive for
     log/sqrt/rsqrt, away from 0 for div, without ties for max/min), ints in
     [1, 4], bools either."""
+    if _is_key(struct.dtype):      # key data: any two words
+        return rng.integers(0, 2 ** 32, tuple(struct.shape) + (2,), dtype=np.uint64).astype(np.uint32)
     dt = np.dtype(struct.dtype)
     if np.issubdtype(dt, np.integer):
         return rng.integers(1, 5, struct.shape).astype(dt)
@@ -81,6 +83,8 @@ def _draw(struct, rng) -> np.ndarray:
 
 def _is_key(dtype) -> bool:
     import jax
+    if dtype is None or isinstance(dtype, np.dtype):     # (numpy dtypes are never JAX's key dtypes)
+        return False
     try:
         return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
     except TypeError:
@@ -89,7 +93,11 @@ def _is_key(dtype) -> bool:
 
 def canonical_leaf(leaf, where: str, rng) -> tuple[Any, np.ndarray]:
     """(what JAX is given, the spec's value) for one leaf: arrays in JAX's
-    canonical dtype, Python scalars kept as they are for JAX (weak-typed)."""
+    canonical dtype, Python scalars kept as they are for JAX (weak-typed).
+    A typed PRNG key (jax.random.key) is given to JAX as it is; the spec's
+    value is a key<fry> array of its data (spec.ir.KEY_FRY). A raw key
+    (jax.random.PRNGKey) is the uint32[2] array it is. Keys, like integers,
+    are inputs without tangents (float0 ones in JAX)."""
     import jax
     from spec.ir import canonical_dtype
     if isinstance(leaf, (bool, int, float, complex)) and not isinstance(leaf, np.generic):
@@ -97,12 +105,14 @@ def canonical_leaf(leaf, where: str, rng) -> tuple[Any, np.ndarray]:
         jax_value = leaf
     elif isinstance(leaf, jax.ShapeDtypeStruct):
         if _is_key(leaf.dtype):
-            raise _key_unsupported(where, leaf.dtype)
+            _check_key_impl(where, leaf.dtype)
+            data = _draw(leaf, rng)
+            return jax.random.wrap_key_data(data, impl=_KEY_IMPLS[str(leaf.dtype)]), _spec_keys(data)
         value = _draw(jax.ShapeDtypeStruct(leaf.shape, jax.dtypes.canonicalize_dtype(leaf.dtype)), rng)
         jax_value = value
     elif isinstance(leaf, (np.ndarray, np.generic, jax.Array)):
-        if _is_key(leaf.dtype):
-            raise _key_unsupported(where, leaf.dtype)
+        if _is_key(leaf.dtype) or _is_spec_key(leaf):
+            return jax_value_of(leaf, where), spec_value_of(leaf, where)
         value = np.asarray(leaf).astype(jax.dtypes.canonicalize_dtype(leaf.dtype), copy=False)
         jax_value = value
     else:
@@ -118,10 +128,53 @@ def canonical_leaf(leaf, where: str, rng) -> tuple[Any, np.ndarray]:
     return jax_value, value
 
 
+# the typed key dtypes the spec models, and the jax.random impl name of each
+_KEY_IMPLS = {"key<fry>": "threefry2x32"}
+
+
+def _is_spec_key(x) -> bool:
+    from spec.ir import is_key
+    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.fields is not None and is_key(x.dtype)
+
+
+def _check_key_impl(where, dtype):
+    if str(dtype) not in _KEY_IMPLS:
+        raise _key_unsupported(where, dtype)
+
+
+def _spec_keys(data) -> np.ndarray:
+    from spec.prims_random import keys_of
+    return keys_of(np.asarray(data, np.uint32))
+
+
+def spec_value_of(x, where: str = "a value"):
+    """The spec's value of a JAX value: a typed key array becomes a key<fry>
+    array of its data, anything else a numpy array."""
+    import jax
+    if _is_spec_key(x):
+        return np.asarray(x)
+    if _is_key(getattr(x, "dtype", None)):
+        _check_key_impl(where, x.dtype)
+        return _spec_keys(jax.random.key_data(x))
+    return np.asarray(x)
+
+
+def jax_value_of(x, where: str = "a value"):
+    """What JAX is given for a spec value: a key<fry> array becomes the typed
+    key array of its data (jax.random.wrap_key_data); a JAX key stays one;
+    other values are given as they are."""
+    import jax
+    if _is_spec_key(x):
+        return jax.random.wrap_key_data(np.asarray(x)["fry"], impl="threefry2x32")
+    if _is_key(getattr(x, "dtype", None)):
+        _check_key_impl(where, x.dtype)
+    return x
+
+
 def _key_unsupported(where, dtype) -> Unsupported:
-    return Unsupported(f"oracle.check: {where} is a PRNG key ({dtype}); keys are passed through as "
-                       f"non-differentiable inputs once the spec models the random primitives "
-                       f"(random_wrap, random_bits, threefry2x32), which it does not yet")
+    return Unsupported(f"oracle.check: {where} is a PRNG key of dtype {dtype}, which the spec does not "
+                       f"model: it models threefry2x32 keys ({', '.join(_KEY_IMPLS)}: jax.random.key's "
+                       f"default impl), passed through as non-differentiable inputs")
 
 
 @dataclass

@@ -174,7 +174,9 @@ class Literal:
 
     @property
     def is_scalar(self) -> bool:
-        return self.type.ndim == 0
+        """Written inline (a JAX literal): a scalar number. A key is never
+        one: JAX keeps a closed-over key a constvar (a constant)."""
+        return self.type.ndim == 0 and not is_key(self.type.dtype)
 
     def __repr__(self):
         return f"Literal({self.value!r})"
@@ -284,9 +286,7 @@ class _Namer:
 
 def _fmt_literal(lit: Literal) -> str:
     v = lit.value
-    if is_key(v.dtype):
-        s = "key(" + ",".join(str(int(w)) for w in v["fry"]) + ")"    # its two words
-    elif v.dtype == np.bool_:
+    if v.dtype == np.bool_:
         s = "True" if v else "False"
     elif np.issubdtype(v.dtype, np.integer):
         s = str(int(v))

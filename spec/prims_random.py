@@ -37,7 +37,7 @@ from spec.arrays import SymbolicError
 from spec.batching import broadcast_batcher, moveaxis, vectorized_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, batch_rules, bind, eval_rules, examples,
                        jax_facts, jvp_rules, primitive, primitives, shape_rules)
-from spec.ir import KEY_FRY, ArrayType, canonical_dtype, is_float, is_key
+from spec.ir import KEY_FRY, ArrayType, canonical_dtype, is_key
 from spec.prims_elementwise import _coerce, broadcast_shapes
 
 U32 = np.dtype(np.uint32)

@@ -27,7 +27,7 @@ import pytest
 
 import spec
 from spec.ir import KEY_FRY, ArrayType, canonical_dtype, is_float, is_key, key_fry, u32
-from spec.prims_random import (key_words, keys_of, random_bits, random_split, random_wrap, ref_threefry_pair,
+from spec.prims_random import (key_words, keys_of, random_bits, ref_threefry_pair,
                                threefry2x32_words)
 
 # Random123 (Salmon et al. 2011) kat_vectors, threefry2x32_20: (key, counter) -> output
@@ -199,3 +199,242 @@ def test_shifts_out_of_range_bit_exact():
         _assert_bits_equal(fn, x, s)
         _assert_bits_equal(fn, x.view(np.int32), s.view(np.int32))    # negative amounts: out of range
     _assert_bits_equal(lambda a: lax.population_count(a), x.view(np.int32))
+
+
+# ==========================================================================
+# transformations with key inputs, at the spec level (against JAX)
+
+def dropout_mlp(params, x, key):
+    """Two dropout layers (keep 0.9), the key split inside the loss."""
+    import jax
+    import jax.numpy as jnp
+    k1, k2 = jax.random.split(key)
+    h = jnp.tanh(x @ params["w1"])
+    h = jnp.where(jax.random.bernoulli(k1, 0.9, h.shape), h / 0.9, 0.0)
+    h = jnp.tanh(h @ params["w2"])
+    h = jnp.where(jax.random.bernoulli(k2, 0.9, h.shape), h / 0.9, 0.0)
+    return jnp.mean(h ** 2)
+
+
+def dropout_mlp_one_key(params, x, key):
+    """One dropout layer on the key as given, a second on a folded-in key."""
+    import jax
+    import jax.numpy as jnp
+    h = jnp.tanh(x @ params["w1"])
+    h = jnp.where(jax.random.bernoulli(key, 0.9, h.shape), h / 0.9, 0.0)
+    h = jnp.tanh(h @ params["w2"])
+    h = jnp.where(jax.random.bernoulli(jax.random.fold_in(key, 1), 0.9, h.shape), h / 0.9, 0.0)
+    return jnp.sum(h * h)
+
+
+def _mlp_args(kind, seed=0):
+    rng = np.random.default_rng(seed)
+    params = {"w1": rng.normal(size=(4, 16)).astype(np.float32),
+              "w2": (rng.normal(size=(16, 3)) / 4).astype(np.float32)}
+    return params, rng.normal(size=(5, 4)).astype(np.float32), _keys(kind, seed)
+
+
+@pytest.mark.parametrize("kind", ["typed", "raw"])
+def test_vmap_over_key_arrays(kind):
+    """random_bits / split / fold_in / uniform batched over keys (defvectorized,
+    random_wrap's bdim-to-front rule) equal jax.vmap; a raw key array batched
+    along its last axis too."""
+    import oracle
+    from oracle.conventions import spec_value_of
+    jax = _jax()
+    data = (lambda k: jax.random.key_data(k)) if kind == "typed" else (lambda k: k)
+
+    def f(k):
+        return (jax.random.bits(k, (3,)), jax.random.uniform(k, (2,)), data(jax.random.split(k)),
+                data(jax.random.fold_in(k, 5)))
+    keys = jax.random.split(_keys(kind, 3), 4)
+    prog = oracle.from_jaxpr(jax.make_jaxpr(f)(keys[0]))
+    cases = [(keys, 0)] + ([(keys.T, 1)] if kind == "raw" else [])
+    for batched, axis in cases:
+        vp = spec.vmap(prog, [axis], 0, axis_size=4)
+        got = spec.evaluate(vp, spec_value_of(batched))
+        want = jax.vmap(f, in_axes=axis)(batched)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, np.asarray(w))
+
+
+@pytest.mark.parametrize("loss", [dropout_mlp, dropout_mlp_one_key])
+@pytest.mark.parametrize("kind", ["typed", "raw"])
+def test_jvp_and_vjp_with_a_key_argument(kind, loss):
+    """The key has no tangent (JAX: float0) and a float0 zero cotangent; the
+    float inputs' tangents and cotangents are JAX's."""
+    import oracle
+    from oracle.conventions import spec_value_of
+    jax = _jax()
+    params, x, key = _mlp_args(kind)
+    flat = lambda w1, w2, x, k: loss({"w1": w1, "w2": w2}, x, k)   # noqa: E731
+    primals = [params["w1"], params["w2"], x]
+    prog = oracle.from_jaxpr(jax.make_jaxpr(flat)(*primals, key))
+    assert [str(t) for t in prog.in_types][-1] == ("key<fry>[]" if kind == "typed" else "u32[2]")
+    rng = np.random.default_rng(1)
+    tangents = [rng.normal(size=p.shape).astype(np.float32) for p in primals]
+    out, tan = spec.evaluate(spec.jvp(prog), *primals, spec_value_of(key), *tangents)
+    want_out, want_tan = jax.jvp(lambda *p: flat(*p, key), primals, tangents)
+    np.testing.assert_allclose(out, want_out, rtol=2e-5)
+    np.testing.assert_allclose(tan, want_tan, rtol=2e-4, atol=1e-6)
+    _, vjp_fn, _ = spec.vjp(prog, *primals, spec_value_of(key))
+    cts = vjp_fn(np.float32(1.0))
+    assert cts[-1].dtype == spec.float0 and cts[-1].shape == np.shape(spec_value_of(key))
+    for g, w in zip(cts[:3], jax.grad(flat, argnums=(0, 1, 2))(*primals, key)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=2e-4, atol=1e-6)
+
+
+# ==========================================================================
+# the oracle's calling conventions for keys
+
+def test_conventions_typed_raw_and_drawn_keys():
+    from oracle.conventions import canonical_leaf, jax_value_of, spec_value_of
+    jax = _jax()
+    rng = np.random.default_rng(0)
+    key = jax.random.split(jax.random.key(7), 3)
+    given, value = canonical_leaf(key, "argument key", rng)
+    assert given is key and value.dtype == KEY_FRY and value.shape == (3,)
+    np.testing.assert_array_equal(key_words(value), np.asarray(jax.random.key_data(key)))
+    np.testing.assert_array_equal(jax.random.key_data(jax_value_of(value)), jax.random.key_data(key))
+    raw = jax.random.PRNGKey(7)
+    given, value = canonical_leaf(raw, "argument key", rng)
+    assert value.dtype == np.uint32 and value.shape == (2,)
+    given, value = canonical_leaf(jax.ShapeDtypeStruct((2,), key.dtype), "argument key", rng)
+    assert str(given.dtype) == "key<fry>" and value.dtype == KEY_FRY and value.shape == (2,)
+    np.testing.assert_array_equal(key_words(spec_value_of(given)), key_words(value))
+
+
+def test_keys_of_other_impls_are_unsupported():
+    import oracle
+    jax = _jax()
+    with pytest.raises(oracle.Unsupported, match=r"argument key is a PRNG key of dtype key<rbg>.*threefry2x32"):
+        oracle.check(lambda x, key: (x * x).sum(), None, np.ones(2, np.float32), jax.random.key(1, impl="rbg"))
+
+
+@pytest.mark.parametrize("kind", ["typed", "raw"])
+@pytest.mark.parametrize("policy", ["None", "dots_saveable", "everything_saveable"])
+def test_residuals_with_a_key_argument(kind, policy):
+    """The residuals the spec predicts (keys among them, by their types) are
+    JAX's saved_residuals, under remat2 (the jaxpr tier alone: no compiled
+    properties, which ORACLE_BLOCKERS concern)."""
+    import oracle
+    from oracle.properties import jax_residuals
+    jax = _jax()
+    pol = None if policy == "None" else getattr(jax.checkpoint_policies, policy)
+    for loss in (dropout_mlp, dropout_mlp_one_key):
+        args = _mlp_args(kind)
+        report = oracle.check(loss, pol, *args, implementations=("remat2",), properties=("residuals",))
+        assert report.status("residuals", "remat2") == "ok"
+        jax_types = [t for t, _ in jax_residuals(jax.checkpoint(loss, policy=pol), args)]
+        expected = oracle.expected_residuals(loss, pol, *args)
+        spec_types = [str(ArrayType(shape, dtype)) for shape, dtype, _, _ in expected]
+        assert spec_types == jax_types
+        if policy == "None":       # nothing saveable: the key is saved, the masks recomputed
+            assert ("key<fry>[]" if kind == "typed" else "u32[2]") in spec_types
+
+
+# ==========================================================================
+# oracle.check of dropout models
+
+# What oracle.check needs from modules outside this family, and a probe for
+# each (each probe is an oracle.check that passes once the module carries keys):
+ORACLE_BLOCKERS = {
+    "bitcast-upcast": "oracle/upcast.py widens bitcast_convert_type's float side to f64, which changes the "
+                      "element size: the float64 reference of every uniform/bernoulli/normal raises",
+    "typed-keys": "oracle/checker.py gives JAX the spec's key<fry> tangents and batched arguments (numpy "
+                  "arrays jax.jit refuses), oracle/properties.py reads JAX's key outputs and residual leaves "
+                  "with np.asarray, oracle/from_jax.py a closed-over key with np.asarray "
+                  "(oracle.conventions.jax_value_of / spec_value_of convert them)",
+}
+
+
+def _passes(fn, *args) -> bool:
+    import oracle
+    try:
+        oracle.check(fn, None, *args, implementations=("remat2",))
+        return True
+    except Exception:
+        return False
+
+
+def _probe(name) -> bool:
+    return _PROBED.setdefault(name, _run_probe(name))
+
+
+def _run_probe(name) -> bool:
+    jax = _jax()
+    from jax import lax
+    x = np.linspace(0.5, 1.5, 3).astype(np.float32)
+    if name == "bitcast-upcast":
+        bits = np.full(3, 0x3FC00000, np.uint32)
+        return _passes(lambda x, u: (x * lax.bitcast_convert_type(u, np.float32)).sum(), x, bits)
+    const = jax.random.key(5)
+    return _passes(lambda x, k: ((x * x).sum(), jax.random.split(k), jax.random.fold_in(const, 1)), x,
+                   jax.random.key(0))
+
+
+_PROBED: dict = {}
+
+
+def _expect_blockers(request, *names):
+    """Strict expected failure while a probe finds a blocker (a pass then is an error: drop the probe)."""
+    blocked = [n for n in names if not _probe(n)]
+    if blocked:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="; ".join(ORACLE_BLOCKERS[n] for n in blocked)))
+
+
+def _assert_reported(report, kind):
+    statuses = {(r.implementation, r.property): r.status for r in report.results}
+    assert set(statuses.values()) <= {"ok", "known divergence"}, report
+    for impl in ("remat2", "remat3"):
+        for prop in ("values", "jvp", "vjp", "vmap", "second_order"):
+            assert statuses[(impl, prop)] == "ok", report
+    assert statuses[("remat2", "residuals")] == "ok", report
+
+
+@pytest.mark.parametrize("loss", [dropout_mlp, dropout_mlp_one_key])
+@pytest.mark.parametrize("policy", ["None", "dots_saveable", "everything_saveable"])
+@pytest.mark.parametrize("kind", ["typed", "raw"])
+def test_oracle_check_dropout_mlp(request, kind, policy, loss):
+    import oracle
+    jax = _jax()
+    _expect_blockers(request, "bitcast-upcast", *(["typed-keys"] if kind == "typed" else []))
+    pol = None if policy == "None" else getattr(jax.checkpoint_policies, policy)
+    _assert_reported(oracle.check(loss, pol, *_mlp_args(kind)), kind)
+
+
+def test_oracle_check_keys_drawn_closed_over_and_returned(request):
+    """A key drawn from a ShapeDtypeStruct, a key the loss closes over (a
+    constant), new keys returned beside the loss (outputs without cotangents)."""
+    import oracle
+    jax = _jax()
+    _expect_blockers(request, "bitcast-upcast", "typed-keys")
+    params, x, _ = _mlp_args("typed")
+    const = jax.random.key(11)
+
+    def loss_and_keys(params, x, key):
+        key, sub = jax.random.split(key)
+        return dropout_mlp_one_key(params, x, jax.random.fold_in(sub, 3)) + dropout_mlp(params, x, const), key
+    struct = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)
+    for policy in (None, jax.checkpoint_policies.dots_saveable):
+        report = oracle.check(loss_and_keys, policy, params, x, struct)
+        assert {r.status for r in report.results} <= {"ok", "known divergence", "not compared"}, report
+        assert report.status("values", "remat2") == "ok" and report.status("vmap", "remat3") == "ok"
+
+
+@pytest.mark.xfail(strict=True, reason="spec finding outside this family: a jit whose output is forwarded from "
+                   "an inner jit with non-differentiable inputs (jax.random.normal's _normal -> _normal_real) is "
+                   "saved by the spec inside a checkpoint; JAX recomputes it from the inputs (the key). Key-free "
+                   "form: jit(lambda n: jit(lambda n: sin(float(n)))(n)) of an int32 argument, dots_saveable")
+def test_normal_inside_a_checkpoint_saves_the_key():
+    import oracle
+    from oracle.properties import jax_residuals
+    jax = _jax()
+    x = np.linspace(0.5, 1.5, 6).astype(np.float32).reshape(2, 3)
+
+    def loss(x, key):
+        return (x * jax.random.normal(key, x.shape)).sum()
+    pol = jax.checkpoint_policies.dots_saveable
+    assert jax_residuals(jax.checkpoint(loss, policy=pol), (x, jax.random.key(0)))[0][0] == "key<fry>[]"
+    report = oracle.check(loss, pol, x, jax.random.key(0), implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"

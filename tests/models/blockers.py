@@ -36,14 +36,19 @@ def stops_at(message: str) -> str:
     return m.group(1) if m else message
 
 
-def measure(case) -> tuple[str, ...]:
+def trace(case):
+    """The model's loss as a ClosedJaxpr (its arguments as oracle.check passes them)."""
+    import jax
+    return jax.make_jaxpr(lambda args, kwargs: case.loss(*args, **kwargs))(case.args, case.kwargs)
+
+
+def measure(case, jaxpr=None) -> tuple[str, ...]:
     """The primitives of the model's jaxpr (every nested jaxpr included)
     that the oracle's importer refuses, in program order."""
-    import jax
     from oracle.errors import Unsupported
     from oracle.from_jax import subjaxprs
     from oracle.jax_params import spec_params
-    jaxpr = jax.make_jaxpr(lambda args, kwargs: case.loss(*args, **kwargs))(case.args, case.kwargs)
+    jaxpr = trace(case) if jaxpr is None else jaxpr
     found: dict[str, None] = {}
 
     def walk(jx):

@@ -4,14 +4,20 @@ and is differentiable under plain JAX. Tracing only: fast, and independent
 of what the spec supports."""
 from __future__ import annotations
 
-import jax
+import functools
+
 import numpy as np
 import pytest
 
 from . import zoo
-from .blockers import BLOCKERS, measure
+from .blockers import BLOCKERS, measure, trace
 
 MODELS = zoo.load_all()
+
+
+@functools.cache
+def traced(name):
+    return trace(MODELS[name].build())
 
 
 def test_at_least_twelve_models():
@@ -24,7 +30,7 @@ def test_blockers_table_names_only_models():
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_blockers_are_measured(name):
-    measured = measure(MODELS[name].build())
+    measured = measure(MODELS[name].build(), traced(name))
     assert measured == BLOCKERS.get(name, ()), (
         f"tests/models/blockers.py: {name!r} now stops at {measured!r}, the table says "
         f"{BLOCKERS.get(name, ())!r}: set BLOCKERS[{name!r}] = {measured!r}"
@@ -48,16 +54,13 @@ def _names_in(jaxpr):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_names_are_placed(name):
     m = MODELS[name]
-    case = m.build()
-    jaxpr = jax.make_jaxpr(lambda a, k: case.loss(*a, **k))(case.args, case.kwargs)
-    assert set(m.names) <= _names_in(jaxpr.jaxpr), (m.names, _names_in(jaxpr.jaxpr))
+    placed = _names_in(traced(name).jaxpr)
+    assert set(m.names) <= placed, (m.names, placed)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_loss_is_a_float_scalar(name):
     """The loss (the first output where it returns (loss, aux)) is a float
     scalar: the model is wired up right, whatever the spec supports."""
-    case = MODELS[name].build()
-    out = jax.eval_shape(case.loss, *case.args, **case.kwargs)
-    loss = out[0] if isinstance(out, tuple) else out
-    assert loss.shape == () and np.issubdtype(loss.dtype, np.floating), out
+    loss = traced(name).out_avals[0]
+    assert loss.shape == () and np.issubdtype(loss.dtype, np.floating), traced(name).out_avals

@@ -12,6 +12,16 @@ region whose policy mentions names binds each of them on a value of its
 body (so name policies are exercised, never dropped for naming absent
 names).
 
+Example steps draw a registered primitive example (`spec.core.examples`,
+read at draw time, so primitives registered later are drawn too) and
+apply it to new program inputs of its operand types, which carry the
+example's domains (`DrawnProgram.input_domains`; `inputs()` draws them
+there: indices in bounds, sort keys without ties, positive values for
+logs). Inside a checkpoint, call, scan, cond or while body such inputs
+are passed in by the enclosing step (each body is traced as a scope of
+its own, then inlined), and the example's non-float outputs are passed
+out to the program's outputs.
+
 All choices are small integers drawn from Hypothesis, so shrinking removes
 steps and simplifies choices: a failing program shrinks to a handful of
 equations. Each step is one span of choices that can be deleted on its
@@ -21,14 +31,16 @@ padded with unneeded steps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import strategies as st
 
 import spec
 from spec import ops, policies as P
-from spec.ir import ArrayType, Var
+from spec.core import Tracer, building, eval_program_traced, zeros_like_type
+from spec.examples import draw_operand
+from spec.ir import DTYPES, SHORT_NAMES, ArrayType, Var, is_float, is_key
 
 SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
 NAMES = ["a", "b", "c"]
@@ -103,22 +115,202 @@ def policies(draw, names=tuple(NAMES)):
 # programs(control_flow=False)
 CONTROL_FLOW_KINDS = ["scan", "cond", "custom", "while"]
 
+# "example" entries among the step kinds (programs(example_weight=...))
+EXAMPLE_WEIGHT = 4
+
+
+# --------------------------------------------------------------------------
+# registered primitive examples (spec.core.examples) as steps
+
+@dataclass(frozen=True)
+class Usable:
+    """How a registered example fits programs of one float dtype: its
+    operand types there (float operands in the program's dtype, as
+    tests/test_primitive_examples.py draws them) and what it needs."""
+    types: tuple            # ArrayType per operand
+    ad: bool                # forward and reverse mode (else, as JAX, NotImplementedError: partial_ad only)
+    stop_gradient: bool     # the example applies stop_gradient (finite differences cannot see it)
+    non_float: bool         # some operand is integer, unsigned or bool
+
+
+_USABLE: dict = {}          # (id(example), dtype) -> (example, Usable | None)
+
+
+def usable(ex, dtype) -> Usable | None:
+    """`ex` at `dtype`, or None where it cannot be drawn there: a key
+    operand or output, a domain `spec.examples.draw_operand` does not
+    know, a float output of another dtype, or no trace at these types
+    (an example written for one float dtype). Cached per example."""
+    key = (id(ex), np.dtype(dtype).str)
+    hit = _USABLE.get(key)
+    if hit is None or hit[0] is not ex:
+        hit = _USABLE[key] = (ex, _inspect(ex, np.dtype(dtype)))
+    return hit[1]
+
+
+def _inspect(ex, dtype):
+    types = []
+    for shape, name, domain in ex.operands:
+        dt = DTYPES.get(name)
+        if dt is None or is_key(dt):
+            return None
+        t = ArrayType(shape, dtype if is_float(dt) else dt)
+        try:
+            draw_operand(domain, t.shape, SHORT_NAMES[t.dtype], np.random.default_rng(0))
+        except (KeyError, ValueError, IndexError):
+            return None
+        types.append(t)
+    try:
+        prog = spec.trace(ex.fn, *types)
+    except Exception:       # written for another dtype (tests/test_primitive_examples.py traces it at its own)
+        return None
+    if any(is_key(t.dtype) or (is_float(t.dtype) and t.dtype != dtype) for t in prog.out_types):
+        return None
+    try:
+        spec.jvp(prog)
+        spec.vjp_program(prog)
+        ad = True
+    except NotImplementedError:     # a declared lack, as JAX's (nextafter, dilated max pooling)
+        ad = False
+    except Exception:               # a bug in a rule: drawn, so that the properties report it
+        ad = True
+    prims = primitives_in(prog) | primitives_in(prog, inside=True)
+    return Usable(tuple(types), ad, "stop_gradient" in prims, any(not is_float(t.dtype) for t in types))
+
+
+def drawable_examples(dtype, partial_ad=False, stop_gradient=True, int_inputs=True, shapes=None) -> dict:
+    """{primitive name: [(example, Usable)]}: the registered examples
+    (read now, so primitives registered later are drawn too) that a
+    `programs(dtype, partial_ad=..., stop_gradient=..., int_inputs=...,
+    shapes=...)` draw may use: without `partial_ad` only those with both
+    modes of AD, without `stop_gradient` none that applies it, without
+    `int_inputs` none with a non-float operand, with `shapes` only those
+    whose operands all have one of these shapes."""
+    out: dict = {}
+    for prim, exs in spec.core.examples.items():
+        for ex in exs:
+            u = usable(ex, dtype)
+            if u is None or (not u.ad and not partial_ad) or (u.stop_gradient and not stop_gradient) \
+                    or (u.non_float and not int_inputs) \
+                    or (shapes is not None and any(t.shape not in shapes for t in u.types)):
+                continue
+            out.setdefault(prim.name, []).append((ex, u))
+    return out
+
+
+def _const(c, like):
+    return np.asarray(c, like.dtype)
+
+
+# Domain-keeping ways for a value `x` of the program to flow into an
+# example's operand `v` (a new input of that domain): the result stays in
+# the domain's range (normal: any value; unit: (-0.9, 0.9); positive:
+# (0.5, 2)). Other domains (exact lattices, no ties, indices, bits) take
+# the input as it is.
+MIXERS = {
+    "normal": lambda v, x: ops.add(v, x),
+    "unit": lambda v, x: ops.mul(_const(0.9, v), ops.tanh(ops.add(v, x))),
+    "positive": lambda v, x: ops.add(_const(0.5, v), ops.mul(_const(1.5, v), ops.logistic(ops.add(v, x)))),
+}
+
+# float domains whose values sit on discontinuities by design ("halves":
+# rounding ties, equal comparands): finite differences do not perturb them
+UNPERTURBED_DOMAINS = frozenset({"halves"})
+
+
+def _event(text: str) -> None:
+    """hypothesis.event where a test is running (not for a bare .example())."""
+    from hypothesis import event
+    from hypothesis.control import currently_in_test_context
+    if currently_in_test_context():
+        event(text)
+
+
+@dataclass
+class _Scope:
+    """A program or body being traced. An example step asks for new
+    inputs (made on the spot, after the scope's own inputs: the enclosing
+    step passes values in for them, at the top they are program inputs)
+    and leaves its non-float outputs as side outputs (after the scope's
+    own outputs: the enclosing step passes them out, at the top they are
+    program outputs)."""
+    builder: object
+    asked: list = field(default_factory=list)      # (tracer, domain)
+    side: list = field(default_factory=list)       # tracers
+
+
+@dataclass
+class _Traced:
+    """A body traced as a scope: its program (inputs: its own, then those
+    asked for; outputs: its own, then the side outputs) and the domains of
+    the inputs asked for."""
+    program: spec.Program
+    asked: list
+
+
+def _inline(prog):
+    """A function re-emitting `prog`'s equations on its arguments."""
+    return lambda *xs: eval_program_traced(prog, *xs)
+
 
 class _Builder:
     """Draws steps into the current trace."""
 
     def __init__(self, draw, dtype, max_depth, allow_regions, stop_gradient=True, region_weight=1,
-                 no_reverse_mode=False, control_flow=True):
+                 no_reverse_mode=False, control_flow=True, example_weight=1, int_inputs=True):
         self.draw = draw
         self.no_reverse_mode = no_reverse_mode
         self.control_flow = bool(control_flow)
         # extra "region" entries among the step kinds (appended: they shrink away first)
         self.extra_regions = ["region"] * (region_weight - 1 if allow_regions else 0)
+        self.example_kinds = ["example"] * example_weight        # appended last: shrink away first
         self.stop_gradient = stop_gradient
+        self.int_inputs = int_inputs
+        self.example_prims = None       # None: every registered primitive; else only these
+        self.example_shapes = None      # None: examples of any operand shapes; else only these
+        self.examples_drawn: set[str] = set()
         self.dtype = dtype
         self.max_depth = max_depth
         self.allow_regions = allow_regions
         self.names_used: set[str] = set()
+        self.scopes: list[_Scope] = []
+
+    def trace_scope(self, fn, types, names=None) -> _Traced:
+        """`fn` traced on new inputs of `types` as a scope of its own: the
+        program's inputs are those and then the ones its example steps
+        asked for; its outputs fn's and then the side outputs."""
+        with building() as b:
+            ins = [b.new_input(t) for t in types]
+            scope = _Scope(b)
+            self.scopes.append(scope)
+            try:
+                out = fn(*ins)
+            finally:
+                self.scopes.pop()
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            all_ins = ins + [v for v, _ in scope.asked]
+            prog = b.build(all_ins, outs + scope.side,
+                           input_names=[f"{names}[{i}]" for i in range(len(all_ins))] if names else None)
+        return _Traced(prog, [d for _, d in scope.asked])
+
+    def ask(self, t: ArrayType, domain: str):
+        """A new input of the current scope, drawn from `domain`."""
+        scope = self.scopes[-1]
+        v = scope.builder.new_input(t)
+        scope.asked.append((v, domain))
+        return v
+
+    def pass_in(self, traced: _Traced) -> list:
+        """Values of the current scope for the inputs `traced`'s body asked for."""
+        n = len(traced.program.inputs) - len(traced.asked)
+        return [self.ask(t, d) for t, d in zip(traced.program.in_types[n:], traced.asked)]
+
+    def pass_out(self, outs, n_out: int) -> list:
+        """The first `n_out` of a body's outputs; the rest (its side
+        outputs) become side outputs of the current scope."""
+        outs = list(outs)
+        self.scopes[-1].side.extend(outs[n_out:])
+        return outs[:n_out]
 
     def pick(self, pool, pred=lambda v: True):
         cands = [v for v in pool if pred(v)]
@@ -152,7 +344,8 @@ class _Builder:
         kind = draw(st.sampled_from([
             "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
             "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call"] + CONTROL_FLOW_KINDS * self.control_flow + self.extra_regions))
+            "int_side", "region", "call"] + CONTROL_FLOW_KINDS * self.control_flow + self.extra_regions
+            + self.example_kinds))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -252,54 +445,73 @@ class _Builder:
         if kind == "while" and self.no_reverse_mode and self.allow_regions and depth < self.max_depth:
             return self.while_step(x, depth)
         if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
-            k = draw(st.integers(1, min(2, len(fl))))
-            ins = [self.pick(fl) for _ in range(k)]
-            to_bind = []        # names the region's policy mentions: the body binds each
-
-            def body(*xs):
-                inner = list(xs)
-                self.steps(inner, depth + 1, 4, 2, to_bind)
-                return inner[-1]
-            if kind == "call":
-                prog = spec.trace(body, *[v.type for v in ins])
-                return ops.call(prog, *ins, name=f"f{depth}")[0]
-            policy = draw(policies(tuple(NAMES)))
-            to_bind.extend(sorted(mentioned_names(policy)))
-            prevent_cse = draw(st.booleans())
-            try:
-                return ops.checkpoint(body, policy=policy, prevent_cse=prevent_cse)(*ins)
-            except P.PolicyError:   # a name policy naming names the region never binds
-                return ops.checkpoint(body, policy=None, prevent_cse=prevent_cse)(*ins)
+            return self.region_step(kind, fl, depth)
+        if kind == "example":
+            return self.example_step(pool, fl)
         return ops.sin(x)
 
+    def region_step(self, kind, fl, depth):
+        """A checkpoint (with a drawn policy) or a call of a sub-DAG drawn
+        over 1-2 values, its inputs asked for by example steps passed in."""
+        draw = self.draw
+        k = draw(st.integers(1, min(2, len(fl))))
+        ins = [self.pick(fl) for _ in range(k)]
+        to_bind = []        # names the region's policy mentions: the body binds each
+
+        def body(*xs):
+            inner = list(xs)
+            self.steps(inner, depth + 1, 4, 2, to_bind)
+            return inner[-1]
+        if kind == "call":
+            t = self.trace_scope(body, [v.type for v in ins], names="xs")
+            return self.pass_out(ops.call(t.program, *ins, *self.pass_in(t), name=f"f{depth}"), 1)[0]
+        policy = draw(policies(tuple(NAMES)))
+        to_bind.extend(sorted(mentioned_names(policy)))
+        prevent_cse = draw(st.booleans())
+        t = self.trace_scope(body, [v.type for v in ins])
+        args = ins + self.pass_in(t)
+        try:
+            outs = ops.checkpoint(_inline(t.program), policy=policy, prevent_cse=prevent_cse)(*args)
+        except P.PolicyError:   # a name policy naming names the region never binds
+            outs = ops.checkpoint(_inline(t.program), policy=None, prevent_cse=prevent_cse)(*args)
+        return self.pass_out(outs, 1)[0]
 
     def scan_step(self, pool, fl, carry, depth):
         """A scan whose body is drawn like a region's: carry `carry`, xs a
         value whose leading axis is the length (or none: length 1-3), maybe
         a const, maybe reversed. Checkpoints inside the body, or around the
         scan, come from region steps drawn there. The final carry joins the
-        pool; the stacked ys are the step's value."""
+        pool; the stacked ys are the step's value (the body's side outputs
+        are stacked too; the inputs its examples ask for are consts)."""
         draw = self.draw
         xs = self.pick(fl, lambda v: v.ndim >= 1) if draw(st.booleans()) else None
         consts = [self.pick(fl)] if draw(st.booleans()) else []
         length = xs.shape[0] if xs is not None else draw(st.integers(1, 3))
         reverse = draw(st.booleans())
+        x_types = [ArrayType(xs.shape[1:], xs.dtype)] if xs is not None else []
 
-        def body(c, x, *cs):
-            inner = [c] + ([x] if x is not None else []) + list(cs)
+        def body(c, *rest):
+            inner = [c] + list(rest)
             n0 = len(inner)
             self.steps(inner, depth + 1, 3, 2)
             same = [v for v in inner[n0:] if v.type == c.type]
             return (same[-1] if same else ops.sin(c)), inner[-1]
-        final, ys = spec.scan(body, carry, xs, consts=consts, length=length, reverse=reverse)
-        pool.append(final)
-        return ys
+        t = self.trace_scope(body, [carry.type] + x_types + [v.type for v in consts])
 
+        def scan_body(c, x, *cs):
+            outs = eval_program_traced(t.program, c, *([x] if x is not None else []), *cs)
+            return outs[0], (tuple(outs[1:]) if len(outs) > 2 else outs[1])
+        final, ys = spec.scan(scan_body, carry, xs, consts=consts + self.pass_in(t), length=length,
+                              reverse=reverse)
+        pool.append(final)
+        return self.pass_out(ys if isinstance(ys, tuple) else [ys], 1)[0]
 
     def cond_step(self, fl, x, depth):
         """lax.cond on the sign of sum(y) (a drawn value; |sum| is far from 0
         for drawn inputs, so no finite difference crosses the switch), each
-        branch a drawn sub-DAG over the operands returning x's type."""
+        branch a drawn sub-DAG over the operands returning x's type. Each
+        branch's side outputs are outputs of the cond (zeros from the other
+        branch); the inputs its examples ask for are operands."""
         draw = self.draw
         y = self.pick(fl)
         operands = [x] + ([y] if y is not x else [])
@@ -310,19 +522,81 @@ class _Builder:
             self.steps(inner, depth + 1, 3, 2)
             same = [v for v in inner[len(xs):] if v.type == x.type]
             return same[-1] if same else ops.cos(xs[0])
-        return spec.cond(pred, branch, branch, *operands)
+        traced = [self.trace_scope(branch, [v.type for v in operands]) for _ in range(2)]   # false, true
+        extra = [self.pass_in(t) for t in traced]
+        sides = [t.program.out_types[1:] for t in traced]
+        n, n_false = len(operands), len(extra[0])
+
+        def run(i, args):
+            own = args[n:n + n_false] if i == 0 else args[n + n_false:]
+            outs = eval_program_traced(traced[i].program, *args[:n], *own)
+            zeros = [zeros_like_type(s) for s in sides[1 - i]]
+            return [outs[0]] + (outs[1:] + zeros if i == 0 else zeros + outs[1:])
+        outs = spec.cond(pred, lambda *a: run(1, a), lambda *a: run(0, a), *operands, *extra[0], *extra[1])
+        return self.pass_out(outs, 1)[0]
 
     def while_step(self, x, depth):
         """A while_loop of 1-3 iterations (a counter) over a drawn body on x
-        (forward mode only: JAX and the spec have no reverse mode for it)."""
+        (forward mode only: JAX and the spec have no reverse mode for it).
+        The inputs the body's examples ask for are body consts; its side
+        outputs ride in the carry (zeros at first)."""
         n = self.draw(st.integers(1, 3))
 
-        def body(c):
-            inner = [c[1]]
+        def body(i, v):
+            inner = [v]
             self.steps(inner, depth + 1, 3, 2)
-            same = [v for v in inner[1:] if v.type == x.type]
-            return c[0] + np.int32(1), (same[-1] if same else ops.sin(c[1]))
-        return spec.while_loop(lambda c: ops.lt(c[0], np.int32(n)), body, (np.int32(0), x))[1]
+            same = [u for u in inner[1:] if u.type == x.type]
+            return i + np.int32(1), (same[-1] if same else ops.sin(v))
+        t = self.trace_scope(body, [ArrayType((), np.int32), x.type])
+        consts = self.pass_in(t)
+        init = (np.int32(0), x, *[zeros_like_type(s) for s in t.program.out_types[2:]])
+
+        def loop_body(*args):
+            c = args[len(consts)]
+            return tuple(eval_program_traced(t.program, c[0], c[1], *args[:len(consts)]))
+        out = spec.while_loop(lambda c: ops.lt(c[0], np.int32(n)), loop_body, init, body_consts=consts)
+        return self.pass_out(out[1:], 1)[0]
+
+    def example_step(self, pool, fl, prim=None):
+        """A registered primitive example (`spec.core.examples`, read at
+        draw time): a primitive, then one of its examples, applied to new
+        inputs of its operand types drawn from its domains, some mixed
+        with a value of the program (MIXERS). Its float outputs of the
+        program's dtype join the pool (the last is the step's value); its
+        other outputs (integer, bool, empty) are side outputs, passed out
+        of every enclosing body to the program's outputs. `prim`: that
+        primitive's (else one of `example_prims`, or of all)."""
+        draw = self.draw
+        table = drawable_examples(self.dtype, self.no_reverse_mode, self.stop_gradient, self.int_inputs,
+                                  self.example_shapes)
+        if prim is None:
+            names = sorted(n for n in table if self.example_prims is None or n in self.example_prims)
+            if not names:
+                return None
+            prim = draw(st.sampled_from(names))
+        ex, use = draw(st.sampled_from(table[prim]))
+        self.examples_drawn.add(prim)
+        _event(f"example: {prim}")
+        args = [self.operand(t, domain, fl) for t, (_, _, domain) in zip(use.types, ex.operands)]
+        outs = ex.fn(*args)
+        outs = [o for o in (outs if isinstance(outs, (tuple, list)) else [outs]) if isinstance(o, Tracer)]
+        keep = [o for o in outs if o.dtype == self.dtype and o.type.size > 0]
+        self.scopes[-1].side.extend(o for o in outs if all(o is not k for k in keep))
+        pool.extend(keep[:-1])
+        return keep[-1] if keep else None
+
+    def operand(self, t: ArrayType, domain: str, fl):
+        """A new input of type `t` and `domain`, maybe mixed with a float
+        value of the program of its shape (or a scalar) if the domain has a
+        mixer: data flows from the program's values (through checkpoints,
+        bodies) into the example."""
+        v = self.ask(t, domain)
+        mix = MIXERS.get(domain) if is_float(t.dtype) else None
+        if mix is not None and self.draw(st.booleans()):
+            x = self.pick(fl, lambda u: u.shape == t.shape or u.ndim == 0)
+            if x is not None:
+                return mix(v, x)
+        return v
 
     def custom_step(self, x):
         """A custom_jvp function with its true derivative as the rule (so the
@@ -380,75 +654,93 @@ def _one_step(draw, builder, pool, depth, i, max_steps, more_odds, pending):
     return True
 
 
-@dataclass
-class Drawn:
-    """A drawn program with what the properties need to know about it."""
-    program: spec.Program
+@dataclass(eq=False, repr=False)
+class DrawnProgram(spec.Program):
+    """A drawn program: a spec.Program whose inputs may carry a domain
+    (`spec.examples.DOMAINS`, "indices:N", "bits"): the inputs example
+    steps asked for, which `inputs()` draws from their domain. None: an
+    input drawn as every other (see `inputs()`)."""
+    input_domains: tuple = ()
 
-    def __repr__(self):
-        return f"Drawn(\n{self.program})"
+
+def input_domains(prog: spec.Program) -> tuple:
+    """The domain of each input of `prog` (None: none declared)."""
+    return tuple(getattr(prog, "input_domains", ())) or (None,) * len(prog.inputs)
 
 
 @st.composite
 def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
-             scalar_output=False, int_inputs=True, stop_gradient=True, shapes=SHAPES,
-             region_weight=3, dead_ends_out=True, partial_ad=False, control_flow=True):
-    """A valid spec program: 1-`max_inputs` inputs of small shapes (f32, or
-    `dtype`; sometimes an extra i32 side input), 1-`max_steps` steps.
-    `stop_gradient=False` leaves stop_gradient out (finite differences
-    cannot see it). `shapes`: the input shapes to draw from (steps may
-    still make others: broadcast, concatenate, reshape).
+             scalar_output=False, int_inputs=True, stop_gradient=True, shapes=None,
+             region_weight=3, dead_ends_out=True, partial_ad=False, control_flow=True,
+             example_weight=EXAMPLE_WEIGHT, example_prims=None):
+    """A valid spec program (a DrawnProgram): 1-`max_inputs` inputs of
+    small shapes (f32, or `dtype`; sometimes an extra i32 side input),
+    1-`max_steps` steps, and the inputs its example steps ask for (after
+    those, with their domains). `stop_gradient=False` leaves stop_gradient
+    out (finite differences cannot see it), examples that apply it too.
+    `int_inputs=False`: no integer, unsigned or bool input at all (no
+    example with such an operand either). `shapes`: the input shapes to
+    draw from (steps may still make others: broadcast, concatenate,
+    reshape); by default SHAPES, with examples of their own shapes; given,
+    only examples whose operands all have one of these shapes (small
+    programs stay small: fuzz/test_symbolic.py's sympy cost).
 
-    The outputs are the last value and, with `dead_ends_out` (unless
-    `scalar_output`), every other float value no step uses: no drawn step
-    is dead code (with the last value alone about half of them were, often
-    the checkpoint regions). `region_weight`: a step is a checkpoint region
-    with `region_weight` chances in 19 + `region_weight` (1: as often as
-    any other kind; the default 3 puts a checkpoint in about 4 programs in
-    10, against 1.5 with 1). `partial_ad`: also draw what has only part of
-    AD: custom_vjp functions (no forward mode) and while loops (no reverse
-    mode), for checks that skip what they lack (see
+    The outputs are the last value, then the side outputs of example steps
+    (their integer, bool and empty outputs, passed out of every body), and,
+    with `dead_ends_out` (unless `scalar_output`, which keeps only the
+    first), every other float value no step uses: no drawn step is dead
+    code (with the last value alone about half of them were, often the
+    checkpoint regions). `region_weight`: a step is a checkpoint region
+    with `region_weight` chances among the step kinds (1: as often as any
+    other kind; the default 3 puts a checkpoint in about 4 programs in 10,
+    against 1.5 with 1); `example_weight` likewise for an example step.
+    `partial_ad`: also draw what has only part of AD: custom_vjp functions
+    (no forward mode), while loops (no reverse mode) and examples without
+    a JVP, for checks that skip what they lack (see
     fuzz.properties.oracle_agrees). `control_flow=False` leaves out scan,
-    cond, while and custom rules."""
+    cond, while and custom rules. `example_prims`: example steps draw only
+    these primitives' examples, and the program has one of each (a last
+    step adds those not drawn yet: `drawable_examples` must hold them)."""
     dtype = np.dtype(dtype)
+    example_shapes, shapes = (None, SHAPES) if shapes is None else (frozenset(map(tuple, shapes)), shapes)
     n_in = draw(st.integers(1, max_inputs))
     types = [ArrayType(draw(st.sampled_from(list(shapes))), dtype) for _ in range(n_in)]
     if int_inputs and draw(st.booleans()):
         types.append(ArrayType(draw(st.sampled_from([(), (3,)])), np.int32))
     b = _Builder(draw, dtype, max_depth, allow_regions, stop_gradient, region_weight, partial_ad,
-                 control_flow)
+                 control_flow, example_weight, int_inputs)
+    b.example_prims = None if example_prims is None else frozenset(example_prims)
+    b.example_shapes = example_shapes
 
     def fn(*xs):
         pool = list(xs)
         b.steps(pool, 0, max_steps, 4)
+        for prim in sorted((b.example_prims or set()) - b.examples_drawn):
+            out = b.example_step(pool, b.floats(pool), prim)
+            pool.extend([out] if out is not None else [])
         fl = [v for v in pool if v.dtype == dtype]
         out = fl[-1]
         if scalar_output and out.ndim:
             out = ops.reduce_sum(out, tuple(range(out.ndim)))
         return out
-    names = [f"x{i}" for i in range(len(types))]
-    prog = spec.trace(_named(fn, names), *types)
+    t = b.trace_scope(fn, types)
+    prog = DrawnProgram(t.program.inputs, t.program.eqns,
+                        t.program.outputs[:1] if scalar_output else t.program.outputs,
+                        input_names=tuple(f"x{i}" for i in range(len(t.program.inputs))),
+                        input_domains=(None,) * len(types) + tuple(t.asked))
     if dead_ends_out and not scalar_output:
         prog = _with_dead_ends_out(prog, dtype)
     return prog
 
 
-def _with_dead_ends_out(prog: spec.Program, dtype) -> spec.Program:
+def _with_dead_ends_out(prog: DrawnProgram, dtype) -> DrawnProgram:
     """`prog` with every `dtype` value that no equation uses (and that is
     not an output yet) appended to its outputs, in program order."""
     used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
     used |= {a.id for a in prog.outputs if isinstance(a, Var)}
     ends = [v for e in prog.eqns for v in e.outputs if v.id not in used and v.type.dtype == dtype]
-    return spec.Program(prog.inputs, prog.eqns, list(prog.outputs) + ends, input_names=prog.input_names)
-
-
-def _named(fn, names):
-    """A wrapper whose parameters have the given names (so residuals
-    read "from the argument x0")."""
-    src = f"def wrapper({', '.join(names)}):\n    return fn({', '.join(names)})\n"
-    env = {"fn": fn}
-    exec(src, env)
-    return env["wrapper"]
+    return DrawnProgram(prog.inputs, prog.eqns, list(prog.outputs) + ends, input_names=prog.input_names,
+                        input_domains=prog.input_domains)
 
 
 def inputs(prog: spec.Program, seed: int = 0) -> list[np.ndarray]:
@@ -457,11 +749,14 @@ def inputs(prog: spec.Program, seed: int = 0) -> list[np.ndarray]:
     value; the magnitudes keep exp/tanh chains moderate and every value away
     from 0, where abs is not differentiable; negative values exercise the
     negative half of every rule, e.g. a derivative wrong only there), ints
-    in [1, 3]."""
+    in [1, 3]; an input with a domain (`input_domains`: those example
+    steps asked for) is drawn from it by `spec.examples.draw_operand`."""
     rng = np.random.default_rng(seed)
     out = []
-    for t in prog.in_types:
-        if np.issubdtype(t.dtype, np.integer):
+    for t, domain in zip(prog.in_types, input_domains(prog)):
+        if domain is not None:
+            out.append(draw_operand(domain, t.shape, SHORT_NAMES[t.dtype], rng))
+        elif np.issubdtype(t.dtype, np.integer):
             out.append(rng.integers(1, 4, t.shape).astype(t.dtype))
         else:
             magnitude = rng.uniform(0.5, 1.5, t.shape)

@@ -13,7 +13,8 @@ jax.clear_caches():
 
 and prints a table model x policy with both times (wall clock, and the
 process's CPU time: on a shared machine the wall clock measures the load)
-and the ratio of the wall times. A model
+and the ratio of the wall times, and the outcome: the statuses, with the
+known divergences by name. A model
 the spec cannot check yet shows the primitive it stops at (its check
 raises oracle.Unsupported at once); a Mismatch is shown as such.
 """
@@ -38,6 +39,8 @@ def time_oracle(case, policy):
     try:
         report = oracle.check(case.loss, policy, *case.args, **case.kwargs)
         outcome = "/".join(sorted({r.status for r in report.results}))
+        known = sorted({name for name, _, _ in report.known_divergences})
+        outcome += f" ({', '.join(known)})" if known else ""
     except oracle.Unsupported as e:
         outcome = f"Unsupported: {stops_at(str(e))}"
     except oracle.Mismatch as e:

@@ -516,3 +516,64 @@ def linen_scan_remat():
         x, y = batch
         return optax.l2_loss(net.apply({"params": params}, x), y).mean()
     return Case(loss, (params, (x, y)))
+
+
+# --- mixture of experts: top-k routing ---------------------------------------------
+
+class MoEMLP(nn.Module):
+    """A Switch/GShard-style MoE feed-forward layer: a router, top-k expert
+    choice (jax.lax.top_k), the experts as one stacked kernel (einsum with an
+    expert batch dimension), and the load-balancing loss sown as an
+    intermediate."""
+    num_experts: int
+    top_k: int
+    mlp_dim: int
+
+    @nn.compact
+    def __call__(self, x):
+        B, T, D = x.shape
+        E = self.num_experts
+        tokens = x.reshape(-1, D)
+        router_logits = nn.Dense(E, use_bias=False, name="router")(tokens)
+        router_probs = jax.nn.softmax(router_logits, axis=-1)
+        top_p, top_idx = jax.lax.top_k(router_probs, self.top_k)
+        top_p = top_p / jnp.sum(top_p, axis=-1, keepdims=True)
+        combine = jnp.sum(jax.nn.one_hot(top_idx, E) * top_p[..., None], axis=1)        # [N, E]
+        wi = self.param("wi", nn.initializers.lecun_normal(), (E, D, self.mlp_dim))
+        wo = self.param("wo", nn.initializers.lecun_normal(), (E, self.mlp_dim, D))
+        h = checkpoint_name(nn.gelu(jnp.einsum("nd,edf->enf", tokens, wi)), "expert_hidden")
+        y = jnp.einsum("enf,efd->end", h, wo)
+        out = jnp.einsum("end,ne->nd", y, combine)
+        density = jnp.mean(jax.nn.one_hot(top_idx[:, 0], E), axis=0)
+        density_proxy = jnp.mean(router_probs, axis=0)
+        self.sow("intermediates", "aux_loss", jnp.mean(density * density_proxy) * E**2)
+        return out.reshape(B, T, D)
+
+
+class MoELM(nn.Module):
+    vocab: int
+    dim: int
+
+    @nn.compact
+    def __call__(self, tokens):
+        embed = nn.Embed(self.vocab, self.dim, name="embed")
+        x = embed(tokens)
+        x = x + MoEMLP(num_experts=4, top_k=2, mlp_dim=2 * self.dim, name="moe")(nn.LayerNorm()(x))
+        return embed.attend(nn.LayerNorm()(x))
+
+
+@model("linen_moe", "flax.linen", names=("expert_hidden",))
+def linen_moe():
+    """A token-level LM with a top-2-of-4 mixture-of-experts layer; the loss
+    is integer-label cross-entropy plus 0.01 x the sown load-balancing loss
+    (apply(..., mutable=['intermediates']))."""
+    net = MoELM(data.VOCAB, W)
+    seq = data.rng(8).randint(0, data.VOCAB, (data.BATCH, data.SEQ + 1)).astype(np.int32)
+    params = init(net, seq[:, :-1])["params"]
+
+    def loss(params, batch):
+        logits, state = net.apply({"params": params}, batch["inputs"], mutable=["intermediates"])
+        aux = sum(jax.tree.leaves(state["intermediates"]))
+        xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
+        return xent + 0.01 * aux
+    return Case(loss, (params, {"inputs": seq[:, :-1], "targets": seq[:, 1:]}))

@@ -383,7 +383,10 @@ def _iota_shape(*, shape):
 
 shape_rules[iota_2x32_shape_p] = _iota_shape
 eval_rules[iota_2x32_shape_p] = lambda *, shape: list(iota_words(shape))
-jvp_rules[iota_2x32_shape_p] = _zero_jvp(iota_2x32_shape)   # (no operands: never called)
+# no operands, so never differentiated or batched (an equation without a
+# differentiated or batched input is copied as it is); these say so
+jvp_rules[iota_2x32_shape_p] = _zero_jvp(iota_2x32_shape)
+batch_rules[iota_2x32_shape_p] = lambda args, dims, *, shape: (iota_2x32_shape(shape), [None, None])
 jax_facts[iota_2x32_shape_p] = JaxFacts("iota_2x32_shape",
                                         f"lambda shape: {PRNG}.iota_2x32_shape_p.bind(shape=shape)")
 examples[iota_2x32_shape_p] = [Example(

@@ -36,10 +36,10 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import Program
+from spec.ir import Program, is_float
 
 from oracle import divergences
-from oracle.conventions import AS_IS, Call, Factory, bind, draw
+from oracle.conventions import AS_IS, Call, Factory, bind, draw, jax_value_of
 from oracle.errors import InvalidArgument, Mismatch
 from oracle.from_jax import from_jaxpr, subjaxprs
 from oracle.policies import to_jax_policy
@@ -276,11 +276,14 @@ def _compiled(case: Case, f, props, timings) -> dict:
     """The compiled-tier properties from one jax.jit-compiled function."""
     import jax
     flat = case.call.flat(f)
-    diff = [i for i, t in enumerate(case.prog.in_types) if spec.ir.is_float(t.dtype)]
+    diff = [i for i, t in enumerate(case.prog.in_types) if is_float(t.dtype)]
 
     def together(*operands):
         return {p.name: p.jax_term(flat, operands, diff) for p in props}
-    operands = (list(case.call.jax_leaves), list(case.tangents), list(case.cts), list(case.batched))
+    # a key's tangent is never read (keys are not differentiated); its batch is a key array
+    operands = (list(case.call.jax_leaves), [t if is_float(t.dtype) else np.zeros(t.shape, np.int32)
+                                             for t in case.tangents],
+                list(case.cts), [jax_value_of(b) for b in case.batched])
     t0 = time.perf_counter()
     lowered = jax.jit(together).lower(*operands)
     t1 = time.perf_counter()

@@ -28,7 +28,7 @@ from spec.barriers import optimization_barriers
 from spec.ir import DTYPES, Program, is_float, subprograms
 
 from oracle import divergences, tolerances
-from oracle.conventions import Call
+from oracle.conventions import Call, spec_value_of
 from oracle.jax_params import spec_type
 from oracle.upcast import up, upcast
 
@@ -118,12 +118,24 @@ def jax_residuals(f, args, kwargs=None) -> list[tuple[str, str]]:
             for aval, src in saved_residuals(f, *args, **(kwargs or {}))]
 
 
+# a printed spec type: dtype (key<fry> included), an optional <memory space>, shape
+_TYPE = re.compile(r"(key<fry>|[a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]")
+
+
+def _parse_type(t: str):
+    """(numpy dtype, shape) of a printed spec type, or None."""
+    m = _TYPE.fullmatch(t)
+    if not m or m.group(1) not in DTYPES:
+        return None
+    return DTYPES[m.group(1)], tuple(int(d) for d in m.group(2).split(",") if d)
+
+
 def _bytes(t: str) -> int:
-    m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]", t)
-    if not m:
+    parsed = _parse_type(t)
+    if parsed is None:
         return 0
-    size = int(np.prod([int(d) for d in m.group(2).split(",") if d] or [1]))
-    return size * DTYPES[m.group(1)].itemsize
+    dtype, shape = parsed
+    return int(np.prod(shape or [1])) * dtype.itemsize
 
 
 def residual_diff(jax_res, spec_res) -> str:
@@ -223,9 +235,8 @@ def _leaves_of(residuals):
     """(shape, dtype) of residual entries ("f32[3,4]", source)."""
     out = []
     for t, _ in residuals:
-        m = re.fullmatch(r"([a-z0-9]+)(?:<[a-z_]+>)?\[([0-9,]*)\]", t)
-        shape = tuple(int(d) for d in m.group(2).split(",") if d)
-        out.append((str(shape), str(DTYPES[m.group(1)])))
+        dtype, shape = _parse_type(t)
+        out.append((str(shape), str(dtype)))
     return out
 
 
@@ -239,7 +250,7 @@ def _vjp_leaves_term(f, operands, diff):
 
 
 def _compare_leaves(case, impl, got, want):
-    leaves = sorted((str(tuple(np.shape(x))), str(np.asarray(x).dtype)) for x in got)
+    leaves = sorted((str(tuple(np.shape(v))), str(v.dtype)) for v in map(spec_value_of, got))
     if leaves == sorted(want):
         return f"{len(leaves)} leaves"
     # the leaves are JAX's own saved residuals, whose difference from the
@@ -337,7 +348,7 @@ def _numbers_compare(name, weight):
         depth = _depth(case.prog) * weight
         worst = (0.0, 0.0)
         for i, (g, w, r, n) in enumerate(zip(got, expected, reference, noise)):
-            g = np.asarray(g)
+            g = spec_value_of(g)      # (a key array as the spec's key<fry> array)
             ok, max_abs, max_rel, idx, tol = tolerances.compare(g, w, r, np.asarray(w).dtype, depth,
                                                                 case.rtol_scale, n)
             if not ok:
@@ -368,7 +379,14 @@ def _values_term(f, operands, diff):
 def _float_tangents(primals, tangents) -> list:
     """The tangents of the float outputs (an integer output's tangent is a
     float0 zero in JAX; the spec's JVP program has none)."""
-    return [t for p, t in zip(primals, tangents) if is_float(np.dtype(p.dtype))]
+    return [t for p, t in zip(primals, tangents) if _is_float_value(p)]
+
+
+def _is_float_value(x) -> bool:
+    try:
+        return is_float(np.dtype(x.dtype))
+    except TypeError:           # a typed key's dtype is no numpy dtype
+        return False
 
 
 def _jvp_term(f, operands, diff):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import spec
-from spec.ir import Literal, Program, Var, is_float, subprograms
+from spec.ir import Literal, Program, Var, is_float, is_key, subprograms
 from spec.partial_eval import literal_operands_inline
 from spec import policies as sp
 
@@ -266,6 +266,8 @@ def _nested_source(a: np.ndarray) -> str:
 def _array_source(a) -> str:
     """np.array(...) source giving exactly `a` (any spec dtype, bfloat16 included)."""
     a = np.asarray(a)
+    if is_key(a.dtype):         # a key<fry> array: JAX's typed key of its words
+        return (f"jax.random.wrap_key_data({_array_source(a['fry'])}, impl='threefry2x32')")
     if a.size == 0:
         return f"np.zeros({a.shape!r}, dtype={_dtype_source(a.dtype)})"
     return f"np.array({_nested_source(a)}, dtype={_dtype_source(a.dtype)})"

@@ -37,10 +37,27 @@ def upcast(prog: Program) -> Program:
                 return env[a.id]
             return a.value.astype(F64) if is_float(a.type.dtype) else a.value
         for e in prog.eqns:
-            outs = bind(e.primitive, *map(read, e.inputs), **_up_params(e.params))
+            outs = _bind_up(e, [read(a) for a in e.inputs])
             for v, o in zip(e.outputs, outs if e.primitive.multiple_results else [outs]):
                 env[v.id] = o
         return b.build(ins, [read(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def _bind_up(e, ins):
+    """The equation in float64; one whose rule refuses float64 (a bitcast
+    of u32 to f32 keeps its width) computes in its own dtypes, its float
+    operands rounded to them and its float results widened."""
+    from spec.core import PrimitiveError
+    from spec.prims_elementwise import convert_element_type
+    try:
+        return bind(e.primitive, *ins, **_up_params(e.params))
+    except PrimitiveError:
+        pass
+    ins = [convert_element_type(x, a.type.dtype) if is_float(a.type.dtype) and not isinstance(x, np.ndarray)
+           else (np.asarray(x, a.type.dtype) if isinstance(x, np.ndarray) else x) for x, a in zip(ins, e.inputs)]
+    outs = bind(e.primitive, *ins, **e.params)
+    widen = lambda o: convert_element_type(o, F64) if is_float(o.dtype) else o  # noqa: E731
+    return [widen(o) for o in outs] if e.primitive.multiple_results else widen(outs)
 
 
 def up(values):

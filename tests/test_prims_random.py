@@ -343,8 +343,10 @@ ORACLE_BLOCKERS = {
                       "element size: the float64 reference of every uniform/bernoulli/normal raises",
     "typed-keys": "oracle/checker.py gives JAX the spec's key<fry> tangents and batched arguments (numpy "
                   "arrays jax.jit refuses), oracle/properties.py reads JAX's key outputs and residual leaves "
-                  "with np.asarray, oracle/from_jax.py a closed-over key with np.asarray "
-                  "(oracle.conventions.jax_value_of / spec_value_of convert them)",
+                  "with np.asarray (oracle.conventions.jax_value_of / spec_value_of convert them)",
+    "closed-over-key": "oracle/from_jax.py reads a closed-over key (a constvar) with np.asarray, and "
+                       "oracle/to_jax.py gives JAX a key<fry> constant as a numpy array "
+                       "(oracle.conventions.spec_value_of / jax_value_of convert them)",
 }
 
 
@@ -368,9 +370,10 @@ def _run_probe(name) -> bool:
     if name == "bitcast-upcast":
         bits = np.full(3, 0x3FC00000, np.uint32)
         return _passes(lambda x, u: (x * lax.bitcast_convert_type(u, np.float32)).sum(), x, bits)
+    if name == "typed-keys":
+        return _passes(lambda x, k: ((x * x).sum(), jax.random.split(k)), x, jax.random.key(0))
     const = jax.random.key(5)
-    return _passes(lambda x, k: ((x * x).sum(), jax.random.split(k), jax.random.fold_in(const, 1)), x,
-                   jax.random.key(0))
+    return _passes(lambda x: ((x * x).sum(), jax.random.fold_in(const, 1)), x)
 
 
 _PROBED: dict = {}
@@ -408,7 +411,7 @@ def test_oracle_check_keys_drawn_closed_over_and_returned(request):
     constant), new keys returned beside the loss (outputs without cotangents)."""
     import oracle
     jax = _jax()
-    _expect_blockers(request, "bitcast-upcast", "typed-keys")
+    _expect_blockers(request, "bitcast-upcast", "typed-keys", "closed-over-key")
     params, x, _ = _mlp_args("typed")
     const = jax.random.key(11)
 

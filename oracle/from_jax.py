@@ -14,8 +14,9 @@ import numpy as np
 
 import spec
 from spec.core import primitives as SPEC_PRIMS
-from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 
+from oracle.conventions import spec_value_of
 from oracle.errors import Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
@@ -55,7 +56,8 @@ def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
 
     for v, c in zip(jaxpr.constvars, consts):
         t = spec_type(v.aval)
-        env[v] = Literal(np.asarray(c, dtype=t.dtype), ArrayType(np.shape(c), t.dtype))
+        value = spec_value_of(c) if is_key(t.dtype) else np.asarray(c, dtype=t.dtype)   # a closed-over key
+        env[v] = Literal(value, ArrayType(np.shape(c), t.dtype))
     inputs = []
     for v in jaxpr.invars:
         nv = Var(spec_type(v.aval))

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.ir import Literal, Program, Var
+from spec.ir import Literal, Program, Var, is_key
 
+from oracle.conventions import jax_value_of
 from oracle.errors import Unsupported
 from oracle.jax_names import emitters
 
@@ -29,6 +30,8 @@ def _literal(a: Literal):
     survives, where JAX would drop a same-dtype conversion of a strong value)."""
     if a.is_scalar and a.value.dtype == np.float32:
         return float(a.value)
+    if is_key(a.value.dtype):        # a closed-over key: the typed key of its data
+        return jax_value_of(a.value)
     return a.value if a.is_scalar else np.array(a.value)
 
 

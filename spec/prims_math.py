@@ -28,7 +28,7 @@ from spec.batching import broadcast_batcher, vectorized_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, eval_rules,
                        examples, jax_facts, jvp_rules, primitive, shape_rules)
 from spec.ir import ArrayType, is_float
-from spec.prims_elementwise import (_binary_shape, _coerce, _full_like, _lit_like, _maybe_broadcast,
+from spec.prims_elementwise import (_binary_eval, _binary_shape, _coerce, _full_like, _lit_like, _maybe_broadcast,
                                     abs, add, add_tangents, broadcast_shapes, convert_element_type,
                                     div, eq, exp, integer_pow, log, mul, neg, rsqrt, select_n, square,
                                     stop_gradient, sub)
@@ -57,14 +57,6 @@ def _numeric_shape(prim):
         if x.dtype == np.bool_:
             raise PrimitiveError(prim, f"operand must be numeric, got {x}")
         return [x]
-    return rule
-
-
-def _binary_eval(op: str):
-    """`xp.<op>(x, y)` in the compute dtype, rounded once to x's dtype."""
-    def rule(x, y, **_):
-        xp = namespace(x, y)
-        return xp.result(getattr(xp, op)(xp.compute(x), xp.compute(y)), x.dtype)
     return rule
 
 

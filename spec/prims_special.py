@@ -19,24 +19,12 @@ from spec.batching import vectorized_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, batch_rules, bind, eval_rules, examples,
                        jax_facts, jvp_rules, primitive, shape_rules)
 from spec.ir import ArrayType, is_float
-from spec.prims_elementwise import _lit_like, exp, mul, neg, square
+from spec.prims_elementwise import _float_unary_shape, _lit_like, _unary_eval, exp, mul, neg, square
 
 
-def float_unary_shape(prim):
-    """A floating-point operand; the output has its type."""
-    def rule(x: ArrayType, **params):
-        if not is_float(x.dtype):
-            raise PrimitiveError(prim, f"operand must be floating point, got {x}")
-        return [x]
-    return rule
-
-
-def unary_eval(op: str):
-    """`xp.<op>` of spec/arrays.py, computed as XLA:CPU does (f16/bf16 in f32)."""
-    def rule(x, **_):
-        xp = namespace(x)
-        return xp.result(getattr(xp, op)(xp.compute(x)), x.dtype)
-    return rule
+# the elementwise family's rule makers, shared (spec/prims_elementwise.py)
+float_unary_shape = _float_unary_shape
+unary_eval = _unary_eval
 
 
 # --------------------------------------------------------------------------

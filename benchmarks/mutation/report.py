@@ -3,6 +3,7 @@ time-to-kill per class and overall, and a side-by-side markdown table of
 several runs (for the README).
 
     python -m benchmarks.mutation.report RUN.json [RUN2.json ...]   # markdown
+    python -m benchmarks.mutation.report --mutants                   # the mutants, markdown
 """
 from __future__ import annotations
 
@@ -78,8 +79,26 @@ def markdown(runs: list[dict]) -> str:
     return "\n".join(out)
 
 
+def mutant_lines() -> str:
+    """Every mutant as a markdown table row: class, name, file:line, what it does."""
+    from benchmarks.mutation.mutants import MUTANTS
+    from benchmarks.mutation.overlay import pristine_text
+    out = ["| class | mutant | where | the slip |", "|---|---|---|---|"]
+    for m in MUTANTS:
+        text = pristine_text(m)
+        start = text.index(m.anchor)
+        old, new = m.anchor.split("\n"), m.replacement.split("\n")
+        k = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
+        line = text[:start].count("\n") + 1 + k
+        out.append(f"| {m.cls} | `{m.name}` | `jax/{m.file}:{line}` | {m.description} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     paths = sys.argv[1:] if argv is None else argv
+    if paths == ["--mutants"]:
+        print(mutant_lines())
+        return 0
     runs = []
     for p in paths:
         with open(p) as fh:

@@ -8,12 +8,29 @@ several runs (for the README).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 
 from benchmarks.mutation.mutants import CLASSES
 
 SCORED = ("killed", "survived", "timeout")
+FAILED = r"^FAILED (\S+?)(?: - .*)?$"
+DIFFERS = r"\b(\w+ differs under \w+)"
+OTHER = (r"^finding: .*", r"^error in job .*", r"^E +[\w.]*(Error|Exception|Failure)\b.*")
+
+
+def evidence(output: str) -> str:
+    """What killed the mutant, from the command's output: the failing test
+    and/or the property that differed (else an error line, else the last line)."""
+    parts = [m.group(1).split("::")[-1] for m in [re.search(FAILED, output, re.M)] if m]
+    parts += [m.group(1) for m in [re.search(DIFFERS, output)] if m]
+    if not parts:
+        parts = [m.group(0).strip() for pat in OTHER for m in [re.search(pat, output, re.M)] if m][:1]
+    if not parts:
+        lines = [ln for ln in output.splitlines() if ln.strip()]
+        parts = lines[-1:]
+    return ": ".join(parts)[:160]
 
 
 def kill_time(r: dict) -> float | None:
@@ -43,8 +60,8 @@ def table(results: list[dict]) -> str:
     for r in results:
         t = kill_time(r) if r["status"] == "killed" else r.get("seconds")
         shown = f"{t:8.1f}" if isinstance(t, (int, float)) else f"{'-':>8s}"
-        lines.append(f"{r['mutant']:42s} {r['cls']:13s} {r['status']:9s} {shown}  "
-                     f"{(r.get('evidence') or r.get('why') or '')[:90]}")
+        ev = evidence(r["tail"]) if r["status"] == "killed" and r.get("tail") else r.get("why", "")
+        lines.append(f"{r['mutant']:42s} {r['cls']:13s} {r['status']:9s} {shown}  {ev[:90]}")
     return "\n".join(lines)
 
 
@@ -54,6 +71,12 @@ def summary_text(summary: dict) -> str:
         med = f"{s['median_s']:9.1f}" if s["median_s"] is not None else f"{'-':>9s}"
         lines.append(f"{cls:13s} {s['killed']:>3d}/{s['n']:<3d} {s['rate']:6.0%} {med}")
     return "\n".join(lines)
+
+
+def _what(r: dict) -> str:
+    """' (property)' that differed, from the run's output, if it says."""
+    m = re.search(DIFFERS, r.get("tail") or "")
+    return f" ({m.group(1).split()[0]})" if m else ""
 
 
 def markdown(runs: list[dict]) -> str:
@@ -74,7 +97,7 @@ def markdown(runs: list[dict]) -> str:
         for b in by:
             r = b.get(name)
             t = kill_time(r) if r else None
-            cells.append("-" if r is None else f"killed {t:.0f}s" if t is not None else r["status"])
+            cells.append("-" if r is None else f"killed {t:.0f}s{_what(r)}" if t is not None else r["status"])
         out.append(f"| `{name}` | {cls} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -40,8 +40,6 @@ from benchmarks.mutation.overlay import Overlay, check_anchor, jax_package_dir, 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-EVIDENCE = (r"^FAILED \S+", r"\w+ differs under \w+", r"^finding: .*", r"^error in job .*",
-            r"^E +\w+(Error|Mismatch|Failure)\b.*")
 
 
 def snapshot(rev: str, base: str) -> str:
@@ -59,15 +57,6 @@ def first_file(path: str) -> bool:
         if files:
             return True
     return False
-
-
-def evidence(output: str) -> str:
-    for pat in EVIDENCE:
-        m = re.search(pat, output, re.M)
-        if m:
-            return m.group(0).strip()[:200]
-    lines = [ln for ln in output.splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else ""
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -116,7 +105,7 @@ def classify(run: dict) -> dict:
         status, pending = ("killed", True) if run["detect_s"] is not None else ("timeout", False)
     else:
         status, pending = ("killed" if run["rc"] != 0 else "survived"), False
-    return dict(status=status, pending=pending, evidence=evidence(run["tail"]) if status == "killed" else "")
+    return dict(status=status, pending=pending, evidence=report.evidence(run["tail"]) if status == "killed" else "")
 
 
 def score_mutant(m: M.Mutant, args, cwd: str, base: str) -> dict:

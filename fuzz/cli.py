@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import hashlib
 import multiprocessing as mp
 import os
@@ -38,71 +39,105 @@ def _shape_key(prog) -> str:
 
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, out_dir: str,
-            fail_fast: bool, results: "mp.Queue", control_flow: bool = True):
+            fail_fast: bool, results: "mp.Queue", control_flow: bool = True, first_round: int = 0):
+    """One campaign process: rounds of 20 drawn programs (each round its own
+    Hypothesis seed, so that every finding replays from `seed` and its
+    round) until `deadline` or `max_examples`. It tells the driver when it
+    starts checking a program (the heartbeat), what each check found, the
+    first failure of a round at once (unshrunk) and the shrunk finding."""
     import warnings
     warnings.filterwarnings("ignore")
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hyp_seed
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    import oracle
-    from fuzz import properties
-    from fuzz.strategies import programs
-
-    checked = 0
-    last_failure = []
     db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis"))
-    round_ = 0
+    checked, round_ = 0, first_round
     while time.time() < deadline and checked < max_examples:
-        batch = min(20, max_examples - checked)
         round_ += 1
-
-        @hyp_seed(seed * 100003 + job * 1009 + round_)
-        @settings(max_examples=batch, deadline=None, database=db, print_blob=False,
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-                  phases=[Phase.reuse, Phase.generate, Phase.shrink])
-        @given(programs(partial_ad=True, control_flow=control_flow))
-        def prop(prog):
-            nonlocal checked
-            if time.time() > deadline and not last_failure:
-                return                # out of time: let Hypothesis finish the batch quickly
-            if time.time() > deadline + 600:      # never shrink forever
-                return
-            try:
-                report = properties.oracle_agrees(prog, implementations=impls)
-            except oracle.Unsupported:
-                return
-            except Exception as e:      # a Mismatch, or an error of ours (or JAX's): shrink it too
-                last_failure[:] = [(prog, e)]
-                raise
-            checked += 1
-            results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
-                         + [(p, i, "naming normalised") for _, p, i in report.normalizations]))
+        failures: list = []
+        test = _round(job, seed, round_, min(20, max_examples - checked), deadline, impls, db,
+                      results, control_flow, failures)
         try:
-            prop()
-        except oracle.Mismatch:
-            prog, e = last_failure[0]
-            prop_name, impl = _property_of(e)
-            results.put(("finding", job, dict(
-                key=f"{prop_name}/{impl}/{_shape_key(prog)}", property=prop_name, implementation=impl,
-                program=str(prog), message=str(e).split("\nreproducer:\n")[0],
-                repro=e.repro.text if e.repro else "", seed=seed, round=round_)))
-            if fail_fast:
-                break
-        except Exception as e:   # an error of ours: report it with its (shrunk) program, never hide it
-            if not last_failure:
+            checked += test()
+        except Exception as e:   # a Mismatch, a hang or an error of ours (or JAX's): never hidden
+            if not failures:
                 results.put(("error", job, f"{type(e).__name__}: {e}"))
                 break
-            prog, err = last_failure[0]
-            message = f"{type(err).__name__}: {err}"
-            results.put(("finding", job, dict(
-                key=f"error/{type(err).__name__}/{_shape_key(prog)}", property="error",
-                implementation="-", program=str(prog), message=message, repro="", seed=seed,
-                round=round_)))
-            last_failure.clear()
+            results.put(("finding", job, _finding(*failures[-1], seed, round_, impls)))
             if fail_fast:
                 break
     results.put(("done", job, checked))
+
+
+def _round(job, seed, round_, examples, deadline, impls, db, results, control_flow, failures):
+    """The Hypothesis test of one round; calling it returns how many
+    programs it checked. `failures` keeps the last failing (program, error)
+    for the caller (the shrunk one when Hypothesis re-raises)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hyp_seed
+
+    import oracle
+    from fuzz import properties, watchdog
+    from fuzz.strategies import programs
+    checked = 0
+
+    @hyp_seed(seed * 100003 + job * 1009 + round_)
+    @settings(max_examples=examples, deadline=None, database=db, print_blob=False,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+              phases=[Phase.reuse, Phase.generate, Phase.shrink])
+    @given(programs(partial_ad=True, control_flow=control_flow))
+    def prop(prog):
+        nonlocal checked
+        if time.time() > deadline and not failures:
+            return                # out of time: let Hypothesis finish the round quickly
+        results.put(("start", job, (str(prog), round_)))
+        try:
+            with watchdog.time_limit():
+                report = properties.oracle_agrees(prog, implementations=impls)
+        except oracle.Unsupported:
+            results.put(("idle", job, None))
+            return
+        except Exception as e:      # shrink it; the driver hears of the first failure at once
+            if not failures:
+                results.put(("failure", job, _finding(prog, e, seed, round_, impls)))
+            failures[:] = [(prog, e)]
+            raise
+        checked += 1
+        results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
+                     + [(p, i, "naming normalised") for _, p, i in report.normalizations]))
+
+    def run() -> int:
+        prop()
+        return checked
+    return run
+
+
+def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3")) -> dict:
+    """What the driver writes for a failing program: a Mismatch with its
+    reproducer, a hang with a reproducer that times every stage, or an
+    error of ours (or JAX's) with its message."""
+    import oracle
+    from fuzz import watchdog
+    shape = _shape_key(prog)
+    if isinstance(err, oracle.Mismatch):
+        prop_name, impl = _property_of(err)
+        return dict(key=f"{prop_name}/{impl}/{shape}", property=prop_name, implementation=impl,
+                    program=str(prog), message=str(err).split("\nreproducer:\n")[0],
+                    repro=err.repro.text if err.repro else "", seed=seed, round=round_)
+    if isinstance(err, watchdog.ExampleTimeout):
+        return dict(key=f"hang/-/{shape}", property="hang", implementation="-", program=str(prog),
+                    message=str(err), repro=_hang_repro(prog, err, impls), seed=seed, round=round_)
+    return dict(key=f"error/{type(err).__name__}/{shape}", property="error", implementation="-",
+                program=str(prog), message=f"{type(err).__name__}: {err}", repro="", seed=seed,
+                round=round_)
+
+
+def _hang_repro(prog, err, impls) -> str:
+    from fuzz.strategies import inputs
+    from oracle.repro import write_hang_repro
+    try:
+        return write_hang_repro(prog, inputs(prog, 0), impls, err.seconds, str(err)).text
+    except Exception:     # a program the reproducer writer refuses: program.txt still has it
+        return ""
 
 
 def _property_of(e):
@@ -111,7 +146,7 @@ def _property_of(e):
     return (m.group(1), m.group(2)) if m else ("unknown", "unknown")
 
 
-def _write_finding(out_dir: str, f: dict) -> str:
+def _write_finding(out_dir: str, f: dict, note: str = "") -> str:
     fid = hashlib.sha1(f["key"].encode()).hexdigest()[:10]
     d = os.path.join(out_dir, fid)
     os.makedirs(d, exist_ok=True)
@@ -120,8 +155,7 @@ def _write_finding(out_dir: str, f: dict) -> str:
             fh.write(f["repro"])
     with open(os.path.join(d, "program.txt"), "w") as fh:
         fh.write(f["program"] + "\n")
-    title = (f"an error while checking" if f["property"] == "error"
-             else f"{f['property']} differs under {f['implementation']}")
+    title = _title(f)
     rerun = ("Run `python repro.py` (needs only jax and numpy) to see it fail.\n" if f["repro"] else
              "An exception, not a disagreement: replay the program with "
              "`fuzz.properties.oracle_agrees` to see it.\n")
@@ -130,8 +164,100 @@ def _write_finding(out_dir: str, f: dict) -> str:
                  f"Found by `remat-oracle fuzz --seed {f['seed']}` (round {f['round']}); "
                  f"program shape `{f['key'].split('/', 2)[2]}`.\n\n"
                  f"```\n{f['message']}\n```\n\n## Program (spec IR)\n\n```\n{f['program']}\n```\n\n"
-                 + rerun)
+                 + rerun + (f"\n{note}\n" if note else ""))
     return d
+
+
+# the driver ends a worker whose current program has run this long past the
+# per-example limit: a hang inside C++ (XLA), where SIGALRM cannot reach
+SILENT_SECONDS = 30.0
+
+
+@dataclasses.dataclass
+class _Campaign:
+    """The driver's state: the workers, what they report, the findings."""
+    args: argparse.Namespace
+    impls: tuple
+    start: float
+    deadline: float                       # --minutes after start: the driver stops here
+    results: object
+    procs: list = dataclasses.field(default_factory=list)
+    counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    programs: int = 0
+    findings: dict = dataclasses.field(default_factory=dict)       # key -> directory
+    unshrunk: dict = dataclasses.field(default_factory=dict)       # job -> first failure of its round
+    busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round)
+    errors: list = dataclasses.field(default_factory=list)
+    done: int = 0
+
+    def spawn(self, job: int, first_round: int = 0):
+        a = self.args
+        per_job = -(-a.examples // a.jobs)
+        # workers stop drawing 2 s early, so that the last checks end by the deadline
+        p = mp.get_context("spawn").Process(
+            target=_worker, daemon=True,
+            args=(job, a.seed, self.deadline - 2.0, per_job, self.impls, a.out, a.fail_fast,
+                  self.results, not a.no_control_flow, first_round))
+        p.start()
+        if job < len(self.procs):
+            self.procs[job] = p
+        else:
+            self.procs.append(p)
+
+    def record(self, payload: dict, note: str = "") -> None:
+        if payload["key"] not in self.findings:
+            self.findings[payload["key"]] = _write_finding(self.args.out, payload, note)
+            print(f"\nfinding: {_title(payload)} -> {self.findings[payload['key']]}", file=sys.stderr)
+
+    def handle(self, kind: str, job: int, payload) -> bool:
+        """Take one message; True when the campaign should stop (fail-fast)."""
+        if kind == "start":
+            self.busy[job] = (time.time(), *payload)
+        elif kind in ("checked", "idle"):
+            self.busy.pop(job, None)
+            if kind == "checked":
+                self.programs += 1
+                self.counts.update(payload)
+        elif kind == "failure":
+            self.unshrunk[job] = payload
+        elif kind == "finding":
+            self.unshrunk.pop(job, None)
+            self.record(payload)
+            return self.args.fail_fast
+        elif kind == "error":
+            self.errors.append(payload)
+            print(f"\nerror in job {job}: {payload}", file=sys.stderr)
+        elif kind == "done":
+            self.busy.pop(job, None)
+            self.done += 1
+        return False
+
+    def watch(self) -> bool:
+        """End a worker silent past the per-example limit (a hang in C++):
+        its program is a hang finding; a fresh worker goes on with the next
+        round. True when the campaign should stop (fail-fast)."""
+        from fuzz import watchdog
+        for job, (since, program, round_) in list(self.busy.items()):
+            if time.time() - since < watchdog.EXAMPLE_SECONDS + SILENT_SECONDS:
+                continue
+            self.procs[job].kill()
+            del self.busy[job]
+            seconds = round(time.time() - since)
+            self.record(dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
+                             property="hang", implementation="-", program=program, repro="",
+                             message=f"a hang: the worker checking this program was silent for "
+                                     f"{seconds} s (inside native code: no Python stack)",
+                             seed=self.args.seed, round=round_))
+            self.unshrunk.pop(job, None)
+            if self.args.fail_fast:
+                return True
+            self.spawn(job, first_round=round_)
+        return False
+
+
+def _title(f: dict) -> str:
+    return {"error": "an error while checking", "hang": "a hang while checking"}.get(
+        f["property"], f"{f['property']} differs under {f['implementation']}")
 
 
 def fuzz_main(args) -> int:
@@ -142,63 +268,44 @@ def fuzz_main(args) -> int:
             return 2
     os.makedirs(args.out, exist_ok=True)
     start = time.time()
-    deadline = start + 60 * args.minutes
-    per_job = -(-args.examples // args.jobs)
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(j, args.seed, deadline, per_job, impls, args.out,
-                                               args.fail_fast, results, not args.no_control_flow),
-                         daemon=True)
-             for j in range(args.jobs)]
-    for p in procs:
-        p.start()
-    counts = collections.Counter()
-    programs = 0
-    findings: dict[str, str] = {}
-    errors = []
-    done = 0
+    c = _Campaign(args, impls, start, start + 60 * args.minutes, mp.get_context("spawn").Queue())
+    for j in range(args.jobs):
+        c.spawn(j)
     last_print = 0.0
-    tty = sys.stderr.isatty()
-    while done < len(procs):
+    while c.done < len(c.procs) and time.time() < c.deadline:
         try:
-            kind, job, payload = results.get(timeout=0.5)
+            kind, job, payload = c.results.get(timeout=0.5)
         except queue_mod.Empty:
-            if not any(p.is_alive() for p in procs):
+            if not any(p.is_alive() for p in c.procs):
                 break
-            kind = None
-        if kind == "checked":
-            programs += 1
-            counts.update(payload)
-        elif kind == "finding":
-            if payload["key"] not in findings:
-                findings[payload["key"]] = _write_finding(args.out, payload)
-                print(f"\nfinding: {payload['property']} differs under {payload['implementation']} "
-                      f"-> {findings[payload['key']]}", file=sys.stderr)
-            if args.fail_fast:
-                for p in procs:
-                    p.terminate()
-                break
-        elif kind == "error":
-            errors.append(payload)
-            print(f"\nerror in job {job}: {payload}", file=sys.stderr)
-        elif kind == "done":
-            done += 1
-        now = time.time()
-        if now - last_print > 0.5 or kind == "done":
-            last_print = now
-            rate = programs / max(now - start, 1e-9)
-            known = sum(n for (p, i, s), n in counts.items() if s == "known divergence")
-            renamed = sum(n for (p, i, s), n in counts.items() if s == "naming normalised")
-            line = (f"[{int(now - start) // 60:02d}:{int(now - start) % 60:02d}] programs {programs} "
-                    f"({rate:.2f}/s) findings {len(findings)} known divergences {known} "
-                    f"naming normalised {renamed}")
-            print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-    for p in procs:
+            kind, job, payload = None, None, None
+        if (kind and c.handle(kind, job, payload)) or c.watch():
+            break
+        if time.time() - last_print > 0.5 or kind == "done":
+            last_print = time.time()
+            _progress(c)
+    for p in c.procs:
+        p.terminate()
+    for payload in c.unshrunk.values():       # time ran out (or fail-fast) while shrinking
+        c.record(payload, note="Not shrunk: the campaign ended while Hypothesis was shrinking it.")
+    for p in c.procs:
         p.join(timeout=5)
     elapsed = time.time() - start
     print(file=sys.stderr)
-    _summary(counts, programs, elapsed, findings, errors)
-    return 1 if findings or errors else 0
+    _summary(c.counts, c.programs, elapsed, c.findings, c.errors)
+    return 1 if c.findings or c.errors else 0
+
+
+def _progress(c: _Campaign) -> None:
+    now = time.time()
+    rate = c.programs / max(now - c.start, 1e-9)
+    known = sum(n for (p, i, s), n in c.counts.items() if s == "known divergence")
+    renamed = sum(n for (p, i, s), n in c.counts.items() if s == "naming normalised")
+    line = (f"[{int(now - c.start) // 60:02d}:{int(now - c.start) % 60:02d}] programs {c.programs} "
+            f"({rate:.2f}/s) findings {len(c.findings)} known divergences {known} "
+            f"naming normalised {renamed}")
+    tty = sys.stderr.isatty()
+    print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
 
 
 def _summary(counts, programs, elapsed, findings, errors):

@@ -1,12 +1,14 @@
 """Drawn float32 programs, run by JAX (remat2 and remat3) and checked
 against the spec by oracle.check: values, JVP, VJP, vmap, second order,
-residual sets, vjp leaves and prevent_cse barriers."""
+residual sets, vjp leaves and prevent_cse barriers. Each program is checked
+under a wall-clock limit (fuzz/watchdog.py): a hang fails the test with its
+program."""
 import pytest
 from hypothesis import event, given, settings
 
 pytest.importorskip("jax")   # only the import may skip
 
-from fuzz import profiles, properties  # noqa: E402
+from fuzz import profiles, properties, watchdog  # noqa: E402
 from fuzz.strategies import primitives_in, programs  # noqa: E402
 
 
@@ -15,4 +17,5 @@ from fuzz.strategies import primitives_in, programs  # noqa: E402
 def test_jax_agrees_with_the_spec(prog):
     for name in sorted(primitives_in(prog)):
         event(f"primitive: {name}")          # --hypothesis-show-statistics lists them
-    properties.oracle_agrees(prog)
+    with watchdog.time_limit():
+        properties.oracle_agrees(prog)

@@ -842,3 +842,47 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
         with open(path, "w") as fh:
             fh.write(text)
     return Repro(text, path)
+
+
+# every transformation oracle.check runs JAX through, as a stage of a hang
+# reproducer: a stage that does not finish within the limit is the hang
+_HANG_STAGES = (
+    ("values", _PROPERTY_CODE["values"]),
+    ("jvp", _PROPERTY_CODE["jvp"]),
+    ("vjp", _PROPERTY_CODE["vjp"]),
+    ("second_order", _PROPERTY_CODE["second_order"]),
+    ("vmap", _PROPERTY_CODE["vmap"]),
+    ("saved_residuals", "from jax._src.ad_checkpoint import saved_residuals\n"
+                        "got = saved_residuals({f}, *args)"),
+)
+
+
+def write_hang_repro(prog: Program, args, implementations, seconds: float, message: str) -> Repro:
+    """A standalone jax + numpy script that runs the program through every
+    transformation oracle.check uses, under each of `implementations`, and
+    exits with status 1 (printing every thread's stack) if one stage takes
+    longer than `seconds`: faulthandler's watchdog, which fires even inside
+    XLA's C++."""
+    prog = _named(prog)
+    text = _header(prog, "a hang", "/".join(implementations), message)
+    text += program_source(prog) + "\n\n\n"
+    text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
+    f = _flat_name(prog)
+    text += ("diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
+             "def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"
+             "        full[i] = x\n    return full\n\n\n"
+             "def pullback(a, c):\n"
+             f"    return lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(a, dd)), *d)[1](tuple(c))\n\n\n"
+             "tangents = [np.ones_like(a) for a in args]\n"
+             f"cts = [np.ones(o.shape, o.dtype) if jnp.issubdtype(o.dtype, jnp.floating) else "
+             f"np.zeros(o.shape, jax.dtypes.float0) for o in jax.eval_shape({f}, *args)]\n"
+             "batched = [np.stack([a, a]) for a in args]\n\n"
+             "import faulthandler\n\n"
+             f"for impl in {tuple(implementations)!r}:\n"
+             "    jax.config.update('jax_remat3', impl == 'remat3')\n")
+    for name, code in _HANG_STAGES:
+        text += (f"    print(impl, '{name} ...', flush=True)\n"
+                 f"    faulthandler.dump_traceback_later({seconds!r}, exit=True)  # still running then: a hang\n"
+                 + "".join(f"    {line}\n" for line in code.format(f=f).splitlines())
+                 + "    faulthandler.cancel_dump_traceback_later()\n")
+    return Repro(text + "print('no hang: every stage finished')\n", None)

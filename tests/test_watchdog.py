@@ -1,0 +1,117 @@
+"""A hang is a finding, not a stall (fuzz/watchdog.py, fuzz/cli.py).
+
+A bug that makes JAX loop (planted here: remat's partial-eval rule never
+returns) must end the check of that program within its wall-clock limit,
+through any `except Exception` on the way (oracle.check records JAX's
+exceptions as outcomes), and a campaign must report it as a finding with a
+runnable reproducer, and still stop on time (--minutes within 10%)."""
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+jax = pytest.importorskip("jax")   # only the import may skip
+
+import numpy as np  # noqa: E402
+
+import oracle  # noqa: E402
+from fuzz import watchdog  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# plants the hang in whatever imports it (the campaign's spawned workers too)
+PLANT = textwrap.dedent("""
+    import time
+    import jax._src.ad_checkpoint as adc
+
+    def remat_partial_eval_that_never_returns(*args, **kwargs):
+        while True:
+            time.sleep(0.01)
+
+    adc.pe.custom_partial_eval_rules[adc.remat_p] = remat_partial_eval_that_never_returns
+""")
+
+
+def test_time_limit_interrupts_through_except_exception():
+    t0 = time.monotonic()
+    with pytest.raises(watchdog.ExampleTimeout) as info:
+        with watchdog.time_limit(0.5):
+            while True:
+                try:
+                    time.sleep(0.01)
+                except Exception:        # the checked code's own handlers must not swallow it
+                    pass
+    assert 0.4 < time.monotonic() - t0 < 5
+    assert "test_time_limit_interrupts_through_except_exception" in info.value.where
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)   # no alarm left armed
+
+
+def test_time_limit_lets_a_quick_body_finish():
+    previous = signal.getsignal(signal.SIGALRM)
+    with watchdog.time_limit(5.0):
+        x = sum(range(1000))
+    assert x == 499500
+    assert signal.getsignal(signal.SIGALRM) is previous
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_hang_inside_jax_ends_oracle_check(monkeypatch):
+    import jax._src.ad_checkpoint as adc
+    namespace: dict = {}
+    exec(PLANT.replace("adc.pe.custom_partial_eval_rules[adc.remat_p] = "
+                       "remat_partial_eval_that_never_returns", ""), namespace)
+    monkeypatch.setitem(adc.pe.custom_partial_eval_rules, adc.remat_p,
+                        namespace["remat_partial_eval_that_never_returns"])
+    f = lambda x: jax.checkpoint(lambda x: jax.numpy.sin(x) * x)(x)
+    with pytest.raises(watchdog.ExampleTimeout) as info:
+        with watchdog.time_limit(2.0):
+            oracle.check(f, oracle.AS_IS, np.ones(3, np.float32), implementations=("remat2",))
+    assert "remat_partial_eval_that_never_returns" in info.value.where
+
+
+def _campaign(tmp_path, minutes: float):
+    driver = tmp_path / "campaign_with_a_hang.py"
+    driver.write_text(PLANT + textwrap.dedent("""
+        import sys
+        from fuzz import watchdog
+        watchdog.EXAMPLE_SECONDS, watchdog.SHRINK_SECONDS = 3.0, 1.0
+        if __name__ == "__main__":
+            from fuzz.cli import main
+            sys.exit(main(sys.argv[1:]))
+    """))
+    out = tmp_path / "findings"
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(driver), "fuzz", "--minutes", str(minutes), "--jobs", "1",
+                           "--jax-impl", "remat2", "--out", str(out)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    return proc, out, time.time() - t0
+
+
+def test_a_campaign_reports_a_hang_and_stops_on_time(tmp_path):
+    minutes = 0.5
+    proc, out, wall = _campaign(tmp_path, minutes)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    elapsed = float(re.search(r"programs in ([\d.]+) s", proc.stdout).group(1))
+    assert elapsed <= 1.1 * 60 * minutes, proc.stdout
+    dirs = [d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    assert dirs, proc.stderr
+    report = (dirs[0] / "report.md").read_text()
+    assert "a hang while checking" in report and "remat_partial_eval_that_never_returns" in report
+    repro = (dirs[0] / "repro.py").read_text()
+    ast.parse(repro)                                # valid Python
+    # under the planted hang the reproducer exits non-zero on its own watchdog
+    planted = tmp_path / "run_with_hang.py"
+    planted.write_text(PLANT + f"\nimport runpy\nrunpy.run_path({str(dirs[0] / 'repro.py')!r}, run_name='__main__')\n")
+    rc = subprocess.run([sys.executable, str(planted)], capture_output=True, text=True,
+                        env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+    assert rc.returncode != 0 and "no hang" not in rc.stdout, rc.stdout + rc.stderr
+    assert "remat_partial_eval_that_never_returns" in rc.stderr

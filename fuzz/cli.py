@@ -76,9 +76,9 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
     from hypothesis import seed as hyp_seed
 
     import oracle
-    from fuzz import properties, watchdog
+    from fuzz.focus import Focus
     from fuzz.strategies import programs
-    checked = 0
+    checked, focus = 0, Focus(impls)
 
     @hyp_seed(seed * 100003 + job * 1009 + round_)
     @settings(max_examples=examples, deadline=None, database=db, print_blob=False,
@@ -91,8 +91,7 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
             return                # out of time: let Hypothesis finish the round quickly
         results.put(("start", job, (str(prog), round_)))
         try:
-            with watchdog.time_limit():
-                report = properties.oracle_agrees(prog, implementations=impls)
+            report = focus.check(prog)
         except oracle.Unsupported:
             results.put(("idle", job, None))
             return
@@ -101,6 +100,9 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
                 results.put(("failure", job, _finding(prog, e, seed, round_, impls)))
             failures[:] = [(prog, e)]
             raise
+        if failures or report is None:      # a shrink step: not a new program checked
+            results.put(("idle", job, None))
+            return
         checked += 1
         results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
                      + [(p, i, "naming normalised") for _, p, i in report.normalizations]))
@@ -119,7 +121,7 @@ def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3")) -> d
     from fuzz import watchdog
     shape = _shape_key(prog)
     if isinstance(err, oracle.Mismatch):
-        prop_name, impl = _property_of(err)
+        prop_name, impl = err.failed[0] if err.failed else _property_of(err)
         return dict(key=f"{prop_name}/{impl}/{shape}", property=prop_name, implementation=impl,
                     program=str(prog), message=str(err).split("\nreproducer:\n")[0],
                     repro=err.repro.text if err.repro else "", seed=seed, round=round_)

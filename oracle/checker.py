@@ -394,7 +394,7 @@ def _mismatch(case, report, mismatches, repro_dir) -> Mismatch:
     others = "".join(f"\nalso: {p} under {i}: {d.message.splitlines()[0]}" for p, i, d in mismatches[1:])
     return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs under {impl}\n"
                     f"{first.message}{others}\n{_env_line(report)}\nreproducer:\n{repro.text}",
-                    report=report, repro=repro)
+                    report=report, repro=repro, failed=[(p, i) for p, i, _ in mismatches])
 
 
 def _env_line(report) -> str:

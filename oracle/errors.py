@@ -14,9 +14,12 @@ class Unsupported(Exception):
 
 
 class Mismatch(AssertionError):
-    """JAX disagrees with the spec on a checked property (not a known divergence)."""
+    """JAX disagrees with the spec on a checked property (not a known
+    divergence). `failed` lists every (property, implementation) that
+    differs, the first one's reproducer in `repro`."""
 
-    def __init__(self, message, report=None, repro=None):
+    def __init__(self, message, report=None, repro=None, failed=()):
         super().__init__(message)
         self.report = report
         self.repro = repro
+        self.failed = tuple(failed)

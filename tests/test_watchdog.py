@@ -82,7 +82,7 @@ def _campaign(tmp_path, minutes: float):
     driver.write_text(PLANT + textwrap.dedent("""
         import sys
         from fuzz import watchdog
-        watchdog.EXAMPLE_SECONDS, watchdog.SHRINK_SECONDS = 3.0, 1.0
+        watchdog.EXAMPLE_SECONDS = watchdog.SHRINK_SECONDS = 4.0
         if __name__ == "__main__":
             from fuzz.cli import main
             sys.exit(main(sys.argv[1:]))

@@ -11,7 +11,9 @@ running out of time TIMEOUT (counted as surviving, unless the run had already
 started writing a finding: then KILLED at the moment the finding's first file
 appeared, marked pending). `{out}` in the command is a fresh empty directory
 per run (give it to `remat-oracle fuzz --out`: its first file, Hypothesis's
-saved failing example, times the first detection).
+saved failing example, times the first detection). --stop-after-detection S
+ends the command S seconds after that (the score needs the detection, not
+the shrinking).
 
 --rev REV runs the command in a snapshot of that commit (git archive, .venv
 linked), so that the fuzzer scored is a committed one, not the working tree;
@@ -73,8 +75,12 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-def run_command(command: str, env: dict, cwd: str, timeout: float, base: str) -> dict:
-    """Run once; exit code, wall seconds, first-finding seconds, output tail."""
+def run_command(command: str, env: dict, cwd: str, timeout: float, base: str,
+                stop_after_detection: float | None = None) -> dict:
+    """Run once; exit code, wall seconds, first-finding seconds, output tail.
+    With `stop_after_detection`, the command is ended that many seconds
+    after its first finding appeared (then classified killed, pending):
+    scoring needs the detection, not the shrinking after it."""
     out_dir = tempfile.mkdtemp(prefix="out-", dir=base)
     log = tempfile.TemporaryFile(mode="w+")
     t0 = time.time()
@@ -84,7 +90,9 @@ def run_command(command: str, env: dict, cwd: str, timeout: float, base: str) ->
     while proc.poll() is None:
         if detect is None and first_file(out_dir):
             detect = time.time() - t0
-        if time.time() - t0 > timeout:
+        stop_detected = (detect is not None and stop_after_detection is not None
+                         and time.time() - t0 > detect + stop_after_detection)
+        if time.time() - t0 > timeout or stop_detected:
             timed_out = True
             _stop(proc)
             break
@@ -119,7 +127,7 @@ def score_mutant(m: M.Mutant, args, cwd: str, base: str) -> dict:
             ov.verify(env=env)
         except RuntimeError as e:
             return dict(row, status="import-broken", why=str(e).splitlines()[-1][:200])
-        run = run_command(args.command, env, cwd, args.timeout, base)
+        run = run_command(args.command, env, cwd, args.timeout, base, args.stop_after_detection)
     return dict(row, **run, **classify(run))
 
 
@@ -146,6 +154,9 @@ def parse(argv):
     ap.add_argument("--timeout", type=float, default=150.0, help="wall-clock seconds per mutant")
     ap.add_argument("--pristine-timeout", type=float, default=None, help="for the pristine run (default: --timeout)")
     ap.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    ap.add_argument("--stop-after-detection", type=float, default=None, metavar="S",
+                    help="end a command S seconds after its first finding appeared (killed, pending): "
+                         "saves the shrinking time when only the score is wanted")
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--rev", default=None, help="run in a snapshot of this commit")
     where.add_argument("--workdir", default=REPO, help="run here (default: the repository)")

@@ -436,20 +436,22 @@ def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program
 _FORWARDING_CALLS = ("call", "remat", "scan")
 
 
-def _float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int]:
+def _float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, list]:
     """`prog` with extra outputs appended: the float outputs of every
     checkpoint of which a non-float output is, passed on through calls
-    only, one of `prog`'s outputs flagged in `live`; and how many."""
+    only, one of `prog`'s outputs flagged in `live`; how many; and which of
+    `prog`'s inputs are so passed on to a flagged output."""
     from spec.ir import is_float
     live_ids = {a.id for a, l in zip(prog.outputs, live)
                 if l and isinstance(a, Var) and not is_float(a.type.dtype)}
     eqns, extra = [], []
-    for e in prog.eqns:
+    for e in reversed(prog.eqns):      # liveness flows from the outputs back
         out_live = [v.id in live_ids for v in e.outputs]
         if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
             eqns.append(e)
             continue
-        body, n = _float0_tangent_outputs(e.params["jaxpr"], out_live)
+        body, n, in_live = _float0_tangent_outputs(e.params["jaxpr"], out_live)
+        live_ids.update(a.id for a, l in zip(e.inputs, in_live) if l and isinstance(a, Var))
         if e.primitive is remat_p:
             body = Program(body.inputs, body.eqns, body.outputs + [
                 a for a in e.params["jaxpr"].outputs if is_float(a.type.dtype)], input_names=body.input_names)
@@ -459,8 +461,10 @@ def _float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int]:
         outs = [Var(t) for t in new]
         eqns.append(Eqn(e.primitive, e.inputs, e.outputs + outs, dict(e.params, jaxpr=body), why=e.why,
                         residual_outputs=e.residual_outputs))
-        extra += outs
-    return Program(prog.inputs, eqns, prog.outputs + extra, input_names=prog.input_names), len(extra)
+        extra = outs + extra
+    in_live = [v.id in live_ids for v in prog.inputs]
+    return (Program(prog.inputs, eqns[::-1], prog.outputs + extra, input_names=prog.input_names),
+            len(extra), in_live)
 
 
 def _remat3_float0_tangents(ctx):
@@ -469,7 +473,7 @@ def _remat3_float0_tangents(ctx):
     above, and that liveness changes the model's answer."""
     if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
-    exposed, n = _float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
+    exposed, n, _ = _float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
     if not n:
         return False
     modelled = producer_sources(remat3_model(exposed))

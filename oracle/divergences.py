@@ -418,6 +418,68 @@ def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
+# -- remat3's tangents of non-float checkpoint outputs (jax 0.10.2) ---------
+# hijax._call_hi_primitive_linearize: RematTraced.lin returns no output
+# nonzeros, so `nzs_out = ... else True` marks every output's tangent
+# nonzero, a non-float one too (a float0 value,
+# _call_hi_primitive_linearized_abstract_eval: "TODO(dougalm): handle
+# nonzeros"). Where that float0 tangent reaches an output of the
+# differentiated function, passed on unchanged by calls (jit, a checkpoint,
+# a scan's outputs: any primitive, convert_element_type or reshape too,
+# makes it a symbolic zero, measured), the checkpoint's one linearized
+# equation stays live, and with it every residual it reads: what the
+# tangents of the checkpoint's float outputs need, though their cotangents
+# are zeros (the backward pass reads them only in dead code:
+# `cos(optimization_barrier(x))`, unused). The model: those float outputs
+# made outputs of the program, passed out through every enclosing call.
+
+_FORWARDING_CALLS = ("call", "remat", "scan")
+
+
+def _float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, list]:
+    """`prog` with extra outputs appended: the float outputs of every
+    checkpoint of which a non-float output is, passed on through calls
+    only, one of `prog`'s outputs flagged in `live`; how many; and which of
+    `prog`'s inputs are so passed on to a flagged output."""
+    from spec.ir import is_float
+    live_ids = {a.id for a, l in zip(prog.outputs, live)
+                if l and isinstance(a, Var) and not is_float(a.type.dtype)}
+    eqns, extra = [], []
+    for e in reversed(prog.eqns):      # liveness flows from the outputs back
+        out_live = [v.id in live_ids for v in e.outputs]
+        if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
+            eqns.append(e)
+            continue
+        body, n, in_live = _float0_tangent_outputs(e.params["jaxpr"], out_live)
+        live_ids.update(a.id for a, l in zip(e.inputs, in_live) if l and isinstance(a, Var))
+        if e.primitive is remat_p:
+            body = Program(body.inputs, body.eqns, body.outputs + [
+                a for a in e.params["jaxpr"].outputs if is_float(a.type.dtype)], input_names=body.input_names)
+        new = body.out_types[len(e.outputs):]
+        if e.primitive.name == "scan":      # extra body outputs are stacked ys
+            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
+        outs = [Var(t) for t in new]
+        eqns.append(Eqn(e.primitive, e.inputs, e.outputs + outs, dict(e.params, jaxpr=body), why=e.why,
+                        residual_outputs=e.residual_outputs))
+        extra = outs + extra
+    in_live = [v.id in live_ids for v in prog.inputs]
+    return (Program(prog.inputs, eqns[::-1], prog.outputs + extra, input_names=prog.input_names),
+            len(extra), in_live)
+
+
+def _remat3_float0_tangents(ctx):
+    """JAX's residuals are the full remat3 model's (`remat3_model`, every
+    defect on) of the program whose checkpoints' float outputs are live as
+    above, and that liveness changes the model's answer."""
+    if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    exposed, n, _ = _float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
+    if not n:
+        return False
+    modelled = producer_sources(remat3_model(exposed))
+    return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
+
+
 @dataclass(frozen=True)
 class Divergence:
     """`repro` is a snippet run after the preamble REPRO_PREAMBLE."""
@@ -761,6 +823,24 @@ DIVERGENCES = [
         "print('remat3:', len(saved_residuals(jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0)), 1.0)))"
         "  # remat2: 1, remat3: 0",
         lambda ctx: ctx.remat3_defect_mattered("linearized_body")),
+    Divergence(
+        "remat3-non-float-checkpoint-output-keeps-its-tangents-live",
+        "Under jax_remat3 (jax 0.10.2) the tangent of a checkpoint's non-float (bool, integer) "
+        "output is a float0 value, not a symbolic zero (hijax._call_hi_primitive_linearize: "
+        "RematTraced.lin returns no output nonzeros, so `nzs_out = ... else True`). Where that "
+        "output is an output of the differentiated function, passed on unchanged through jit, "
+        "checkpoint or scan outputs (found by the fuzzer: a checkpoint's `and` of two bools "
+        "stacked by a scan), the checkpoint's linearized equation stays live, and what the "
+        "tangents of its float outputs need is saved, though their cotangents are zeros: the "
+        "backward pass reads it only in dead code (the rematerialization under "
+        "optimization_barrier). Wasted memory; gradients are right. The predicate: JAX's "
+        "residuals are exactly those of the remat3 model of the program with those float "
+        "outputs made outputs too, and that changes the model's answer.",
+        "jax.config.update('jax_remat3', True)\n"
+        "ck = jax.checkpoint(lambda x, b: (jnp.sin(x), ~b))\n"
+        "f = lambda a, b: (jnp.cos(a), ck(3.0 * jnp.sin(a), b)[1])\n"
+        "print_saved_residuals(f, 1.0, jnp.ones(2, bool))  # output of mul",
+        _remat3_float0_tangents),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "

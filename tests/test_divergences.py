@@ -85,3 +85,66 @@ def test_names_in_ends_on_rules_that_hold_their_own_call():
         return jnp.sin(x)
     f.defjvps(lambda g, ans, x: g * checkpoint_name(jnp.cos(x), "slope"))
     assert names_in(trace_jax(lambda x: f(f(x)), jnp.ones(3))) == {"slope"}
+
+
+def _bool_output_scan(route):
+    """The fuzzer's finding, minimized: a checkpoint in a scan body with a float output
+    nobody reads and a bool output that `route` passes on to the scan's stacked outputs."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f(x, b):
+        ck = jax.checkpoint(lambda x, b: (jnp.sin(x), b & b))
+        def body(c, _):
+            _, bb = ck(c, b)
+            return jnp.sin(c), (2.0 * c, route(bb))
+        return lax.scan(body, x, None, length=1)[1]
+    return f
+
+
+@pytest.mark.parametrize("route, triggers", [
+    (lambda bb: bb, True),                                       # passed on: the float0 tangent is live
+    (lambda bb: __import__("jax").jit(lambda v: v)(bb), True),   # through a jit: still passed on
+    (lambda bb: ~bb, False),                                     # any primitive makes it a symbolic zero
+    (lambda bb: bb.reshape(2, 1), False),
+], ids=["forwarded", "through-jit", "not", "reshape"])
+def test_non_float_checkpoint_output_divergence_is_exactly_the_forwarded_case(route, triggers):
+    """remat3 (jax 0.10.2) saves the scan carry the checkpoint reads (its float output's
+    tangent would need it) exactly when the bool output reaches the function's outputs
+    unchanged; remat2 and the spec save only cos(c). JAX's recorded answer: an extra
+    'f32[1] output of scan' (finding_scan_remat3, minimized). Where the bool passes
+    through a primitive, remat3 agrees with the spec, and the predicate finds nothing."""
+    import numpy as np
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    f = _bool_output_scan(route)
+    args = (np.float32(0.5), np.array([True, False]))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    name = "remat3-non-float-checkpoint-output-keeps-its-tangents-live"
+    assert ((name, "residuals", "remat3") in report.known_divergences) == triggers
+    assert report.status("residuals", "remat3") == ("known divergence" if triggers else "ok")
+    prog = trace_jax(f, *args)
+    _, exposed, _ = dv._float0_tangent_outputs(prog, [True] * len(prog.outputs))
+    assert (exposed > 0) == triggers
+
+
+def test_non_float_checkpoint_output_divergence_needs_remat3_and_its_exact_list():
+    """The predicate holds for remat3's list only: not for remat2, and not for a list that
+    differs from the modelled one (here the spec's own, with one residual more)."""
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(_bool_output_scan(lambda bb: bb), np.float32(0.5), np.array([True, False]))
+    remat3 = [("f32[1]", "output of scan"), ("f32[1]", "output of scan")]   # jax 0.10.2, measured
+    ctx = lambda impl, res: dv.Context(impl, "residuals", None, prog, jax_residuals=res)
+    assert dv._remat3_float0_tangents(ctx("remat3", remat3))
+    assert not dv._remat3_float0_tangents(ctx("remat2", remat3))
+    assert not dv._remat3_float0_tangents(ctx("remat3", remat3 + [("f32[1]", "output of scan")]))

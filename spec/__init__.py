@@ -35,3 +35,4 @@ from spec import prims_reductions  # noqa: F401
 from spec import prims_indexing  # noqa: F401
 from spec import prims_conv  # noqa: F401
 from spec import prims_random  # noqa: F401
+from spec import prims_collective  # noqa: F401

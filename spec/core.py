@@ -11,6 +11,12 @@ never special-case a primitive by name:
     batch_rules[p](args, dims, **params)       -> (out | [outs], out dim(s));
                                                   dims[i] is args[i]'s batch
                                                   axis, or None (unbatched)
+    axis_batch_rules[p](axis, args, dims, **params) -> the same, for the
+                                                  collectives: `axis` is the
+                                                  vmapped axis (name, size);
+                                                  called even when no input
+                                                  is batched (JAX's
+                                                  fancy_primitive_batchers)
     partial_eval_rules[p], dce_rules[p]        -> only for primitives with
                                                   sub-programs (call, remat)
 
@@ -39,6 +45,7 @@ eval_rules: dict[Primitive, Callable] = {}
 jvp_rules: dict[Primitive, Callable] = {}
 transpose_rules: dict[Primitive, Callable] = {}
 batch_rules: dict[Primitive, Callable] = {}
+axis_batch_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}

@@ -36,3 +36,4 @@ from spec import prims_indexing  # noqa: F401
 from spec import prims_conv  # noqa: F401
 from spec import prims_random  # noqa: F401
 from spec import prims_collective  # noqa: F401
+from spec import prims_stack  # noqa: F401

@@ -1,4 +1,5 @@
-"""Collectives over vmapped axes: psum, pmax, pmin (jax/_src/lax/parallel.py).
+"""Collectives over vmapped axes (jax/_src/lax/parallel.py): psum, pmax,
+pmin; all_gather, reduce_scatter (lax.psum_scatter), axis_index.
 
 `psum(x, axes)` sums `x` over `axes`, which mixes *positional* axes (ints:
 the operand's own dims, a plain reduction) and axis *names* (bound by
@@ -33,12 +34,14 @@ import numpy as np
 
 from spec.batching import moveaxis
 from spec.core import (Example, JaxFacts, PrimitiveError, Zero, axis_batch_rules, bind,
-                       eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules,
+                       eval_rules, examples, jax_facts, jvp_rules, primitive, primitives, shape_rules,
                        transpose_rules)
 from spec.ir import ArrayType
 from spec.prims_elementwise import _lit_like, div, mul, stop_gradient
 from spec.prims_reductions import reduce_min_p
-from spec.prims_structural import _linear_jvp, _transpose_reduce_sum, reduce_max_p, reduce_sum_p
+from spec.prims_indexing import iota
+from spec.prims_structural import (_linear_jvp, _transpose_reduce_sum, broadcast_in_dim, reduce_max_p,
+                                   reduce_sum, reduce_sum_p, reshape)
 
 
 def is_positional(axis) -> bool:
@@ -146,16 +149,16 @@ def pmean(x, axis_name, axis_size=None):
     return div(total, _lit_like(total, _named_size(named, axis_size)))
 
 
-def _named_size(named, axis_size) -> int:
+def _named_size(named, axis_size, what="pmean") -> int:
     """The size of the named axes: `axis_size`, or the innermost vmap's
-    (when pmean is traced inside a batching rule)."""
+    (when traced inside a batching rule)."""
     from spec.batching import current_axis
     if axis_size is not None:
         return int(axis_size)
     axis = current_axis()
     if axis is None or len(named) != 1 or axis.name != named[0]:
-        raise PrimitiveError(psum_p, f"pmean over {list(named)} needs axis_size= (the size of the named "
-                                     f"axes) when traced outside a vmap binding exactly that name")
+        raise PrimitiveError(what, f"{what} over {list(named)} needs axis_size= (the size of the named "
+                                   f"axes) when traced outside a vmap binding exactly that name")
     return axis.size
 
 
@@ -249,3 +252,215 @@ examples[pmin_p] = [
             lambda x: x.min(axis=1), tangent="zero"),
     Example("pmin-int", (((2, 3), "i32", "ints"),), lambda x: pmin(x, 0), lambda x: x.min(axis=0)),
 ]
+
+
+# --------------------------------------------------------------------------
+# all_gather, reduce_scatter, axis_index: over named axes only (a vmap of
+# them leaves none in a jaxpr); one name per vmap, as JAX's batchers require
+
+def _names(prim, axis_name) -> tuple:
+    names = _canonical_axes(axis_name)
+    if not names or any(is_positional(a) or a is None or not isinstance(a, Hashable) for a in names):
+        raise PrimitiveError(prim, f"axis_name must be one or more axis names, got {axis_name!r}")
+    return names
+
+
+def _frame_only(prim, axis, axis_name, axis_size):
+    """JAX's batchers over the vmapped name: one name, of the vmap's size
+    (NotImplementedError "Please open a feature request!" / an assert)."""
+    if len(axis_name) > 1:
+        raise PrimitiveError(prim, f"a vmap of {prim.name} over several names {axis_name} is not "
+                                   f"implemented in JAX (NotImplementedError)")
+    if axis_size != axis.size:
+        raise PrimitiveError(prim, f"axis_size={axis_size} but the vmapped axis {axis.name!r} has size {axis.size}")
+
+
+def _unbound(prim):
+    def rule(*args, axis_name, **params):
+        raise PrimitiveError(prim, f"axis name(s) {axis_name!r} are not bound: {prim.name} runs under "
+                                   f"spec.vmap(..., axis_name=...) (JAX: NameError, unbound axis name)")
+    return rule
+
+
+def _gathered_shape(prim, shape, dim, axis_size, tiled, gather: bool):
+    """all_gather inserts (or, tiled, multiplies) dim `dim` by the axis size;
+    reduce_scatter removes it (or divides it)."""
+    shape = list(shape)
+    if not 0 <= dim < len(shape) + (gather and not tiled):
+        raise PrimitiveError(prim, f"dimension {dim} out of range for shape {tuple(shape)}")
+    if gather:
+        if tiled:
+            shape[dim] *= axis_size
+        else:
+            shape.insert(dim, axis_size)
+    elif tiled:
+        if shape[dim] % axis_size:
+            raise PrimitiveError(prim, f"tiled: dim {dim} of {tuple(shape)} must be divisible by {axis_size}")
+        shape[dim] //= axis_size
+    else:
+        if shape[dim] != axis_size:
+            raise PrimitiveError(prim, f"dim {dim} of {tuple(shape)} must equal the axis size {axis_size}")
+        del shape[dim]
+    return tuple(shape)
+
+
+def _gather_scatter_shape(prim, gather: bool):
+    """_all_gather_effectful_abstract_eval / _reduce_scatter_effectful_abstract_eval
+    (`dim` is all_gather_dimension or scatter_dimension)."""
+    def rule(x, *, axis_name, axis_size, tiled, **dim):
+        _names(prim, axis_name)
+        (d,) = dim.values()
+        return [ArrayType(_gathered_shape(prim, x.shape, d, axis_size, tiled, gather), x.dtype)]
+    return rule
+
+
+def _dual_transpose(dual_name: str, dual_dim: str):
+    """all_gather and reduce_scatter transpose into each other. JAX:
+    _all_gather_transpose_rule: psum_scatter(cts, axis_name, scatter_dimension=all_gather_dimension, tiled=tiled)
+    _reduce_scatter_transpose_rule: all_gather(cts, axis_name, axis=scatter_dimension, tiled=tiled)"""
+    def rule(ct, x, *, axis_name, axis_size, tiled, **dim):
+        if isinstance(ct, Zero):
+            return [Zero(x.type)]
+        (d,) = dim.values()
+        return [bind(primitives[dual_name], ct, axis_name=axis_name, axis_size=axis_size, tiled=tiled,
+                     **{dual_dim: d})]
+    return rule
+
+
+# all_gather
+
+all_gather_p = primitive("all_gather", ["all_gather_dimension", "axis_name", "axis_size", "tiled"])
+
+
+def all_gather(x, axis_name, *, axis=0, tiled=False, axis_size=None):
+    """lax.all_gather: every member gets the stack (tiled: the
+    concatenation) of all members' x along `axis`."""
+    names = _names(all_gather_p, axis_name)
+    dim = int(axis) % (x.ndim if tiled else x.ndim + 1)
+    return bind(all_gather_p, x, all_gather_dimension=dim, axis_name=names,
+                axis_size=_named_size(names, axis_size, "all_gather"), tiled=bool(tiled))
+
+
+def _all_gather_batch(axis, args, dims, *, all_gather_dimension, axis_name, axis_size, tiled):
+    """JAX's _all_gather_batched_collective: another name gathers the batched
+    operand (`_all_gather_batcher`: the gather dim shifts past the batch
+    dim, or the batch dim past a new gather dim); the vmapped name is the
+    batch itself: the batch axis moved to the gather dim (an unbatched x
+    broadcast there), folded into it when tiled. The result is unbatched."""
+    (x,), (d,) = args, dims
+    params = dict(axis_name=axis_name, axis_size=axis_size, tiled=tiled)
+    if axis.name not in axis_name:
+        if d is None:
+            return bind(all_gather_p, x, all_gather_dimension=all_gather_dimension, **params), None
+        dim = all_gather_dimension + (d <= all_gather_dimension)
+        d = d + (d > all_gather_dimension and not tiled)
+        return bind(all_gather_p, x, all_gather_dimension=dim, **params), d
+    _frame_only(all_gather_p, axis, axis_name, axis_size)
+    dim = all_gather_dimension
+    if d is None:
+        shape = list(x.shape)
+        shape.insert(dim, axis_size)
+        y = broadcast_in_dim(x, shape, [i for i in range(len(shape)) if i != dim])
+    else:
+        y = moveaxis(x, d, dim)
+    if tiled:       # _foldaxis
+        y = reshape(y, y.shape[:dim] + (y.shape[dim] * y.shape[dim + 1],) + y.shape[dim + 2:])
+    return y, None
+
+
+_GATHER_SCATTER_EMITTER = ("lambda x, axis_name, axis_size, tiled, **p: jax._src.lax.parallel.{0}_p.bind("
+                           "x, axis_name=axis_name, axis_size=axis_size, tiled=tiled, axis_index_groups=None, "
+                           "**p)")
+shape_rules[all_gather_p] = _gather_scatter_shape(all_gather_p, gather=True)
+eval_rules[all_gather_p] = _unbound(all_gather_p)
+jvp_rules[all_gather_p] = _linear_jvp(lambda x, **params: bind(all_gather_p, x, **params))   # ad.deflinear2
+transpose_rules[all_gather_p] = _dual_transpose("reduce_scatter", "scatter_dimension")
+axis_batch_rules[all_gather_p] = _all_gather_batch
+jax_facts[all_gather_p] = JaxFacts("all_gather", _GATHER_SCATTER_EMITTER.format("all_gather"),
+                                   ignored=(("axis_index_groups", None),))
+
+
+# reduce_scatter (lax.psum_scatter)
+
+reduce_scatter_p = primitive("reduce_scatter", ["scatter_dimension", "axis_name", "axis_size", "tiled"])
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_size=None):
+    """lax.psum_scatter: the psum over `axis_name`, of which member i keeps
+    block i along `scatter_dimension` (tiled: a block of size n / axis size;
+    else that dim has the axis size and is removed)."""
+    names = _names(reduce_scatter_p, axis_name)
+    return bind(reduce_scatter_p, x, scatter_dimension=int(scatter_dimension), axis_name=names,
+                axis_size=_named_size(names, axis_size, "psum_scatter"), tiled=bool(tiled))
+
+
+def _reduce_scatter_batch(axis, args, dims, *, scatter_dimension, axis_name, axis_size, tiled):
+    """JAX's _reduce_scatter_collective: another name scatters the batched
+    operand (`_reduce_scatter_batcher`); the vmapped name sums over the
+    batch (an unbatched x: axis_size * x) and the scatter dim becomes the
+    batch dim (split into (axis size, block) when tiled).
+
+    One step differs from JAX on purpose: `_reduce_scatter_batcher` moves
+    the batch dim *up* past a non-tiled scatter dim (`elif not tiled: d +=
+    1`, all_gather's step), but reduce_scatter removes that dim: the batch
+    dim moves *down*. JAX 0.10.2 then fails (IndexError) on a vmap over
+    another name with the batch dim after the scatter dim;
+    tests/test_prims_collective.py records it."""
+    (x,), (d,) = args, dims
+    params = dict(axis_name=axis_name, axis_size=axis_size, tiled=tiled)
+    if axis.name not in axis_name:
+        if d is None:
+            return bind(reduce_scatter_p, x, scatter_dimension=scatter_dimension, **params), None
+        dim = scatter_dimension + (d <= scatter_dimension)
+        d = d - (d > scatter_dimension and not tiled)
+        return bind(reduce_scatter_p, x, scatter_dimension=dim, **params), d
+    _frame_only(reduce_scatter_p, axis, axis_name, axis_size)
+    dim = scatter_dimension
+    y = mul(x, _lit_like(x, axis_size)) if d is None else reduce_sum(x, (d,))   # x * axis_size; lax.reduce
+    if tiled:       # _splitaxis
+        y = reshape(y, y.shape[:dim] + (axis_size, y.shape[dim] // axis_size) + y.shape[dim + 1:])
+    return y, dim
+
+
+shape_rules[reduce_scatter_p] = _gather_scatter_shape(reduce_scatter_p, gather=False)
+eval_rules[reduce_scatter_p] = _unbound(reduce_scatter_p)
+jvp_rules[reduce_scatter_p] = _linear_jvp(lambda x, **params: bind(reduce_scatter_p, x, **params))
+transpose_rules[reduce_scatter_p] = _dual_transpose("all_gather", "all_gather_dimension")
+axis_batch_rules[reduce_scatter_p] = _reduce_scatter_batch
+jax_facts[reduce_scatter_p] = JaxFacts("reduce_scatter", _GATHER_SCATTER_EMITTER.format("reduce_scatter"),
+                                       ignored=(("axis_index_groups", None),))
+
+
+# axis_index
+
+axis_index_p = primitive("axis_index", ["axis_name"])
+
+
+def axis_index(axis_name):
+    """lax.axis_index: this member's index along the named axis (int32)."""
+    return bind(axis_index_p, axis_name=axis_name)
+
+
+def _axis_index_shape(*, axis_name):
+    """One name (axis_index over several names, their linear index, is not modelled)."""
+    if isinstance(axis_name, (tuple, list)) or is_positional(axis_name) or axis_name is None \
+            or not isinstance(axis_name, Hashable):
+        raise PrimitiveError(axis_index_p, f"axis_name must be one axis name, got {axis_name!r}")
+    return [ArrayType((), np.int32)]
+
+
+def _axis_index_batch(axis, args, dims, *, axis_name):
+    """JAX's _axis_index_batcher: over the vmapped name, iota(int32, size)
+    batched along 0; over another name, unchanged."""
+    if axis.name != axis_name:
+        return bind(axis_index_p, axis_name=axis_name), None
+    return iota(np.int32, (axis.size,), 0), 0
+
+
+shape_rules[axis_index_p] = _axis_index_shape
+eval_rules[axis_index_p] = _unbound(axis_index_p)
+# no operands: nothing to differentiate (the equation is copied as it is)
+jvp_rules[axis_index_p] = lambda primals, tangents, **params: (bind(axis_index_p, **params), None)
+axis_batch_rules[axis_index_p] = _axis_index_batch
+jax_facts[axis_index_p] = JaxFacts("axis_index",
+                                   "lambda axis_name: jax._src.lax.parallel.axis_index_p.bind(axis_name=axis_name)")

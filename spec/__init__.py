@@ -35,3 +35,6 @@ from spec import prims_reductions  # noqa: F401
 from spec import prims_indexing  # noqa: F401
 from spec import prims_conv  # noqa: F401
 from spec import prims_random  # noqa: F401
+from spec import prims_collective  # noqa: F401
+from spec import prims_stack  # noqa: F401
+from spec import prims_debug  # noqa: F401

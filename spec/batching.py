@@ -9,14 +9,22 @@ dimension of each output is. Rules follow jax 0.10.2's (`batching.py` and
 each primitive's `_batch_rule`), so the batched program has JAX's shape:
 for instance elementwise ops only move batch dimensions when operands
 disagree, and unbatched operands get a size-1 axis rather than a copy.
+
+A vmapped axis may have a name (`vmap(..., axis_name="i")`, as
+`jax.vmap(f, axis_name="i")`): collectives over that name (psum, ...,
+spec/prims_collective.py) see it through their `axis_batch_rules`, which
+turn them into reductions over the batch axis. Sub-programs (a checkpoint's
+body, a scan's) are batched along the same, named, axis.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+import contextvars
+from typing import Hashable, NamedTuple, Sequence
 
 import numpy as np
 
-from spec.core import Tracer, batch_rules, bind, building
+from spec.core import Tracer, axis_batch_rules, batch_rules, bind, building
 from spec.ir import ArrayType, Program, Var
 
 
@@ -89,6 +97,37 @@ def broadcast_batcher(prim):
 
 
 # --------------------------------------------------------------------------
+# the vmapped axis (JAX's batching.AxisData)
+
+class AxisData(NamedTuple):
+    """The axis being vmapped: its name (None: unnamed) and size."""
+    name: Hashable | None
+    size: int
+
+
+_AXIS = contextvars.ContextVar("vmapped_axis", default=None)
+
+
+def current_axis() -> AxisData | None:
+    """The axis of the innermost vmap being traced (None outside any)."""
+    return _AXIS.get()
+
+
+@contextlib.contextmanager
+def _vmapping(axis_name, axis_size: int):
+    """Bind the vmapped axis; with no name given, a sub-program batched
+    inside a vmap (by a batching rule) keeps the enclosing axis's name."""
+    enclosing = _AXIS.get()
+    if axis_name is None and enclosing is not None:
+        axis_name = enclosing.name
+    token = _AXIS.set(AxisData(axis_name, axis_size))
+    try:
+        yield
+    finally:
+        _AXIS.reset(token)
+
+
+# --------------------------------------------------------------------------
 # the transformation
 
 def vmap_traced(prog: Program, args, dims, axis_size: int):
@@ -102,7 +141,12 @@ def vmap_traced(prog: Program, args, dims, axis_size: int):
         env[v.id] = (x, d)
     for e in prog.eqns:
         xs, ds = zip(*map(read, e.inputs)) if e.inputs else ((), ())
-        if all(d is None for d in ds):
+        if e.primitive in axis_batch_rules:
+            axis = current_axis() or AxisData(None, axis_size)
+            outs, out_dims = axis_batch_rules[e.primitive](axis, list(xs), list(ds), **e.params)
+            if not e.primitive.multiple_results:
+                outs, out_dims = [outs], [out_dims]
+        elif all(d is None for d in ds):
             outs = bind(e.primitive, *xs, **e.params)
             out_dims = [None] * len(e.outputs)
             outs = outs if e.primitive.multiple_results else [outs]
@@ -133,12 +177,14 @@ def move_to(x, d, target, size: int):
 
 
 def vmap_program(prog: Program, in_dims: Sequence[int | None], out_dims="any",
-                 axis_size: int | None = None):
+                 axis_size: int | None = None, *, axis_name: Hashable | None = None):
     """The batched program for inputs batched along `in_dims` (None:
     unbatched). `out_dims` is a list of target axes (None: must be
     unbatched), or "any" to keep the rules' choice, or "zero_if_mapped" to
     move batched outputs to axis 0 and keep unbatched ones (as JAX batches a
-    checkpoint's body). Returns (program, out dims)."""
+    checkpoint's body). `axis_name` names the new axis for collectives
+    (default: the enclosing vmap's, when batching a sub-program).
+    Returns (program, out dims)."""
     in_dims = list(in_dims)
     if len(in_dims) != len(prog.inputs):
         raise BatchingError(f"in_axes has {len(in_dims)} entries for {len(prog.inputs)} inputs")
@@ -162,7 +208,9 @@ def vmap_program(prog: Program, in_dims: Sequence[int | None], out_dims="any",
             shape.insert(d, axis_size)
             in_types.append(ArrayType(shape, t.dtype, t.memory_space))
             canon.append(d)
-    with building() as b:
+    if axis_name is not None and (isinstance(axis_name, (int, np.integer)) or not isinstance(axis_name, Hashable)):
+        raise BatchingError(f"axis_name must be a hashable non-integer (a name such as 'batch'), got {axis_name!r}")
+    with building() as b, _vmapping(axis_name, axis_size):
         ins = [b.new_input(t) for t in in_types]
         outs, dims = vmap_traced(prog, ins, canon, axis_size)
         if out_dims == "any":
@@ -183,13 +231,15 @@ def vmap_program(prog: Program, in_dims: Sequence[int | None], out_dims="any",
         return b.build(ins, outs, input_names=prog.input_names), final
 
 
-def vmap(prog: Program, in_axes=0, out_axes=0, axis_size: int | None = None) -> Program:
+def vmap(prog: Program, in_axes=0, out_axes=0, axis_size: int | None = None, *,
+         axis_name: Hashable | None = None) -> Program:
     """`jax.vmap` as a program transformation.
 
     in_axes: an int (every input batched along that axis), None, or one
     entry (int or None) per input; negative axes count from the end of the
     batched input. out_axes: the same, per output. axis_size (the size of
     the new axis) is required: a program's input types do not carry it.
+    axis_name names the axis for the collectives over it (psum, pmean, ...).
     Unbatched inputs stay unbatched as far as possible."""
     n = len(prog.inputs)
     in_axes = [in_axes] * n if in_axes is None or isinstance(in_axes, (int, np.integer)) else list(in_axes)
@@ -199,4 +249,4 @@ def vmap(prog: Program, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
     out_axes = [out_axes] * m if out_axes is None or isinstance(out_axes, (int, np.integer)) else list(out_axes)
     if len(out_axes) != m:
         raise BatchingError(f"out_axes has {len(out_axes)} entries for {m} outputs")
-    return vmap_program(prog, in_axes, out_axes, axis_size)[0]
+    return vmap_program(prog, in_axes, out_axes, axis_size, axis_name=axis_name)[0]

@@ -11,8 +11,18 @@ never special-case a primitive by name:
     batch_rules[p](args, dims, **params)       -> (out | [outs], out dim(s));
                                                   dims[i] is args[i]'s batch
                                                   axis, or None (unbatched)
+    axis_batch_rules[p](axis, args, dims, **params) -> the same, for the
+                                                  collectives: `axis` is the
+                                                  vmapped axis (name, size);
+                                                  called even when no input
+                                                  is batched (JAX's
+                                                  fancy_primitive_batchers)
     partial_eval_rules[p], dce_rules[p]        -> only for primitives with
                                                   sub-programs (call, remat)
+                                                  or effects (debug_print)
+    effectful                                  -> primitives with an effect
+                                                  (JAX's eqn.effects): DCE
+                                                  keeps their equations
 
 Programs are built by *tracing*: a transformation (or a user's `spec.trace`)
 opens a :class:`Builder`, calls ops on :class:`Tracer` values, and every op
@@ -29,7 +39,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,
-                     canonical_dtype, is_float, type_of)
+                     canonical_dtype, is_float, subprograms, type_of)
 
 # --------------------------------------------------------------------------
 # primitives and their rule tables
@@ -39,6 +49,7 @@ eval_rules: dict[Primitive, Callable] = {}
 jvp_rules: dict[Primitive, Callable] = {}
 transpose_rules: dict[Primitive, Callable] = {}
 batch_rules: dict[Primitive, Callable] = {}
+axis_batch_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}
@@ -49,7 +60,17 @@ extension_primitives: set = set()
 # operation per output element; data movement registers 0, dot_general 2*M*N*K.
 cost_rules: dict[Primitive, Callable] = {}
 
+# primitives with an effect (a debug print): an equation of one, or one whose
+# sub-programs hold one, is never dead code (JAX's pe.has_effects)
+effectful: set[Primitive] = set()
+
 primitives: dict[str, Primitive] = {}
+
+
+def has_effects(eqn: Eqn) -> bool:
+    """Whether `eqn` has an effect: its primitive's, or one in a sub-program."""
+    return eqn.primitive in effectful or any(
+        has_effects(e) for _, sub in subprograms(eqn.params) for e in sub.eqns)
 
 
 # --------------------------------------------------------------------------

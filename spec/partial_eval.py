@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from spec.core import dce_rules, partial_eval_rules
+from spec.core import dce_rules, has_effects, partial_eval_rules
 from spec.ir import ArrayType, Eqn, Literal, Program, Var
 
 
@@ -383,12 +383,13 @@ def residual_order(residuals: list[Residual], known: Program) -> list[int]:
 # dead-code elimination
 
 def dce_eqns(eqns: list[Eqn], outputs) -> list[Eqn]:
-    """Keep the equations whose outputs are (transitively) needed."""
+    """Keep the equations whose outputs are (transitively) needed, and those
+    with an effect (JAX's dce_jaxpr: `not any(used_outs) and not has_effects(eqn)`)."""
     live = {a.id for a in outputs if isinstance(a, Var)}
     kept = []
     for e in reversed(eqns):
         used = [v.id in live for v in e.outputs]
-        if not any(used):
+        if not any(used) and not has_effects(e):
             continue
         rule = dce_rules.get(e.primitive)
         new_e, used_inputs = rule(e, used) if rule is not None else (e, [True] * len(e.inputs))

@@ -16,7 +16,8 @@ import builtins
 
 import numpy as np
 
-from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, bind,
+from spec.batching import vectorized_batcher
+from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, batch_rules, bind,
                        eval_rules, is_undefined, jax_facts, jvp_rules, primitive,
                        shape_rules, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
@@ -49,6 +50,13 @@ def _float_unary_shape(prim):
             raise PrimitiveError(prim, f"operand must be floating point, got {x}")
         return [x]
     return rule
+
+
+def unary_rules(prim, shape_rule, eval_rule, jvp_rule):
+    """Register a unary elementwise primitive's shape, evaluation and JVP
+    rules, and its batching rule: JAX's vectorized batcher (standard_unop)."""
+    shape_rules[prim], eval_rules[prim], jvp_rules[prim] = shape_rule, eval_rule, jvp_rule
+    batch_rules[prim] = vectorized_batcher(prim)
 
 
 def broadcast_shapes(prim, x: ArrayType, y: ArrayType) -> tuple[int, ...]:

@@ -24,14 +24,14 @@ import math
 import numpy as np
 
 from spec.arrays import namespace
-from spec.batching import broadcast_batcher, vectorized_batcher
+from spec.batching import broadcast_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, eval_rules,
                        examples, jax_facts, jvp_rules, primitive, shape_rules)
 from spec.ir import ArrayType, is_float
 from spec.prims_elementwise import (_binary_eval, _binary_shape, _coerce, _full_like, _lit_like, _maybe_broadcast,
                                     abs, add, add_tangents, broadcast_shapes, convert_element_type,
                                     div, eq, exp, integer_pow, log, mul, neg, rsqrt, select_n, square,
-                                    stop_gradient, sub)
+                                    stop_gradient, sub, unary_rules)
 from spec.prims_special import float_unary_shape, unary_eval
 
 # --------------------------------------------------------------------------
@@ -94,10 +94,8 @@ def _is_finite_eval(x):
     return np.asarray(xp.is_finite(xp.compute(x)), dtype=bool)
 
 
-shape_rules[is_finite_p] = _is_finite_shape
-eval_rules[is_finite_p] = _is_finite_eval
-jvp_rules[is_finite_p] = _zero_jvp(is_finite)       # ad.defjvp_zero(is_finite_p)
-batch_rules[is_finite_p] = vectorized_batcher(is_finite_p)
+# ad.defjvp_zero(is_finite_p)
+unary_rules(is_finite_p, _is_finite_shape, _is_finite_eval, _zero_jvp(is_finite))
 jax_facts[is_finite_p] = JaxFacts("is_finite", "lambda x: lax.is_finite(x)")
 examples[is_finite_p] = [
     Example("is_finite", (((2, 3), "f32", "normal"),), is_finite, np.isfinite, tangent="zero"),
@@ -118,10 +116,8 @@ def sign(x):
     return bind(sign_p, x)
 
 
-shape_rules[sign_p] = _numeric_shape(sign_p)           # standard_unop(_num, 'sign')
-eval_rules[sign_p] = unary_eval("sign")
-jvp_rules[sign_p] = _zero_jvp(sign)                     # ad.defjvp_zero(sign_p)
-batch_rules[sign_p] = vectorized_batcher(sign_p)
+# standard_unop(_num, 'sign'); ad.defjvp_zero(sign_p)
+unary_rules(sign_p, _numeric_shape(sign_p), unary_eval("sign"), _zero_jvp(sign))
 jax_facts[sign_p] = JaxFacts("sign", "lambda x: lax.sign(x)")
 examples[sign_p] = [
     Example("sign-halves-with-zeros", (((3, 4), "f32", "halves"),), sign, np.sign, tangent="zero"),
@@ -146,20 +142,16 @@ def ceil(x):
     return bind(ceil_p, x)
 
 
-shape_rules[floor_p] = float_unary_shape(floor_p)      # standard_unop(_float, 'floor')
-eval_rules[floor_p] = unary_eval("floor")
-jvp_rules[floor_p] = _zero_jvp(floor)                   # ad.defjvp_zero(floor_p)
-batch_rules[floor_p] = vectorized_batcher(floor_p)
+# standard_unop(_float, 'floor'); ad.defjvp_zero(floor_p)
+unary_rules(floor_p, float_unary_shape(floor_p), unary_eval("floor"), _zero_jvp(floor))
 jax_facts[floor_p] = JaxFacts("floor", "lambda x: lax.floor(x)")
 examples[floor_p] = [
     Example("floor", (((2, 3), "f32", "normal"),), floor, np.floor, tangent="zero"),
     Example("floor-halves", (((6,), "f32", "halves"),), floor, np.floor, tangent="zero"),
 ]
 
-shape_rules[ceil_p] = float_unary_shape(ceil_p)        # standard_unop(_float, 'ceil')
-eval_rules[ceil_p] = unary_eval("ceil")
-jvp_rules[ceil_p] = _zero_jvp(ceil)                     # ad.defjvp_zero(ceil_p)
-batch_rules[ceil_p] = vectorized_batcher(ceil_p)
+# standard_unop(_float, 'ceil'); ad.defjvp_zero(ceil_p)
+unary_rules(ceil_p, float_unary_shape(ceil_p), unary_eval("ceil"), _zero_jvp(ceil))
 jax_facts[ceil_p] = JaxFacts("ceil", "lambda x: lax.ceil(x)")
 examples[ceil_p] = [
     Example("ceil", (((2, 3), "f32", "normal"),), ceil, np.ceil, tangent="zero"),
@@ -200,10 +192,7 @@ def _round_reference(method):
     return ref
 
 
-shape_rules[round_p] = _round_shape
-eval_rules[round_p] = _round_eval
-jvp_rules[round_p] = _zero_jvp(round)                   # ad.defjvp_zero(round_p)
-batch_rules[round_p] = vectorized_batcher(round_p)
+unary_rules(round_p, _round_shape, _round_eval, _zero_jvp(round))   # ad.defjvp_zero(round_p)
 jax_facts[round_p] = JaxFacts(
     "round", "lambda x, rounding_method: lax.round(x, lax.RoundingMethod(rounding_method))",
     from_jax=lambda p: {**p, "rounding_method": int(p["rounding_method"])})
@@ -457,10 +446,7 @@ def _tan_jvp(primals, tangents, *, accuracy):
     return ans, mul(g, add(_lit_like(x, 1), square(ans)))
 
 
-shape_rules[tan_p] = _accuracy_shape(tan_p)
-eval_rules[tan_p] = unary_eval("tan")
-jvp_rules[tan_p] = _tan_jvp
-batch_rules[tan_p] = vectorized_batcher(tan_p)
+unary_rules(tan_p, _accuracy_shape(tan_p), unary_eval("tan"), _tan_jvp)
 jax_facts[tan_p] = JaxFacts("tan", "lambda x, accuracy=None: lax.tan(x, accuracy=accuracy)")
 examples[tan_p] = [Example("tan", (((2, 3), "f32", "unit"),), tan, np.tan)]
 
@@ -494,17 +480,11 @@ def _cosh_jvp(primals, tangents):
     return cosh(x), mul(g, sinh(x))
 
 
-shape_rules[sinh_p] = float_unary_shape(sinh_p)
-eval_rules[sinh_p] = unary_eval("sinh")
-jvp_rules[sinh_p] = _sinh_jvp
-batch_rules[sinh_p] = vectorized_batcher(sinh_p)
+unary_rules(sinh_p, float_unary_shape(sinh_p), unary_eval("sinh"), _sinh_jvp)
 jax_facts[sinh_p] = JaxFacts("sinh", "lambda x: lax.sinh(x)")
 examples[sinh_p] = [Example("sinh", (((2, 3), "f32", "normal"),), sinh, np.sinh)]
 
-shape_rules[cosh_p] = float_unary_shape(cosh_p)
-eval_rules[cosh_p] = unary_eval("cosh")
-jvp_rules[cosh_p] = _cosh_jvp
-batch_rules[cosh_p] = vectorized_batcher(cosh_p)
+unary_rules(cosh_p, float_unary_shape(cosh_p), unary_eval("cosh"), _cosh_jvp)
 jax_facts[cosh_p] = JaxFacts("cosh", "lambda x: lax.cosh(x)")
 examples[cosh_p] = [Example("cosh", (((2, 3), "f32", "normal"),), cosh, np.cosh)]
 
@@ -555,25 +535,16 @@ def _atanh_jvp(primals, tangents):
     return ans, mul(integer_pow(add(_lit_like(x, 1), x), -1), div(g, sub(_lit_like(x, 1), x)))
 
 
-shape_rules[asinh_p] = float_unary_shape(asinh_p)
-eval_rules[asinh_p] = unary_eval("asinh")
-jvp_rules[asinh_p] = _asinh_jvp
-batch_rules[asinh_p] = vectorized_batcher(asinh_p)
+unary_rules(asinh_p, float_unary_shape(asinh_p), unary_eval("asinh"), _asinh_jvp)
 jax_facts[asinh_p] = JaxFacts("asinh", "lambda x: lax.asinh(x)")
 examples[asinh_p] = [Example("asinh", (((2, 3), "f32", "normal"),), asinh, np.arcsinh)]
 
-shape_rules[acosh_p] = float_unary_shape(acosh_p)
-eval_rules[acosh_p] = unary_eval("acosh")
-jvp_rules[acosh_p] = _acosh_jvp
-batch_rules[acosh_p] = vectorized_batcher(acosh_p)
+unary_rules(acosh_p, float_unary_shape(acosh_p), unary_eval("acosh"), _acosh_jvp)
 jax_facts[acosh_p] = JaxFacts("acosh", "lambda x: lax.acosh(x)")
 examples[acosh_p] = [Example("acosh-of-1-plus", (((2, 3), "f32", "positive"),),   # argument in (1.5, 3)
                              lambda x: acosh(add(x, 1.0)), lambda x: np.arccosh(x + 1.0))]
 
-shape_rules[atanh_p] = float_unary_shape(atanh_p)
-eval_rules[atanh_p] = unary_eval("atanh")
-jvp_rules[atanh_p] = _atanh_jvp
-batch_rules[atanh_p] = vectorized_batcher(atanh_p)
+unary_rules(atanh_p, float_unary_shape(atanh_p), unary_eval("atanh"), _atanh_jvp)
 jax_facts[atanh_p] = JaxFacts("atanh", "lambda x: lax.atanh(x)")
 examples[atanh_p] = [Example("atanh", (((2, 3), "f32", "unit"),), atanh, np.arctanh)]
 
@@ -622,24 +593,15 @@ def _atan_jvp(primals, tangents):
     return atan(x), div(g, add(_lit_like(x, 1), square(x)))
 
 
-shape_rules[asin_p] = float_unary_shape(asin_p)
-eval_rules[asin_p] = unary_eval("asin")
-jvp_rules[asin_p] = _asin_jvp
-batch_rules[asin_p] = vectorized_batcher(asin_p)
+unary_rules(asin_p, float_unary_shape(asin_p), unary_eval("asin"), _asin_jvp)
 jax_facts[asin_p] = JaxFacts("asin", "lambda x: lax.asin(x)")
 examples[asin_p] = [Example("asin", (((2, 3), "f32", "unit"),), asin, np.arcsin)]
 
-shape_rules[acos_p] = float_unary_shape(acos_p)
-eval_rules[acos_p] = unary_eval("acos")
-jvp_rules[acos_p] = _acos_jvp
-batch_rules[acos_p] = vectorized_batcher(acos_p)
+unary_rules(acos_p, float_unary_shape(acos_p), unary_eval("acos"), _acos_jvp)
 jax_facts[acos_p] = JaxFacts("acos", "lambda x: lax.acos(x)")
 examples[acos_p] = [Example("acos", (((2, 3), "f32", "unit"),), acos, np.arccos)]
 
-shape_rules[atan_p] = float_unary_shape(atan_p)
-eval_rules[atan_p] = unary_eval("atan")
-jvp_rules[atan_p] = _atan_jvp
-batch_rules[atan_p] = vectorized_batcher(atan_p)
+unary_rules(atan_p, float_unary_shape(atan_p), unary_eval("atan"), _atan_jvp)
 jax_facts[atan_p] = JaxFacts("atan", "lambda x: lax.atan(x)")
 examples[atan_p] = [Example("atan", (((2, 3), "f32", "normal"),), atan, np.arctan)]
 
@@ -675,10 +637,7 @@ def _erf_inv_reference(y):
     return _vec(one)(y)
 
 
-shape_rules[erf_inv_p] = float_unary_shape(erf_inv_p)
-eval_rules[erf_inv_p] = unary_eval("erf_inv")
-jvp_rules[erf_inv_p] = _erf_inv_jvp
-batch_rules[erf_inv_p] = vectorized_batcher(erf_inv_p)
+unary_rules(erf_inv_p, float_unary_shape(erf_inv_p), unary_eval("erf_inv"), _erf_inv_jvp)
 jax_facts[erf_inv_p] = JaxFacts("erf_inv", "lambda x: lax.erf_inv(x)")
 examples[erf_inv_p] = [Example("erf_inv", (((2, 3), "f32", "unit"),), erf_inv, _erf_inv_reference)]
 
@@ -702,10 +661,7 @@ def _exp2_jvp(primals, tangents, *, accuracy):
     return ans, mul(log(_lit_like(x, 2)), mul(g, ans))
 
 
-shape_rules[exp2_p] = _accuracy_shape(exp2_p)
-eval_rules[exp2_p] = unary_eval("exp2")
-jvp_rules[exp2_p] = _exp2_jvp
-batch_rules[exp2_p] = vectorized_batcher(exp2_p)
+unary_rules(exp2_p, _accuracy_shape(exp2_p), unary_eval("exp2"), _exp2_jvp)
 jax_facts[exp2_p] = JaxFacts("exp2", "lambda x, accuracy=None: lax.exp2(x, accuracy=accuracy)")
 examples[exp2_p] = [Example("exp2", (((2, 3), "f32", "normal"),), exp2, np.exp2)]
 
@@ -730,10 +686,7 @@ def _expm1_jvp(primals, tangents, *, accuracy):
     return ans, mul(g, add(ans, _lit_like(ans, 1)))
 
 
-shape_rules[expm1_p] = _accuracy_shape(expm1_p)
-eval_rules[expm1_p] = unary_eval("expm1")
-jvp_rules[expm1_p] = _expm1_jvp
-batch_rules[expm1_p] = vectorized_batcher(expm1_p)
+unary_rules(expm1_p, _accuracy_shape(expm1_p), unary_eval("expm1"), _expm1_jvp)
 jax_facts[expm1_p] = JaxFacts("expm1", "lambda x, accuracy=None: lax.expm1(x, accuracy=accuracy)")
 examples[expm1_p] = [Example("expm1", (((2, 3), "f32", "normal"),), expm1, np.expm1)]
 
@@ -757,10 +710,7 @@ def _cbrt_jvp(primals, tangents, *, accuracy):
     return ans, mul(g, mul(_lit_like(x, 1 / 3), integer_pow(ans, -2)))
 
 
-shape_rules[cbrt_p] = _accuracy_shape(cbrt_p)
-eval_rules[cbrt_p] = unary_eval("cbrt")
-jvp_rules[cbrt_p] = _cbrt_jvp
-batch_rules[cbrt_p] = vectorized_batcher(cbrt_p)
+unary_rules(cbrt_p, _accuracy_shape(cbrt_p), unary_eval("cbrt"), _cbrt_jvp)
 jax_facts[cbrt_p] = JaxFacts("cbrt", "lambda x, accuracy=None: lax.cbrt(x, accuracy=accuracy)")
 examples[cbrt_p] = [Example("cbrt-signed", (((2, 3), "f32", "away_from_zero"),), cbrt, np.cbrt)]
 

@@ -292,6 +292,18 @@ def _cumulative_batch(fn):
     return rule
 
 
+def _cumulative_rules(prim, combine, kinds=("float", "int")):
+    """The tables a cumulative reduction fills alike: shape, evaluation,
+    JAX's associative-scan JVP with `combine()` as combine_fn, and the
+    batching rule (the reduction axis shifts past the batch axis)."""
+    op = prim.name
+    shape_rules[prim] = _cumulative_shape(prim, kinds)
+    eval_rules[prim] = _cumulative_eval(op)
+    jvp_rules[prim] = _cumulative_jvp(combine)
+    batch_rules[prim] = _cumulative_batch(lambda x, axis=0, reverse=False: bind(prim, x, axis=int(axis),
+                                                                               reverse=bool(reverse)))
+
+
 def _cumulative_reference(ufunc):
     def make(axis, reverse=False):
         def ref(x):
@@ -399,10 +411,7 @@ def cumprod(x, axis=0, reverse=False):
 
 
 _cumprod_ref = _cumulative_reference(np.multiply)
-shape_rules[cumprod_p] = _cumulative_shape(cumprod_p)
-eval_rules[cumprod_p] = _cumulative_eval("cumprod")
-jvp_rules[cumprod_p] = _cumulative_jvp(lambda: mul)      # combine_fn=lax.mul
-batch_rules[cumprod_p] = _cumulative_batch(cumprod)
+_cumulative_rules(cumprod_p, lambda: mul)      # combine_fn=lax.mul
 jax_facts[cumprod_p] = JaxFacts("cumprod", "lambda x, axis, reverse: lax.cumprod(x, axis, reverse)")
 examples[cumprod_p] = [
     Example("cumprod-odd-length", (((5,), "f32", "away_from_zero"),), lambda x: cumprod(x, 0),
@@ -433,10 +442,7 @@ def cummin(x, axis=0, reverse=False):
 
 
 _cummax_ref, _cummin_ref = _cumulative_reference(np.maximum), _cumulative_reference(np.minimum)
-shape_rules[cummax_p] = _cumulative_shape(cummax_p)
-eval_rules[cummax_p] = _cumulative_eval("cummax")
-jvp_rules[cummax_p] = _cumulative_jvp(lambda: max)       # combine_fn=lax.max
-batch_rules[cummax_p] = _cumulative_batch(cummax)
+_cumulative_rules(cummax_p, lambda: max)       # combine_fn=lax.max
 jax_facts[cummax_p] = JaxFacts("cummax", "lambda x, axis, reverse: lax.cummax(x, axis, reverse)")
 examples[cummax_p] = [
     Example("cummax-axis0", (((5, 2), "f32", "distinct"),), lambda x: cummax(x, 0), _cummax_ref(0)),
@@ -445,10 +451,7 @@ examples[cummax_p] = [
     Example("cummax-i32", (((6,), "i32", "ints"),), lambda x: cummax(x, 0), _cummax_ref(0)),
 ]
 
-shape_rules[cummin_p] = _cumulative_shape(cummin_p)
-eval_rules[cummin_p] = _cumulative_eval("cummin")
-jvp_rules[cummin_p] = _cumulative_jvp(lambda: min)       # combine_fn=lax.min
-batch_rules[cummin_p] = _cumulative_batch(cummin)
+_cumulative_rules(cummin_p, lambda: min)       # combine_fn=lax.min
 jax_facts[cummin_p] = JaxFacts("cummin", "lambda x, axis, reverse: lax.cummin(x, axis, reverse)")
 examples[cummin_p] = [
     Example("cummin-axis1", (((2, 5), "f32", "distinct"),), lambda x: cummin(x, 1), _cummin_ref(1)),
@@ -502,10 +505,7 @@ def _cumlogsumexp_ref(axis, reverse=False):
     return lambda x: np.log(_cumsum_ref(axis, reverse)(np.exp(x)))
 
 
-shape_rules[cumlogsumexp_p] = _cumulative_shape(cumlogsumexp_p, ("float",))
-eval_rules[cumlogsumexp_p] = _cumulative_eval("cumlogsumexp")
-jvp_rules[cumlogsumexp_p] = _cumulative_jvp(lambda: logaddexp)     # combine_fn=logaddexp
-batch_rules[cumlogsumexp_p] = _cumulative_batch(cumlogsumexp)
+_cumulative_rules(cumlogsumexp_p, lambda: logaddexp, kinds=("float",))     # combine_fn=logaddexp
 jax_facts[cumlogsumexp_p] = JaxFacts("cumlogsumexp",
                                      "lambda x, axis, reverse: lax.cumlogsumexp(x, axis, reverse)")
 examples[cumlogsumexp_p] = [

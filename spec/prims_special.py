@@ -14,17 +14,29 @@ import math
 
 import numpy as np
 
-from spec.arrays import namespace
-from spec.batching import vectorized_batcher
-from spec.core import (Example, JaxFacts, PrimitiveError, batch_rules, bind, eval_rules, examples,
-                       jax_facts, jvp_rules, primitive, shape_rules)
-from spec.ir import ArrayType, is_float
-from spec.prims_elementwise import _float_unary_shape, _lit_like, _unary_eval, exp, mul, neg, square
+from spec.core import Example, JaxFacts, bind, examples, jax_facts, primitive
+from spec.prims_elementwise import _float_unary_shape, _lit_like, _unary_eval, exp, mul, neg, square, unary_rules
 
 
 # the elementwise family's rule makers, shared (spec/prims_elementwise.py)
 float_unary_shape = _float_unary_shape
 unary_eval = _unary_eval
+
+
+def _erf_like_jvp(fn, scale: float):
+    """d fn(x) = scale * exp(-x^2) dx: erf's scale is 2/sqrt(pi), erfc's
+    -2/sqrt(pi). JAX (special.py):
+    ad.defjvp(erf_p, lambda g, x: mul(_const(x, 2. / np.sqrt(np.pi)),
+                                      mul(g, exp(neg(square(x))))))
+    ad.defjvp(erfc_p, lambda g, x: mul(_const(x, -2. / np.sqrt(np.pi)),
+                                       mul(g, exp(neg(square(x))))))"""
+    def rule(primals, tangents):
+        (x,), (g,) = primals, tangents
+        out = fn(x)
+        if g is None:
+            return out, None
+        return out, mul(_lit_like(x, scale), mul(g, exp(neg(square(x)))))
+    return rule
 
 
 # --------------------------------------------------------------------------
@@ -38,23 +50,7 @@ def erf(x):
     return bind(erf_p, x)
 
 
-shape_rules[erf_p] = float_unary_shape(erf_p)
-eval_rules[erf_p] = unary_eval("erf")
-
-
-def _erf_jvp(primals, tangents):
-    """d erf(x) = 2/sqrt(pi) * exp(-x^2) dx. JAX (special.py):
-    ad.defjvp(erf_p, lambda g, x: mul(_const(x, 2. / np.sqrt(np.pi)),
-                                      mul(g, exp(neg(square(x))))))"""
-    (x,), (g,) = primals, tangents
-    out = erf(x)
-    if g is None:
-        return out, None
-    return out, mul(_lit_like(x, 2.0 / np.sqrt(np.pi)), mul(g, exp(neg(square(x)))))
-
-
-jvp_rules[erf_p] = _erf_jvp
-batch_rules[erf_p] = vectorized_batcher(erf_p)
+unary_rules(erf_p, float_unary_shape(erf_p), unary_eval("erf"), _erf_like_jvp(erf, 2.0 / np.sqrt(np.pi)))
 jax_facts[erf_p] = JaxFacts("erf", "lambda x: lax.erf(x)")
 examples[erf_p] = [Example("erf", (((2, 3), "f32", "normal"),), erf,
                            np.vectorize(math.erf, otypes=[np.float64]))]
@@ -71,23 +67,7 @@ def erfc(x):
     return bind(erfc_p, x)
 
 
-shape_rules[erfc_p] = float_unary_shape(erfc_p)
-eval_rules[erfc_p] = unary_eval("erfc")
-
-
-def _erfc_jvp(primals, tangents):
-    """d erfc(x) = -2/sqrt(pi) * exp(-x^2) dx. JAX (special.py):
-    ad.defjvp(erfc_p, lambda g, x: mul(_const(x, -2. / np.sqrt(np.pi)),
-                                       mul(g, exp(neg(square(x))))))"""
-    (x,), (g,) = primals, tangents
-    out = erfc(x)
-    if g is None:
-        return out, None
-    return out, mul(_lit_like(x, -2.0 / np.sqrt(np.pi)), mul(g, exp(neg(square(x)))))
-
-
-jvp_rules[erfc_p] = _erfc_jvp
-batch_rules[erfc_p] = vectorized_batcher(erfc_p)
+unary_rules(erfc_p, float_unary_shape(erfc_p), unary_eval("erfc"), _erf_like_jvp(erfc, -2.0 / np.sqrt(np.pi)))
 jax_facts[erfc_p] = JaxFacts("erfc", "lambda x: lax.erfc(x)")
 examples[erfc_p] = [Example("erfc", (((4,), "f32", "normal"),), erfc,
                             np.vectorize(math.erfc, otypes=[np.float64]))]

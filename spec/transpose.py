@@ -11,9 +11,10 @@ Cotangents are symbolic zeros (`Zero`) until something flows into them.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
-from spec.core import (UndefinedPrimal, Zero, bind, building, instantiate,
+from spec.core import (UndefinedPrimal, Zero, bind, building, effectful, instantiate,
                        transpose_rules)
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
@@ -44,10 +45,22 @@ def transpose_traced(prog: Program, linear: Sequence[bool], nonlinear_args, cts_
     from spec.core import eval_program_traced
     pe = partial_eval(prog, linear, instantiate=True, linearize=True, literals_are_residuals=False)
     n_known = len(prog.outputs) - sum(pe.out_unknowns)
-    known_vals = eval_program_traced(pe.known, *nonlinear_args)
+    known_vals = eval_program_traced(_without_hoisted_effects(pe.known, prog), *nonlinear_args)
     res_vals = known_vals[n_known:]
     n_res = len(pe.residuals)
     return _transpose_linear(pe.staged, [False] * n_res + [True] * sum(linear), res_vals, cts_out)
+
+
+def _without_hoisted_effects(known: Program, prog: Program) -> Program:
+    """JAX's backward_pass transposes a checkpoint of the linear program
+    whole (ad_checkpoint.remat_transpose), so an effect of its non-linear
+    part (a debug print) runs once, inside the transposed checkpoint. The
+    split above hoists that part out to replay it: the hoisted copies of
+    output-less effectful equations are dropped (they compute nothing);
+    the program's own non-linear effects stay."""
+    own = {id(e) for e in prog.eqns}
+    eqns = [e for e in known.eqns if id(e) in own or e.outputs or e.primitive not in effectful]
+    return known if len(eqns) == len(known.eqns) else replace(known, eqns=eqns)
 
 
 def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):

@@ -408,6 +408,8 @@ def test_every_primitive_is_proved_or_excepted():
     # primitives with registered Examples: exact (sympy) where they evaluate symbolically,
     # else float64 finite differences, in tests/test_primitive_examples.py
     covered |= {p.name for p in spec.core.examples}
+    from test_prims_collective import NAMED_PROOFS     # (it imports this module's helpers)
+    covered |= set(NAMED_PROOFS)        # under a named vmap, in tests/test_prims_collective.py
     missing = sorted(set(spec.primitives) - covered - set(JVP_EXCEPTIONS) - set(NO_FORWARD_MODE))
     assert not missing, f"primitives with no exact JVP proof and no listed exception: {missing}"
     assert not set(JVP_EXCEPTIONS) & covered, "an excepted primitive is also proved: drop the exception"
@@ -706,6 +708,8 @@ def test_every_transpose_rule_is_proved():
     # primitives with Examples that declare linear masks: the adjoint identity is checked
     # for each mask in tests/test_primitive_examples.py
     proved |= {p.name for p, exs in spec.core.examples.items() if any(ex.linear for ex in exs)}
+    from test_prims_collective import NAMED_PROOFS
+    proved |= set(NAMED_PROOFS)         # exact adjoints under a named vmap: tests/test_prims_collective.py
     with_rule = {p.name for p in spec.transpose_rules}
     assert with_rule <= proved, f"transpose rules with no exact adjoint proof: {sorted(with_rule - proved)}"
 

@@ -577,3 +577,38 @@ def linen_moe():
         xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
         return xent + 0.01 * aux
     return Case(loss, (params, {"inputs": seq[:, :-1], "targets": seq[:, 1:]}))
+
+
+# --- cross-replica BatchNorm: nn.BatchNorm(axis_name=...) under jax.vmap ---------
+
+class SyncBNClassifier(nn.Module):
+    """A per-example classifier whose nn.BatchNorm averages its statistics
+    across the batch with lax.pmean over `axis_name` (flax's cross-device
+    BatchNorm), run under jax.vmap(..., axis_name=...) as flax's tests do."""
+    axis_name: str | None = None
+
+    @nn.compact
+    def __call__(self, x):                          # x: (features,): one example
+        x = nn.Dense(W)(x)
+        x = nn.BatchNorm(use_running_average=False, axis_name=self.axis_name, momentum=0.9)(x)
+        x = checkpoint_name(nn.relu(x), "bn_hidden")
+        return nn.Dense(data.CLASSES)(x)
+
+
+@model("linen_sync_batchnorm", "flax.linen (nn.BatchNorm axis_name, jax.vmap)", names=("bn_hidden",))
+def linen_sync_batchnorm():
+    """nn.BatchNorm(axis_name='batch') applied per example under
+    jax.vmap(axis_name='batch'): the batch statistics are lax.pmean's
+    (psum + div under vmap); mutable batch_stats (unbatched: out_axes None);
+    integer-label cross-entropy."""
+    x, y = data.normal(data.BATCH + 1, 6), data.labels(data.BATCH + 1)
+    variables = init(SyncBNClassifier(), x[0])      # same structure, no axis to bind
+    net = SyncBNClassifier(axis_name="batch")
+
+    def loss(params, batch_stats, batch):
+        def per_example(x):
+            return net.apply({"params": params, "batch_stats": batch_stats}, x, mutable=["batch_stats"])
+        logits, new_state = jax.vmap(per_example, axis_name="batch", out_axes=(0, None))(batch["x"])
+        xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
+        return xent, new_state
+    return Case(loss, (variables["params"], variables["batch_stats"], {"x": x, "y": y}))

@@ -148,3 +148,33 @@ def test_non_float_checkpoint_output_divergence_needs_remat3_and_its_exact_list(
     assert dv._remat3_float0_tangents(ctx("remat3", remat3))
     assert not dv._remat3_float0_tangents(ctx("remat2", remat3))
     assert not dv._remat3_float0_tangents(ctx("remat3", remat3 + [("f32[1]", "output of scan")]))
+
+
+def test_literal_divergence_composes_with_remat3s_policy_view():
+    """Found by the fuzzer (seed 515): a spec program run by JAX as written, a
+    literal outside the checkpoint (b * 2.0) that JAX's remat3 run does not save, and an
+    everything_saveable checkpoint that remat3 reads as full remat. JAX's list (recorded,
+    jax 0.10.2): only the argument, where the spec saves the literal and cos(a); the
+    remat3 model saves the literal and the argument. Each divergence alone explains part
+    of it; the literal one now compares with the remat3 model's list too."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz import properties
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def g(a, b):
+        ck = jax.checkpoint(jnp.sin, policy=jax.checkpoint_policies.everything_saveable)
+        return ck(a), b * 2.0
+    prog = trace_jax(g, np.float32(0.5), np.ones((2, 3), np.float32))
+    report = properties.oracle_agrees(prog, implementations=("remat3",), properties=("residuals",))
+    assert report.known_divergences == [
+        ("literal-residuals-depend-on-the-constant-s-python-type", "residuals", "remat3")]
+    recorded = [("f32[]", "from the argument a")]   # args[0], normalised to the program's name
+    spec = [("f32[]", "from a literal"), ("f32[]", "output of cos")]
+    ctx = lambda impl, res: dv.Context(impl, "residuals", None, prog, jax_residuals=res, spec_residuals=spec)
+    assert dv._constant_type_literals(ctx("remat3", recorded))
+    assert not dv._constant_type_literals(ctx("remat2", recorded))      # remat2 has no such view
+    assert not dv._constant_type_literals(ctx("remat3", recorded + [("f32[]", "output of cos")]))

@@ -480,6 +480,25 @@ def _remat3_float0_tangents(ctx):
     return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
 
 
+def _remat3_reverse_raises_as_modelled(ctx):
+    """JAX raised NotImplementedError in reverse mode under remat3 where the
+    spec computes, and the remat3 model's reverse pass raises the same
+    error, word for word: remat3 pulls an instantiated (zero) cotangent back
+    into every float input of a checkpoint (RematTraced.vjp_bwd writes into
+    every input's accumulator; RematTraced.linearized instantiates the
+    tangents), so the upstream transposes run even for inputs the body never
+    differentiates, and one JAX lacks (select_and_gather_add with window
+    dilation: _select_and_gather_add_transpose) raises."""
+    if (ctx.implementation != "remat3" or ctx.property not in ("vjp", "prevent_cse", "second_order")
+            or not isinstance(ctx.error, NotImplementedError) or ctx.spec_error is not None):
+        return False
+    try:
+        spec.vjp_program(remat3_model(ctx.program))
+    except NotImplementedError as e:
+        return str(e) == str(ctx.error)
+    return False
+
+
 @dataclass(frozen=True)
 class Divergence:
     """`repro` is a snippet run after the preamble REPRO_PREAMBLE."""
@@ -883,6 +902,24 @@ DIVERGENCES = [
         "    return jax.checkpoint(lambda unused, a: jnp.sin(a))(ys, a)\n"
         "jax.grad(f)(0.5)  # ValueError",
         _remat3_unused_scanned_input),
+    Divergence(
+        "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs",
+        "Under jax_remat3 (jax 0.10.2) reverse mode pulls an instantiated (zero) cotangent back "
+        "into every float input of a checkpoint, read by its body's derivative or not "
+        "(RematTraced.vjp_bwd / linearized), so the transposes upstream of an input the body "
+        "never differentiates run; where one is not implemented in JAX (a reduce_window_max "
+        "with window dilation: _select_and_gather_add_transpose) reverse mode raises "
+        "NotImplementedError, and remat2 and the spec compute the gradient (the cotangent is a "
+        "symbolic zero; found by the fuzzer). The predicate: remat3, reverse mode, JAX's "
+        "NotImplementedError, and the remat3 model's reverse pass raises it word for word.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(x, e):\n"
+        "    pooled = lax.reduce_window(e, -jnp.inf, lax.max, (2, 2), (1, 1), 'VALID', "
+        "window_dilation=(1, 2))\n"
+        "    return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)\n"
+        "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
+        _remat3_reverse_raises_as_modelled),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "

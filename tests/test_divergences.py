@@ -13,7 +13,9 @@ pytest.importorskip("jax")   # only the import may skip
 from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
 RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
-          "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type"}
+          "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
+          "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
+              "VJP not implemented for select_and_gather"}
 
 
 @pytest.mark.parametrize("d", DIVERGENCES, ids=lambda d: d.name)
@@ -178,3 +180,40 @@ def test_literal_divergence_composes_with_remat3s_policy_view():
     assert dv._constant_type_literals(ctx("remat3", recorded))
     assert not dv._constant_type_literals(ctx("remat2", recorded))      # remat2 has no such view
     assert not dv._constant_type_literals(ctx("remat3", recorded + [("f32[]", "output of cos")]))
+
+
+@pytest.mark.parametrize("window_dilation", [(1, 2), (1, 1)])
+def test_remat3_cotangent_into_an_undifferentiated_input_of_a_dilated_pool(window_dilation):
+    """Found by the fuzzer (seed 515), minimized: a checkpoint whose body never
+    differentiates its input `pooled`, a dilated max-pool upstream. remat3 (jax 0.10.2)
+    pulls a zero cotangent into `pooled` and raises JAX's NotImplementedError for the
+    dilated pool's VJP (seen by running it); remat2 and the spec compute the gradient.
+    Without dilation JAX implements the VJP: every property agrees, nothing is matched."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def f(x, e):
+        pooled = lax.reduce_window(e, -jnp.inf, lax.max, (2, 2), (1, 1), "VALID",
+                                   window_dilation=window_dilation)
+        return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)
+    args = (np.ones(3, np.float32), np.arange(20, dtype=np.float32).reshape(4, 5))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("vjp",))
+    name = "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs"
+    dilated = window_dilation != (1, 1)
+    assert ((name, "vjp", "remat3") in report.known_divergences) == dilated
+    assert report.status("vjp", "remat2") == "ok"
+    assert report.status("vjp", "remat3") == ("known divergence" if dilated else "ok")
+    if dilated:
+        prog = trace_jax(f, *args)
+        error = NotImplementedError("VJP not implemented for select_and_gather (MaxPool) with window "
+                                    "dilation, got window_dilation=(1, 2).")
+        ctx = lambda impl: dv.Context(impl, "vjp", None, prog, error=error)
+        assert dv._remat3_reverse_raises_as_modelled(ctx("remat3"))
+        assert not dv._remat3_reverse_raises_as_modelled(ctx("remat2"))

@@ -480,6 +480,25 @@ def _remat3_float0_tangents(ctx):
     return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
 
 
+def _remat3_reverse_raises_as_modelled(ctx):
+    """JAX raised NotImplementedError in reverse mode under remat3 where the
+    spec computes, and the remat3 model's reverse pass raises the same
+    error, word for word: remat3 pulls an instantiated (zero) cotangent back
+    into every float input of a checkpoint (RematTraced.vjp_bwd writes into
+    every input's accumulator; RematTraced.linearized instantiates the
+    tangents), so the upstream transposes run even for inputs the body never
+    differentiates, and one JAX lacks (select_and_gather_add with window
+    dilation: _select_and_gather_add_transpose) raises."""
+    if (ctx.implementation != "remat3" or ctx.property not in ("vjp", "prevent_cse", "second_order")
+            or not isinstance(ctx.error, NotImplementedError) or ctx.spec_error is not None):
+        return False
+    try:
+        spec.vjp_program(remat3_model(ctx.program))
+    except NotImplementedError as e:
+        return str(e) == str(ctx.error)
+    return False
+
+
 @dataclass(frozen=True)
 class Divergence:
     """`repro` is a snippet run after the preamble REPRO_PREAMBLE."""
@@ -679,17 +698,26 @@ _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the rem
                     "spec with every remat3 defect below modelled, `remat3_model`), and this is "
                     "the first defect, in the model's order, whose removal changes them.")
 
-def _constant_type_literals(ctx):
-    """The lists differ only in scalar literals the spec saves and JAX does
-    not (JAX's list is the spec's with some "from a literal" entries left out)."""
+def _literals_left_out(got: list, want: list) -> bool:
+    """`got` is `want` with some "from a literal" entries left out."""
     import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
     strip = lambda rs: [r for r in rs if r[1] != "from a literal"]
     lits = lambda rs: collections.Counter(r for r in rs if r[1] == "from a literal")
-    return (strip(ctx.jax_residuals) == strip(ctx.spec_residuals)
-            and not (lits(ctx.jax_residuals) - lits(ctx.spec_residuals))
-            and bool(lits(ctx.spec_residuals) - lits(ctx.jax_residuals)))
+    return strip(got) == strip(want) and not (lits(got) - lits(want)) and bool(lits(want) - lits(got))
+
+
+def _constant_type_literals(ctx):
+    """The lists differ only in scalar literals the spec saves and JAX does
+    not: JAX's list is the spec's with some "from a literal" entries left
+    out, or, under remat3, the full remat3 model's (`remat3_model`, every
+    defect on) so (the two compose: found by the fuzzer, a literal of an
+    equation outside a checkpoint whose policy remat3 does not apply)."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    if _literals_left_out(ctx.jax_residuals, ctx.spec_residuals):
+        return True
+    return ctx.implementation == "remat3" and _literals_left_out(
+        ctx.jax_residuals, ctx.residuals_with(**dict.fromkeys(REMAT3_DEFECTS, True)))
 
 
 DIVERGENCES = [
@@ -875,6 +903,24 @@ DIVERGENCES = [
         "jax.grad(f)(0.5)  # ValueError",
         _remat3_unused_scanned_input),
     Divergence(
+        "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs",
+        "Under jax_remat3 (jax 0.10.2) reverse mode pulls an instantiated (zero) cotangent back "
+        "into every float input of a checkpoint, read by its body's derivative or not "
+        "(RematTraced.vjp_bwd / linearized), so the transposes upstream of an input the body "
+        "never differentiates run; where one is not implemented in JAX (a reduce_window_max "
+        "with window dilation: _select_and_gather_add_transpose) reverse mode raises "
+        "NotImplementedError, and remat2 and the spec compute the gradient (the cotangent is a "
+        "symbolic zero; found by the fuzzer). The predicate: remat3, reverse mode, JAX's "
+        "NotImplementedError, and the remat3 model's reverse pass raises it word for word.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(x, e):\n"
+        "    pooled = lax.reduce_window(e, -jnp.inf, lax.max, (2, 2), (1, 1), 'VALID', "
+        "window_dilation=(1, 2))\n"
+        "    return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)\n"
+        "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
+        _remat3_reverse_raises_as_modelled),
+    Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "
         "checkpoint puts an optimization barrier on exactly those checkpoint inputs it reads "
@@ -897,7 +943,8 @@ DIVERGENCES = [
         "numpy scalar (np.float32(0.5) * x: linearization binds it inline); both trace to the "
         "same jaxpr literal, and the spec (which sees only the jaxpr) saves it. jax.nn.gelu's "
         "sqrt(2/pi) is such a numpy scalar. The predicate: the lists differ only in \"from a "
-        "literal\" entries the spec has and JAX lacks.",
+        "literal\" entries the spec has and JAX lacks (under remat3: or that the remat3 model, "
+        "every defect on, has and JAX lacks).",
         "import numpy as np\n"
         "print_saved_residuals(lambda x: jnp.sum(np.float32(0.5) * jnp.tanh(x)), jnp.ones(3))\n"
         "print_saved_residuals(lambda x: jnp.sum(0.5 * jnp.tanh(x)), jnp.ones(3))  "

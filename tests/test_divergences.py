@@ -13,7 +13,9 @@ pytest.importorskip("jax")   # only the import may skip
 from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
 RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
-          "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type"}
+          "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
+          "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
+              "VJP not implemented for select_and_gather"}
 
 
 @pytest.mark.parametrize("d", DIVERGENCES, ids=lambda d: d.name)
@@ -148,3 +150,70 @@ def test_non_float_checkpoint_output_divergence_needs_remat3_and_its_exact_list(
     assert dv._remat3_float0_tangents(ctx("remat3", remat3))
     assert not dv._remat3_float0_tangents(ctx("remat2", remat3))
     assert not dv._remat3_float0_tangents(ctx("remat3", remat3 + [("f32[1]", "output of scan")]))
+
+
+def test_literal_divergence_composes_with_remat3s_policy_view():
+    """Found by the fuzzer (seed 515): a spec program run by JAX as written, a
+    literal outside the checkpoint (b * 2.0) that JAX's remat3 run does not save, and an
+    everything_saveable checkpoint that remat3 reads as full remat. JAX's list (recorded,
+    jax 0.10.2): only the argument, where the spec saves the literal and cos(a); the
+    remat3 model saves the literal and the argument. Each divergence alone explains part
+    of it; the literal one now compares with the remat3 model's list too."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz import properties
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def g(a, b):
+        ck = jax.checkpoint(jnp.sin, policy=jax.checkpoint_policies.everything_saveable)
+        return ck(a), b * 2.0
+    prog = trace_jax(g, np.float32(0.5), np.ones((2, 3), np.float32))
+    report = properties.oracle_agrees(prog, implementations=("remat3",), properties=("residuals",))
+    assert report.known_divergences == [
+        ("literal-residuals-depend-on-the-constant-s-python-type", "residuals", "remat3")]
+    recorded = [("f32[]", "from the argument a")]   # args[0], normalised to the program's name
+    spec = [("f32[]", "from a literal"), ("f32[]", "output of cos")]
+    ctx = lambda impl, res: dv.Context(impl, "residuals", None, prog, jax_residuals=res, spec_residuals=spec)
+    assert dv._constant_type_literals(ctx("remat3", recorded))
+    assert not dv._constant_type_literals(ctx("remat2", recorded))      # remat2 has no such view
+    assert not dv._constant_type_literals(ctx("remat3", recorded + [("f32[]", "output of cos")]))
+
+
+@pytest.mark.parametrize("window_dilation", [(1, 2), (1, 1)])
+def test_remat3_cotangent_into_an_undifferentiated_input_of_a_dilated_pool(window_dilation):
+    """Found by the fuzzer (seed 515), minimized: a checkpoint whose body never
+    differentiates its input `pooled`, a dilated max-pool upstream. remat3 (jax 0.10.2)
+    pulls a zero cotangent into `pooled` and raises JAX's NotImplementedError for the
+    dilated pool's VJP (seen by running it); remat2 and the spec compute the gradient.
+    Without dilation JAX implements the VJP: every property agrees, nothing is matched."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def f(x, e):
+        pooled = lax.reduce_window(e, -jnp.inf, lax.max, (2, 2), (1, 1), "VALID",
+                                   window_dilation=window_dilation)
+        return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)
+    args = (np.ones(3, np.float32), np.arange(20, dtype=np.float32).reshape(4, 5))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("vjp",))
+    name = "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs"
+    dilated = window_dilation != (1, 1)
+    assert ((name, "vjp", "remat3") in report.known_divergences) == dilated
+    assert report.status("vjp", "remat2") == "ok"
+    assert report.status("vjp", "remat3") == ("known divergence" if dilated else "ok")
+    if dilated:
+        prog = trace_jax(f, *args)
+        error = NotImplementedError("VJP not implemented for select_and_gather (MaxPool) with window "
+                                    "dilation, got window_dilation=(1, 2).")
+        ctx = lambda impl: dv.Context(impl, "vjp", None, prog, error=error)
+        assert dv._remat3_reverse_raises_as_modelled(ctx("remat3"))
+        assert not dv._remat3_reverse_raises_as_modelled(ctx("remat2"))

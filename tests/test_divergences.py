@@ -85,3 +85,46 @@ def test_names_in_ends_on_rules_that_hold_their_own_call():
         return jnp.sin(x)
     f.defjvps(lambda g, ans, x: g * checkpoint_name(jnp.cos(x), "slope"))
     assert names_in(trace_jax(lambda x: f(f(x)), jnp.ones(3))) == {"slope"}
+
+
+def test_remat3_float0_residual_of_a_checkpoint_in_a_cond_is_named():
+    """A checkpoint with an integer output in a cond branch: remat3 saves
+    a float0 residual; the check names the divergence (residuals and vjp
+    leaves) under remat3, and remat2 agrees with the spec."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    import oracle
+
+    def f(x, i):
+        return lax.cond(x.sum() > 0, lambda x, i: jax.checkpoint(lambda x, i: (jnp.sin(x), i + 1))(x, i),
+                        lambda x, i: (x, i), x, i)[1]
+    report = oracle.check(f, oracle.AS_IS, np.full((2, 3), 0.7, np.float32), np.ones((2, 3), np.int32))
+    name = "remat3-cond-saves-float0-tangents-of-integer-outputs"
+    assert report.status("residuals", "remat3") == "known divergence"
+    assert report.status("vjp_leaves", "remat3") == "known divergence"
+    assert any(n == name for n, _, _ in report.known_divergences)
+    assert report.status("residuals", "remat2") == "ok"
+
+
+def test_remat3_residuals_for_an_unused_checkpoint_output_are_named():
+    """A checkpoint returning its input and sin of it, only the input used
+    (directly and nested in a checkpoint): remat3 saves the input for the
+    unused output's backward pass, which XLA then removes (no barrier);
+    the check names both divergences, and remat2 agrees with the spec."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+    inner = jax.checkpoint(lambda r: (jnp.sin(r), r))
+    x = np.full((2, 3), 0.7, np.float32)
+    for f in (lambda a, b: inner(a * b)[1], lambda a, b: jax.checkpoint(lambda j: inner(j)[1])(a * b)):
+        report = oracle.check(f, oracle.AS_IS, x, x)
+        assert report.status("residuals", "remat3") == "known divergence"
+        assert report.status("prevent_cse", "remat3") == "known divergence"
+        assert {n for n, _, _ in report.known_divergences} == {
+            "remat3-saves-for-unused-checkpoint-outputs", "remat3-barrier-iff-backward-reads-checkpoint-inputs"}
+        assert all(report.status(p, "remat2") == "ok" for p in ("residuals", "prevent_cse", "vjp"))

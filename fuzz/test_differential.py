@@ -1,13 +1,15 @@
 """Drawn float32 programs, run by JAX (remat2 and remat3) and checked
 against the spec by oracle.check: values, JVP, VJP, vmap, second order,
-residual sets, vjp leaves and prevent_cse barriers."""
+residual sets, vjp leaves and prevent_cse barriers. In the nightly
+profile, Hypothesis targets nesting depth and residual counts
+(fuzz/targets.py)."""
 import pytest
 from hypothesis import event, given, settings
 
 pytest.importorskip("jax")   # only the import may skip
 
-from fuzz import profiles, properties  # noqa: E402
-from fuzz.strategies import primitives_in, programs  # noqa: E402
+from fuzz import profiles, properties, targets  # noqa: E402
+from fuzz.strategies import inputs, primitives_in, programs  # noqa: E402
 
 
 @settings(max_examples=profiles.differential_examples())
@@ -16,3 +18,4 @@ def test_jax_agrees_with_the_spec(prog):
     for name in sorted(primitives_in(prog)):
         event(f"primitive: {name}")          # --hypothesis-show-statistics lists them
     properties.oracle_agrees(prog)
+    targets.aim(prog, inputs(prog))      # nightly only: depth, residuals, remat2 vs remat3

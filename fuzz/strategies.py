@@ -46,27 +46,40 @@ SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
 NAMES = ["a", "b", "c"]
 
 
+OFFLOAD = ("device", "pinned_host")     # (src, dst) of drawn offload policies (CPU jax accepts them)
+
+
 @dataclass(frozen=True)
 class SavePrimitives(P._Policy):
     """A random user policy: save the outputs of these primitives (and of
-    names in `names`)."""
+    names in `names`), offload those of `offload` (JAX: answers
+    `pe.Offloadable(*OFFLOAD)`), recompute the rest."""
     prims: frozenset
     names: frozenset = frozenset()
+    offload: frozenset = frozenset()
 
     def __call__(self, prim, *in_types, **params):
         if prim.name == "name":
             return params["name"] in self.names
+        if prim.name in self.offload:
+            return P.Offload(*OFFLOAD)
         return prim.name in self.prims
 
     def __repr__(self):
-        return f"SavePrimitives({sorted(self.prims)}, names={sorted(self.names)})"
+        return (f"SavePrimitives({sorted(self.prims)}, names={sorted(self.names)}"
+                + (f", offload={sorted(self.offload)})" if self.offload else ")"))
 
     def jax_source(self) -> str:
         """The same policy as JAX source (what reproducers write out)."""
         from oracle.jax_names import JAX_NAME
         prims = sorted(JAX_NAME.get(p, p) for p in self.prims)
+        answer = f"prim.name in {prims!r}"
+        if self.offload:
+            offload = sorted(JAX_NAME.get(p, p) for p in self.offload)
+            answer = (f"(__import__('jax._src.interpreters.partial_eval', fromlist=['Offloadable'])"
+                      f".Offloadable(*{OFFLOAD!r}) if prim.name in {offload!r} else {answer})")
         return (f"(lambda prim, *_, **params: params.get('name') in {sorted(self.names)!r} "
-                f"if prim.name == 'name' else prim.name in {prims!r})")
+                f"if prim.name == 'name' else {answer})")
 
 
 def mentioned_names(policy) -> set:
@@ -74,46 +87,74 @@ def mentioned_names(policy) -> set:
     the spec's builder requires a region to bind every one of them."""
     out = set()
     for p in (policy, getattr(policy, "policy_1", None), getattr(policy, "policy_2", None)):
-        out |= set(getattr(p, "names", ()) or ())
+        for attr in ("names", "names_which_can_be_saved", "names_which_can_be_offloaded"):
+            out |= set(getattr(p, attr, ()) or ())
     return out
 
 
+# the policy kinds `policies()` draws: every built-in one (offload ones
+# included), save_from_both_policies of any two of them, and user policies
+POLICY_KINDS = ("none", "nothing", "everything", "dots", "dots_no_batch", "only", "any_but", "except",
+                "offload_names", "offload_dots", "both", "user")
+# the kinds save_from_both_policies combines, by family
+POLICY_FAMILIES = {"names": ("only", "any_but", "except"), "dots": ("dots", "dots_no_batch"),
+                   "user": ("user",), "offload": ("offload_names", "offload_dots"),
+                   "trivial": ("nothing", "everything")}
+_SAVE_PRIMS = ("sin", "cos", "tanh", "mul", "add", "dot_general", "exp", "integer_pow", "reduce_sum",
+               "broadcast_in_dim", "concatenate", "select_n")
+
+
 @st.composite
-def policies(draw, names=tuple(NAMES)):
-    """Every built-in policy, combinations with save_from_both_policies, and
-    random user policies."""
-    kind = draw(st.sampled_from([
-        "none", "nothing", "everything", "dots", "dots_no_batch", "only", "any_but", "except",
-        "both", "user"]))
-    pick = lambda: draw(st.lists(st.sampled_from(list(names)), min_size=1, max_size=2, unique=True))
-    if kind == "none":
-        return None
-    if kind == "nothing":
-        return P.nothing_saveable
-    if kind == "everything":
-        return P.everything_saveable
-    if kind == "dots":
-        return P.dots_saveable
-    if kind == "dots_no_batch":
-        return P.dots_with_no_batch_dims_saveable
+def policies(draw, names=tuple(NAMES), kinds=POLICY_KINDS, raising=False):
+    """A policy of one of `kinds` (POLICY_KINDS): name policies name 1-3
+    of `names`; save_from_both_policies combines two policies of any other
+    kind. With `raising`, also combinations with an offload policy (or a
+    user policy that offloads), which JAX and the spec reject alike
+    (PolicyCombinationError) when differentiating."""
+    kind = draw(st.sampled_from(list(kinds)))
+    pick = lambda lo=1: draw(st.lists(st.sampled_from(list(names)), min_size=lo, max_size=3, unique=True))
+    simple = {"none": None, "nothing": P.nothing_saveable, "everything": P.everything_saveable,
+              "dots": P.dots_saveable, "dots_no_batch": P.dots_with_no_batch_dims_saveable}
+    if kind in simple:
+        return simple[kind]
     if kind == "only":
         return P.save_only_these_names(*pick())
     if kind == "any_but":
         return P.save_any_names_but_these(*pick())
     if kind == "except":
         return P.save_anything_except_these_names(*pick())
-    if kind == "both":
-        a = draw(st.sampled_from([P.dots_saveable, P.dots_with_no_batch_dims_saveable]))
-        return P.save_from_both_policies(a, P.save_only_these_names(*pick()))
-    prims = draw(st.lists(st.sampled_from(["sin", "cos", "tanh", "mul", "add", "dot_general", "exp"]),
-                          min_size=1, max_size=3, unique=True))
-    return SavePrimitives(frozenset(prims), frozenset(draw(st.lists(st.sampled_from(list(names)),
-                                                                    max_size=2, unique=True))))
+    if kind == "offload_names":
+        chosen = pick()
+        k = draw(st.integers(0, len(chosen)))
+        return P.save_and_offload_only_these_names(names_which_can_be_saved=chosen[:k],
+                                                   names_which_can_be_offloaded=chosen[k:],
+                                                   offload_src=OFFLOAD[0], offload_dst=OFFLOAD[1])
+    if kind == "offload_dots":
+        return P.offload_dot_with_no_batch_dims(*OFFLOAD)
+    if kind == "both":      # two policies of families drawn evenly (each pair of families as likely)
+        families = [tuple(k for k in f if k in kinds) for name, f in POLICY_FAMILIES.items()
+                    if raising or name != "offload"]
+        families = [f for f in families if f]
+        part = lambda: draw(policies(names, draw(st.sampled_from(families)), raising))
+        return P.save_from_both_policies(part(), part())
+    prims = draw(st.lists(st.sampled_from(_SAVE_PRIMS), min_size=1, max_size=3, unique=True))
+    offload = draw(st.lists(st.sampled_from(_SAVE_PRIMS), max_size=2, unique=True)) \
+        if (raising or "offload_names" in kinds) and draw(st.booleans()) else []
+    return SavePrimitives(frozenset(prims) - set(offload), frozenset(pick(0)), frozenset(offload))
 
 
-# step kinds of control flow and custom rules (issue 8), left out with
-# programs(control_flow=False)
-CONTROL_FLOW_KINDS = ["scan", "cond", "custom", "while"]
+# the step kinds (unary and binary twice as likely), and those of control
+# flow and custom rules (issue 8), left out with programs(control_flow=False)
+STEP_KINDS = ("unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
+              "reshape", "transpose", "slice", "concat", "pad", "squeeze", "select", "stop_gradient", "name",
+              "int_side", "region", "call")
+CONTROL_FLOW_KINDS = ("scan", "cond", "custom", "while")
+
+# swarm testing: each program draws the subset of step kinds it may use
+# (each kind left out with odds 1 in SWARM_ODDS), so that some programs
+# are dense in a few features rather than all of them thin in every one
+SWARM_ODDS = 4
+SWARM_KINDS = tuple(sorted(set(STEP_KINDS + CONTROL_FLOW_KINDS + ("example",))))
 
 # "example" entries among the step kinds (programs(example_weight=...))
 EXAMPLE_WEIGHT = 4
@@ -274,6 +315,8 @@ class _Builder:
         self.allow_regions = allow_regions
         self.names_used: set[str] = set()
         self.scopes: list[_Scope] = []
+        self.kinds = frozenset(SWARM_KINDS)     # the step kinds this program uses (swarm testing)
+        self.unused: set[int] = set()           # ids of outputs left unused on purpose
 
     def trace_scope(self, fn, types, names=None) -> _Traced:
         """`fn` traced on new inputs of `types` as a scope of its own: the
@@ -341,11 +384,9 @@ class _Builder:
 
     def step(self, pool, depth):
         draw = self.draw
-        kind = draw(st.sampled_from([
-            "unary", "unary", "binary", "binary", "guarded", "pow", "dot", "reduce", "broadcast",
-            "reshape", "transpose", "slice", "concat", "squeeze", "select", "stop_gradient", "name",
-            "int_side", "region", "call"] + CONTROL_FLOW_KINDS * self.control_flow + self.extra_regions
-            + self.example_kinds))
+        kind = draw(st.sampled_from([k for k in STEP_KINDS + CONTROL_FLOW_KINDS * self.control_flow
+                                     + tuple(self.extra_regions) + tuple(self.example_kinds)
+                                     if k in self.kinds] or ["unary"]))
         fl = self.floats(pool)
         x = self.pick(fl)
         if x is None:
@@ -354,45 +395,31 @@ class _Builder:
             op = draw(st.sampled_from([ops.sin, ops.cos, ops.tanh, ops.logistic, ops.neg, ops.square, ops.abs]))
             return op(x)
         if kind == "binary":
-            y = self.pick(fl, lambda v: v.shape == x.shape or v.ndim == 0 or x.ndim == 0)
-            op = draw(st.sampled_from([ops.add, ops.sub, ops.mul, ops.max, ops.min]))
-            if y is None or (y is x and op in (ops.max, ops.min)):
-                y = ops.sin(x)        # a distinct operand: max/min never tie by construction
-            return op(x, y)
+            op = draw(st.sampled_from([ops.add, ops.sub, ops.mul, ops.max, ops.min, ops.div]))
+            y = self.partner(fl, x)
+            if op is ops.div:       # a divisor 1 + v^2; a constant numerator or divisor has no tangent
+                if draw(st.booleans()):
+                    return ops.div(y, self.one_plus_square(x))
+                return ops.div(x, self.one_plus_square(y) if isinstance(y, Tracer) else np.square(y) + 1)
+            return op(y, x) if draw(st.booleans()) else op(x, y)
         if kind == "guarded":
-            op = draw(st.sampled_from(["log", "sqrt", "rsqrt", "div", "exp", "log1p"]))
+            op = draw(st.sampled_from(["log", "sqrt", "rsqrt", "exp", "log1p"]))
             if op == "exp":
                 return ops.exp(ops.tanh(x))
-            if op == "div":
-                y = self.pick(fl, lambda v: v.shape == x.shape) or x
-                return ops.div(x, self.one_plus_square(y))
             if op == "log1p":
                 return ops.log1p(ops.square(x))
             return {"log": ops.log, "sqrt": ops.sqrt, "rsqrt": ops.rsqrt}[op](self.one_plus_square(x))
         if kind == "pow":
-            y = draw(st.sampled_from([0, 1, 2, 3, -2]))
-            return ops.integer_pow(self.one_plus_square(x) if y < 0 else x, y)
+            # lax._integer_pow_jvp: y == 0, 1, 2 and the general y (> 2 or < 0) take different paths
+            y = draw(st.sampled_from([0, 1, 2, 3, 4, 5, -1, -2, -3]))
+            base = self.one_plus_square(x) if y < 0 else (ops.tanh(x) if y > 3 else x)
+            return ops.integer_pow(base, y)
         if kind == "dot":
-            if x.ndim == 0:
-                return ops.mul(x, x)
-            y = self.pick(fl, lambda v: v.shape == x.shape)
-            dims = list(range(x.ndim))
-            contract = draw(st.lists(st.sampled_from(dims), min_size=1, max_size=x.ndim, unique=True))
-            rest = [d for d in dims if d not in contract]
-            batch = draw(st.lists(st.sampled_from(rest), max_size=len(rest), unique=True)) if rest else []
-            dn = ((tuple(contract), tuple(contract)), (tuple(batch), tuple(batch)))
-            return ops.dot_general(x, y, dn, preferred_element_type=self.dtype)
+            return self.dot_step(fl, x)
         if kind == "reduce":
-            if x.ndim == 0:
-                return ops.neg(x)
-            axes = draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=x.ndim, unique=True))
-            op = draw(st.sampled_from([ops.reduce_sum, ops.reduce_max]))
-            return op(x, tuple(sorted(axes)))
+            return self.reduce_step(x)
         if kind == "broadcast":
-            pos = draw(st.integers(0, x.ndim))
-            shape = list(x.shape)
-            shape.insert(pos, 2)
-            return ops.broadcast_in_dim(x, shape, [i for i in range(len(shape)) if i != pos])
+            return self.broadcast_step(x)
         if kind == "reshape":
             if x.ndim == 0:
                 return ops.reshape(x, (1,))
@@ -401,27 +428,15 @@ class _Builder:
             perm = draw(st.permutations(list(range(x.ndim))))
             return ops.transpose(x, perm)
         if kind == "slice":
-            if x.ndim == 0 or any(d < 2 for d in x.shape):
-                return ops.cos(x)
-            axis = draw(st.integers(0, x.ndim - 1))
-            lo = [0] * x.ndim
-            hi = list(x.shape)
-            lo[axis] = draw(st.integers(0, x.shape[axis] - 1))
-            strides = [1] * x.ndim
-            strides[axis] = draw(st.integers(1, 2))
-            return ops.slice(x, lo, hi, strides)
+            return self.slice_step(x)
         if kind == "concat":
-            if x.ndim == 0:
-                return ops.tanh(x)
-            y = self.pick(fl, lambda v: v.shape == x.shape)
-            return ops.concatenate([x, y], draw(st.integers(0, x.ndim - 1)))
+            return self.concat_step(fl, x)
+        if kind == "pad":
+            return self.pad_step(fl, x)
         if kind == "squeeze":
             return ops.squeeze(ops.reshape(x, (1,) + tuple(x.shape)), (0,))
         if kind == "select":
-            y = self.pick(fl, lambda v: v.shape == x.shape and v is not x)
-            if y is None:
-                y = ops.cos(x)
-            return ops.select_n(ops.gt(x, y), x, y)
+            return self.select_step(fl, x)
         if kind == "stop_gradient" and not self.stop_gradient:
             return ops.tanh(x)
         if kind == "stop_gradient":
@@ -445,27 +460,243 @@ class _Builder:
         if kind == "while" and self.no_reverse_mode and self.allow_regions and depth < self.max_depth:
             return self.while_step(x, depth)
         if kind in ("region", "call") and self.allow_regions and depth < self.max_depth:
-            return self.region_step(kind, fl, depth)
+            return self.region_step(kind, pool, fl, depth)
         if kind == "example":
             return self.example_step(pool, fl)
         return ops.sin(x)
 
-    def region_step(self, kind, fl, depth):
+    # ----------------------------------------------------------------------
+    # operands and parameters drawn so that every branch of JAX's rules is
+    # taken (fuzz/branches.py lists the branches; fuzz/test_branches.py
+    # checks the ci profile reaches each)
+
+    def constant(self, t: ArrayType):
+        """A constant of type `t` (a literal or constvar: its tangent is a
+        symbolic zero in JAX, so rules take their one-sided paths)."""
+        c = self.draw(st.sampled_from([0.5, -1.25, 2.0]))
+        return (c + 0.25 * np.arange(t.size).reshape(t.shape)).astype(t.dtype)
+
+    def partner(self, fl, x):
+        """The other operand of a binary op on `x`: a value of x's shape (any
+        shape if x is a scalar), a scalar value (lax broadcasts it;
+        _unbroadcast sums it back), x itself (max/min tie: _balanced_eq
+        splits the tangent evenly), a constant (symbolic-zero tangent), or
+        a value with some dims summed to size 1 (broadcast by lax, summed
+        back by _unbroadcast)."""
+        draw = self.draw
+        how = draw(st.sampled_from(["value", "scalar", "self", "constant", "size1"]))
+        y = None
+        if how == "value":
+            y = self.pick(fl, lambda v: (v.shape == x.shape or x.ndim == 0) and v is not x)
+        elif how == "scalar":
+            y = self.pick(fl, lambda v: v.ndim == 0 and v is not x)
+        elif how == "self":
+            y = x
+        elif how == "constant":
+            return self.constant(ArrayType(x.shape if draw(st.booleans()) else (), x.dtype))
+        elif x.ndim:
+            v = self.pick(fl, lambda v: v.shape == x.shape)
+            axes = sorted(draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=x.ndim, unique=True)))
+            y = ops.reshape(ops.reduce_sum(v, tuple(axes)), tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+        return y if y is not None else ops.sin(x)
+
+    def dot_step(self, fl, x):
+        """dot_general of x with a value (maybe x, maybe transposed: the
+        rhs's dims in another order), pairing dims of equal size as
+        contracting or batch dims in a drawn order (contracting dims out of
+        order between the sides, batch dims anywhere, none at all: an outer
+        product), with or without preferred_element_type."""
+        draw = self.draw
+        if x.ndim == 0:
+            return ops.mul(x, self.partner(fl, x))
+        how = draw(st.sampled_from(["like x", "like x", "any", "constant"]))
+        if how == "constant":
+            y = self.constant(x.type)
+        else:
+            y = self.pick(fl, lambda v: v.shape == x.shape if how == "like x" else v.ndim >= 1)
+        if y.ndim >= 2 and draw(st.booleans()):
+            y = ops.transpose(y, draw(st.permutations(list(range(y.ndim)))))
+        if draw(st.booleans()):     # the drawn value on the right or on the left
+            x, y = y, x
+        free_y, contract, batch = list(range(y.ndim)), [], []
+        for d in draw(st.permutations(list(range(x.ndim)))):
+            fits = [e for e in free_y if y.shape[e] == x.shape[d]]
+            role = draw(st.sampled_from(["contract", "contract", "batch", "free"])) if fits else "free"
+            if role != "free":
+                e = fits[draw(st.integers(0, len(fits) - 1))]
+                free_y.remove(e)
+                (contract if role == "contract" else batch).append((d, e))
+        if x.ndim + y.ndim - 2 * len(contract) - len(batch) > 4:
+            contract, batch = contract + batch, []
+        if x.ndim + y.ndim - 2 * len(contract) > 4:
+            return ops.mul(x, x)
+        if not isinstance(x, Tracer) and not isinstance(y, Tracer):
+            return ops.sin(x)
+        dn = ((tuple(d for d, _ in contract), tuple(e for _, e in contract)),
+              (tuple(d for d, _ in batch), tuple(e for _, e in batch)))
+        return ops.dot_general(x, y, dn, preferred_element_type=draw(st.sampled_from([None, self.dtype])))
+
+    def reduce_step(self, x):
+        """reduce_sum or reduce_max over drawn axes, sometimes of x tiled
+        along a reduced axis (ties: _reduce_chooser_jvp_rule splits the
+        tangent among equal maxima)."""
+        draw = self.draw
+        if x.ndim == 0:
+            return ops.neg(x)
+        op = draw(st.sampled_from([ops.reduce_sum, ops.reduce_max]))
+        axes = set(draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=x.ndim, unique=True)))
+        if draw(st.booleans()):
+            axis = draw(st.integers(0, x.ndim - 1))
+            x = ops.concatenate([x, x], axis)
+            axes.add(axis)
+        return op(x, tuple(sorted(axes)))
+
+    def broadcast_step(self, x):
+        """broadcast_in_dim adding 0-2 dims anywhere and expanding size-1
+        dims (sometimes one made for it by a reshape): the transpose sums
+        both back (_broadcast_in_dim_transpose_rule's unit_dims)."""
+        draw = self.draw
+        shape = list(x.shape)
+        if len(shape) < 4 and draw(st.booleans()):
+            shape.insert(draw(st.integers(0, len(shape))), 1)
+            x = ops.reshape(x, tuple(shape))
+        out = [draw(st.sampled_from([1, 2, 3])) if d == 1 else d for d in shape]
+        dims = list(range(len(out)))
+        n_new = draw(st.integers(0 if 1 in shape else 1, 2)) if len(out) < 4 else 0
+        for _ in range(min(n_new, 4 - len(out))):
+            pos = draw(st.integers(0, len(out)))
+            out.insert(pos, draw(st.sampled_from([2, 3])))
+            dims = [d + (d >= pos) for d in dims]
+        return ops.broadcast_in_dim(x, out, dims)
+
+    def slice_step(self, x):
+        """A strided slice of one or more axes (lax's transpose pads back,
+        interior padding for strides > 1)."""
+        draw = self.draw
+        if x.ndim == 0 or any(d < 2 for d in x.shape):
+            return ops.cos(x)
+        lo, hi, strides = [0] * x.ndim, list(x.shape), [1] * x.ndim
+        for axis in draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=x.ndim, unique=True)):
+            lo[axis] = draw(st.integers(0, x.shape[axis] - 1))
+            hi[axis] = draw(st.integers(lo[axis] + 1, x.shape[axis]))
+            strides[axis] = draw(st.integers(1, 2))
+        return ops.slice(x, lo, hi, strides if draw(st.booleans()) or any(s > 1 for s in strides) else None)
+
+    def concat_step(self, fl, x):
+        """x concatenated with 1-2 operands along a drawn axis: values of
+        its shape, x again, a constant (no cotangent: the transpose rule's
+        skipped operand) or a slice of another size along the axis."""
+        draw = self.draw
+        if x.ndim == 0:
+            return ops.tanh(x)
+        axis = draw(st.integers(0, x.ndim - 1))
+        parts = [x]
+        for _ in range(draw(st.integers(1, 2))):
+            how = draw(st.sampled_from(["value", "self", "constant", "slice"]))
+            if how == "constant":
+                parts.append(self.constant(x.type))
+                continue
+            v = x if how == "self" else (self.pick(fl, lambda v: v.shape == x.shape) or x)
+            if how == "slice":
+                hi = list(v.shape)
+                hi[axis] = 1
+                v = ops.slice(v, [0] * v.ndim, hi)
+            parts.append(v)
+        order = draw(st.permutations(list(range(len(parts)))))
+        return ops.concatenate([parts[i] for i in order], axis)
+
+    def pad_step(self, fl, x):
+        """pad with low/high padding in [-1, 2] (negative: cropping) and
+        interior 0-1 per dim, the padding value a constant or a scalar value
+        of the program (its tangent and cotangent: the sum of the padding)."""
+        draw = self.draw
+        if x.ndim == 0:
+            return ops.neg(x)
+        config = []
+        for d in x.shape:
+            lo, hi, interior = draw(st.integers(-1, 2)), draw(st.integers(-1, 2)), draw(st.integers(0, 1))
+            if lo + hi + d + (d - 1) * interior < 1:
+                lo = hi = 0
+            config.append((lo, hi, interior))
+        v = self.pick(fl, lambda u: u.ndim == 0) if draw(st.booleans()) else None
+        return ops.pad(x, v if v is not None else self.constant(ArrayType((), x.dtype)), config)
+
+    def select_step(self, fl, x):
+        """select_n of 2 cases on a bool predicate or of 3 on an int32 one,
+        the other cases values of x's shape, x again or constants; the
+        predicate elementwise (against a value or a constant) or a scalar."""
+        draw = self.draw
+
+        def predicate():
+            how = draw(st.sampled_from(["value", "constant", "scalar"]))
+            if how == "scalar":
+                y = self.pick(fl)
+                return ops.gt(ops.reduce_sum(y, tuple(range(y.ndim))), _const(0, y))
+            y = self.pick(fl, lambda v: v.shape == x.shape and v is not x) if how == "value" else None
+            return ops.gt(x, y if y is not None else self.constant(x.type))
+
+        def case():
+            how = draw(st.sampled_from(["value", "value", "self", "constant"]))
+            if how == "constant":
+                return self.constant(x.type)
+            return x if how == "self" else (self.pick(fl, lambda v: v.shape == x.shape and v is not x) or ops.cos(x))
+        n = draw(st.sampled_from([2, 2, 3]))
+        cases = [x] + [case() for _ in range(n - 1)]
+        cases = [cases[i] for i in draw(st.permutations(list(range(n))))]
+        if n == 2:
+            return ops.select_n(predicate(), *cases)
+        as_int = lambda p: ops.convert_element_type(p, np.int32)
+        return ops.select_n(ops.add(as_int(predicate()), as_int(predicate())), *cases)
+
+    def body_outputs(self, inner, n_in):
+        """A body's own outputs: its last value, sometimes another of its
+        float values too (a multi-output region), sometimes one of its
+        inputs as it is (forwarded: jit's and remat's rules forward it)."""
+        draw = self.draw
+        outs = [inner[-1]]
+        made = [v for v in self.floats(inner[n_in:-1])]
+        if made and draw(st.booleans()):
+            outs.append(self.pick(made))
+        if draw(st.integers(0, 3)) == 0:
+            outs.append(self.pick(self.floats(inner[:n_in])) or inner[0])
+        return outs
+
+    def keep_outputs(self, pool, outs):
+        """The first of a step's outputs is its value; each other joins the
+        pool, or is left unused (a dead output for JAX's DCE rules; never
+        made a program output by `dead_ends_out`)."""
+        for o in outs[1:]:
+            if self.draw(st.integers(0, 2)) == 0:
+                self.unused.add(o.atom.id)
+            else:
+                pool.append(o)
+        return outs[0]
+
+    def region_step(self, kind, pool, fl, depth):
         """A checkpoint (with a drawn policy) or a call of a sub-DAG drawn
-        over 1-2 values, its inputs asked for by example steps passed in."""
+        over 1-2 values, its inputs asked for by example steps passed in;
+        1-3 outputs (`body_outputs`), those after the first kept or unused
+        (`keep_outputs`)."""
         draw = self.draw
         k = draw(st.integers(1, min(2, len(fl))))
         ins = [self.pick(fl) for _ in range(k)]
         to_bind = []        # names the region's policy mentions: the body binds each
+        n_out = []
 
         def body(*xs):
             inner = list(xs)
+            if depth + 1 < self.max_depth and draw(st.integers(0, 3)) == 0:    # a region directly nested
+                nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
+                inner.append(nested)
             self.steps(inner, depth + 1, 4, 2, to_bind)
-            return inner[-1]
+            outs = self.body_outputs(inner, len(xs))
+            n_out.append(len(outs))
+            return outs
         if kind == "call":
             t = self.trace_scope(body, [v.type for v in ins], names="xs")
-            return self.pass_out(ops.call(t.program, *ins, *self.pass_in(t), name=f"f{depth}"), 1)[0]
-        policy = draw(policies(tuple(NAMES)))
+            return self.keep_outputs(pool, self.pass_out(ops.call(t.program, *ins, *self.pass_in(t),
+                                                                  name=f"f{depth}"), n_out[0]))
+        policy = draw(policies(tuple(NAMES), POLICY_KINDS + ("both", "both"), raising=True))
         to_bind.extend(sorted(mentioned_names(policy)))
         prevent_cse = draw(st.booleans())
         t = self.trace_scope(body, [v.type for v in ins])
@@ -474,7 +705,7 @@ class _Builder:
             outs = ops.checkpoint(_inline(t.program), policy=policy, prevent_cse=prevent_cse)(*args)
         except P.PolicyError:   # a name policy naming names the region never binds
             outs = ops.checkpoint(_inline(t.program), policy=None, prevent_cse=prevent_cse)(*args)
-        return self.pass_out(outs, 1)[0]
+        return self.keep_outputs(pool, self.pass_out(outs, n_out[0]))
 
     def scan_step(self, pool, fl, carry, depth):
         """A scan whose body is drawn like a region's: carry `carry`, xs a
@@ -504,7 +735,11 @@ class _Builder:
         final, ys = spec.scan(scan_body, carry, xs, consts=consts + self.pass_in(t), length=length,
                               reverse=reverse)
         pool.append(final)
-        return self.pass_out(ys if isinstance(ys, tuple) else [ys], 1)[0]
+        ys = self.pass_out(ys if isinstance(ys, tuple) else [ys], 1)[0]
+        if draw(st.integers(0, 2)) == 0:     # the stacked outputs unused (scan's DCE and partial eval)
+            self.unused.add(ys.atom.id)
+            return None
+        return ys
 
     def cond_step(self, fl, x, depth):
         """lax.cond on the sign of sum(y) (a drawn value; |sum| is far from 0
@@ -669,10 +904,10 @@ def input_domains(prog: spec.Program) -> tuple:
 
 
 @st.composite
-def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, allow_regions=True,
+def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=3, allow_regions=True,
              scalar_output=False, int_inputs=True, stop_gradient=True, shapes=None,
              region_weight=3, dead_ends_out=True, partial_ad=False, control_flow=True,
-             example_weight=EXAMPLE_WEIGHT, example_prims=None):
+             example_weight=EXAMPLE_WEIGHT, example_prims=None, swarm=True):
     """A valid spec program (a DrawnProgram): 1-`max_inputs` inputs of
     small shapes (f32, or `dtype`; sometimes an extra i32 side input),
     1-`max_steps` steps, and the inputs its example steps ask for (after
@@ -711,6 +946,8 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
                  control_flow, example_weight, int_inputs)
     b.example_prims = None if example_prims is None else frozenset(example_prims)
     b.example_shapes = example_shapes
+    if swarm:
+        b.kinds = frozenset(k for k in SWARM_KINDS if draw(st.integers(0, SWARM_ODDS - 1)) != 0) or b.kinds
 
     def fn(*xs):
         pool = list(xs)
@@ -729,14 +966,15 @@ def programs(draw, dtype=np.float32, max_steps=6, max_inputs=3, max_depth=2, all
                         input_names=tuple(f"x{i}" for i in range(len(t.program.inputs))),
                         input_domains=(None,) * len(types) + tuple(t.asked))
     if dead_ends_out and not scalar_output:
-        prog = _with_dead_ends_out(prog, dtype)
+        prog = _with_dead_ends_out(prog, dtype, b.unused)
     return prog
 
 
-def _with_dead_ends_out(prog: DrawnProgram, dtype) -> DrawnProgram:
+def _with_dead_ends_out(prog: DrawnProgram, dtype, unused=frozenset()) -> DrawnProgram:
     """`prog` with every `dtype` value that no equation uses (and that is
-    not an output yet) appended to its outputs, in program order."""
-    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
+    not an output yet, nor in `unused`: ids left unused on purpose)
+    appended to its outputs, in program order."""
+    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)} | set(unused)
     used |= {a.id for a in prog.outputs if isinstance(a, Var)}
     ends = [v for e in prog.eqns for v in e.outputs if v.id not in used and v.type.dtype == dtype]
     return DrawnProgram(prog.inputs, prog.eqns, list(prog.outputs) + ends, input_names=prog.input_names,

@@ -3,14 +3,15 @@ against the spec by oracle.check: values, JVP, VJP, vmap, second order,
 residual sets, vjp leaves and prevent_cse barriers. Each program is checked
 under a wall-clock limit (fuzz/watchdog.py): a hang fails the test with its
 program. Once one fails, Hypothesis shrinks it checking only what failed
-(fuzz/focus.py)."""
+(fuzz/focus.py). In the nightly profile, Hypothesis targets nesting depth
+and residual counts (fuzz/targets.py)."""
 import pytest
 from hypothesis import event, given, settings
 
 pytest.importorskip("jax")   # only the import may skip
 
-from fuzz import focus, profiles  # noqa: E402
-from fuzz.strategies import primitives_in, programs  # noqa: E402
+from fuzz import focus, profiles, targets  # noqa: E402
+from fuzz.strategies import inputs, primitives_in, programs  # noqa: E402
 
 
 _focus = focus.Focus()
@@ -22,3 +23,4 @@ def test_jax_agrees_with_the_spec(prog):
     for name in sorted(primitives_in(prog)):
         event(f"primitive: {name}")          # --hypothesis-show-statistics lists them
     _focus.check(prog)
+    targets.aim(prog, inputs(prog))      # nightly only: depth, residuals, remat2 vs remat3

@@ -26,7 +26,7 @@ class Context:
     property: str
     policy: Any                      # the spec policy checked (None: as written)
     program: Program                 # the spec program
-    jax_residuals: list | None = None
+    jax_residuals: list | None = None     # (type, source); for vjp_leaves JAX's (shape, dtype) leaves
     spec_residuals: list | None = None
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
@@ -647,18 +647,37 @@ def remat3_barrier_model(prog: Program) -> bool:
     optimization barrier on the checkpoint's inputs that its backward pass
     reads, whatever prevent_cse says: a barrier exists iff some checkpoint
     with a live backward pass (see `_live_checkpoints`), linearized on its
-    own under remat3's view of its policy, saves one of its own inputs."""
+    own under remat3's view of its policy, saves one of its own inputs.
+    Only its outputs something reads count: the backward pass of an
+    unused output has a zero cotangent, and XLA removes it as dead code,
+    barrier and all."""
     from spec.core import Tracer, bind
     live = _live_checkpoints(prog)
+    read = _read_anywhere(prog)
     for e in _remats(prog):
         if id(e) not in live:
             continue
         body = e.params["jaxpr"]
-        alone = remat3_model(spec.trace(lambda *xs, e=e: bind(remat_p, *xs, **e.params), *body.in_types),
+        keep = [k for k, v in enumerate(e.outputs) if v.id in read]
+        if not keep:
+            continue
+        alone = remat3_model(spec.trace(lambda *xs, e=e: [bind(remat_p, *xs, **e.params)[k] for k in keep],
+                                        *body.in_types),
                              opaque_outputs=False, instantiated_inputs=False)
         if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
             return True
     return False
+
+
+def _read_anywhere(prog: Program) -> set:
+    """Ids of the vars some equation of `prog` (at any depth) reads, or
+    some (sub-)program returns."""
+    out = {a.id for a in prog.outputs if isinstance(a, Var)}
+    for e in prog.eqns:
+        out |= {a.id for a in e.inputs if isinstance(a, Var)}
+        for _, sub in subprograms(e.params):
+            out |= _read_anywhere(sub)
+    return out
 
 
 def _remats(prog: Program):
@@ -692,6 +711,66 @@ def _jit_linearize_zero(ctx):
     only_spec = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
     return (not only_spec and only_jax and all(
         t.endswith("[]") and s.startswith("output of jitted function") for t, s in only_jax))
+
+
+def _checkpoint_in_cond_branch(prog: Program) -> bool:
+    """Some cond branch of `prog` (at any depth) holds a checkpoint."""
+    for e in prog.eqns:
+        if e.primitive.name == "cond" and any(True for b in e.params["branches"] for _ in _remats(b)):
+            return True
+        if any(_checkpoint_in_cond_branch(sub) for _, sub in subprograms(e.params)):
+            return True
+    return False
+
+
+def _remat3_float0_residual(ctx):
+    """remat3, a residual list that the oracle cannot read for its float0
+    entry (or residual leaves with a float0 one), and a checkpoint in a
+    cond branch."""
+    from oracle.errors import Unsupported
+    if ctx.implementation != "remat3" or not _checkpoint_in_cond_branch(ctx.program):
+        return False
+    if ctx.property == "residuals":
+        return isinstance(ctx.error, Unsupported) and "float0" in str(ctx.error)
+    return ctx.property == "vjp_leaves" and any("float0" in dtype for _, dtype in ctx.jax_residuals or ())
+
+
+def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float output of a checkpoint that nothing reads
+    made an output of the program (threaded out through the checkpoints
+    and calls around it), and how many were: remat3's backward pass of a
+    checkpoint runs whole, as if every output had a cotangent."""
+    from spec.prims_call import call_p
+    from spec.ir import is_float
+    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
+    used |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    eqns, extra = [], []
+    for e in prog.eqns:
+        outputs, params = list(e.outputs), e.params
+        if e.primitive in (remat_p, call_p):
+            body, n = unused_checkpoint_outputs_out(params["jaxpr"])
+            if n:
+                new = [Var(t) for t in body.out_types[-n:]]
+                outputs, params = outputs + new, dict(params, jaxpr=body)
+                extra += new
+        if e.primitive is remat_p:
+            extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
+        eqns.append(Eqn(e.primitive, e.inputs, outputs, params))
+    return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _remat3_unused_outputs_read(ctx):
+    """JAX's residuals are the remat3 model's of the program with every
+    unused checkpoint output used, and not those of the program itself."""
+    import dataclasses
+    if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    used, n = unused_checkpoint_outputs_out(ctx.program)
+    if not n:
+        return False
+    flags = dict.fromkeys(REMAT3_DEFECTS, True)
+    return (ctx.jax_residuals == dataclasses.replace(ctx, program=used).residuals_with(**flags)
+            and ctx.jax_residuals != ctx.residuals_with(**flags))
 
 
 _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the remat3 model (the "
@@ -960,6 +1039,38 @@ DIVERGENCES = [
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
         _jit_linearize_zero),
+    Divergence(
+        "remat3-saves-for-unused-checkpoint-outputs",
+        "Under jax_remat3 (jax 0.10.2) the backward pass of a checkpoint runs whole "
+        "(RematTraced.vjp_bwd instantiates a zero cotangent for every output), so what an "
+        "output nothing reads would need is saved too: a checkpoint returning its input and "
+        "sin of it, of which only the input is used, saves the input (found by the fuzzer). "
+        "remat2 and the spec drop the unused output's backward. Wasted memory; gradients are "
+        "right. The predicate: JAX's residuals are exactly the remat3 model's for the program "
+        "with every unused checkpoint output made a program output, and not for the program "
+        "itself.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
+        "print('remat2:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "print('remat3:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # remat2: 2, remat3: 3",
+        _remat3_unused_outputs_read),
+    Divergence(
+        "remat3-cond-saves-float0-tangents-of-integer-outputs",
+        "Under jax_remat3 (jax 0.10.2) a cond whose branch holds a checkpoint with an integer "
+        "output saves that output's float0 tangent as a residual (\"output of cond\"), with the "
+        "branch index and a float residual the spec (and remat2) do not save, even when no float "
+        "output of the cond is used (found by the fuzzer). A float0 array has no data: wasted "
+        "residual slots, gradients are right. The predicate: remat3, JAX's residual list (or "
+        "the residual leaves of its vjp) holds a float0 value, and a cond branch of the program "
+        "holds a checkpoint.",
+        "from jax import lax\n"
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "f = lambda x, i: lax.cond(x.sum() > 0, lambda x, i: jax.checkpoint(lambda x, i: "
+        "(jnp.sin(x), i + 1))(x, i), lambda x, i: (x, i), x, i)[1]\n"
+        "print([str(a) for a, _ in saved_residuals(f, jnp.ones(3), jnp.ones(3, 'int32'))])  # float0[3]",
+        _remat3_float0_residual),
 ]
 
 

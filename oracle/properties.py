@@ -261,7 +261,7 @@ def _compare_leaves(case, impl, got, want):
                            case.context(impl, "residuals", jax_residuals=jax_saved,
                                         spec_residuals=_spec_residuals(case)))
     raise Disagreement(f"residual leaves of jax.jit(jax.vjp)'s function:\n  JAX:  {leaves}\n"
-                       f"  spec: {sorted(want)}", case.context(impl, "vjp_leaves"))
+                       f"  spec: {sorted(want)}", case.context(impl, "vjp_leaves", jax_residuals=leaves))
 
 
 VJP_LEAVES = Property("vjp_leaves", "compiled", _spec_leaves, _compare_leaves, jax_term=_vjp_leaves_term)

@@ -159,6 +159,33 @@ def test_literal_divergence_composes_with_remat3s_policy_view():
     jax 0.10.2): only the argument, where the spec saves the literal and cos(a); the
     remat3 model saves the literal and the argument. Each divergence alone explains part
     of it; the literal one now compares with the remat3 model's list too."""
+def test_remat3_float0_residual_of_a_checkpoint_in_a_cond_is_named():
+    """A checkpoint with an integer output in a cond branch: remat3 saves
+    a float0 residual; the check names the divergence (residuals and vjp
+    leaves) under remat3, and remat2 agrees with the spec."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    import oracle
+
+    def f(x, i):
+        return lax.cond(x.sum() > 0, lambda x, i: jax.checkpoint(lambda x, i: (jnp.sin(x), i + 1))(x, i),
+                        lambda x, i: (x, i), x, i)[1]
+    report = oracle.check(f, oracle.AS_IS, np.full((2, 3), 0.7, np.float32), np.ones((2, 3), np.int32))
+    name = "remat3-cond-saves-float0-tangents-of-integer-outputs"
+    assert report.status("residuals", "remat3") == "known divergence"
+    assert report.status("vjp_leaves", "remat3") == "known divergence"
+    assert any(n == name for n, _, _ in report.known_divergences)
+    assert report.status("residuals", "remat2") == "ok"
+
+
+def test_remat3_residuals_for_an_unused_checkpoint_output_are_named():
+    """A checkpoint returning its input and sin of it, only the input used
+    (directly and nested in a checkpoint): remat3 saves the input for the
+    unused output's backward pass, which XLA then removes (no barrier);
+    the check names both divergences, and remat2 agrees with the spec."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -217,3 +244,13 @@ def test_remat3_cotangent_into_an_undifferentiated_input_of_a_dilated_pool(windo
         ctx = lambda impl: dv.Context(impl, "vjp", None, prog, error=error)
         assert dv._remat3_reverse_raises_as_modelled(ctx("remat3"))
         assert not dv._remat3_reverse_raises_as_modelled(ctx("remat2"))
+    import oracle
+    inner = lambda x: jax.checkpoint(lambda r: (jnp.sin(r), r))(x)   # built when called (per implementation)
+    x = np.full((2, 3), 0.7, np.float32)
+    for f in (lambda a, b: inner(a * b)[1], lambda a, b: jax.checkpoint(lambda j: inner(j)[1])(a * b)):
+        report = oracle.check(f, oracle.AS_IS, x, x)
+        assert report.status("residuals", "remat3") == "known divergence"
+        assert report.status("prevent_cse", "remat3") == "known divergence"
+        assert {n for n, _, _ in report.known_divergences} == {
+            "remat3-saves-for-unused-checkpoint-outputs", "remat3-barrier-iff-backward-reads-checkpoint-inputs"}
+        assert all(report.status(p, "remat2") == "ok" for p in ("residuals", "prevent_cse", "vjp"))

@@ -122,13 +122,17 @@ def remat_is_invariant(prog, policy, seed=0):
         _close(a, b, 1e-12, f"gradient of input {i} under checkpoint(policy={policy})")
 
 
-def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None):
+def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None, stack=None,
+                  spelling=None):
     """oracle.check of the program, run by JAX as written (AS_IS). A
     program with a custom_vjp function skips the properties that need
     forward mode through it (jvp, second order), one with a while loop those
     that need reverse mode (vjp, prevent_cse, second order): JAX raises
     there, as the spec does (tests/test_custom_rules.py and
-    tests/test_control.py check both)."""
+    tests/test_control.py check both). `stack`: an oracle.stacks.Stack
+    (fuzz.stacks draws one) checked as one more property; `spelling`: how
+    the program is written for JAX (oracle.spellings; fuzz.spellings draws
+    one)."""
     import oracle
     from oracle.checker import PROPERTIES
     from fuzz.strategies import has_custom_vjp, has_while
@@ -138,5 +142,9 @@ def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties
             properties = tuple(p for p in properties if p not in ("jvp", "second_order"))
         if has_while(prog):          # no reverse mode: nothing that pulls cotangents back
             properties = tuple(p for p in properties if p not in ("vjp", "prevent_cse", "second_order"))
-    return oracle.check(oracle.to_jax(prog), oracle.AS_IS, *inputs(prog, seed),
+    if stack is not None:
+        from oracle.stacks import stack_property
+        properties = tuple(properties) + (stack_property(stack, prog),)
+    from oracle.spellings import CANONICAL
+    return oracle.check(oracle.to_jax(prog, spelling=spelling or CANONICAL), oracle.AS_IS, *inputs(prog, seed),
                         implementations=implementations, properties=properties)

@@ -744,9 +744,8 @@ def program_source(prog: Program, name: str = "f", spelling: Spelling = CANONICA
     tree = sig is not None and any(isinstance(t, dict) for t in sig[2].values())
     w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"], spelling=spelling)
     main: list[str] = []
+    # (an outer jit of the spelling is in the program: the call JAX traced it to)
     w.function(prog, name, "", main, *(sig[:2] if sig else (None, None)))
-    if spelling.jit:
-        main += ["", "", f"{name} = jax.jit({name})"]
     if tree:
         main += ["", "", f"def {name}_leaves(*leaves):",
                  f"    \"\"\"{name} of its arguments' leaves, in JAX's order.\"\"\"",

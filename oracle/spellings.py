@@ -116,7 +116,8 @@ def checkpoint_source(spelling: Spelling, fn: str, n_out: int, policy_source: Ca
 # jax.numpy spellings: spec primitive -> (source template, guard(eqn))
 #
 # A template reads the operands as {0}, {1}, ... and the params by name. A
-# guard says where the spelling binds exactly the lax call's equation: no
+# guard says where the spelling binds exactly the lax call's equation (not,
+# e.g., jnp.where: a jit of select_n): no
 # literal operands (jnp would promote a Python scalar and broadcast it),
 # operands of one type (no promotion or broadcasting), and the params the
 # jnp function fixes.
@@ -145,12 +146,6 @@ def _matmul(e) -> bool:
             and np.dtype(e.params.get("preferred_element_type") or x.type.dtype) == x.type.dtype)
 
 
-def _select(e) -> bool:
-    which, *cases = e.inputs
-    return (len(cases) == 2 and isinstance(which, Var) and which.type.dtype == np.bool_
-            and _float_vars(e, cases) and which.type.shape == cases[0].type.shape)
-
-
 def _reduce(e) -> bool:
     return _float_vars(e) and len(e.params["axes"]) > 0
 
@@ -177,7 +172,6 @@ JNP = {
     "reduce_sum": ("jnp.sum({0}, axis={axes!r})", _reduce),
     "reduce_max": ("jnp.max({0}, axis={axes!r})", _reduce),
     "transpose": ("jnp.transpose({0}, {permutation!r})", _float_vars),
-    "select_n": ("jnp.where({0}, {2}, {1})", _select),
 }
 
 

@@ -143,8 +143,10 @@ def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties
         if has_while(prog):          # no reverse mode: nothing that pulls cotangents back
             properties = tuple(p for p in properties if p not in ("vjp", "prevent_cse", "second_order"))
     if stack is not None:
-        from oracle.stacks import stack_property
+        from oracle.stacks import stack_property, stack_residuals_property
         properties = tuple(properties) + (stack_property(stack, prog),)
+        if not (stack.linearized or has_custom_vjp(prog) or has_while(prog)):
+            properties += (stack_residuals_property(stack, prog),)
     from oracle.spellings import CANONICAL
     return oracle.check(oracle.to_jax(prog, spelling=spelling or CANONICAL), oracle.AS_IS, *inputs(prog, seed),
                         implementations=implementations, properties=properties)

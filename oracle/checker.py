@@ -366,8 +366,9 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
         report.results += [Result(p.name, impl, "not checked", reason) for p in props]
         return
     f = case.functions[impl] = target(case.call, case.jax_policy)
-    checked = [p for p in props if p.applies(case) is None]
-    report.results += [Result(p.name, impl, "not compared", p.applies(case)) for p in props if p not in checked]
+    checked = [p for p in props if p.applies(case, impl) is None]
+    report.results += [Result(p.name, impl, "not compared", p.applies(case, impl))
+                       for p in props if p not in checked]
     t0 = time.perf_counter()
     if error is not None:       # tracing the function under `impl` raised: so does every property
         outcomes = {p.name: (None, error) for p in checked}

@@ -99,11 +99,14 @@ class Property:
     after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
     repro_code: str | None = None              # a reproducer's code computing `got` (oracle.repro)
     description: str = ""
+    implementations: tuple | None = None       # those it is compared under (None: every one)
 
-    def applies(self, case: Case) -> str | None:
-        """Why the property is not compared for this program, or None."""
+    def applies(self, case: Case, impl: str | None = None) -> str | None:
+        """Why the property is not compared for this program (under `impl`), or None."""
         if self.needs == "reverse" and any(not is_float(t.dtype) for t in case.prog.out_types):
             return "non-float outputs"
+        if impl is not None and self.implementations is not None and impl not in self.implementations:
+            return f"compared under {', '.join(self.implementations)} only"
         return None
 
 

@@ -812,6 +812,16 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
     return text + f"raise SystemExit({message.splitlines()[0]!r})\n"
 
 
+def _transformed_residuals_check(numeric: dict, code: str) -> str:
+    """The code comparing JAX's saved residuals of a transformed function
+    (`code` computes `got` from `operands`) with the spec's."""
+    text = "operands = [" + ", ".join(_array_source(a) for a in numeric.get("operands", [])) + "]\n"
+    text += f"expected = {[f'{t} {s}' for t, s in numeric['residuals']]!r}  # the spec's answer\n"
+    text += code + "\n"
+    return text + ("print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n"
+                   "assert got == expected, 'saved residuals differ from the spec'\n")
+
+
 def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: str | None = None) -> str:
     """The code computing a numeric property with JAX and comparing it with
     the spec's answer (`numeric`: expected, atol, tangents, cts, batched)."""
@@ -855,7 +865,9 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
     text = _header(prog, prop, impl, message)
     text += program_source(prog, spelling=spelling) + "\n\n\n"
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
-    if prop in ("residuals", "vjp_leaves", "prevent_cse"):
+    if code and numeric and "residuals" in numeric:     # a transformed function's residuals
+        text += _transformed_residuals_check(numeric, code.replace("{f}", _flat_name(prog)))
+    elif prop in ("residuals", "vjp_leaves", "prevent_cse"):
         text += _residuals_check(prog, prop, message)
     else:
         text += _numeric_check(prog, args, prop, numeric, code)

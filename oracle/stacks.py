@@ -36,6 +36,7 @@ import numpy as np
 import spec
 from spec.ir import ArrayType, Program, is_float, is_key
 
+from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument
 
 AD_KINDS = ("jvp", "linearize", "vjp", "grad")
@@ -174,11 +175,32 @@ def _select(prog: Program, outputs) -> Program:
     return spec.dce(Program(prog.inputs, prog.eqns, [prog.outputs[j] for j in outputs]))[0]
 
 
+def _loss_program(prog: Program, level: Level) -> Program:
+    """(x, w) -> sum_k sum(y_k * w_k) over the float outputs y_k, as the
+    stack's source writes it (`total(y * w)`: a mul, a reduce_sum over
+    every axis of an array, the terms added in order)."""
+    from spec import ops
+    from spec.core import building, eval_program_traced
+    with building() as b:
+        xs = [b.new_input(t) for t in level.in_types]
+        ws = [b.new_input(level.out_types[j]) for j in level.float_outputs]
+        outs = eval_program_traced(prog, *xs)
+        ys = [outs[j] for j in level.float_outputs]
+        terms = [ops.reduce_sum(ops.mul(y, w), tuple(range(len(y.shape)))) if y.shape else ops.mul(y, w)
+                 for y, w in zip(ys, ws)]
+        total = terms[0]
+        for t in terms[1:]:
+            total = ops.add(total, t)
+        return b.build(xs + ws, [total])
+
+
 def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
     n = len(prog.outputs)
     if layer.kind in FORWARD_KINDS:
         jp, _ = spec.jvp_program(prog, nonzeros=list(level.diff))
         return _select(jp, range(n, len(jp.outputs)))
+    if layer.kind == "grad":
+        return spec.grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
     if layer.kind in REVERSE_KINDS:
         vp = spec.vjp_program(_select(prog, level.float_outputs))
         floats = [i for i, t in enumerate(level.in_types) if is_float(t.dtype)]
@@ -188,10 +210,12 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
 
 def spec_program(prog: Program, stack: Stack) -> Program:
     """The spec program of the stacked function (inputs: the operands of
-    `operands`, outputs: what the stack's JAX function returns)."""
+    `operands`, named as JAX names the stack function's, `a[i]`; outputs:
+    what the stack's JAX function returns)."""
     for level, layer in zip(levels(prog, stack), stack.layers):
         prog = _spec_layer(prog, level, layer)
-    return prog
+    return Program(prog.inputs, prog.eqns, prog.outputs,
+                   input_names=tuple(f"a[{i}]" for i in range(len(prog.inputs))))
 
 
 # --------------------------------------------------------------------------
@@ -240,6 +264,13 @@ def floats(outs):
     return tuple(o for o in outs if is_float(o))
 
 
+def total(v):
+    """The sum of v's elements (a scalar as it is: jnp.sum would bind a
+    reduce_sum over no axes, whose transpose JAX skips for a concrete
+    cotangent; the spec's models no such shortcut)."""
+    return jnp.sum(v) if jnp.ndim(v) else v
+
+
 def with_diff(full, positions, values):
     """`full` with the values at `positions` replaced by `values`."""
     full = list(full)
@@ -269,10 +300,10 @@ def _layer_source(k: int, level: Level, layer: Layer) -> list[str]:
                        f"        return tuple(pullback(tuple(a[{n}:])))"]
     return head + ["        def loss(*dd):",
                    f"            ys = floats({prev}(*with_diff(a[:{n}], {d!r}, dd)))",
-                   f"            total = jnp.sum(ys[0] * a[{n}])",
+                   f"            value = total(ys[0] * a[{n}])",
                    "            for y, w in zip(ys[1:], a[" + str(n + 1) + ":]):",
-                   "                total = total + jnp.sum(y * w)",
-                   "            return total",
+                   "                value = value + total(y * w)",
+                   "            return value",
                    f"        return tuple(jax.grad(loss, argnums={tuple(range(len(d)))!r})(*{primals}))"]
 
 
@@ -343,3 +374,53 @@ def stack_property(stack: Stack, prog: Program):
     code = stack_source(stack, level0).rstrip("\n") + "\n\n\n" + call
     return P.numeric_property(STACK, numeric, term, weight=2 ** stack.ad_depth, after=after,
                               repro_code=code, description=str(stack))
+
+
+STACK_RESIDUALS = "stack_residuals"
+
+
+def stack_residuals_property(stack: Stack, prog: Program):
+    """The Property comparing what JAX saves to differentiate the stacked
+    function (jax.ad_checkpoint.saved_residuals of it: the residuals of a
+    second-order program for a stack with an AD layer) with the spec's
+    saved_residuals of the stack's spec program, normalised and judged by
+    the known divergences as the residuals property is; under remat2 (see
+    below). Not for a linearize stack (its function returns a linear
+    function)."""
+    from oracle import divergences, properties as P
+    if stack.linearized:
+        raise InvalidArgument(f"stack {stack}: no residuals of a function returning a linear function")
+    levels(prog, stack)
+    fn, _ = jax_functions(stack, base_level(prog))
+
+    def level_program(case):
+        key = ("stack program", stack)
+        if key not in case.cache:
+            case.cache[key] = spec_program(case.prog, stack)
+        return case.cache[key]
+
+    def spec_side(case):
+        return [(str(r.type), str(r.source)) for r in spec.saved_residuals(level_program(case))]
+
+    def jax_side(case, f):
+        ops_ = [jax_value_of(a) for a in operands(case.prog, stack, case.args, case.seed)]
+        return P.jax_residuals(fn(case.call.flat(f)), ops_)
+
+    def compare(case, impl, got, want):
+        got, _ = P.normalized(case, impl, got, want)
+        if got != want:
+            raise P.Disagreement(f"saved residuals of {stack} differ:\n" + P.residual_diff(got, want),
+                                 divergences.Context(impl, "residuals", case.policy, level_program(case),
+                                                     jax_residuals=got, spec_residuals=want),
+                                 numeric=dict(residuals=want,
+                                              operands=operands(case.prog, stack, case.args, case.seed)))
+        return f"{len(want)} residuals of {stack}"
+    code = stack_source(stack, base_level(prog)).rstrip("\n") + "\n\n\n" + (
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
+        "for a, s in saved_residuals(stack({f}), *operands)]")
+    # remat2 only: under remat3 a checkpoint differentiated a second time is
+    # re-traced by its RematTraced rules, which the spec models for first
+    # order only (oracle.divergences' remat3 model)
+    return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
+                      description=str(stack), implementations=("remat2",))

@@ -234,3 +234,58 @@ def test_reproducer_of_an_agreeing_stack_runs_to_agreement(tmp_path):
         path.write_text(repro.text)
         run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr[-2000:]
+
+
+RESIDUAL_STACKS = sorted(n for n in STACKS if "linearize" not in n)
+
+
+@pytest.mark.parametrize("name", RESIDUAL_STACKS)
+def test_pristine_jax_saves_the_spec_residuals_of_every_stack(name):
+    """saved_residuals of the stacked function (second-order programs for
+    an AD layer) is the spec's list for the stack's program."""
+    import oracle
+    prog = _program()
+    stack = S.Stack(STACKS[name])
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert [(r.implementation, r.status) for r in report.results] == [
+        ("remat2", "ok"), ("remat3", "not compared")], str(report)
+
+
+def test_a_partial_eval_bug_in_a_second_order_program_is_found_with_a_runnable_reproducer(tmp_path):
+    """remat2's policy made to save the outputs of cos too (planted): the
+    residuals of grad o grad of a checkpointed program differ from the
+    spec's, and the reproducer (saved_residuals of the same stack) fails
+    with the bug planted and passes on pristine JAX."""
+    import subprocess
+    import sys
+    import oracle
+    from jax._src import ad_checkpoint as adc
+    prog = _program()
+    stack = S.Stack(STACKS["grad o grad"])
+    original = adc.nothing_saveable
+
+    def saves_cos(prim, *_, **__):
+        return prim.name == "cos"
+    plant = ("import runpy, sys\nfrom jax._src import ad_checkpoint as adc\nimport jax\n"
+             "saves_cos = lambda prim, *_, **__: prim.name == 'cos'\n"
+             "adc.nothing_saveable = saves_cos\njax.checkpoint_policies.nothing_saveable = saves_cos\n"
+             "runpy.run_path(sys.argv[1], run_name='__main__')\n")
+    adc.nothing_saveable = jax.checkpoint_policies.nothing_saveable = saves_cos
+    jax.clear_caches()
+    try:
+        with pytest.raises(oracle.Mismatch) as info:
+            oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                         properties=(S.stack_residuals_property(stack, prog),), implementations=("remat2",))
+    finally:
+        adc.nothing_saveable = jax.checkpoint_policies.nothing_saveable = original
+        jax.clear_caches()
+    assert "stack_residuals [grad o grad] differs" in str(info.value)
+    text = info.value.repro.text
+    (tmp_path / "repro.py").write_text(text)
+    (tmp_path / "plant.py").write_text(plant)
+    run = subprocess.run([sys.executable, str(tmp_path / "plant.py"), str(tmp_path / "repro.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "saved residuals differ from the spec" in run.stderr, run.stderr[-2000:]
+    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -177,13 +177,25 @@ runpy.run_path(sys.argv[1], run_name="__main__")
 """
 
 
+def _fails_planted_passes_pristine(tmp_path, text, plant, message):
+    """The reproducer `text` fails with `message` under plain python with
+    the bug planted (by the runner script `plant`), and passes without."""
+    import subprocess
+    import sys
+    (tmp_path / "repro.py").write_text(text)
+    (tmp_path / "plant.py").write_text(plant)
+    run = subprocess.run([sys.executable, str(tmp_path / "plant.py"), str(tmp_path / "repro.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and message in run.stderr, run.stderr[-2000:]
+    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_a_batching_bug_is_a_mismatch_with_a_runnable_reproducer(tmp_path):
     """tanh's batching rule made 1% off (planted, as the reproducer's
     runner plants it): the stack vmap o grad differs, the reproducer
     spells the stack, and it fails under plain python with the bug
     planted, and passes on pristine JAX."""
-    import subprocess
-    import sys
     import oracle
     from jax import lax
     from jax._src.interpreters import batching
@@ -207,13 +219,7 @@ def test_a_batching_bug_is_a_mismatch_with_a_runnable_reproducer(tmp_path):
     text = info.value.repro.text
     assert "jax.vmap(level1, in_axes=(0, 1, None, -1, None), out_axes=(1, -1))" in text
     assert "jax.grad(loss" in text
-    (tmp_path / "repro.py").write_text(text)
-    (tmp_path / "plant.py").write_text(_PLANT)
-    run = subprocess.run([sys.executable, str(tmp_path / "plant.py"), str(tmp_path / "repro.py")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0 and "stack differs from the spec" in run.stderr, run.stderr[-2000:]
-    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
+    _fails_planted_passes_pristine(tmp_path, text, _PLANT, "stack differs from the spec")
 
 
 def test_reproducer_of_an_agreeing_stack_runs_to_agreement(tmp_path):
@@ -257,8 +263,6 @@ def test_a_partial_eval_bug_in_a_second_order_program_is_found_with_a_runnable_r
     residuals of grad o grad of a checkpointed program differ from the
     spec's, and the reproducer (saved_residuals of the same stack) fails
     with the bug planted and passes on pristine JAX."""
-    import subprocess
-    import sys
     import oracle
     from jax._src import ad_checkpoint as adc
     prog = _program()
@@ -281,11 +285,4 @@ def test_a_partial_eval_bug_in_a_second_order_program_is_found_with_a_runnable_r
         adc.nothing_saveable = jax.checkpoint_policies.nothing_saveable = original
         jax.clear_caches()
     assert "stack_residuals [grad o grad] differs" in str(info.value)
-    text = info.value.repro.text
-    (tmp_path / "repro.py").write_text(text)
-    (tmp_path / "plant.py").write_text(plant)
-    run = subprocess.run([sys.executable, str(tmp_path / "plant.py"), str(tmp_path / "repro.py")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0 and "saved residuals differ from the spec" in run.stderr, run.stderr[-2000:]
-    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
+    _fails_planted_passes_pristine(tmp_path, info.value.repro.text, plant, "saved residuals differ from the spec")

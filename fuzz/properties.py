@@ -122,6 +122,12 @@ def remat_is_invariant(prog, policy, seed=0):
         _close(a, b, 1e-12, f"gradient of input {i} under checkpoint(policy={policy})")
 
 
+# primitives whose residuals in a transformed (second-order) program the
+# spec does not model yet: found by the fuzzer on pristine jax 0.10.2 (grad
+# of a cond: JAX saves an "output of cond" the spec does not), or unchecked
+UNMODELLED_SECOND_ORDER = frozenset({"cond", "scan", "while", "custom_jvp_call", "custom_vjp_call"})
+
+
 def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None, stack=None,
                   spelling=None):
     """oracle.check of the program, run by JAX as written (AS_IS). A
@@ -135,7 +141,7 @@ def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties
     one)."""
     import oracle
     from oracle.checker import PROPERTIES
-    from fuzz.strategies import has_custom_vjp, has_while
+    from fuzz.strategies import has_custom_vjp, has_while, primitives_in
     if properties is None:
         properties = PROPERTIES
         if has_custom_vjp(prog):     # no forward mode
@@ -145,7 +151,8 @@ def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties
     if stack is not None:
         from oracle.stacks import stack_property, stack_residuals_property
         properties = tuple(properties) + (stack_property(stack, prog),)
-        if not (stack.linearized or has_custom_vjp(prog) or has_while(prog)):
+        if not (stack.linearized or primitives_in(prog) & UNMODELLED_SECOND_ORDER
+                or primitives_in(prog, inside=True) & UNMODELLED_SECOND_ORDER):
             properties += (stack_residuals_property(stack, prog),)
     from oracle.spellings import CANONICAL
     return oracle.check(oracle.to_jax(prog, spelling=spelling or CANONICAL), oracle.AS_IS, *inputs(prog, seed),

@@ -17,15 +17,19 @@ from oracle import stacks as S
 
 from fuzz.strategies import has_custom_vjp, has_while
 
-# the first entry is what a layer shrinks to
+# the first entry is what a layer shrinks to (and Hypothesis draws most)
 KIND_ORDER = ("grad", "vmap", "vjp", "jvp", "linearize")
 AXES = (0, 1, -1, None)          # in_axes entries, in shrinking order
 OUT_AXES = (0, 1, -1)
 MAX_LAYERS = 3
 
 
-def _allowed(prog, depth_ad: int) -> list[str]:
-    kinds = list(KIND_ORDER)
+def _allowed(prog, depth_ad: int, below: str | None) -> list[str]:
+    """The kinds a layer over `below` (None: the first layer) may take, the
+    most informative first: a composition of two different transformations,
+    then the same one again (Hypothesis draws the first entries most)."""
+    others = [k for k in KIND_ORDER if k != below]
+    kinds = others[:1] + [below] + others[1:] if below else others
     if has_custom_vjp(prog):            # no forward mode; one AD layer at most
         kinds = [k for k in kinds if k not in S.FORWARD_KINDS]
         if depth_ad >= 1:
@@ -57,9 +61,9 @@ def stacks(draw, prog):
     level = S.base_level(prog)
     layers: list = []
     for i in range(MAX_LAYERS):
-        if i > 0 and (layers[-1].kind == "linearize" or draw(st.integers(0, 1)) == 0):   # one more?
+        if i > 0 and (layers[-1].kind == "linearize" or draw(st.integers(0, 2)) == 0):   # one more? (2 in 3)
             break
-        kinds = _allowed(prog, sum(l.kind in S.AD_KINDS for l in layers))
+        kinds = _allowed(prog, sum(l.kind in S.AD_KINDS for l in layers), layers[-1].kind if layers else None)
         kind = draw(st.sampled_from(kinds))
         layer = draw(_vmap_layer(level)) if kind == "vmap" else S.Layer(kind)
         if S.applicable(level, layer) is not None:

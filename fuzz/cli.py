@@ -3,7 +3,8 @@
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
                       [--jax-impl remat2,remat3] [--out DIR] [--fail-fast]
 
-Each job is a process running Hypothesis on `fuzz.strategies.programs()`
+Each job is a process running Hypothesis on `fuzz.stacks.checked_programs()`
+(a program, its spelling and a transformation stack, as `pytest fuzz/`)
 with the differential property (oracle.check: values, JVP, VJP, vmap,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
 shrunk by Hypothesis, and every distinct finding (property +
@@ -47,7 +48,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
 
     import oracle
     from fuzz import properties
-    from fuzz.strategies import programs
+    from fuzz.stacks import checked_programs
 
     checked = 0
     last_failure = []
@@ -61,19 +62,20 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         @settings(max_examples=batch, deadline=None, database=db, print_blob=False,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
                   phases=[Phase.reuse, Phase.generate, Phase.shrink])
-        @given(programs(partial_ad=True, control_flow=control_flow))
-        def prop(prog):
+        @given(checked_programs(control_flow=control_flow))
+        def prop(checked_program):
             nonlocal checked
+            prog, spelling, stack = checked_program
             if time.time() > deadline and not last_failure:
                 return                # out of time: let Hypothesis finish the batch quickly
             if time.time() > deadline + 600:      # never shrink forever
                 return
             try:
-                report = properties.oracle_agrees(prog, implementations=impls)
+                report = properties.oracle_agrees(prog, implementations=impls, stack=stack, spelling=spelling)
             except oracle.Unsupported:
                 return
             except Exception as e:      # a Mismatch, or an error of ours (or JAX's): shrink it too
-                last_failure[:] = [(prog, e)]
+                last_failure[:] = [(prog, e, f"# spelling: {spelling}\n# stack: {stack}")]
                 raise
             checked += 1
             results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
@@ -81,11 +83,11 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         try:
             prop()
         except oracle.Mismatch:
-            prog, e = last_failure[0]
+            prog, e, how = last_failure[0]
             prop_name, impl = _property_of(e)
             results.put(("finding", job, dict(
                 key=f"{prop_name}/{impl}/{_shape_key(prog)}", property=prop_name, implementation=impl,
-                program=str(prog), message=str(e).split("\nreproducer:\n")[0],
+                program=f"{prog}\n{how}", message=str(e).split("\nreproducer:\n")[0],
                 repro=e.repro.text if e.repro else "", seed=seed, round=round_)))
             if fail_fast:
                 break
@@ -93,11 +95,11 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
             if not last_failure:
                 results.put(("error", job, f"{type(e).__name__}: {e}"))
                 break
-            prog, err = last_failure[0]
+            prog, err, how = last_failure[0]
             message = f"{type(err).__name__}: {err}"
             results.put(("finding", job, dict(
                 key=f"error/{type(err).__name__}/{_shape_key(prog)}", property="error",
-                implementation="-", program=str(prog), message=message, repro="", seed=seed,
+                implementation="-", program=f"{prog}\n{how}", message=message, repro="", seed=seed,
                 round=round_)))
             last_failure.clear()
             if fail_fast:

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from oracle import stacks as S
 
-from fuzz.strategies import has_custom_vjp, has_while
+from fuzz.spellings import spellings
+from fuzz.strategies import has_custom_vjp, has_while, programs
 
 # the first entry is what a layer shrinks to (and Hypothesis draws most)
 KIND_ORDER = ("grad", "vmap", "vjp", "jvp", "linearize")
@@ -71,3 +72,13 @@ def stacks(draw, prog):
         layers.append(layer)
         level = S.next_level(level, layer)
     return S.Stack(tuple(layers)) if layers else None
+
+
+@st.composite
+def checked_programs(draw, **program_options):
+    """(program, spelling, stack): a drawn program (`programs(partial_ad=True,
+    **program_options)`), how it is written for JAX, and the transformation
+    stack it is checked under: what the differential test and the campaign
+    check (fuzz.properties.oracle_agrees)."""
+    prog = draw(programs(partial_ad=True, **program_options))
+    return prog, draw(spellings()), draw(stacks(prog))

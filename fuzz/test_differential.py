@@ -5,22 +5,13 @@ JAX transformations (fuzz/stacks.py: grad, vjp, jvp, linearize, vmap with
 drawn axes, composed), each program written for JAX in a drawn spelling
 (fuzz/spellings.py: checkpoint forms and arguments, jax.numpy, jax.jit)."""
 import pytest
-from hypothesis import event, given, settings, strategies as st
+from hypothesis import event, given, settings
 
 pytest.importorskip("jax")   # only the import may skip
 
 from fuzz import profiles, properties  # noqa: E402
-from fuzz.spellings import spellings  # noqa: E402
-from fuzz.stacks import stacks  # noqa: E402
-from fuzz.strategies import primitives_in, programs  # noqa: E402
-
-
-@st.composite
-def checked_programs(draw):
-    """A drawn program, how it is written for JAX, and the transformation
-    stack it is checked under."""
-    prog = draw(programs(partial_ad=True))
-    return prog, draw(spellings()), draw(stacks(prog))
+from fuzz.stacks import checked_programs  # noqa: E402
+from fuzz.strategies import primitives_in  # noqa: E402
 
 
 @settings(max_examples=profiles.differential_examples())

@@ -1,5 +1,5 @@
-"""The differential test's draws (fuzz/test_differential.py: a program, a
-spelling, a transformation stack) reach every layer kind, the
+"""The differential test's draws (fuzz.stacks.checked_programs: a program,
+a spelling, a transformation stack) reach every layer kind, the
 compositions vmap o grad, grad o vmap, grad o grad and jvp o grad, vmap
 in_axes of every class (0, positive, negative, None, mixed in one vmap)
 and out_axes of every class, and every value of every spelling field.
@@ -10,7 +10,7 @@ import dataclasses
 
 from hypothesis import given, settings
 
-from fuzz.test_differential import checked_programs
+from fuzz.stacks import checked_programs
 from oracle.spellings import CHECKPOINT_FORMS, SAVE_NOTHING, Spelling
 from oracle.stacks import KINDS
 

@@ -400,8 +400,8 @@ def _mismatch(case, report, mismatches, repro_dir, props=()) -> Mismatch:
                         repro_dir or DEFAULT_REPRO_DIR, numeric=first.numeric, code=code,
                         spelling=getattr(case.call.fn, "spelling", CANONICAL))
     others = "".join(f"\nalso: {p} under {i}: {d.message.splitlines()[0]}" for p, i, d in mismatches[1:])
-    what = next((f"{prop} [{p.description}]" for p in props if p.name == prop and p.description), prop)
-    return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {what} differs under {impl}\n"
+    what = next((f" [{p.description}]" for p in props if p.name == prop and p.description), "")
+    return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs under {impl}{what}\n"
                     f"{first.message}{others}\n{_env_line(report)}\nreproducer:\n{repro.text}",
                     report=report, repro=repro)
 

@@ -3,7 +3,8 @@
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
                       [--jax-impl remat2,remat3] [--out DIR] [--fail-fast]
 
-Each job is a process running Hypothesis on `fuzz.strategies.programs()`
+Each job is a process running Hypothesis on `fuzz.stacks.checked_programs()`
+(a program, its spelling and a transformation stack, as `pytest fuzz/`)
 with the differential property (oracle.check: values, JVP, VJP, vmap,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
 shrunk by Hypothesis, and every distinct finding (property +
@@ -62,7 +63,8 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
             if not failures:
                 results.put(("error", job, f"{type(e).__name__}: {e}"))
                 break
-            results.put(("finding", job, _finding(*failures[-1], seed, round_, impls)))
+            prog, err, how = failures[-1]
+            results.put(("finding", job, _finding(prog, err, seed, round_, impls, how)))
             if fail_fast:
                 break
     results.put(("done", job, checked))
@@ -77,28 +79,30 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
 
     import oracle
     from fuzz.focus import Focus
-    from fuzz.strategies import programs
+    from fuzz.stacks import checked_programs
     checked, focus = 0, Focus(impls)
 
     @hyp_seed(seed * 100003 + job * 1009 + round_)
     @settings(max_examples=examples, deadline=None, database=db, print_blob=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               phases=[Phase.reuse, Phase.generate, Phase.shrink])
-    @given(programs(partial_ad=True, control_flow=control_flow))
-    def prop(prog):
+    @given(checked_programs(control_flow=control_flow))
+    def prop(checked_program):
         nonlocal checked
+        prog, spelling, stack = checked_program
         if time.time() > deadline and not failures:
             return                # out of time: let Hypothesis finish the round quickly
         results.put(("start", job, (str(prog), round_)))
         try:
-            report = focus.check(prog)
+            report = focus.check(prog, stack=stack, spelling=spelling)
         except oracle.Unsupported:
             results.put(("idle", job, None))
             return
         except Exception as e:      # shrink it; the driver hears of the first failure at once
+            how = f"# spelling: {spelling}\n# stack: {stack}"
             if not failures:
-                results.put(("failure", job, _finding(prog, e, seed, round_, impls)))
-            failures[:] = [(prog, e)]
+                results.put(("failure", job, _finding(prog, e, seed, round_, impls, how)))
+            failures[:] = [(prog, e, how)]
             raise
         if failures or report is None:      # a shrink step: not a new program checked
             results.put(("idle", job, None))
@@ -113,23 +117,24 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
     return run
 
 
-def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3")) -> dict:
+def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3"), how: str = "") -> dict:
     """What the driver writes for a failing program: a Mismatch with its
     reproducer, a hang with a reproducer that times every stage, or an
     error of ours (or JAX's) with its message."""
     import oracle
     from fuzz import watchdog
     shape = _shape_key(prog)
+    program = f"{prog}\n{how}" if how else str(prog)
     if isinstance(err, oracle.Mismatch):
         prop_name, impl = err.failed[0] if err.failed else _property_of(err)
         return dict(key=f"{prop_name}/{impl}/{shape}", property=prop_name, implementation=impl,
-                    program=str(prog), message=str(err).split("\nreproducer:\n")[0],
+                    program=program, message=str(err).split("\nreproducer:\n")[0],
                     repro=err.repro.text if err.repro else "", seed=seed, round=round_)
     if isinstance(err, watchdog.ExampleTimeout):
-        return dict(key=f"hang/-/{shape}", property="hang", implementation="-", program=str(prog),
+        return dict(key=f"hang/-/{shape}", property="hang", implementation="-", program=program,
                     message=str(err), repro=_hang_repro(prog, err, impls), seed=seed, round=round_)
     return dict(key=f"error/{type(err).__name__}/{shape}", property="error", implementation="-",
-                program=str(prog), message=f"{type(err).__name__}: {err}", repro="", seed=seed,
+                program=program, message=f"{type(err).__name__}: {err}", repro="", seed=seed,
                 round=round_)
 
 

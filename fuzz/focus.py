@@ -25,16 +25,18 @@ class Focus:
         self.implementations = tuple(implementations)
         self.failed: tuple = ()
 
-    def check(self, prog):
-        """oracle_agrees under the wall-clock limit; its report, or None
-        when nothing of what failed before applies to `prog`."""
+    def check(self, prog, *, stack=None, spelling=None):
+        """oracle_agrees (of prog, written in `spelling`, with its `stack`)
+        under the wall-clock limit; its report, or None when nothing of
+        what failed before applies to `prog`."""
         only, impls = None, self.implementations
         if self.failed:
             only = tuple(sorted({p for p, _ in self.failed}))
             impls = tuple(i for i in self.implementations if i in {i for _, i in self.failed})
         try:
             with watchdog.time_limit():
-                return properties.oracle_agrees(prog, implementations=impls, only=only)
+                return properties.oracle_agrees(prog, implementations=impls, only=only, stack=stack,
+                                                spelling=spelling)
         except oracle.Mismatch as e:
             if not self.failed:
                 self.failed = e.failed

@@ -17,9 +17,10 @@ settings.register_profile("nightly", max_examples=5000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # The differential property is the one that finds JAX's bugs: each example
-# is a whole oracle.check (every property, both implementations; ~1 s), so
-# it gets 2.5x the profile's examples: 150 in ci (about 3 minutes on 2 cores),
-# where the spec-only properties take 60 of a few milliseconds each.
+# is a whole oracle.check (every property, both implementations, a drawn
+# spelling and stack of transformations; ~2 s on 2 cores), so it gets 2.5x
+# the profile's examples: 150 in ci, where the spec-only properties take
+# 60 of a few milliseconds each.
 DIFFERENTIAL_FACTOR = 2.5
 
 

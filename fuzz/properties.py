@@ -138,26 +138,44 @@ def remat_is_invariant(prog, policy, seed=0):
         _close(a, b, 1e-12, f"gradient of input {i} under checkpoint(policy={policy})")
 
 
-def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None, only=None):
+# primitives whose residuals in a transformed (second-order) program the
+# spec does not model yet: found by the fuzzer on pristine jax 0.10.2 (grad
+# of a cond: JAX saves an "output of cond" the spec does not), or unchecked
+UNMODELLED_SECOND_ORDER = frozenset({"cond", "scan", "while", "custom_jvp_call", "custom_vjp_call"})
+
+
+def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties=None, stack=None,
+                  spelling=None, only=None):
     """oracle.check of the program, run by JAX as written (AS_IS). A
     program with a custom_vjp function skips the properties that need
     forward mode through it (jvp, second order), one with a while loop those
     that need reverse mode (vjp, prevent_cse, second order): JAX raises
     there, as the spec does (tests/test_custom_rules.py and
-    tests/test_control.py check both). `only`, if given, keeps just those
-    of the properties (fuzz/focus.py: what failed, while shrinking)."""
+    tests/test_control.py check both). `stack`: an oracle.stacks.Stack
+    (fuzz.stacks draws one) checked as one more property; `spelling`: how
+    the program is written for JAX (oracle.spellings; fuzz.spellings draws
+    one). `only`, if given, keeps
+    just those of the properties, by name (fuzz/focus.py: what failed,
+    while shrinking)."""
     import oracle
     from oracle.checker import PROPERTIES
-    from fuzz.strategies import has_custom_vjp, has_while
+    from fuzz.strategies import has_custom_vjp, has_while, primitives_in
     if properties is None:
         properties = PROPERTIES
         if has_custom_vjp(prog):     # no forward mode
             properties = tuple(p for p in properties if p not in ("jvp", "second_order"))
         if has_while(prog):          # no reverse mode: nothing that pulls cotangents back
             properties = tuple(p for p in properties if p not in ("vjp", "prevent_cse", "second_order"))
+    if stack is not None:
+        from oracle.stacks import stack_property, stack_residuals_property
+        properties = tuple(properties) + (stack_property(stack, prog),)
+        if not (stack.linearized or primitives_in(prog) & UNMODELLED_SECOND_ORDER
+                or primitives_in(prog, inside=True) & UNMODELLED_SECOND_ORDER):
+            properties += (stack_residuals_property(stack, prog),)
     if only is not None:
-        properties = tuple(p for p in properties if p in only)
+        properties = tuple(p for p in properties if (p if isinstance(p, str) else p.name) in only)
         if not properties:
             return None          # nothing of what failed applies to this program
-    return oracle.check(oracle.to_jax(prog), oracle.AS_IS, *inputs(prog, seed),
+    from oracle.spellings import CANONICAL
+    return oracle.check(oracle.to_jax(prog, spelling=spelling or CANONICAL), oracle.AS_IS, *inputs(prog, seed),
                         implementations=implementations, properties=properties)

@@ -44,6 +44,7 @@ from oracle.errors import InvalidArgument, Mismatch
 from oracle.from_jax import from_jaxpr, subjaxprs
 from oracle.policies import to_jax_policy
 from oracle.repro import write_repro
+from oracle.spellings import CANONICAL
 from oracle.properties import (PROPERTIES as _PROPERTIES, Case, Disagreement, Property, jax_residuals,
                                normalized, residual_diff)
 
@@ -283,13 +284,15 @@ def _compiled(case: Case, f, props, timings) -> dict:
     # a key's tangent is never read (keys are not differentiated); its batch is a key array
     operands = (list(case.call.jax_leaves), [t if is_float(t.dtype) else np.zeros(t.shape, np.int32)
                                              for t in case.tangents],
-                list(case.cts), [jax_value_of(b) for b in case.batched])
+                list(case.cts), [jax_value_of(b) for b in case.batched],
+                {p.name: [jax_value_of(a) for a in p.operands(case)] for p in props if p.operands})
     t0 = time.perf_counter()
     lowered = jax.jit(together).lower(*operands)
     t1 = time.perf_counter()
     compiled = lowered.compile(compiler_options=COMPILER_OPTIONS)
     t2 = time.perf_counter()
     out = jax.block_until_ready(compiled(*operands))
+    out.update({p.name: p.after(out[p.name]) for p in props if p.after is not None})
     timings["jax_trace"] += t1 - t0
     timings["xla_compile"] += t2 - t1
     timings["execute"] += time.perf_counter() - t2
@@ -305,7 +308,7 @@ def _validate(fn, policy, implementations, properties):
     if isinstance(implementations, str) or isinstance(properties, str):
         raise InvalidArgument("oracle.check: implementations= and properties= take tuples of names, "
                               f"got {implementations!r}, {properties!r}")
-    unknown = sorted(set(properties) - set(PROPERTIES))
+    unknown = sorted({p for p in properties if not isinstance(p, Property)} - set(PROPERTIES))
     if unknown:
         raise InvalidArgument(f"unknown properties {unknown}; supported: {PROPERTIES}")
     unknown = sorted(set(implementations) - set(IMPLEMENTATIONS))
@@ -339,7 +342,9 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
                      static_argnames=static_argnames, seed=seed, rtol_scale=rtol_scale)
     report = Report(case.call.name, _policy_label(policy), environment=environment())
     report.timings["jax_trace"] += time.perf_counter() - t_start
-    props = [_PROPERTIES[p] for p in PROPERTIES if p in properties]
+    # a Property object (an oracle.stacks stack, ...) is checked after the named ones
+    props = [_PROPERTIES[p] for p in PROPERTIES if p in properties] + [
+        p for p in properties if isinstance(p, Property)]
     spec_outcomes = {}
     t_spec = time.perf_counter()
     for p in props:
@@ -351,7 +356,7 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
         with implementation(impl):
             _check_implementation(case, impl, props, spec_outcomes, report, mismatches)
     if mismatches:
-        raise _mismatch(case, report, mismatches, repro_dir)
+        raise _mismatch(case, report, mismatches, repro_dir, props)
     return report
 
 
@@ -361,8 +366,9 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
         report.results += [Result(p.name, impl, "not checked", reason) for p in props]
         return
     f = case.functions[impl] = target(case.call, case.jax_policy)
-    checked = [p for p in props if p.applies(case) is None]
-    report.results += [Result(p.name, impl, "not compared", p.applies(case)) for p in props if p not in checked]
+    checked = [p for p in props if p.applies(case, impl) is None]
+    report.results += [Result(p.name, impl, "not compared", p.applies(case, impl))
+                       for p in props if p not in checked]
     t0 = time.perf_counter()
     if error is not None:       # tracing the function under `impl` raised: so does every property
         outcomes = {p.name: (None, error) for p in checked}
@@ -387,12 +393,15 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
         report.results.append(result)
 
 
-def _mismatch(case, report, mismatches, repro_dir) -> Mismatch:
+def _mismatch(case, report, mismatches, repro_dir, props=()) -> Mismatch:
     prop, impl, first = mismatches[0]
+    code = next((p.repro_code for p in props if p.name == prop), None)
     repro = write_repro(case.prog, case.policy, case.args, prop, impl, first.message,
-                        repro_dir or DEFAULT_REPRO_DIR, numeric=first.numeric)
+                        repro_dir or DEFAULT_REPRO_DIR, numeric=first.numeric, code=code,
+                        spelling=getattr(case.call.fn, "spelling", CANONICAL))
     others = "".join(f"\nalso: {p} under {i}: {d.message.splitlines()[0]}" for p, i, d in mismatches[1:])
-    return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs under {impl}\n"
+    what = next((f" [{p.description}]" for p in props if p.name == prop and p.description), "")
+    return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs under {impl}{what}\n"
                     f"{first.message}{others}\n{_env_line(report)}\nreproducer:\n{repro.text}",
                     report=report, repro=repro, failed=[(p, i) for p, i, _ in mismatches])
 

@@ -95,11 +95,18 @@ class Property:
     jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
     needs: str = "none"                        # "reverse": skipped for non-float outputs
     weight: int = 1                            # tolerance depth factor (numeric properties)
+    operands: Callable | None = None           # compiled tier: case -> the property's own operands
+    after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
+    repro_code: str | None = None              # a reproducer's code computing `got` (oracle.repro)
+    description: str = ""
+    implementations: tuple | None = None       # those it is compared under (None: every one)
 
-    def applies(self, case: Case) -> str | None:
-        """Why the property is not compared for this program, or None."""
+    def applies(self, case: Case, impl: str | None = None) -> str | None:
+        """Why the property is not compared for this program (under `impl`), or None."""
         if self.needs == "reverse" and any(not is_float(t.dtype) for t in case.prog.out_types):
             return "non-float outputs"
+        if impl is not None and self.implementations is not None and impl not in self.implementations:
+            return f"compared under {', '.join(self.implementations)} only"
         return None
 
 
@@ -308,10 +315,9 @@ NUMERIC = {
 }
 
 
-def _spec_numbers(name):
+def _spec_numbers(numeric: Numeric):
     """The spec's answer: (in the program's dtypes, the float64 reference,
     the modelled rounding noise of each output)."""
-    numeric = NUMERIC[name]
 
     def side(case):
         prog64 = upcast(case.prog)
@@ -359,7 +365,8 @@ def _numbers_compare(name, weight):
                     f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
                     case.context(impl, name),
                     numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
-                                 expected=reference, atol=tol))
+                                 expected=reference, atol=tol,
+                                 operands=case.cache.get(("operands", name), [])))
             worst = (max(worst[0], max_abs), max(worst[1], max_rel))
         return worst
     return compare
@@ -418,8 +425,24 @@ def _vmap_term(f, operands, diff):
 
 
 def _numeric(name, term, weight=1, needs="none"):
-    return Property(name, "compiled", _spec_numbers(name), _numbers_compare(name, weight),
+    return Property(name, "compiled", _spec_numbers(NUMERIC[name]), _numbers_compare(name, weight),
                     jax_term=term, needs=needs, weight=weight)
+
+
+def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, after=None,
+                     repro_code: str | None = None, description: str = "") -> Property:
+    """A numeric property of the compiled tier with operands of its own
+    (`numeric.operands`: the jit gets them as `operands[4][name]`); `after`
+    maps the jit's answer to JAX's (a second jit: a linear function that
+    jax.linearize returned, called on its own)."""
+    def own(case):
+        key = ("operands", name)
+        if key not in case.cache:
+            case.cache[key] = numeric.operands(case)
+        return case.cache[key]
+    cached = Numeric(numeric.program, own, numeric.outputs)
+    return Property(name, "compiled", _spec_numbers(cached), _numbers_compare(name, weight), jax_term=term,
+                    weight=weight, operands=own, after=after, repro_code=repro_code, description=description)
 
 
 VALUES = _numeric("values", _values_term)

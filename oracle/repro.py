@@ -28,6 +28,7 @@ from spec import policies as sp
 
 from oracle.conventions import AS_IS
 from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
+from oracle.spellings import CANONICAL, Spelling, checkpoint_source, jnp_source
 
 
 @dataclass
@@ -330,7 +331,7 @@ def _fingerprint(prog: Program) -> str:
 
 _KEY = re.compile(r"\[(-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 # names the emitted code reads as globals: a parameter must not shadow them
-_GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple"} | set(
+_GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple", "functools"} | set(
     "user_policy scan_step bind_cond closed_call differentiated_checkpoint rule_for given "
     "symbolic_zero custom_jvp_function custom_vjp_function custom_lin".split())
 
@@ -430,7 +431,8 @@ class _Writer:
     written once, at module level (its rules may call it again), with its
     rules' traced programs; helpers are collected by name."""
 
-    def __init__(self, taken=()):
+    def __init__(self, taken=(), spelling: Spelling = CANONICAL):
+        self.spelling = spelling
         self.taken = set(taken) | _GLOBALS
         self.counter = itertools.count()
         self.blocks: list[list[str]] = []      # module-level definitions
@@ -485,7 +487,10 @@ class _Writer:
         outs = [self.fresh() for _ in e.outputs]
         name = e.primitive.name
         write = getattr(self, f"emit_{name}", None)
-        if write is not None:
+        spelled = jnp_source(e, ins) if self.spelling.jnp and write is None else None
+        if spelled is not None:
+            line = _assign(outs, spelled, e.primitive.multiple_results)
+        elif write is not None:
             line = write(e, ins, outs, indent, out, fused=fused, env=env)
         else:
             params = [f"{k}={_param_source(v)}" for k, v in e.params.items()]
@@ -514,9 +519,23 @@ class _Writer:
         policy = self.policy(p["policy"])
         if p["differentiated"]:
             call = f"{self.use('differentiated_checkpoint')}({fn}, {policy}, {p['prevent_cse']!r})"
-        else:
-            call = f"jax.checkpoint({fn}, policy={policy}, prevent_cse={p['prevent_cse']!r})"
-        return _assign(outs, f"{call}({', '.join(ins)})", True)
+            return _assign(outs, f"{call}({', '.join(ins)})", True)
+        return _assign(outs, self.spelled_checkpoint(e, fn, indent, out).replace("{ARGS}", ", ".join(ins)), True)
+
+    def spelled_checkpoint(self, e, fn, indent, out) -> str:
+        """The call of checkpointed `fn` in the writer's spelling; `{ARGS}`
+        stands for the operands. The decorator form decorates a def that
+        calls `fn`; with static_argnums that def takes the output count
+        first (static) and returns that many outputs."""
+        p, sp_ = e.params, self.spelling
+        target = fn
+        if sp_.static_argnums or sp_.checkpoint == "decorator":
+            target = self.fresh(f"{fn}_")
+        deco, call = checkpoint_source(sp_, target, len(e.outputs), self.policy, p["policy"], p["prevent_cse"])
+        if target != fn:
+            head, ret = ("n_out, *args", f"{fn}(*args)[:n_out]") if sp_.static_argnums else ("*args", f"{fn}(*args)")
+            out += [indent + d for d in deco] + [f"{indent}def {target}({head}):", f"{indent}    return {ret}"]
+        return call.replace("{}", "{ARGS}")
 
     def emit_name(self, e, ins, outs, indent, out, **_):
         return _assign(outs, f"checkpoint_name({ins[0]}, {e.params['name']!r})", False)
@@ -715,7 +734,7 @@ def _fused_conversions(p: Program) -> set[int]:
     return fused
 
 
-def program_source(prog: Program, name: str = "f") -> str:
+def program_source(prog: Program, name: str = "f", spelling: Spelling = CANONICAL) -> str:
     """Python source of a function `name` computing `prog` with JAX, and of
     what it uses (helpers, custom functions) but the imports and the
     emitter table E. It takes the program's inputs under the names JAX gave
@@ -723,8 +742,9 @@ def program_source(prog: Program, name: str = "f") -> str:
     leaf of a pytree, `{name}_leaves` takes the leaves."""
     sig = _signature(prog)
     tree = sig is not None and any(isinstance(t, dict) for t in sig[2].values())
-    w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"])
+    w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"], spelling=spelling)
     main: list[str] = []
+    # (an outer jit of the spelling is in the program: the call JAX traced it to)
     w.function(prog, name, "", main, *(sig[:2] if sig else (None, None)))
     if tree:
         main += ["", "", f"def {name}_leaves(*leaves):",
@@ -762,6 +782,8 @@ def _header(prog: Program, prop: str, impl: str, message: str) -> str:
 """
 import re
 
+import functools
+
 import jax, jaxlib
 import jax.numpy as jnp
 import ml_dtypes
@@ -790,7 +812,17 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
     return text + f"raise SystemExit({message.splitlines()[0]!r})\n"
 
 
-def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
+def _transformed_residuals_check(numeric: dict, code: str) -> str:
+    """The code comparing JAX's saved residuals of a transformed function
+    (`code` computes `got` from `operands`) with the spec's."""
+    text = "operands = [" + ", ".join(_array_source(a) for a in numeric.get("operands", [])) + "]\n"
+    text += f"expected = {[f'{t} {s}' for t, s in numeric['residuals']]!r}  # the spec's answer\n"
+    text += code + "\n"
+    return text + ("print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n"
+                   "assert got == expected, 'saved residuals differ from the spec'\n")
+
+
+def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: str | None = None) -> str:
     """The code computing a numeric property with JAX and comparing it with
     the spec's answer (`numeric`: expected, atol, tangents, cts, batched)."""
     n = numeric or {}
@@ -799,11 +831,11 @@ def _numeric_check(prog: Program, args, prop: str, numeric: dict | None) -> str:
              "        full[i] = x\n    return full\n\n\n"
              "def pullback(a, c):\n"
              f"    return lambda *d: jax.vjp(lambda *dd: {_flat_name(prog)}(*with_diff(a, dd)), *d)[1](tuple(c))\n\n\n")
-    for key in ("tangents", "cts", "batched"):
+    for key in ("tangents", "cts", "batched", "operands"):
         text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
     text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
     text += f"atol = {n.get('atol', 0.0)!r}  # oracle.tolerances for this program\n"
-    text += _PROPERTY_CODE[prop].format(f=_flat_name(prog)) + "\n"
+    text += (code.replace("{f}", _flat_name(prog)) if code else _PROPERTY_CODE[prop].format(f=_flat_name(prog))) + "\n"
     text += ("for i, (g, w) in enumerate(zip(got, expected)):\n"
              "    err = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if np.size(w) else 0.0\n"
              "    print(f'output {i}: max abs error {err:.4g} (tolerance {atol:.3g})')\n"
@@ -822,18 +854,23 @@ def _named(prog: Program) -> Program:
 
 
 def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str, directory=None,
-                numeric: dict | None = None) -> Repro:
+                numeric: dict | None = None, code: str | None = None,
+                spelling: Spelling = CANONICAL) -> Repro:
     """A standalone jax + numpy script that fails with the discrepancy:
     the program is rebuilt from the spec IR (checkpoints included), the
-    inputs and the spec's expected answer are embedded."""
+    inputs and the spec's expected answer are embedded. `code`: the
+    numeric property's own code computing `got` (`{f}`: the program's
+    flat function; it may read `operands`), e.g. an oracle.stacks stack."""
     prog = _named(prog)
     text = _header(prog, prop, impl, message)
-    text += program_source(prog) + "\n\n\n"
+    text += program_source(prog, spelling=spelling) + "\n\n\n"
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
-    if prop in ("residuals", "vjp_leaves", "prevent_cse"):
+    if code and numeric and "residuals" in numeric:     # a transformed function's residuals
+        text += _transformed_residuals_check(numeric, code.replace("{f}", _flat_name(prog)))
+    elif prop in ("residuals", "vjp_leaves", "prevent_cse"):
         text += _residuals_check(prog, prop, message)
     else:
-        text += _numeric_check(prog, args, prop, numeric)
+        text += _numeric_check(prog, args, prop, numeric, code)
     path = None
     if directory:
         os.makedirs(directory, exist_ok=True)

@@ -10,18 +10,38 @@ import numpy as np
 from spec.ir import Literal, Program, Var, is_key
 
 from oracle.conventions import jax_value_of
-from oracle.errors import Unsupported
+from oracle.errors import InvalidArgument, Unsupported
 from oracle.jax_names import emitters
+from oracle.spellings import CANONICAL, Spelling, checkpointed, jnp_call
 
 
-def to_jax(prog: Program):
-    """A function of JAX arrays returning the list of the program's outputs."""
-    table = emitters()
+def to_jax(prog: Program, *, spelling: Spelling = CANONICAL):
+    """A function of JAX arrays returning the list of the program's outputs,
+    written in `spelling` (oracle.spellings: checkpoint forms and
+    arguments, jax.numpy calls, an outer jax.jit); the function carries it
+    as `.spelling` (reproducers write the same)."""
+    if not isinstance(spelling, Spelling):
+        raise InvalidArgument(f"oracle.to_jax: spelling must be an oracle.spellings.Spelling, got {spelling!r}")
+    table = _Table(emitters(), spelling)
 
     def fn(*args):
         return _run(prog, args, table)
     fn.__name__ = "spec_program"
+    if spelling.jit:
+        import jax
+        inner = fn
+        fn = jax.jit(inner)
+        fn.__name__ = inner.__name__
+    fn.spelling = spelling
     return fn
+
+
+class _Table(dict):
+    """The emitter table, and the spelling the program is written in."""
+
+    def __init__(self, table, spelling):
+        super().__init__(table)
+        self.spelling = spelling
 
 
 def _literal(a: Literal):
@@ -38,7 +58,6 @@ def _literal(a: Literal):
 def _run(prog: Program, args, table):
     import jax
     from jax.ad_checkpoint import checkpoint_name
-    from oracle.policies import to_jax_policy
     env = {}
 
     def read(a):
@@ -66,9 +85,8 @@ def _run(prog: Program, args, table):
             if e.params["differentiated"]:
                 raise Unsupported("a differentiated remat (the staged half of a checkpoint) has no "
                                   "jax.checkpoint counterpart; convert the program before differentiation")
-            outs = jax.checkpoint(lambda *a, body=body: _run(body, a, table),
-                                  policy=to_jax_policy(e.params["policy"]),
-                                  prevent_cse=e.params["prevent_cse"])(*xs)
+            outs = checkpointed(table.spelling, lambda *a, body=body: _run(body, a, table), len(e.outputs),
+                                e.params["policy"], e.params["prevent_cse"])(*xs)
         elif name == "cond":
             outs = _bind_cond(xs, e.params["branches"], table)
         elif name == "while":
@@ -79,6 +97,8 @@ def _run(prog: Program, args, table):
             outs = _custom_jvp(e.params, table)(*xs)
         elif name == "custom_vjp_call":
             outs = _custom_vjp(e.params, table)(*xs)
+        elif table.spelling.jnp and jnp_call(e) is not None:
+            outs = jnp_call(e)(*xs)
         else:
             emit = table.get(name)
             if emit is None:

@@ -1,0 +1,54 @@
+"""The differential test's draws (fuzz.stacks.checked_programs: a program,
+a spelling, a transformation stack) reach every layer kind, the
+compositions vmap o grad, grad o vmap, grad o grad and jvp o grad, vmap
+in_axes of every class (0, positive, negative, None, mixed in one vmap)
+and out_axes of every class, and every value of every spelling field.
+Counted on draws of the same strategy (derandomised), without running
+JAX."""
+import collections
+import dataclasses
+
+from hypothesis import given, settings
+
+from fuzz.stacks import checked_programs
+from oracle.spellings import CHECKPOINT_FORMS, SAVE_NOTHING, Spelling
+from oracle.stacks import KINDS
+
+DRAWS = 300
+COMPOSITIONS = {("grad", "vmap"), ("vmap", "grad"), ("grad", "grad"), ("grad", "jvp")}   # (inner, outer)
+
+
+def _axis_class(a) -> str:
+    return "None" if a is None else "0" if a == 0 else "positive" if a > 0 else "negative"
+
+
+def test_draws_reach_every_layer_axis_class_and_spelling():
+    kinds, pairs, in_classes, out_classes, mixed = (collections.Counter() for _ in range(5))
+    fields = collections.defaultdict(set)
+
+    @settings(max_examples=DRAWS, derandomize=True, database=None)
+    @given(checked_programs())
+    def draw(checked):
+        _, spelling, stack = checked
+        for f in dataclasses.fields(Spelling):
+            fields[f.name].add(getattr(spelling, f.name))
+        if stack is None:
+            return
+        layers = stack.layers
+        kinds.update(l.kind for l in layers)
+        pairs.update((a.kind, b.kind) for a, b in zip(layers, layers[1:]))
+        for l in layers:
+            if l.kind == "vmap":
+                classes = {_axis_class(a) for a in l.in_axes}
+                in_classes.update(classes)
+                out_classes.update(_axis_class(a) for a in l.out_axes)
+                mixed[len(classes) > 1] += 1
+    draw()
+    assert set(kinds) == set(KINDS), dict(kinds)
+    assert COMPOSITIONS <= set(pairs), (dict(pairs), dict(kinds))
+    assert set(in_classes) == {"0", "positive", "negative", "None"}, dict(in_classes)
+    assert set(out_classes) == {"0", "positive", "negative"}, dict(out_classes)
+    assert mixed[True], "no vmap with in_axes of two classes"
+    assert fields["checkpoint"] == set(CHECKPOINT_FORMS) and fields["save_nothing"] == set(SAVE_NOTHING)
+    for name in ("default_prevent_cse", "static_argnums", "jnp", "jit"):
+        assert fields[name] == {True, False}, (name, fields[name])

@@ -1,0 +1,426 @@
+"""Transformation stacks: the checked function under jax.grad, jax.vjp,
+jax.jvp, jax.linearize (the linear function called on its own, in a jit
+of its own) and jax.vmap with any in_axes / out_axes, composed, against
+the spec's transformations of the spec program (spec.jvp_program,
+spec.vjp_program, spec.vmap).
+
+A Stack is plain data: its layers, innermost first. Each layer maps a
+*level* (a function of a flat list of arrays returning a tuple of arrays,
+and the spec program computing the same) to the next:
+
+  jvp        (x, t)  -> the tangents of the float outputs (t: one per differentiated x)
+  linearize  as jvp; outermost only: jax.linearize in the checked jit, the
+             returned linear function called by a second jit
+  vjp        (x, ct) -> the cotangents of the differentiated x (ct: one per float output)
+  grad       (x, w)  -> jax.grad of sum_k sum(y_k * w_k) over the float outputs y_k,
+             w.r.t. the differentiated x (the spec: vjp with cotangents w)
+  vmap       every input batched along in_axes[i] (None: not batched), every
+             output along out_axes[j] (jax.vmap, spec.vmap)
+
+Differentiated inputs: the float inputs of the checked program, and the
+tangents and cotangents that jvp and vjp add (the weights grad adds are
+held constant by any outer AD layer).
+
+The JAX side is Python source (`stack_source`), executed to check and
+written verbatim into reproducers: the reproducer spells the same stack.
+`stack_property(stack)` is the stack as an oracle.properties.Property of
+the compiled tier (one jit per stack, with every other compiled property).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+import spec
+from spec.ir import ArrayType, Program, is_float, is_key
+
+from oracle.conventions import jax_value_of
+from oracle.errors import InvalidArgument
+
+AD_KINDS = ("jvp", "linearize", "vjp", "grad")
+KINDS = AD_KINDS + ("vmap",)
+FORWARD_KINDS = ("jvp", "linearize")
+REVERSE_KINDS = ("vjp", "grad")
+
+
+@dataclass(frozen=True)
+class Layer:
+    kind: str
+    in_axes: tuple = ()               # vmap: one entry (int or None) per input of the level below
+    out_axes: tuple = ()              # vmap: one int per output of the level below
+    size: int = 2                     # vmap: the batch size
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise InvalidArgument(f"unknown stack layer {self.kind!r}; supported: {KINDS}")
+
+    def __str__(self):
+        if self.kind != "vmap":
+            return self.kind
+        return f"vmap(in_axes={self.in_axes!r}, out_axes={self.out_axes!r}, size={self.size})"
+
+
+@dataclass(frozen=True)
+class Stack:
+    layers: tuple                     # Layer, innermost first
+
+    def __post_init__(self):
+        if not self.layers:
+            raise InvalidArgument("a transformation stack needs at least one layer")
+        if any(l.kind == "linearize" for l in self.layers[:-1]):
+            raise InvalidArgument(f"linearize is the outermost layer only, got {self}")
+
+    def __str__(self):
+        return " o ".join(str(l) for l in reversed(self.layers))
+
+    @property
+    def ad_depth(self) -> int:
+        return sum(l.kind in AD_KINDS for l in self.layers)
+
+    @property
+    def linearized(self) -> bool:
+        return self.layers[-1].kind == "linearize"
+
+
+
+# --------------------------------------------------------------------------
+# levels: what each layer sees
+
+@dataclass(frozen=True)
+class Level:
+    """Types of a level's inputs and outputs, and which inputs an outer AD layer differentiates."""
+    in_types: tuple
+    out_types: tuple
+    diff: tuple                       # bool per input
+
+    @property
+    def diff_positions(self) -> list[int]:
+        return [i for i, d in enumerate(self.diff) if d]
+
+    @property
+    def float_outputs(self) -> list[int]:
+        return [j for j, t in enumerate(self.out_types) if is_float(t.dtype)]
+
+
+def base_level(prog: Program) -> Level:
+    return Level(tuple(prog.in_types), tuple(prog.out_types),
+                 tuple(is_float(t.dtype) for t in prog.in_types))
+
+
+def _batched(t: ArrayType, axis, size) -> ArrayType:
+    if axis is None:
+        return t
+    shape = list(t.shape)
+    shape.insert(axis % (t.ndim + 1), size)
+    return ArrayType(tuple(shape), t.dtype)
+
+
+def next_level(level: Level, layer: Layer) -> Level:
+    """The level a layer makes of `level` (types only: no program is built)."""
+    d = level.diff_positions
+    fl = [level.out_types[j] for j in level.float_outputs]
+    if layer.kind in FORWARD_KINDS:
+        return Level(level.in_types + tuple(level.in_types[i] for i in d), tuple(fl),
+                     level.diff + (True,) * len(d))
+    if layer.kind in REVERSE_KINDS:
+        held = layer.kind == "vjp"
+        return Level(level.in_types + tuple(fl), tuple(level.in_types[i] for i in d),
+                     level.diff + (held,) * len(fl))
+    return Level(tuple(_batched(t, a, layer.size) for t, a in zip(level.in_types, layer.in_axes)),
+                 tuple(_batched(t, a, layer.size) for t, a in zip(level.out_types, layer.out_axes)),
+                 level.diff)
+
+
+def applicable(level: Level, layer: Layer) -> str | None:
+    """Why `layer` cannot be applied to `level`, or None."""
+    if any(is_key(t.dtype) for t in level.in_types + level.out_types):
+        return "key-typed values"
+    if layer.kind in AD_KINDS:
+        if not level.diff_positions:
+            return "no differentiated input"
+        if not level.float_outputs:
+            return "no float output"
+        return None
+    if len(layer.in_axes) != len(level.in_types) or len(layer.out_axes) != len(level.out_types):
+        return "in_axes / out_axes do not match the level"
+    if all(a is None for a in layer.in_axes):
+        return "no batched input"
+    for t, a in zip(level.in_types, layer.in_axes):
+        if a is not None and not -(t.ndim + 1) <= a <= t.ndim:
+            return f"in_axes entry {a} out of range for {t}"
+    for t, a in zip(level.out_types, layer.out_axes):
+        if a is None or not -(t.ndim + 1) <= a <= t.ndim:
+            return f"out_axes entry {a} out of range for {t}"
+    return None
+
+
+def levels(prog: Program, stack: Stack) -> list[Level]:
+    """The base level and the level after each layer; InvalidArgument where
+    a layer does not apply."""
+    out = [base_level(prog)]
+    for layer in stack.layers:
+        why = applicable(out[-1], layer)
+        if why is not None:
+            raise InvalidArgument(f"stack {stack}: {layer} does not apply ({why})")
+        out.append(next_level(out[-1], layer))
+    return out
+
+
+# --------------------------------------------------------------------------
+# the spec side: programs
+
+def _select(prog: Program, outputs) -> Program:
+    return spec.dce(Program(prog.inputs, prog.eqns, [prog.outputs[j] for j in outputs]))[0]
+
+
+def _loss_program(prog: Program, level: Level) -> Program:
+    """(x, w) -> sum_k sum(y_k * w_k) over the float outputs y_k, as the
+    stack's source writes it (`total(y * w)`: a mul, a reduce_sum over
+    every axis of an array, the terms added in order)."""
+    from spec import ops
+    from spec.core import building, eval_program_traced
+    with building() as b:
+        xs = [b.new_input(t) for t in level.in_types]
+        ws = [b.new_input(level.out_types[j]) for j in level.float_outputs]
+        outs = eval_program_traced(prog, *xs)
+        ys = [outs[j] for j in level.float_outputs]
+        terms = [ops.reduce_sum(ops.mul(y, w), tuple(range(len(y.shape)))) if y.shape else ops.mul(y, w)
+                 for y, w in zip(ys, ws)]
+        total = terms[0]
+        for t in terms[1:]:
+            total = ops.add(total, t)
+        return b.build(xs + ws, [total])
+
+
+def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
+    n = len(prog.outputs)
+    if layer.kind in FORWARD_KINDS:
+        jp, _ = spec.jvp_program(prog, nonzeros=list(level.diff))
+        return _select(jp, range(n, len(jp.outputs)))
+    if layer.kind == "grad":
+        return spec.grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
+    if layer.kind in REVERSE_KINDS:
+        vp = spec.vjp_program(_select(prog, level.float_outputs))
+        floats = [i for i, t in enumerate(level.in_types) if is_float(t.dtype)]
+        return _select(vp, [floats.index(i) for i in level.diff_positions])
+    return spec.vmap(prog, list(layer.in_axes), list(layer.out_axes), axis_size=layer.size)
+
+
+def spec_program(prog: Program, stack: Stack) -> Program:
+    """The spec program of the stacked function (inputs: the operands of
+    `operands`, named as JAX names the stack function's, `a[i]`; outputs:
+    what the stack's JAX function returns)."""
+    for level, layer in zip(levels(prog, stack), stack.layers):
+        prog = _spec_layer(prog, level, layer)
+    return Program(prog.inputs, prog.eqns, prog.outputs,
+                   input_names=tuple(f"a[{i}]" for i in range(len(prog.inputs))))
+
+
+# --------------------------------------------------------------------------
+# operands
+
+def operands(prog: Program, stack: Stack, args, seed: int) -> list[np.ndarray]:
+    """The stacked function's operands for the checked program's `args`:
+    each layer's tangents, cotangents and weights standard normal, each
+    vmap's batch members beyond the first the values perturbed by up to
+    10% (as oracle.properties.Case.batched)."""
+    rng = np.random.default_rng(seed + 7)
+    ops = list(args)
+    for level, layer in zip(levels(prog, stack), stack.layers):
+        if layer.kind in FORWARD_KINDS:
+            ops += [_normal(rng, level.in_types[i]) for i in level.diff_positions]
+        elif layer.kind in REVERSE_KINDS:
+            ops += [_normal(rng, level.out_types[j]) for j in level.float_outputs]
+        else:
+            ops = [_batch(rng, x, a, layer.size) for x, a in zip(ops, layer.in_axes)]
+    return ops
+
+
+def _normal(rng, t: ArrayType) -> np.ndarray:
+    return rng.standard_normal(t.shape).astype(t.dtype)
+
+
+def _batch(rng, x, axis, size):
+    if axis is None:
+        return x
+    x = np.asarray(x)
+    members = [x] + [(x * (1 + 0.1 * rng.uniform(-1, 1, x.shape))).astype(x.dtype) if is_float(x.dtype)
+                     else x for _ in range(size - 1)]
+    return np.stack(members, axis=axis % (x.ndim + 1))
+
+
+# --------------------------------------------------------------------------
+# the JAX side: source
+
+_PRELUDE = '''
+def is_float(v):
+    return jnp.issubdtype(jnp.result_type(v), jnp.floating)
+
+
+def floats(outs):
+    """The float outputs (an integer output has no tangent or cotangent)."""
+    return tuple(o for o in outs if is_float(o))
+
+
+def total(v):
+    """The sum of v's elements (a scalar as it is: jnp.sum would bind a
+    reduce_sum over no axes, whose transpose JAX skips for a concrete
+    cotangent; the spec's models no such shortcut)."""
+    return jnp.sum(v) if jnp.ndim(v) else v
+
+
+def with_diff(full, positions, values):
+    """`full` with the values at `positions` replaced by `values`."""
+    full = list(full)
+    for i, v in zip(positions, values):
+        full[i] = v
+    return full
+'''
+
+
+def _layer_source(k: int, level: Level, layer: Layer) -> list[str]:
+    n, d = len(level.in_types), level.diff_positions
+    prev, head = f"level{k - 1}", [f"    def level{k}(*a):"]
+    if layer.kind == "vmap":
+        return [f"    level{k} = jax.vmap(level{k - 1}, in_axes={tuple(layer.in_axes)!r}, "
+                f"out_axes={tuple(layer.out_axes)!r})"]
+    at = f"lambda *dd: {prev}(*with_diff(a[:{n}], {d!r}, dd))"
+    primals = f"[a[i] for i in {d!r}]"
+    if layer.kind == "jvp":
+        return head + [f"        outs, tangents = jax.jvp({at}, {primals}, list(a[{n}:]))",
+                       "        return tuple(t for o, t in zip(outs, tangents) if is_float(o))"]
+    if layer.kind == "linearize":
+        return head + [f"        outs, f_lin = jax.linearize({at}, *{primals})",
+                       f"        return f_lin, tuple(a[{n}:])"]
+    if layer.kind == "vjp":
+        return head + [f"        _, pullback = jax.vjp(lambda *dd: floats({prev}(*with_diff(a[:{n}], {d!r}, dd))), "
+                       f"*{primals})",
+                       f"        return tuple(pullback(tuple(a[{n}:])))"]
+    return head + ["        def loss(*dd):",
+                   f"            ys = floats({prev}(*with_diff(a[:{n}], {d!r}, dd)))",
+                   f"            value = total(ys[0] * a[{n}])",
+                   "            for y, w in zip(ys[1:], a[" + str(n + 1) + ":]):",
+                   "                value = value + total(y * w)",
+                   "            return value",
+                   f"        return tuple(jax.grad(loss, argnums={tuple(range(len(d)))!r})(*{primals}))"]
+
+
+def _levels_of_types(stack: Stack, types: Level) -> list[Level]:
+    out = [types]
+    for layer in stack.layers:
+        out.append(next_level(out[-1], layer))
+    return out
+
+
+def stack_source(stack: Stack, level0: Level) -> str:
+    """Python source of `stack(f)`: the stacked function of f (a function of
+    a flat list of arrays returning a tuple), for a base level `level0`
+    (the positions each layer differentiates are written out); with a
+    linearize layer, the function returning (the linear function, its
+    tangents), which `call_linear` calls. Reads `jax` and `jnp`."""
+    lines = [_PRELUDE.strip("\n"), "", "", "def stack(f):",
+             f"    \"\"\"{stack} of f.\"\"\"",
+             "    def level0(*a):", "        return tuple(f(*a))"]
+    for k, (level, layer) in enumerate(zip(_levels_of_types(stack, level0), stack.layers), 1):
+        lines += _layer_source(k, level, layer)
+    lines.append(f"    return level{len(stack.layers)}")
+    lines += ["", "", "def call_linear(f_lin, tangents):",
+              "    \"\"\"The tangents of the float outputs of a linear function jax.linearize returned.\"\"\"",
+              "    return tuple(t for t in f_lin(*tangents) if t.dtype != jax.dtypes.float0)"]
+    return "\n".join(lines) + "\n"
+
+
+def jax_functions(stack: Stack, level0: Level):
+    """(stack, call_linear) from executing the stack's source."""
+    import jax
+    import jax.numpy as jnp
+    env = {"jax": jax, "jnp": jnp}
+    exec(compile(stack_source(stack, level0), f"<stack {stack}>", "exec"), env)
+    return env["stack"], env["call_linear"]
+
+
+# --------------------------------------------------------------------------
+# the stack as a Property of oracle.properties
+
+STACK = "stack"
+
+
+def stack_property(stack: Stack, prog: Program):
+    """The Property comparing the stacked function's values with the spec's
+    (tolerances as the other numeric properties, deeper per AD layer)."""
+    from oracle import properties as P
+    levels(prog, stack)            # InvalidArgument where a layer does not apply
+    level0 = base_level(prog)
+    numeric = P.Numeric(lambda p: spec_program(p, stack),
+                        lambda case: operands(case.prog, stack, case.args, case.seed))
+    fn, call_linear = jax_functions(stack, level0)
+
+    def term(f, all_operands, diff):
+        out = fn(f)(*all_operands[4][STACK])
+        return out if stack.linearized else list(out)
+
+    after = None
+    if stack.linearized:
+        def after(value):
+            import jax
+            from oracle.checker import COMPILER_OPTIONS
+            f_lin, tangents = value
+            linear = jax.jit(call_linear).lower(f_lin, tangents).compile(compiler_options=COMPILER_OPTIONS)
+            return list(jax.block_until_ready(linear(f_lin, tangents)))
+    call = ("lin, tans = jax.jit(stack({f}))(*operands)\ngot = list(jax.jit(call_linear)(lin, tans))"
+            if stack.linearized else "got = list(jax.jit(stack({f}))(*operands))")
+    code = stack_source(stack, level0).rstrip("\n") + "\n\n\n" + call
+    return P.numeric_property(STACK, numeric, term, weight=2 ** stack.ad_depth, after=after,
+                              repro_code=code, description=str(stack))
+
+
+STACK_RESIDUALS = "stack_residuals"
+
+
+def stack_residuals_property(stack: Stack, prog: Program):
+    """The Property comparing what JAX saves to differentiate the stacked
+    function (jax.ad_checkpoint.saved_residuals of it: the residuals of a
+    second-order program for a stack with an AD layer) with the spec's
+    saved_residuals of the stack's spec program, normalised and judged by
+    the known divergences as the residuals property is; under remat2 (see
+    below). Not for a linearize stack (its function returns a linear
+    function)."""
+    from oracle import divergences, properties as P
+    if stack.linearized:
+        raise InvalidArgument(f"stack {stack}: no residuals of a function returning a linear function")
+    levels(prog, stack)
+    fn, _ = jax_functions(stack, base_level(prog))
+
+    def level_program(case):
+        key = ("stack program", stack)
+        if key not in case.cache:
+            case.cache[key] = spec_program(case.prog, stack)
+        return case.cache[key]
+
+    def spec_side(case):
+        return [(str(r.type), str(r.source)) for r in spec.saved_residuals(level_program(case))]
+
+    def jax_side(case, f):
+        ops_ = [jax_value_of(a) for a in operands(case.prog, stack, case.args, case.seed)]
+        return P.jax_residuals(fn(case.call.flat(f)), ops_)
+
+    def compare(case, impl, got, want):
+        got, _ = P.normalized(case, impl, got, want)
+        if got != want:
+            raise P.Disagreement(f"saved residuals of {stack} differ:\n" + P.residual_diff(got, want),
+                                 divergences.Context(impl, "residuals", case.policy, level_program(case),
+                                                     jax_residuals=got, spec_residuals=want),
+                                 numeric=dict(residuals=want,
+                                              operands=operands(case.prog, stack, case.args, case.seed)))
+        return f"{len(want)} residuals of {stack}"
+    code = stack_source(stack, base_level(prog)).rstrip("\n") + "\n\n\n" + (
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "got = [f\"{a.str_short(short_dtypes=True).replace(' ', '')} {re.sub(r' from .*$', '', s)}\" "
+        "for a, s in saved_residuals(stack({f}), *operands)]")
+    # remat2 only: under remat3 a checkpoint differentiated a second time is
+    # re-traced by its RematTraced rules, which the spec models for first
+    # order only (oracle.divergences' remat3 model)
+    return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
+                      description=str(stack), implementations=("remat2",))

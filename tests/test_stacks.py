@@ -1,0 +1,289 @@
+"""Transformation stacks (oracle/stacks.py).
+
+The spec side of every layer kind, and of compositions, against a numpy
+reference built independently: float64 central differences for jvp,
+finite-difference gradients for vjp and grad, a loop over the batch
+members (np.take / np.stack) for vmap with any in_axes / out_axes. Then
+oracle.check of each stack through JAX (pristine JAX agrees: no false
+alarm), and the reproducer of a stack is runnable Python that spells the
+same stack.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spec
+from spec import ops, policies as sp
+from spec.ir import is_float
+
+from oracle.errors import InvalidArgument
+from oracle import stacks as S
+
+
+def _program():
+    """Two outputs of different ranks, a checkpoint, an integer input and output."""
+    def f(x, y, n):
+        h = ops.checkpoint(lambda a, b: ops.sin(a) * b, policy=sp.nothing_saveable)(x, y)
+        m = ops.convert_element_type(n, np.float32)
+        return h * m, ops.reduce_sum(ops.tanh(x) * x, (1,)), n
+    return spec.trace(f, spec.f32[2, 3], spec.f32[2, 3], spec.i32[2, 3])
+
+
+def _args(prog, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(0.5, 1.5, t.shape).astype(t.dtype) if is_float(t.dtype)
+            else rng.integers(1, 4, t.shape).astype(t.dtype) for t in prog.in_types]
+
+
+# --------------------------------------------------------------------------
+# a numpy reference of each layer (float64), from the base program's values
+
+EPS = 1e-4
+
+
+def _ref_layer(fn, level: S.Level, layer: S.Layer):
+    n, d = len(level.in_types), level.diff_positions
+    fl = level.float_outputs
+
+    def shifted(a, t, s):
+        x = [np.asarray(v, np.float64) if is_float(np.asarray(v).dtype) else v for v in a[:n]]
+        for k, i in enumerate(d):
+            x[i] = x[i] + s * t[k]
+        return [np.asarray(fn(x)[j], np.float64) for j in fl]
+
+    if layer.kind in S.FORWARD_KINDS:
+        def g(a):
+            t = a[n:]
+            up, dn = shifted(a, t, EPS), shifted(a, t, -EPS)
+            return [(u - v) / (2 * EPS) for u, v in zip(up, dn)]
+        return g
+    if layer.kind in S.REVERSE_KINDS:
+        def g(a):
+            w = a[n:]
+            out = []
+            for i in d:
+                grad = np.zeros(np.shape(a[i]))
+                for idx in np.ndindex(grad.shape):
+                    e = np.zeros_like(grad)
+                    e[idx] = 1.0
+                    t = [e if k == i else np.zeros(np.shape(a[k])) for k in d]
+                    up, dn = shifted(a, t, EPS), shifted(a, t, -EPS)
+                    grad[idx] = sum(np.sum(c * (u - v)) for c, u, v in zip(w, up, dn)) / (2 * EPS)
+                out.append(grad)
+            return out
+        return g
+
+    def g(a):
+        members = [fn([np.take(x, b, axis=ax) if ax is not None else x for x, ax in zip(a, layer.in_axes)])
+                   for b in range(layer.size)]
+        return [np.stack([np.asarray(m[j]) for m in members], axis=ax % (np.ndim(members[0][j]) + 1))
+                for j, ax in enumerate(layer.out_axes)]
+    return g
+
+
+def numpy_reference(prog, stack, operands):
+    fn = lambda a: spec.evaluate(prog, *[np.asarray(v, t.dtype) for v, t in zip(a, prog.in_types)])
+    for level, layer in zip(S.levels(prog, stack), stack.layers):
+        fn = _ref_layer(fn, level, layer)
+    return fn(operands)
+
+
+def _up(prog):
+    from oracle.upcast import upcast
+    return upcast(prog)
+
+
+def _vmap(in_axes, out_axes, size=2):
+    return S.Layer("vmap", in_axes, out_axes, size)
+
+
+STACKS = {
+    "grad": (S.Layer("grad"),),
+    "vjp": (S.Layer("vjp"),),
+    "jvp": (S.Layer("jvp"),),
+    "linearize": (S.Layer("linearize"),),
+    "vmap mixed": (_vmap((1, -1, None), (-1, 0, 1), 3),),
+    "vmap all None but one": (_vmap((None, 2, None), (0, 1, 0)),),
+    "vmap o grad": (S.Layer("grad"), _vmap((0, 1, None, -1, None), (1, -1))),
+    "grad o vmap": (_vmap((1, 0, None), (2, 1, 0)), S.Layer("grad")),
+    "grad o grad": (S.Layer("grad"), S.Layer("grad")),
+    "jvp o grad": (S.Layer("grad"), S.Layer("jvp")),
+    "vjp o jvp": (S.Layer("jvp"), S.Layer("vjp")),
+    "linearize o vmap": (_vmap((-1, 0, 0), (0, -1, 0)), S.Layer("linearize")),
+    "vmap o vmap o jvp": (S.Layer("jvp"), _vmap((0, 1, None, 0, 2), (1, 0)), _vmap((2, 0, 1, None, 0), (0, 2))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_spec_side_matches_a_numpy_reference(name):
+    prog = _program()
+    stack = S.Stack(STACKS[name])
+    args = _args(prog)
+    operands = S.operands(prog, stack, args, seed=3)
+    p64 = S.spec_program(_up(prog), stack)
+    got = spec.evaluate(p64, *[np.asarray(o, np.float64) if is_float(np.asarray(o).dtype) else o
+                               for o in operands])
+    want = numpy_reference(_up(prog), stack, [np.asarray(o, np.float64) if is_float(np.asarray(o).dtype)
+                                              else o for o in operands])
+    assert len(got) == len(want)
+    tol = 1e-5 if stack.ad_depth < 2 else 1e-3
+    for g, w in zip(got, want):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=tol, atol=tol)
+
+
+def test_levels_reject_what_does_not_apply():
+    prog = _program()
+    with pytest.raises(InvalidArgument, match="in_axes / out_axes"):
+        S.levels(prog, S.Stack((_vmap((0,), (0, 0, 0)),)))
+    with pytest.raises(InvalidArgument, match="no batched input"):
+        S.levels(prog, S.Stack((_vmap((None, None, None), (0, 0, 0)),)))
+    with pytest.raises(InvalidArgument, match="out of range"):
+        S.levels(prog, S.Stack((_vmap((3, 0, 0), (0, 0, 0)),)))
+    with pytest.raises(InvalidArgument, match="outermost"):
+        S.Stack((S.Layer("linearize"), S.Layer("grad")))
+    ints = spec.trace(lambda n: n * 2, spec.i32[3])
+    with pytest.raises(InvalidArgument, match="no differentiated input"):
+        S.levels(ints, S.Stack((S.Layer("grad"),)))
+
+
+# --------------------------------------------------------------------------
+# through JAX
+
+jax = pytest.importorskip("jax")
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_pristine_jax_agrees_on_every_stack(name):
+    import oracle
+    prog = _program()
+    stack = S.Stack(STACKS[name])
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                          properties=(S.stack_property(stack, prog),))
+    assert [r.status for r in report.results] == ["ok", "ok"], str(report)
+
+
+_PLANT = """
+import runpy, sys
+from jax import lax
+from jax._src.interpreters import batching
+original = batching.fancy_primitive_batchers[lax.tanh_p]
+def wrong(axis_data, args, dims, **params):
+    out, d = original(axis_data, args, dims, **params)
+    return out * 1.01, d
+batching.fancy_primitive_batchers[lax.tanh_p] = wrong
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+def _fails_planted_passes_pristine(tmp_path, text, plant, message):
+    """The reproducer `text` fails with `message` under plain python with
+    the bug planted (by the runner script `plant`), and passes without."""
+    import subprocess
+    import sys
+    (tmp_path / "repro.py").write_text(text)
+    (tmp_path / "plant.py").write_text(plant)
+    run = subprocess.run([sys.executable, str(tmp_path / "plant.py"), str(tmp_path / "repro.py")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and message in run.stderr, run.stderr[-2000:]
+    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_a_batching_bug_is_a_mismatch_with_a_runnable_reproducer(tmp_path):
+    """tanh's batching rule made 1% off (planted, as the reproducer's
+    runner plants it): the stack vmap o grad differs, the reproducer
+    spells the stack, and it fails under plain python with the bug
+    planted, and passes on pristine JAX."""
+    import oracle
+    from jax import lax
+    from jax._src.interpreters import batching
+    prog = _program()
+    stack = S.Stack(STACKS["vmap o grad"])
+    original = batching.fancy_primitive_batchers[lax.tanh_p]
+
+    def wrong(axis_data, args, dims, **params):
+        out, d = original(axis_data, args, dims, **params)
+        return out * 1.01, d
+    batching.fancy_primitive_batchers[lax.tanh_p] = wrong
+    jax.clear_caches()
+    try:
+        with pytest.raises(oracle.Mismatch) as info:
+            oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                         properties=(S.stack_property(stack, prog),), implementations=("remat2",))
+    finally:
+        batching.fancy_primitive_batchers[lax.tanh_p] = original
+        jax.clear_caches()
+    assert "stack differs under remat2 [vmap(in_axes=(0, 1, None, -1, None), out_axes=(1, -1), size=2) o grad]" \
+        in str(info.value)
+    text = info.value.repro.text
+    assert "jax.vmap(level1, in_axes=(0, 1, None, -1, None), out_axes=(1, -1))" in text
+    assert "jax.grad(loss" in text
+    _fails_planted_passes_pristine(tmp_path, text, _PLANT, "stack differs from the spec")
+
+
+def test_reproducer_of_an_agreeing_stack_runs_to_agreement(tmp_path):
+    """The same reproducer with the spec's own program agrees under JAX."""
+    import subprocess
+    import sys
+    from oracle.repro import write_repro
+    prog = _program()
+    for name in ("linearize o vmap", "jvp o grad"):
+        stack = S.Stack(STACKS[name])
+        prop = S.stack_property(stack, prog)
+        args = _args(prog)
+        ops_ = S.operands(prog, stack, args, 0)
+        expected = spec.evaluate(S.spec_program(prog, stack), *ops_)
+        repro = write_repro(prog, None, args, "stack", "remat2", "msg",
+                            numeric=dict(expected=expected, atol=1e-4, operands=ops_), code=prop.repro_code)
+        path = tmp_path / f"{name.replace(' ', '_')}.py"
+        path.write_text(repro.text)
+        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+
+
+RESIDUAL_STACKS = sorted(n for n in STACKS if "linearize" not in n)
+
+
+@pytest.mark.parametrize("name", RESIDUAL_STACKS)
+def test_pristine_jax_saves_the_spec_residuals_of_every_stack(name):
+    """saved_residuals of the stacked function (second-order programs for
+    an AD layer) is the spec's list for the stack's program."""
+    import oracle
+    prog = _program()
+    stack = S.Stack(STACKS[name])
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert [(r.implementation, r.status) for r in report.results] == [
+        ("remat2", "ok"), ("remat3", "not compared")], str(report)
+
+
+def test_a_partial_eval_bug_in_a_second_order_program_is_found_with_a_runnable_reproducer(tmp_path):
+    """remat2's policy made to save the outputs of cos too (planted): the
+    residuals of grad o grad of a checkpointed program differ from the
+    spec's, and the reproducer (saved_residuals of the same stack) fails
+    with the bug planted and passes on pristine JAX."""
+    import oracle
+    from jax._src import ad_checkpoint as adc
+    prog = _program()
+    stack = S.Stack(STACKS["grad o grad"])
+    original = adc.nothing_saveable
+
+    def saves_cos(prim, *_, **__):
+        return prim.name == "cos"
+    plant = ("import runpy, sys\nfrom jax._src import ad_checkpoint as adc\nimport jax\n"
+             "saves_cos = lambda prim, *_, **__: prim.name == 'cos'\n"
+             "adc.nothing_saveable = saves_cos\njax.checkpoint_policies.nothing_saveable = saves_cos\n"
+             "runpy.run_path(sys.argv[1], run_name='__main__')\n")
+    adc.nothing_saveable = jax.checkpoint_policies.nothing_saveable = saves_cos
+    jax.clear_caches()
+    try:
+        with pytest.raises(oracle.Mismatch) as info:
+            oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                         properties=(S.stack_residuals_property(stack, prog),), implementations=("remat2",))
+    finally:
+        adc.nothing_saveable = jax.checkpoint_policies.nothing_saveable = original
+        jax.clear_caches()
+    assert "stack_residuals differs under remat2 [grad o grad]" in str(info.value)
+    _fails_planted_passes_pristine(tmp_path, info.value.repro.text, plant, "saved residuals differ from the spec")

@@ -18,6 +18,8 @@ from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
+from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
+
 
 @dataclass
 class Context:
@@ -116,6 +118,7 @@ class Normalization:
     reason: str
     apply: Callable   # (implementation, jax residuals, spec residuals, program, argument aliases)
                       # -> jax residuals
+    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
 
 
 def _remat3_arg_names(impl, jax_res, spec_res, prog, aliases):
@@ -141,16 +144,61 @@ def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
     return out
 
 
+def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
+    """A normalisation apply(): each JAX entry named `jax_name` takes, in
+    order, the name of a spec entry of the same type that JAX's list lacks
+    (and whose name starts with `spec_prefix`). Programs that have a
+    `unless_primitive` equation of their own are left alone (then the name
+    may be JAX's honest answer)."""
+    def apply(impl, jax_res, spec_res, prog, aliases):
+        import collections
+        if unless_primitive and _has_primitive(prog, unless_primitive):
+            return jax_res
+        unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
+        free = []
+        for r in spec_res:
+            if unmatched[r] > 0 and r[1].startswith(spec_prefix):
+                unmatched[r] -= 1
+                free.append(r)
+        out = []
+        for t, s in jax_res:
+            match = next((r for r in free if r[0] == t), None) if s == jax_name else None
+            if match is not None:
+                free.remove(match)
+                s = match[1]
+            out.append((t, s))
+        return out
+    return apply
+
+
+def _has_primitive(prog: Program, name: str) -> bool:
+    return any(e.primitive.name == name or any(_has_primitive(b, name) for _, b in subprograms(e.params))
+               for e in prog.eqns)
+
+
 NORMALIZATIONS = [
+    Normalization("saved-residuals-names-reduce_precision",
+                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
+                  "saved float value through reduce_precision (against XLA's excess precision), and "
+                  "saved_residuals names the residual `output of reduce_precision` instead of the "
+                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
+                  "print_saved_residuals'). Same value, same memory.",
+                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
+                  releases=Releases("0.4.31", "0.10.2")),
+    Normalization("saved-residuals-names-jitted-functions-pjit",
+                  "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
+                  "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
+                  "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
+                  _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
     Normalization("remat3-names-arguments-args[i]",
                   "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
                   "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
                   "without the function's signature); the spec uses the parameter names.",
-                  _remat3_arg_names),
+                  _remat3_arg_names, releases=REMAT3),
     Normalization("remat3-names-jitted-checkpoints-_remat3",
                   "Under jax_remat3 (jax 0.10.2) jax.jit(jax.checkpoint(f)) is a jitted function "
                   "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
-                  _remat3_jit_names),
+                  _remat3_jit_names, releases=REMAT3),
 ]
 
 
@@ -425,6 +473,7 @@ class Divergence:
     reason: str
     repro: str
     applies: Callable[[Context], bool] = field(compare=False)
+    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
 
 
 REPRO_PREAMBLE = ("import jax, jax.numpy as jnp\n"
@@ -630,6 +679,36 @@ def _constant_type_literals(ctx):
             and bool(lits(ctx.spec_residuals) - lits(ctx.jax_residuals)))
 
 
+def _integer_pow_one_factor(ctx):
+    """JAX's list is the spec's plus, at most once per integer_pow[y=1]
+    equation of that type, an `output of mul` (the factor 1 * x**0)."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    powers = collections.Counter((str(e.outputs[0].type), "output of mul") for e in _eqns(ctx.program)
+                                 if e.primitive.name == "integer_pow" and e.params["y"] == 1)
+    return not missing and bool(extra) and not (extra - powers)
+
+
+def _scan_residual_order(ctx):
+    """Same residuals, and only `output of scan` entries are out of place."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    got, want = ctx.jax_residuals, ctx.spec_residuals
+    return (got != want and collections.Counter(got) == collections.Counter(want)
+            and all(g[1] == "output of scan" and w[1] == "output of scan" for g, w in zip(got, want) if g != w))
+
+
+def _eqns(prog: Program):
+    for e in prog.eqns:
+        yield e
+        for _, sub in subprograms(e.params):
+            yield from _eqns(sub)
+
+
 DIVERGENCES = [
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
@@ -643,7 +722,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x, w: jnp.sum(jax.checkpoint(jnp.sin)(x @ w) ** 2), "
         "policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
-        _remat3_nested_provenance),
+        _remat3_nested_provenance, releases=REMAT3),
     Divergence(
         "remat3-custom-rules-are-full-remat",
         "Under jax_remat3 (jax 0.10.2) a custom_jvp or custom_vjp function inside a checkpoint "
@@ -659,7 +738,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(named(x))), "
         "policy=jax.checkpoint_policies.save_only_these_names('r'))\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        lambda ctx: ctx.remat3_defect_mattered("custom_opaque")),
+        lambda ctx: ctx.remat3_defect_mattered("custom_opaque"), releases=REMAT3),
     Divergence(
         "remat3-ignores-enclosing-policy-in-nested-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint nested in a checkpoint is a hi-primitive "
@@ -673,7 +752,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: inner(x), "
         "policy=jax.checkpoint_policies.save_only_these_names('a'))\n"
         "print_saved_residuals(f, 1.0)  # only the input",
-        _remat3_nested_opaque),
+        _remat3_nested_opaque, releases=REMAT3),
     Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
@@ -684,7 +763,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=jax.checkpoint_policies.everything_saveable)\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        _remat3_restricted),
+        _remat3_restricted, releases=REMAT3),
     Divergence(
         "remat3-unrecognised-policy-is-full-remat",
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
@@ -695,7 +774,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        _remat3_unrecognised),
+        _remat3_unrecognised, releases=REMAT3),
     Divergence(
         "remat3-misses-zero-tangents-out-of-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's linearization is opaque to the enclosing "
@@ -706,7 +785,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h: h ** 0)(jnp.sin(a))\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of cos",
-        _remat3_opaque_zeros),
+        _remat3_opaque_zeros, releases=REMAT3),
     Divergence(
         "remat3-instantiates-zero-tangents-into-checkpoints",
         "Under jax_remat3 (jax 0.10.2) the tangents of a checkpoint's inputs are instantiated "
@@ -716,7 +795,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h, a: jnp.cos(h))(a ** 0, a)\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of integer_pow",
-        _remat3_zero_input_tangents),
+        _remat3_zero_input_tangents, releases=REMAT3),
     Divergence(
         "remat3-linearized-checkpoint-reads-inputs-first",
         "Under jax_remat3 (jax 0.10.2) a linearized checkpoint reads its saved inputs before "
@@ -732,7 +811,7 @@ DIVERGENCES = [
         "f = lambda c, ws: lax.scan(cell, c, ws)[0].sum()\n"
         "print_saved_residuals(f, jnp.ones(3), jnp.ones((2, 3, 4)))  "
         "# f32[2,3] output of scan",
-        lambda ctx: ctx.remat3_defect_mattered("inputs_first")),
+        lambda ctx: ctx.remat3_defect_mattered("inputs_first"), releases=REMAT3),
     Divergence(
         "remat3-scan-in-checkpoint-saves-scan-outputs",
         "Under jax_remat3 (jax 0.10.2) a scan inside a checkpoint is split by `_scan_remat`: "
@@ -745,7 +824,7 @@ DIVERGENCES = [
         "g = jax.checkpoint(lambda xs, w: lax.scan(lambda c, x: (jnp.sin(c @ w) + x, None), "
         "xs[0], xs)[0].sum(), policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(g, jnp.ones((2, 3)), jnp.ones((3, 3)))  # f32[2,3] output of scan",
-        lambda ctx: ctx.remat3_defect_mattered("scan_rule")),
+        lambda ctx: ctx.remat3_defect_mattered("scan_rule"), releases=REMAT3),
     Divergence(
         "remat3-linearizes-checkpoint-bodies",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized (RematTraced.lin: "
@@ -760,7 +839,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0)), 1.0)))"
         "  # remat2: 1, remat3: 0",
-        lambda ctx: ctx.remat3_defect_mattered("linearized_body")),
+        lambda ctx: ctx.remat3_defect_mattered("linearized_body"), releases=REMAT3),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "
@@ -770,7 +849,7 @@ DIVERGENCES = [
         "p = jax.checkpoint_policies.save_anything_except_these_names('h')\n"
         "f = jax.checkpoint(lambda x: jnp.sum(checkpoint_name(jnp.sin(x), 'h') * x), policy=p)\n"
         "print_saved_residuals(f, jnp.ones(3))  # named 'h'",
-        _anything_except_stub),
+        _anything_except_stub, releases=REMAT3),
     Divergence(
         "remat3-checkpoint-name-has-no-batching-rule",
         "Under jax_remat3 (jax 0.10.2) checkpoint_name's hi-primitive has no batching rule: "
@@ -778,7 +857,7 @@ DIVERGENCES = [
         "vmap property, or every property when the user's function has a vmap inside).",
         "jax.config.update('jax_remat3', True)\n"
         "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
-        _remat3_name_no_batching),
+        _remat3_name_no_batching, releases=REMAT3),
     Divergence(
         "remat3-grad-raises-for-an-unused-scanned-checkpoint-input",
         "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "
@@ -793,7 +872,7 @@ DIVERGENCES = [
         "    c, ys = lax.scan(lambda c, _: (c * c, c * c), a, None, length=3)\n"
         "    return jax.checkpoint(lambda unused, a: jnp.sin(a))(ys, a)\n"
         "jax.grad(f)(0.5)  # ValueError",
-        _remat3_unused_scanned_input),
+        _remat3_unused_scanned_input, releases=REMAT3),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "
@@ -809,7 +888,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
-        _remat3_barriers),
+        _remat3_barriers, releases=REMAT3),
     Divergence(
         "literal-residuals-depend-on-the-constant-s-python-type",
         "JAX (0.10.2) saves a scalar constant that a tangent equation reads (\"from a literal\") "
@@ -833,6 +912,29 @@ DIVERGENCES = [
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
         _jit_linearize_zero),
+    Divergence(
+        "integer-pow-one-jvp-saves-its-factor",
+        "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "
+        "(jax/_src/lax/lax.py _integer_pow_jvp), so for y=1 linearization saves the constant "
+        "factor `1 * x**0` (an `output of mul`); jax-ml/jax 30f4c93c00 made y=1 return g. The "
+        "spec has 0.10.2's rule. Same derivative; one extra residual. The predicate: JAX's list "
+        "is the spec's plus at most one `output of mul` of each integer_pow[y=1]'s type.",
+        "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
+        _integer_pow_one_factor, releases=Releases("0.4.25", "0.10.1")),
+    Divergence(
+        "scan-residuals-in-another-order",
+        "Before jax 0.10 (verified on 0.4.25, 0.4.36 and 0.6.2; not bisected between 0.6.2 and "
+        "0.10.2) a scan's partial evaluation orders the residual outputs of the known scan "
+        "differently from 0.10.2 (which the spec models: in the order the body computes them), "
+        "so saved_residuals lists the same `output of scan` entries in another order. Same "
+        "values, same memory. The predicate: the lists are equal as multisets and only "
+        "`output of scan` entries are out of place.",
+        "def body(d, e):\n"
+        "    f_ = jnp.sin(e)\n"
+        "    return jnp.sin(d), f_\n"
+        "print_saved_residuals(lambda a: jax.lax.scan(body, a, a)[::-1], jnp.ones(3))  "
+        "# f32[3,3] first before 0.10",
+        _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
 ]
 
 
@@ -841,6 +943,8 @@ def find(ctx: Context) -> Divergence | None:
     Where several remat3 defects changed one residual list, the first that
     mattered names the finding; the model they share explains all of it."""
     for d in DIVERGENCES:
+        if not holds(d.releases):
+            continue
         try:
             if d.applies(ctx):
                 return d

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FUZZ_MINUTES ?= 2
 
-.PHONY: test fuzz clean
+.PHONY: test fuzz test-jax clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,5 +23,27 @@ test: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/remat-oracle fuzz --minutes $(FUZZ_MINUTES) --jobs 2 --out fuzz-findings
 
+# The release matrix: `make test-jax JAX=0.4.36` makes .venv-jax-0.4.36 with that
+# JAX release (numpy < 2 where its jaxlib was built against numpy 1: before 0.4.26),
+# runs the test suite there (tests whose expected values were recorded on another
+# release skip, saying so) and a JAX_FUZZ_MINUTES campaign (findings under
+# fuzz-findings-jax-<release>/).
+JAX ?= 0.10.2
+JAX_VENV := .venv-jax-$(JAX)
+JAX_FUZZ_MINUTES ?= 1
+NUMPY_FOR_JAX = $(shell $(PY) -c "v = tuple(int(p) for p in '$(JAX)'.split('.')[:3]); print('numpy<2' if v < (0, 4, 26) else 'numpy')")
+
+$(JAX_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/pip install -q --upgrade pip
+	$(JAX_VENV)/bin/pip install -q "jax==$(JAX)" "jaxlib==$(JAX)" "$(NUMPY_FOR_JAX)" ml_dtypes "sympy==1.14.0" \
+		"hypothesis==6.170.17" "pytest==9.2.0"
+	$(JAX_VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+test-jax: $(JAX_VENV)/.installed
+	$(JAX_VENV)/bin/python -m pytest -q tests fuzz
+	$(JAX_VENV)/bin/remat-oracle fuzz --minutes $(JAX_FUZZ_MINUTES) --jobs 2 --out fuzz-findings-jax-$(JAX)
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-jax-* build *.egg-info

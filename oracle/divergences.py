@@ -144,31 +144,60 @@ def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
     return out
 
 
+def _rename_unmatched(jax_res, spec_res, accepts):
+    """Each JAX entry the spec's list lacks takes, in order, the name of a
+    spec entry of the same type that JAX's list lacks, where
+    accepts(JAX's name, the spec's name)."""
+    import collections
+    unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
+    extra = collections.Counter(jax_res) - collections.Counter(spec_res)
+    free = []
+    for r in spec_res:
+        if unmatched[r] > 0:
+            unmatched[r] -= 1
+            free.append(r)
+    out = []
+    for t, s in jax_res:
+        match = None
+        if extra[(t, s)] > 0:
+            match = next((r for r in free if r[0] == t and accepts(s, r[1])), None)
+        if match is not None:
+            extra[(t, s)] -= 1
+            free.remove(match)
+            s = match[1]
+        out.append((t, s))
+    return out
+
+
 def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
-    """A normalisation apply(): each JAX entry named `jax_name` takes, in
-    order, the name of a spec entry of the same type that JAX's list lacks
-    (and whose name starts with `spec_prefix`). Programs that have a
-    `unless_primitive` equation of their own are left alone (then the name
-    may be JAX's honest answer)."""
+    """A normalisation apply(): JAX's entries named `jax_name` take the
+    names of the spec's entries starting with `spec_prefix` (see
+    _rename_unmatched). Programs that have a `unless_primitive` equation of
+    their own are left alone (then the name may be JAX's honest answer)."""
     def apply(impl, jax_res, spec_res, prog, aliases):
-        import collections
         if unless_primitive and _has_primitive(prog, unless_primitive):
             return jax_res
-        unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
-        free = []
-        for r in spec_res:
-            if unmatched[r] > 0 and r[1].startswith(spec_prefix):
-                unmatched[r] -= 1
-                free.append(r)
-        out = []
-        for t, s in jax_res:
-            match = next((r for r in free if r[0] == t), None) if s == jax_name else None
-            if match is not None:
-                free.remove(match)
-                s = match[1]
-            out.append((t, s))
-        return out
+        return _rename_unmatched(jax_res, spec_res, lambda j, s: j == jax_name and s.startswith(spec_prefix))
+    apply.__name__ = f"_misnamed({jax_name!r})"
     return apply
+
+
+def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `named 'n'` for a value the spec names by its producer (or
+    argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
+    from spec.partial_eval import source_of
+    wrapped: dict = {}
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(str(source_of(e.inputs[0], p)))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    if not wrapped:
+        return jax_res
+    return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
 
 
 def _has_primitive(prog: Program, name: str) -> bool:
@@ -177,6 +206,14 @@ def _has_primitive(prog: Program, name: str) -> bool:
 
 
 NORMALIZATIONS = [
+    Normalization("saved-residuals-names-the-input-of-a-name",
+                  "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
+                  "checkpoint_name names') to 0.10.2 (bf1e6d9b49 removed it) saved_residuals calls "
+                  "a saved value that is the *input* of a checkpoint_name `named 'n'`, where the "
+                  "spec names its producer: e.g. save_anything_except_these_names('h') saving "
+                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
+                  "same memory.",
+                  _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
     Normalization("saved-residuals-names-reduce_precision",
                   "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
                   "saved float value through reduce_precision (against XLA's excess precision), and "
@@ -474,6 +511,12 @@ class Divergence:
     repro: str
     applies: Callable[[Context], bool] = field(compare=False)
     releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
+    flag: str | None = None    # a JAX flag that must be on (a semantics switch, e.g. direct linearize)
+
+    def active(self) -> bool:
+        """It can hold on the installed JAX: its release, its flag on."""
+        from oracle.jax_api.flags import flags
+        return holds(self.releases) and (self.flag is None or flags().get(self.flag, False))
 
 
 REPRO_PREAMBLE = ("import jax, jax.numpy as jnp\n"
@@ -702,6 +745,34 @@ def _scan_residual_order(ctx):
             and all(g[1] == "output of scan" and w[1] == "output of scan" for g, w in zip(got, want) if g != w))
 
 
+def _atan2_old_jvp(ctx):
+    """Per atan2 equation of a type: the spec's `output of div` (y's
+    tangent factor) replaced by an `output of neg` and an `output of add`."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    atan2s = collections.Counter(str(e.outputs[0].type) for e in _eqns(ctx.program) if e.primitive.name == "atan2")
+    if not missing or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
+        return False
+    want = collections.Counter()
+    for (t, _), n in missing.items():
+        want[(t, "output of neg")] += n
+        want[(t, "output of add")] += n
+    return extra == want
+
+
+def _missing_rule(kind: str):
+    """JAX raised NotImplementedError: "<kind> rule for 'optimization_barrier'
+    not implemented", and the program has an optimization_barrier."""
+    def applies(ctx):
+        return (isinstance(ctx.error, NotImplementedError)
+                and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
+                and _has_primitive(ctx.program, "optimization_barrier"))
+    return applies
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -846,9 +917,9 @@ DIVERGENCES = [
         "(a TODO in ad_checkpoint.py), so it saves the excluded names too. The spec implements "
         "the documented meaning. The predicate: JAX's residuals equal the spec's with the "
         "policy replaced by everything_saveable.",
+        "from jax._src.ad_checkpoint import name_p\n"
         "p = jax.checkpoint_policies.save_anything_except_these_names('h')\n"
-        "f = jax.checkpoint(lambda x: jnp.sum(checkpoint_name(jnp.sin(x), 'h') * x), policy=p)\n"
-        "print_saved_residuals(f, jnp.ones(3))  # named 'h'",
+        "print('it saves h' if p(name_p, name='h') else 'it excludes h')  # it saves h",
         _anything_except_stub, releases=REMAT3),
     Divergence(
         "remat3-checkpoint-name-has-no-batching-rule",
@@ -904,14 +975,15 @@ DIVERGENCES = [
         _constant_type_literals),
     Divergence(
         "jit-linearize-saves-an-instantiated-zero",
-        "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "
+        "Linearizing a jit body (pjit's linearize rule, jax 0.10.2; direct linearization, the "
+        "default from jax 0.7.0, jax-ml/jax a7ed048afa: 0.6.2 does not show it) saves a zero tangent that a "
         "JVP rule instantiated as a known scalar (e.g. select_n's for a constant branch of "
         "jnp.where) as an output of the jitted function. The spec keeps such zeros inline and "
         "saves nothing. The predicate: the only residuals JAX has and the spec lacks are "
         "scalar outputs of jitted functions, and the spec has none JAX lacks.",
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
-        _jit_linearize_zero),
+        _jit_linearize_zero, releases=Releases("0.4.36"), flag="jax_use_direct_linearize"),
     Divergence(
         "integer-pow-one-jvp-saves-its-factor",
         "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "
@@ -929,12 +1001,42 @@ DIVERGENCES = [
         "so saved_residuals lists the same `output of scan` entries in another order. Same "
         "values, same memory. The predicate: the lists are equal as multisets and only "
         "`output of scan` entries are out of place.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
         "def body(d, e):\n"
         "    f_ = jnp.sin(e)\n"
         "    return jnp.sin(d), f_\n"
-        "print_saved_residuals(lambda a: jax.lax.scan(body, a, a)[::-1], jnp.ones(3))  "
-        "# f32[3,3] first before 0.10",
+        "shapes = [a.shape for a, _ in saved_residuals(lambda a: jax.lax.scan(body, a, a)[::-1], jnp.ones(3))]\n"
+        "print('stacked first' if shapes == [(3, 3), (3,)] else 'in the order the body computes them')  "
+        "# stacked first",
         _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
+    Divergence(
+        "atan2-jvp-divides-the-product",
+        "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "
+        "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
+        "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does. Same derivative. "
+        "The predicate: per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
+        "and `output of add` of the same type, and nothing else differs.",
+        "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
+        _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "optimization-barrier-not-differentiable",
+        "Before jax 0.5.3 lax.optimization_barrier has no JVP or transpose rule (jax-ml/jax "
+        "dadc68b6c1 added them): every derivative of a program with one raises "
+        "`NotImplementedError: Differentiation rule for 'optimization_barrier' not implemented`. "
+        "The spec has 0.10.2's rules. The predicate: that error, and the program has an "
+        "optimization_barrier.",
+        "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
+        "print(jax.grad(lambda x: barrier(x) * 2.0)(1.0))",
+        _missing_rule("Differentiation"), releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "optimization-barrier-not-batchable",
+        "Before jax 0.4.38 lax.optimization_barrier has no batching rule (jax-ml/jax 944d822ce6 "
+        "added a no-op one): vmap of a program with one raises `NotImplementedError: Batching "
+        "rule for 'optimization_barrier' not implemented`. The predicate: that error, and the "
+        "program has an optimization_barrier.",
+        "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
+        "print(jax.vmap(lambda x: barrier(x) * 2.0)(jnp.ones(3)))",
+        _missing_rule("Batching"), releases=Releases("0.4.25", "0.4.38")),
 ]
 
 
@@ -943,7 +1045,7 @@ def find(ctx: Context) -> Divergence | None:
     Where several remat3 defects changed one residual list, the first that
     mattered names the finding; the model they share explains all of it."""
     for d in DIVERGENCES:
-        if not holds(d.releases):
+        if not d.active():
             continue
         try:
             if d.applies(ctx):

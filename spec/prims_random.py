@@ -351,7 +351,7 @@ eval_rules[threefry2x32_p] = _threefry_eval
 jvp_rules[threefry2x32_p] = _zero_jvp(threefry2x32)      # (JAX registers none: uint32 operands)
 batch_rules[threefry2x32_p] = _multiple_broadcast_batcher(threefry2x32_p)   # batching.defbroadcasting
 jax_facts[threefry2x32_p] = JaxFacts(
-    "threefry2x32", "lambda k1, k2, x1, x2: jax._src.random.threefry2x32.threefry2x32_p.bind(k1, k2, x1, x2)")
+    "threefry2x32", "lambda k1, k2, x1, x2: __import__('jax.extend.random', fromlist=['random']).threefry2x32_p.bind(k1, k2, x1, x2)")
 examples[threefry2x32_p] = [
     Example("scalar-key", (((), "u32", "bits"), ((), "u32", "bits"), ((5,), "u32", "bits"), ((5,), "u32", "bits")),
             threefry2x32, _ref_threefry),

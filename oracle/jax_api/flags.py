@@ -63,8 +63,11 @@ def implementation(name: str):
 
 
 def flag_settings_source(impl: str) -> str:
-    """The jax.config lines a reproducer for `impl` starts with: none where
-    the release has no jax_remat3 flag (remat2 is then all there is)."""
-    if not capabilities().remat3:
-        return ""
-    return f"jax.config.update('jax_remat3', {impl == 'remat3'})\n"
+    """The jax.config lines a reproducer for `impl` starts with. remat2 is
+    the only implementation before jax 0.10.2 (no jax_remat3 flag): its
+    reproducer selects it only where the flag exists, so that it runs on
+    every release."""
+    if impl == "remat3":
+        return "jax.config.update('jax_remat3', True)\n"
+    return ("if hasattr(jax.config, 'jax_remat3'):   # remat2: the only implementation before jax 0.10.2\n"
+            "    jax.config.update('jax_remat3', False)\n")

@@ -118,14 +118,6 @@ def arg_names(jaxpr):
     return getattr(di, "arg_names", None) if di is not None else None
 
 
-def wrap_init(fun, name: str, args):
-    """lu.wrap_init(fun), with the debug info 0.5+ requires."""
-    from jax._src import api_util, linear_util as lu
-    if capabilities().wrap_init_debug_info:
-        return lu.wrap_init(fun, debug_info=api_util.debug_info(name, fun, args, {}))
-    return lu.wrap_init(fun)
-
-
 # --------------------------------------------------------------------------
 # binding control flow as the release's equation wants it
 

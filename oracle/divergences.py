@@ -736,13 +736,17 @@ def _integer_pow_one_factor(ctx):
 
 
 def _scan_residual_order(ctx):
-    """Same residuals, and only `output of scan` entries are out of place."""
+    """Same residuals, and only `output of scan` / `output of cond` entries
+    are out of place."""
     import collections
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     got, want = ctx.jax_residuals, ctx.spec_residuals
     return (got != want and collections.Counter(got) == collections.Counter(want)
-            and all(g[1] == "output of scan" and w[1] == "output of scan" for g, w in zip(got, want) if g != w))
+            and all(g[1] in _LOOP_OUTPUTS and w[1] in _LOOP_OUTPUTS for g, w in zip(got, want) if g != w))
+
+
+_LOOP_OUTPUTS = ("output of scan", "output of cond")
 
 
 def _atan2_old_jvp(ctx):
@@ -771,6 +775,20 @@ def _missing_rule(kind: str):
                 and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
                 and _has_primitive(ctx.program, "optimization_barrier"))
     return applies
+
+
+def _custom_vjp_output_in_scan(ctx):
+    """JAX's list is the spec's plus `output of scan` entries, at most one
+    per output of a custom_vjp_call inside a scan body."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    outputs = sum(len(e.outputs) for s in _eqns(ctx.program) if s.primitive.name == "scan"
+                  for e in _eqns(s.params["jaxpr"]) if e.primitive.name == "custom_vjp_call")
+    return (not missing and bool(extra) and all(src == "output of scan" for _, src in extra)
+            and sum(extra.values()) <= outputs)
 
 
 def _eqns(prog: Program):
@@ -996,11 +1014,11 @@ DIVERGENCES = [
     Divergence(
         "scan-residuals-in-another-order",
         "Before jax 0.10 (verified on 0.4.25, 0.4.36 and 0.6.2; not bisected between 0.6.2 and "
-        "0.10.2) a scan's partial evaluation orders the residual outputs of the known scan "
-        "differently from 0.10.2 (which the spec models: in the order the body computes them), "
-        "so saved_residuals lists the same `output of scan` entries in another order. Same "
-        "values, same memory. The predicate: the lists are equal as multisets and only "
-        "`output of scan` entries are out of place.",
+        "0.10.2) a scan's (and a cond's) partial evaluation orders the residual outputs of the "
+        "known half differently from 0.10.2 (which the spec models: in the order the body "
+        "computes them), so saved_residuals lists the same `output of scan` (`output of cond`) "
+        "entries in another order. Same values, same memory. The predicate: the lists are equal "
+        "as multisets and only `output of scan` / `output of cond` entries are out of place.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "def body(d, e):\n"
         "    f_ = jnp.sin(e)\n"
@@ -1009,6 +1027,23 @@ DIVERGENCES = [
         "print('stacked first' if shapes == [(3, 3), (3,)] else 'in the order the body computes them')  "
         "# stacked first",
         _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
+    Divergence(
+        "custom-vjp-in-scan-saves-its-output",
+        "From jax 0.4.16 (jax-ml/jax 70b58bbd30) to 0.6.0 a custom_vjp function's JVP ties its "
+        "primal outputs to the tangents (`lax.tie_p.bind(primals_out, tangents_out)`), so "
+        "linearizing one inside a scan body saves its primal output as a residual the backward "
+        "pass never needs (an extra stacked `output of scan`); jax-ml/jax 74938be845 (0.6.1) "
+        "removed the tie. docs/historic_bugs.md has the reproducer. The predicate: JAX's list "
+        "is the spec's plus `output of scan` entries, at most one per custom_vjp output in a "
+        "scan body.",
+        "@jax.custom_vjp\n"
+        "def s(x):\n"
+        "    return jnp.sin(x)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))\n"
+        "f = lambda a: jax.lax.scan(lambda c, _: (lambda e: (e, e))(s(c)), a, None, length=1)\n"
+        "n = len(jax._src.ad_checkpoint.saved_residuals(f, 1.0))\n"
+        "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
+        _custom_vjp_output_in_scan, releases=Releases("0.4.25", "0.6.1")),
     Divergence(
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "

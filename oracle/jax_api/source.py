@@ -58,6 +58,8 @@ lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
     'sin', 'cos', 'tan', 'tanh', 'exp', 'exp2', 'expm1', 'log', 'log1p', 'logistic', 'sqrt', 'rsqrt', 'cbrt')
     if not _takes(getattr(lax, n), 'accuracy')},
     **({} if _takes(lax.top_k, 'axis') else {'top_k': _last_axis_top_k(lax.top_k)}),
+    **{n: getattr(lax_internal, '_' + n) for n in ('reduce_and', 'reduce_or')
+       if not hasattr(lax, n)},                            # private before jax 0.4.3x
     **({} if hasattr(lax, 'optimization_barrier') else     # public from jax 0.4.3x
        {'optimization_barrier': __import__('jax._src.ad_checkpoint', fromlist=['_'])._optimization_barrier}))
 lax_internal = _Spelled(lax_internal, **{n: getattr(lax_internal, '_' + n) for n in (

@@ -511,12 +511,13 @@ class Divergence:
     repro: str
     applies: Callable[[Context], bool] = field(compare=False)
     releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
-    flag: str | None = None    # a JAX flag that must be on (a semantics switch, e.g. direct linearize)
+    flag: str | None = None    # a JAX flag it needs (a semantics switch, e.g. direct linearize)
+    flag_value: bool = True    # ... with this value (a flag the release lacks is off)
 
     def active(self) -> bool:
-        """It can hold on the installed JAX: its release, its flag on."""
+        """It can hold on the installed JAX: its release, its flag as needed."""
         from oracle.jax_api.flags import flags
-        return holds(self.releases) and (self.flag is None or flags().get(self.flag, False))
+        return holds(self.releases) and (self.flag is None or flags().get(self.flag, False) == self.flag_value)
 
 
 REPRO_PREAMBLE = ("import jax, jax.numpy as jnp\n"
@@ -791,6 +792,20 @@ def _custom_vjp_output_in_scan(ctx):
             and sum(extra.values()) <= outputs)
 
 
+def _zero_power_literal(ctx):
+    """JAX's list is the spec's plus at most one scalar `from a literal` of
+    each integer_pow[y=0]'s dtype."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
+                                for e in _eqns(ctx.program)
+                                if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    return not missing and bool(extra) and not (extra - zeros)
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -1044,6 +1059,17 @@ DIVERGENCES = [
         "n = len(jax._src.ad_checkpoint.saved_residuals(f, 1.0))\n"
         "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
         _custom_vjp_output_in_scan, releases=Releases("0.4.25", "0.6.1")),
+    Divergence(
+        "jvp-partial-eval-saves-a-zero-power-s-literal",
+        "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "
+        "where it is the default since jax-ml/jax a7ed048afa, or absent before 0.4.36) "
+        "linearization is JVP followed by partial evaluation, and the zero tangent of "
+        "integer_pow(x, 0) (`_zeros(g)`, a broadcast literal 0) becomes a saved scalar `from a "
+        "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
+        "predicate: JAX's list is the spec's plus at most one scalar `from a literal` per "
+        "integer_pow[y=0] of its dtype.",
+        "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
+        _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "

@@ -28,9 +28,13 @@ RELEASES_INTRO = [
 ]
 
 
+def _flag(d) -> str:
+    return "" if d.flag is None else f"{d.flag} {'on' if d.flag_value else 'off (or absent)'}"
+
+
 def _releases_table(dv) -> list[str]:
     rows = ["| entry | kind | JAX releases | flag |", "|---|---|---|---|"]
-    rows += [f"| `{d.name}` | divergence | {d.releases} | {d.flag or ''} |" for d in dv.DIVERGENCES]
+    rows += [f"| `{d.name}` | divergence | {d.releases} | {_flag(d)} |" for d in dv.DIVERGENCES]
     rows += [f"| `{n.name}` | normalization | {n.releases} | |" for n in dv.NORMALIZATIONS]
     return rows
 
@@ -43,7 +47,7 @@ def render_divergences() -> str:
            f"## Divergences ({len(dv.DIVERGENCES)})", ""]
     for d in dv.DIVERGENCES:
         out += [f"### `{d.name}`", "", d.reason, "",
-                f"JAX releases: {d.releases}" + (f", with {d.flag} on" if d.flag else "") + ".", "",
+                f"JAX releases: {d.releases}" + (f", with {_flag(d)}" if d.flag else "") + ".", "",
                 f"Predicate: `{d.applies.__name__}`.", "",
                 "```python", dv.REPRO_PREAMBLE + d.repro.rstrip(), "```", ""]
     out += [f"## Normalizations ({len(dv.NORMALIZATIONS)})", "",

@@ -806,6 +806,14 @@ def _zero_power_literal(ctx):
     return not missing and bool(extra) and not (extra - zeros)
 
 
+def _non_partitionable_threefry(ctx):
+    """A numeric property of a program that splits, folds or draws bits
+    from a key (the key derivations both algorithms define differently)."""
+    return (ctx.property in ("values", "vmap") and ctx.error is None
+            and any(e.primitive.name in ("random_split", "random_fold_in", "random_bits")
+                    for e in _eqns(ctx.program)))
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -1070,6 +1078,18 @@ DIVERGENCES = [
         "integer_pow[y=0] of its dtype.",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "threefry-not-partitionable",
+        "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "
+        "turned it on): random_split, random_fold_in and random_bits derive other bits from a "
+        "threefry key than the partitionable algorithm the spec models (0.10.2's default). An "
+        "intended change of semantics behind a flag, so keyed on the flag, not the release. "
+        "The predicate: the values (or vmap) of a program with one of those equations differ, "
+        "with the flag off.",
+        "import numpy as np\n"
+        "k = jax.random.wrap_key_data(np.array([1, 2], np.uint32), impl='threefry2x32')\n"
+        "print(jax.random.key_data(jax.random.split(k, 2))[0])  # 4128513521",
+        _non_partitionable_threefry, flag="jax_threefry_partitionable", flag_value=False),
     Divergence(
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "

@@ -9,7 +9,7 @@ from oracle.jax_api.capabilities import capabilities
 
 IMPLEMENTATIONS = ("remat2", "remat3")
 # the JAX flags that change what remat does, reported where the release has them
-_FLAGS = ("jax_remat3", "jax_use_direct_linearize")
+_FLAGS = ("jax_remat3", "jax_use_direct_linearize", "jax_threefry_partitionable")
 
 
 def implementations() -> tuple:

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FUZZ_MINUTES ?= 2
 
-.PHONY: test fuzz clean
+.PHONY: test fuzz test-jax clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,5 +23,40 @@ test: $(STAMP)
 fuzz: $(STAMP)
 	$(BIN)/remat-oracle fuzz --minutes $(FUZZ_MINUTES) --jobs 2 --out fuzz-findings
 
+# The release matrix: `make test-jax JAX=0.4.36` makes .venv-jax-0.4.36 with that
+# JAX release (numpy < 2 where its jaxlib was built against numpy 1: before 0.4.26),
+# runs the release-independent tests there (RELEASE_TESTS; a recording's freshness
+# test skips on another release, saying so) and a JAX_FUZZ_MINUTES campaign
+# (findings under fuzz-findings-jax-<release>/).
+JAX ?= 0.10.2
+JAX_VENV := .venv-jax-$(JAX)
+JAX_FUZZ_MINUTES ?= 1
+NUMPY_FOR_JAX = $(shell $(PY) -c "v = tuple(int(p) for p in '$(JAX)'.split('.')[:3]); print('numpy<2' if v < (0, 4, 26) else 'numpy')")
+
+$(JAX_VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/pip install -q --upgrade pip
+	$(JAX_VENV)/bin/pip install -q "jax==$(JAX)" "jaxlib==$(JAX)" "$(NUMPY_FOR_JAX)" ml_dtypes "sympy==1.14.0" \
+		"hypothesis==6.170.17" "pytest==9.2.0"
+	$(JAX_VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+# the release-independent tests: the spec's own (no JAX), the spec against the
+# recorded answers, oracle.check on the docs' examples, every divergence's
+# release range both ways, the historic bugs' reproducers. (The rest of the
+# suite pins jax 0.10.2's behaviour: remat3, its API spellings in planted
+# bugs and mutation overlays.)
+RELEASE_TESTS = tests/test_ir.py tests/test_primitives.py tests/test_batching.py tests/test_remat.py \
+	tests/test_rules_exact.py tests/test_scan.py tests/test_readme.py tests/test_no_jax.py \
+	fuzz/test_coverage.py fuzz/test_spec_properties.py fuzz/test_symbolic.py \
+	tests/test_recorded_residuals.py tests/test_recorded_remat_residuals.py \
+	tests/test_recorded_scan_residuals.py tests/test_recorded_cond_residuals.py \
+	tests/test_recorded_custom_residuals.py tests/test_recorded_composed_residuals.py \
+	tests/test_release_examples.py tests/test_divergences.py tests/test_historic_bugs.py
+
+test-jax: $(JAX_VENV)/.installed
+	$(JAX_VENV)/bin/python -m pytest -q $(RELEASE_TESTS)
+	$(JAX_VENV)/bin/remat-oracle fuzz --minutes $(JAX_FUZZ_MINUTES) --jobs 2 --out fuzz-findings-jax-$(JAX)
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-jax-* build *.egg-info

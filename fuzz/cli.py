@@ -273,6 +273,13 @@ def fuzz_main(args) -> int:
         if i not in ("remat2", "remat3"):
             print(f"unknown --jax-impl {i!r}; supported: remat2, remat3", file=sys.stderr)
             return 2
+    from oracle import jax_api
+    env = jax_api.environment()
+    print("checking against " + ", ".join(f"{k}={v}" for k, v in env.items()), file=sys.stderr)
+    for i in impls:
+        if jax_api.unavailable(i):
+            print(f"{i}: not checked ({jax_api.unavailable(i)})", file=sys.stderr)
+    impls = tuple(i for i in impls if not jax_api.unavailable(i))
     os.makedirs(args.out, exist_ok=True)
     start = time.time()
     c = _Campaign(args, impls, start, start + 60 * args.minutes, mp.get_context("spawn").Queue())

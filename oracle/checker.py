@@ -38,7 +38,7 @@ import spec
 from spec import policies as sp
 from spec.ir import Program, is_float
 
-from oracle import divergences
+from oracle import divergences, jax_api
 from oracle.conventions import AS_IS, Call, Factory, bind, draw, jax_value_of
 from oracle.errors import InvalidArgument, Mismatch
 from oracle.from_jax import from_jaxpr, subjaxprs
@@ -105,31 +105,8 @@ def _policy_label(policy) -> str:
     return getattr(policy, "__qualname__", None) or getattr(policy, "__name__", None) or repr(policy)
 
 
-def environment() -> dict:
-    import jax
-    import jaxlib
-    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
-            "jax_remat3": bool(jax.config.jax_remat3),
-            "jax_use_direct_linearize": bool(jax.config.jax_use_direct_linearize)}
-
-
-@contextlib.contextmanager
-def implementation(name: str):
-    """Select remat2 or remat3 for the duration."""
-    import jax
-    if name not in IMPLEMENTATIONS:
-        raise InvalidArgument(f"unknown implementation {name!r}; supported: {IMPLEMENTATIONS}")
-    old = jax.config.jax_remat3
-    # jax's tracing caches are not keyed on jax_remat3: clear them on a switch
-    if old != (name == "remat3"):
-        jax.clear_caches()
-    jax.config.update("jax_remat3", name == "remat3")
-    try:
-        yield
-    finally:
-        if jax.config.jax_remat3 != old:
-            jax.clear_caches()
-        jax.config.update("jax_remat3", old)
+environment = jax_api.environment     # jax, jaxlib, backend and the remat flags the release has
+implementation = jax_api.implementation   # select remat2 or remat3 for the duration
 
 
 # --------------------------------------------------------------------------
@@ -164,7 +141,12 @@ def spec_program(call: Call, jax_policy) -> Program:
     """The spec's program for the function under test (from remat2's jaxpr,
     with the spec meaning of the policy)."""
     with implementation("remat2"):
-        return from_jaxpr(_trace(call, jax_policy))
+        closed = _trace(call, jax_policy)
+        names = None
+        if jax_api.internals.arg_names(closed.jaxpr) is None:    # a release whose jaxprs keep no names
+            args, kwargs = call.dynamic(call.jax_leaves)
+            names = jax_api.internals.signature_names(target(call, jax_policy), args, kwargs)
+        return from_jaxpr(closed, input_names=names)
 
 
 def _foreign_checkpoints(jaxpr, impl: str) -> bool:
@@ -353,14 +335,24 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     report.timings["spec"] += time.perf_counter() - t_spec
     mismatches = []
     for impl in implementations:
-        with implementation(impl):
+        with _selected(impl):
             _check_implementation(case, impl, props, spec_outcomes, report, mismatches)
     if mismatches:
         raise _mismatch(case, report, mismatches, repro_dir, props)
     return report
 
 
+def _selected(impl):
+    """implementation(impl), or nothing where the release lacks it (then
+    _check_implementation reports it not checked)."""
+    return contextlib.nullcontext() if jax_api.unavailable(impl) else implementation(impl)
+
+
 def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
+    missing = jax_api.unavailable(impl)
+    if missing is not None:
+        report.results += [Result(p.name, impl, "not checked", missing) for p in props]
+        return
     reason, error = _outcome(_honest, case.call, case.jax_policy, impl)
     if reason is not None:
         report.results += [Result(p.name, impl, "not checked", reason) for p in props]

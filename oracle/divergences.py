@@ -18,6 +18,8 @@ from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
+from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
+
 
 @dataclass
 class Context:
@@ -116,6 +118,7 @@ class Normalization:
     reason: str
     apply: Callable   # (implementation, jax residuals, spec residuals, program, argument aliases)
                       # -> jax residuals
+    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
 
 
 def _remat3_arg_names(impl, jax_res, spec_res, prog, aliases):
@@ -141,16 +144,98 @@ def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
     return out
 
 
+def _rename_unmatched(jax_res, spec_res, accepts):
+    """Each JAX entry the spec's list lacks takes, in order, the name of a
+    spec entry of the same type that JAX's list lacks, where
+    accepts(JAX's name, the spec's name)."""
+    import collections
+    unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
+    extra = collections.Counter(jax_res) - collections.Counter(spec_res)
+    free = []
+    for r in spec_res:
+        if unmatched[r] > 0:
+            unmatched[r] -= 1
+            free.append(r)
+    out = []
+    for t, s in jax_res:
+        match = None
+        if extra[(t, s)] > 0:
+            match = next((r for r in free if r[0] == t and accepts(s, r[1])), None)
+        if match is not None:
+            extra[(t, s)] -= 1
+            free.remove(match)
+            s = match[1]
+        out.append((t, s))
+    return out
+
+
+def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
+    """A normalisation apply(): JAX's entries named `jax_name` take the
+    names of the spec's entries starting with `spec_prefix` (see
+    _rename_unmatched). Programs that have a `unless_primitive` equation of
+    their own are left alone (then the name may be JAX's honest answer)."""
+    def apply(impl, jax_res, spec_res, prog, aliases):
+        if unless_primitive and _has_primitive(prog, unless_primitive):
+            return jax_res
+        return _rename_unmatched(jax_res, spec_res, lambda j, s: j == jax_name and s.startswith(spec_prefix))
+    apply.__name__ = f"_misnamed({jax_name!r})"
+    return apply
+
+
+def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `named 'n'` for a value the spec names by its producer (or
+    argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
+    from spec.partial_eval import source_of
+    wrapped: dict = {}
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(str(source_of(e.inputs[0], p)))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    if not wrapped:
+        return jax_res
+    return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
+
+
+def _has_primitive(prog: Program, name: str) -> bool:
+    return any(e.primitive.name == name or any(_has_primitive(b, name) for _, b in subprograms(e.params))
+               for e in prog.eqns)
+
+
 NORMALIZATIONS = [
+    Normalization("saved-residuals-names-the-input-of-a-name",
+                  "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
+                  "checkpoint_name names') to 0.10.2 (bf1e6d9b49 removed it) saved_residuals calls "
+                  "a saved value that is the *input* of a checkpoint_name `named 'n'`, where the "
+                  "spec names its producer: e.g. save_anything_except_these_names('h') saving "
+                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
+                  "same memory.",
+                  _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
+    Normalization("saved-residuals-names-reduce_precision",
+                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
+                  "saved float value through reduce_precision (against XLA's excess precision), and "
+                  "saved_residuals names the residual `output of reduce_precision` instead of the "
+                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
+                  "print_saved_residuals'). Same value, same memory.",
+                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
+                  releases=Releases("0.4.31", "0.10.2")),
+    Normalization("saved-residuals-names-jitted-functions-pjit",
+                  "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
+                  "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
+                  "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
+                  _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
     Normalization("remat3-names-arguments-args[i]",
                   "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
                   "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
                   "without the function's signature); the spec uses the parameter names.",
-                  _remat3_arg_names),
+                  _remat3_arg_names, releases=REMAT3),
     Normalization("remat3-names-jitted-checkpoints-_remat3",
                   "Under jax_remat3 (jax 0.10.2) jax.jit(jax.checkpoint(f)) is a jitted function "
                   "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
-                  _remat3_jit_names),
+                  _remat3_jit_names, releases=REMAT3),
 ]
 
 
@@ -506,6 +591,14 @@ class Divergence:
     reason: str
     repro: str
     applies: Callable[[Context], bool] = field(compare=False)
+    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
+    flag: str | None = None    # a JAX flag it needs (a semantics switch, e.g. direct linearize)
+    flag_value: bool = True    # ... with this value (a flag the release lacks is off)
+
+    def active(self) -> bool:
+        """It can hold on the installed JAX: its release, its flag as needed."""
+        from oracle.jax_api.flags import flags
+        return holds(self.releases) and (self.flag is None or flags().get(self.flag, False) == self.flag_value)
 
 
 REPRO_PREAMBLE = ("import jax, jax.numpy as jnp\n"
@@ -799,6 +892,104 @@ def _constant_type_literals(ctx):
         ctx.jax_residuals, ctx.residuals_with(**dict.fromkeys(REMAT3_DEFECTS, True)))
 
 
+def _integer_pow_one_factor(ctx):
+    """JAX's list is the spec's plus, at most once per integer_pow[y=1]
+    equation of that type, an `output of mul` (the factor 1 * x**0)."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    powers = collections.Counter((str(e.outputs[0].type), "output of mul") for e in _eqns(ctx.program)
+                                 if e.primitive.name == "integer_pow" and e.params["y"] == 1)
+    return not missing and bool(extra) and not (extra - powers)
+
+
+def _scan_residual_order(ctx):
+    """Same residuals, and only `output of scan` / `output of cond` entries
+    are out of place."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    got, want = ctx.jax_residuals, ctx.spec_residuals
+    return (got != want and collections.Counter(got) == collections.Counter(want)
+            and all(g[1] in _LOOP_OUTPUTS and w[1] in _LOOP_OUTPUTS for g, w in zip(got, want) if g != w))
+
+
+_LOOP_OUTPUTS = ("output of scan", "output of cond")
+
+
+def _atan2_old_jvp(ctx):
+    """Per atan2 equation of a type: the spec's `output of div` (y's
+    tangent factor) replaced by an `output of neg` and an `output of add`."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    atan2s = collections.Counter(str(e.outputs[0].type) for e in _eqns(ctx.program) if e.primitive.name == "atan2")
+    if not missing or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
+        return False
+    want = collections.Counter()
+    for (t, _), n in missing.items():
+        want[(t, "output of neg")] += n
+        want[(t, "output of add")] += n
+    return extra == want
+
+
+def _missing_rule(kind: str):
+    """JAX raised NotImplementedError: "<kind> rule for 'optimization_barrier'
+    not implemented", and the program has an optimization_barrier."""
+    def applies(ctx):
+        return (isinstance(ctx.error, NotImplementedError)
+                and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
+                and _has_primitive(ctx.program, "optimization_barrier"))
+    return applies
+
+
+def _custom_vjp_output_in_scan(ctx):
+    """JAX's list is the spec's plus `output of scan` entries, at most one
+    per output of a custom_vjp_call inside a scan body."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    outputs = sum(len(e.outputs) for s in _eqns(ctx.program) if s.primitive.name == "scan"
+                  for e in _eqns(s.params["jaxpr"]) if e.primitive.name == "custom_vjp_call")
+    return (not missing and bool(extra) and all(src == "output of scan" for _, src in extra)
+            and sum(extra.values()) <= outputs)
+
+
+def _zero_power_literal(ctx):
+    """JAX's list is the spec's plus at most one scalar `from a literal` of
+    each integer_pow[y=0]'s dtype."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
+    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
+                                for e in _eqns(ctx.program)
+                                if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    return not missing and bool(extra) and not (extra - zeros)
+
+
+def _non_partitionable_threefry(ctx):
+    """A numeric property of a program that splits, folds or draws bits
+    from a key (the key derivations both algorithms define differently)."""
+    return (ctx.property in ("values", "vmap") and ctx.error is None
+            and any(e.primitive.name in ("random_split", "random_fold_in", "random_bits")
+                    for e in _eqns(ctx.program)))
+
+
+def _eqns(prog: Program):
+    for e in prog.eqns:
+        yield e
+        for _, sub in subprograms(e.params):
+            yield from _eqns(sub)
+
+
 DIVERGENCES = [
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
@@ -812,7 +1003,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x, w: jnp.sum(jax.checkpoint(jnp.sin)(x @ w) ** 2), "
         "policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((3, 3)))",
-        _remat3_nested_provenance),
+        _remat3_nested_provenance, releases=REMAT3),
     Divergence(
         "remat3-custom-rules-are-full-remat",
         "Under jax_remat3 (jax 0.10.2) a custom_jvp or custom_vjp function inside a checkpoint "
@@ -828,7 +1019,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(named(x))), "
         "policy=jax.checkpoint_policies.save_only_these_names('r'))\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        lambda ctx: ctx.remat3_defect_mattered("custom_opaque")),
+        lambda ctx: ctx.remat3_defect_mattered("custom_opaque"), releases=REMAT3),
     Divergence(
         "remat3-ignores-enclosing-policy-in-nested-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint nested in a checkpoint is a hi-primitive "
@@ -842,7 +1033,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: inner(x), "
         "policy=jax.checkpoint_policies.save_only_these_names('a'))\n"
         "print_saved_residuals(f, 1.0)  # only the input",
-        _remat3_nested_opaque),
+        _remat3_nested_opaque, releases=REMAT3),
     Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
@@ -853,7 +1044,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=jax.checkpoint_policies.everything_saveable)\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        _remat3_restricted),
+        _remat3_restricted, releases=REMAT3),
     Divergence(
         "remat3-unrecognised-policy-is-full-remat",
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
@@ -864,7 +1055,7 @@ DIVERGENCES = [
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
-        _remat3_unrecognised),
+        _remat3_unrecognised, releases=REMAT3),
     Divergence(
         "remat3-misses-zero-tangents-out-of-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's linearization is opaque to the enclosing "
@@ -875,7 +1066,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h: h ** 0)(jnp.sin(a))\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of cos",
-        _remat3_opaque_zeros),
+        _remat3_opaque_zeros, releases=REMAT3),
     Divergence(
         "remat3-instantiates-zero-tangents-into-checkpoints",
         "Under jax_remat3 (jax 0.10.2) the tangents of a checkpoint's inputs are instantiated "
@@ -885,7 +1076,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "g = lambda a: jax.checkpoint(lambda h, a: jnp.cos(h))(a ** 0, a)\n"
         "print_saved_residuals(g, 1.0)  # f32[] output of integer_pow",
-        _remat3_zero_input_tangents),
+        _remat3_zero_input_tangents, releases=REMAT3),
     Divergence(
         "remat3-linearized-checkpoint-reads-inputs-first",
         "Under jax_remat3 (jax 0.10.2) a linearized checkpoint reads its saved inputs before "
@@ -901,7 +1092,7 @@ DIVERGENCES = [
         "f = lambda c, ws: lax.scan(cell, c, ws)[0].sum()\n"
         "print_saved_residuals(f, jnp.ones(3), jnp.ones((2, 3, 4)))  "
         "# f32[2,3] output of scan",
-        lambda ctx: ctx.remat3_defect_mattered("inputs_first")),
+        lambda ctx: ctx.remat3_defect_mattered("inputs_first"), releases=REMAT3),
     Divergence(
         "remat3-scan-in-checkpoint-saves-scan-outputs",
         "Under jax_remat3 (jax 0.10.2) a scan inside a checkpoint is split by `_scan_remat`: "
@@ -914,7 +1105,7 @@ DIVERGENCES = [
         "g = jax.checkpoint(lambda xs, w: lax.scan(lambda c, x: (jnp.sin(c @ w) + x, None), "
         "xs[0], xs)[0].sum(), policy=jax.checkpoint_policies.dots_saveable)\n"
         "print_saved_residuals(g, jnp.ones((2, 3)), jnp.ones((3, 3)))  # f32[2,3] output of scan",
-        lambda ctx: ctx.remat3_defect_mattered("scan_rule")),
+        lambda ctx: ctx.remat3_defect_mattered("scan_rule"), releases=REMAT3),
     Divergence(
         "remat3-linearizes-checkpoint-bodies",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized (RematTraced.lin: "
@@ -929,7 +1120,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0)), 1.0)))"
         "  # remat2: 1, remat3: 0",
-        lambda ctx: ctx.remat3_defect_mattered("linearized_body")),
+        lambda ctx: ctx.remat3_defect_mattered("linearized_body"), releases=REMAT3),
     Divergence(
         "remat3-non-float-checkpoint-output-keeps-its-tangents-live",
         "Under jax_remat3 (jax 0.10.2) the tangent of a checkpoint's non-float (bool, integer) "
@@ -947,17 +1138,17 @@ DIVERGENCES = [
         "ck = jax.checkpoint(lambda x, b: (jnp.sin(x), ~b))\n"
         "f = lambda a, b: (jnp.cos(a), ck(3.0 * jnp.sin(a), b)[1])\n"
         "print_saved_residuals(f, 1.0, jnp.ones(2, bool))  # output of mul",
-        _remat3_float0_tangents),
+        _remat3_float0_tangents, releases=REMAT3),
     Divergence(
         "save-anything-except-these-names-is-a-stub",
         "jax 0.10.2 defines save_anything_except_these_names(*names) as `lambda *_, **__: True` "
         "(a TODO in ad_checkpoint.py), so it saves the excluded names too. The spec implements "
         "the documented meaning. The predicate: JAX's residuals equal the spec's with the "
         "policy replaced by everything_saveable.",
+        "from jax._src.ad_checkpoint import name_p\n"
         "p = jax.checkpoint_policies.save_anything_except_these_names('h')\n"
-        "f = jax.checkpoint(lambda x: jnp.sum(checkpoint_name(jnp.sin(x), 'h') * x), policy=p)\n"
-        "print_saved_residuals(f, jnp.ones(3))  # named 'h'",
-        _anything_except_stub),
+        "print('it saves h' if p(name_p, name='h') else 'it excludes h')  # it saves h",
+        _anything_except_stub, releases=REMAT3),
     Divergence(
         "remat3-checkpoint-name-has-no-batching-rule",
         "Under jax_remat3 (jax 0.10.2) checkpoint_name's hi-primitive has no batching rule: "
@@ -965,7 +1156,7 @@ DIVERGENCES = [
         "vmap property, or every property when the user's function has a vmap inside).",
         "jax.config.update('jax_remat3', True)\n"
         "jax.vmap(jax.checkpoint(lambda x: checkpoint_name(x, 'h') * 2))(jnp.ones((2, 3)))",
-        _remat3_name_no_batching),
+        _remat3_name_no_batching, releases=REMAT3),
     Divergence(
         "remat3-grad-raises-for-an-unused-scanned-checkpoint-input",
         "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "
@@ -980,7 +1171,7 @@ DIVERGENCES = [
         "    c, ys = lax.scan(lambda c, _: (c * c, c * c), a, None, length=3)\n"
         "    return jax.checkpoint(lambda unused, a: jnp.sin(a))(ys, a)\n"
         "jax.grad(f)(0.5)  # ValueError",
-        _remat3_unused_scanned_input),
+        _remat3_unused_scanned_input, releases=REMAT3),
     Divergence(
         "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) reverse mode pulls an instantiated (zero) cotangent back "
@@ -998,7 +1189,7 @@ DIVERGENCES = [
         "window_dilation=(1, 2))\n"
         "    return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)\n"
         "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
-        _remat3_reverse_raises_as_modelled),
+        _remat3_reverse_raises_as_modelled, releases=REMAT3),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "
@@ -1014,7 +1205,7 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), prevent_cse=False)\n"
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
-        _remat3_barriers),
+        _remat3_barriers, releases=REMAT3),
     Divergence(
         "literal-residuals-depend-on-the-constant-s-python-type",
         "JAX (0.10.2) saves a scalar constant that a tangent equation reads (\"from a literal\") "
@@ -1031,14 +1222,15 @@ DIVERGENCES = [
         _constant_type_literals),
     Divergence(
         "jit-linearize-saves-an-instantiated-zero",
-        "Linearizing a jit body (pjit's linearize rule, jax 0.10.2) saves a zero tangent that a "
+        "Linearizing a jit body (pjit's linearize rule, jax 0.10.2; direct linearization, the "
+        "default from jax 0.7.0, jax-ml/jax a7ed048afa: 0.6.2 does not show it) saves a zero tangent that a "
         "JVP rule instantiated as a known scalar (e.g. select_n's for a constant branch of "
         "jnp.where) as an output of the jitted function. The spec keeps such zeros inline and "
         "saves nothing. The predicate: the only residuals JAX has and the spec lacks are "
         "scalar outputs of jitted functions, and the spec has none JAX lacks.",
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
-        _jit_linearize_zero),
+        _jit_linearize_zero, releases=Releases("0.4.36"), flag="jax_use_direct_linearize"),
     Divergence(
         "remat3-saves-for-unused-checkpoint-outputs",
         "Under jax_remat3 (jax 0.10.2) the backward pass of a checkpoint runs whole "
@@ -1054,7 +1246,7 @@ DIVERGENCES = [
         "print('remat2:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))\n"
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # remat2: 2, remat3: 3",
-        _remat3_unused_outputs_read),
+        _remat3_unused_outputs_read, releases=REMAT3),
     Divergence(
         "remat3-cond-saves-float0-tangents-of-integer-outputs",
         "Under jax_remat3 (jax 0.10.2) a cond whose branch holds a checkpoint with an integer "
@@ -1070,7 +1262,100 @@ DIVERGENCES = [
         "f = lambda x, i: lax.cond(x.sum() > 0, lambda x, i: jax.checkpoint(lambda x, i: "
         "(jnp.sin(x), i + 1))(x, i), lambda x, i: (x, i), x, i)[1]\n"
         "print([str(a) for a, _ in saved_residuals(f, jnp.ones(3), jnp.ones(3, 'int32'))])  # float0[3]",
-        _remat3_float0_residual),
+        _remat3_float0_residual, releases=REMAT3),
+    Divergence(
+        "integer-pow-one-jvp-saves-its-factor",
+        "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "
+        "(jax/_src/lax/lax.py _integer_pow_jvp), so for y=1 linearization saves the constant "
+        "factor `1 * x**0` (an `output of mul`); jax-ml/jax 30f4c93c00 made y=1 return g. The "
+        "spec has 0.10.2's rule. Same derivative; one extra residual. The predicate: JAX's list "
+        "is the spec's plus at most one `output of mul` of each integer_pow[y=1]'s type.",
+        "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
+        _integer_pow_one_factor, releases=Releases("0.4.25", "0.10.1")),
+    Divergence(
+        "scan-residuals-in-another-order",
+        "Before jax 0.10 (verified on 0.4.25, 0.4.36 and 0.6.2; not bisected between 0.6.2 and "
+        "0.10.2) a scan's (and a cond's) partial evaluation orders the residual outputs of the "
+        "known half differently from 0.10.2 (which the spec models: in the order the body "
+        "computes them), so saved_residuals lists the same `output of scan` (`output of cond`) "
+        "entries in another order. Same values, same memory. The predicate: the lists are equal "
+        "as multisets and only `output of scan` / `output of cond` entries are out of place.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "def body(d, e):\n"
+        "    f_ = jnp.sin(e)\n"
+        "    return jnp.sin(d), f_\n"
+        "shapes = [a.shape for a, _ in saved_residuals(lambda a: jax.lax.scan(body, a, a)[::-1], jnp.ones(3))]\n"
+        "print('stacked first' if shapes == [(3, 3), (3,)] else 'in the order the body computes them')  "
+        "# stacked first",
+        _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
+    Divergence(
+        "custom-vjp-in-scan-saves-its-output",
+        "From jax 0.4.16 (jax-ml/jax 70b58bbd30) to 0.6.0 a custom_vjp function's JVP ties its "
+        "primal outputs to the tangents (`lax.tie_p.bind(primals_out, tangents_out)`), so "
+        "linearizing one inside a scan body saves its primal output as a residual the backward "
+        "pass never needs (an extra stacked `output of scan`); jax-ml/jax 74938be845 (0.6.1) "
+        "removed the tie. docs/historic_bugs.md has the reproducer. The predicate: JAX's list "
+        "is the spec's plus `output of scan` entries, at most one per custom_vjp output in a "
+        "scan body.",
+        "@jax.custom_vjp\n"
+        "def s(x):\n"
+        "    return jnp.sin(x)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))\n"
+        "f = lambda a: jax.lax.scan(lambda c, _: (lambda e: (e, e))(s(c)), a, None, length=1)\n"
+        "n = len(jax._src.ad_checkpoint.saved_residuals(f, 1.0))\n"
+        "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
+        _custom_vjp_output_in_scan, releases=Releases("0.4.25", "0.6.1")),
+    Divergence(
+        "jvp-partial-eval-saves-a-zero-power-s-literal",
+        "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "
+        "where it is the default since jax-ml/jax a7ed048afa, or absent before 0.4.36) "
+        "linearization is JVP followed by partial evaluation, and the zero tangent of "
+        "integer_pow(x, 0) (`_zeros(g)`, a broadcast literal 0) becomes a saved scalar `from a "
+        "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
+        "predicate: JAX's list is the spec's plus at most one scalar `from a literal` per "
+        "integer_pow[y=0] of its dtype.",
+        "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
+        _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "threefry-not-partitionable",
+        "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "
+        "turned it on): random_split, random_fold_in and random_bits derive other bits from a "
+        "threefry key than the partitionable algorithm the spec models (0.10.2's default). An "
+        "intended change of semantics behind a flag, so keyed on the flag, not the release. "
+        "The predicate: the values (or vmap) of a program with one of those equations differ, "
+        "with the flag off.",
+        "import numpy as np\n"
+        "k = jax.random.wrap_key_data(np.array([1, 2], np.uint32), impl='threefry2x32')\n"
+        "print(jax.random.key_data(jax.random.split(k, 2))[0])  # 4128513521",
+        _non_partitionable_threefry, flag="jax_threefry_partitionable", flag_value=False),
+    Divergence(
+        "atan2-jvp-divides-the-product",
+        "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "
+        "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
+        "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does. Same derivative. "
+        "The predicate: per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
+        "and `output of add` of the same type, and nothing else differs.",
+        "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
+        _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "optimization-barrier-not-differentiable",
+        "Before jax 0.5.3 lax.optimization_barrier has no JVP or transpose rule (jax-ml/jax "
+        "dadc68b6c1 added them): every derivative of a program with one raises "
+        "`NotImplementedError: Differentiation rule for 'optimization_barrier' not implemented`. "
+        "The spec has 0.10.2's rules. The predicate: that error, and the program has an "
+        "optimization_barrier.",
+        "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
+        "print(jax.grad(lambda x: barrier(x) * 2.0)(1.0))",
+        _missing_rule("Differentiation"), releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "optimization-barrier-not-batchable",
+        "Before jax 0.4.38 lax.optimization_barrier has no batching rule (jax-ml/jax 944d822ce6 "
+        "added a no-op one): vmap of a program with one raises `NotImplementedError: Batching "
+        "rule for 'optimization_barrier' not implemented`. The predicate: that error, and the "
+        "program has an optimization_barrier.",
+        "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
+        "print(jax.vmap(lambda x: barrier(x) * 2.0)(jnp.ones(3)))",
+        _missing_rule("Batching"), releases=Releases("0.4.25", "0.4.38")),
 ]
 
 
@@ -1079,6 +1364,8 @@ def find(ctx: Context) -> Divergence | None:
     Where several remat3 defects changed one residual list, the first that
     mattered names the finding; the model they share explains all of it."""
     for d in DIVERGENCES:
+        if not d.active():
+            continue
         try:
             if d.applies(ctx):
                 return d

@@ -17,6 +17,7 @@ from spec.core import primitives as SPEC_PRIMS
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 
 from oracle.conventions import spec_value_of
+from oracle.jax_api import internals as jx
 from oracle.errors import Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
@@ -24,8 +25,7 @@ from oracle.policies import from_jax_policy
 
 def _location(eqn) -> str:
     try:
-        from jax._src import source_info_util
-        here = source_info_util.summarize(eqn.source_info)
+        here = jx.source_summary(eqn.source_info)
     except Exception:   # source info is best-effort: never hide the real error
         return ""
     return "" if not here or here.startswith("unknown") else here
@@ -43,7 +43,7 @@ def _where(eqn, enclosing: str = "") -> str:
 
 def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
     """Convert a ClosedJaxpr (or Jaxpr without consts) to a spec Program."""
-    from jax._src import core as jcore
+    jcore = jx.core()
     jaxpr = closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr
     consts = list(closed_jaxpr.consts) if hasattr(closed_jaxpr, "consts") else []
     env: dict = {}
@@ -74,8 +74,7 @@ def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
     outputs = [read(x) for x in jaxpr.outvars]
     names = tuple(input_names) if input_names else None
     if names is None:
-        di = getattr(jaxpr, "debug_info", None)
-        arg_names = getattr(di, "arg_names", None) if di is not None else None
+        arg_names = jx.arg_names(jaxpr)
         if arg_names and len(arg_names) == len(inputs) and all(arg_names):
             names = tuple(arg_names)
     prog = Program(inputs, eqns, outputs, input_names=names)
@@ -98,20 +97,20 @@ def _where_any(jaxpr, enclosing) -> str:
 
 def _convert_eqn(e, enclosing=""):
     where = _where(e, enclosing)
-    name = e.primitive.name
+    name, params = jx.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])
     here = _location(e)
-    label = f"jitted function '{e.params['name']}'" if name in ("jit", "pjit") else f"a {name}"
+    label = f"jitted function '{params['name']}'" if name == "jit" else f"a {name}"
     inner = f"{label} at {here}" if here else (f"{label} inside {enclosing}" if enclosing else label)
-    if name in ("jit", "pjit"):
-        body = from_jaxpr(e.params["jaxpr"], _enclosing=inner)
-        return SPEC_PRIMS["call"], dict(jaxpr=body, name=str(e.params["name"]))
+    if name == "jit":
+        body = from_jaxpr(params["jaxpr"], _enclosing=inner)
+        return SPEC_PRIMS["call"], dict(jaxpr=body, name=str(params["name"]))
     if name == "remat2":
-        body = from_jaxpr(e.params["jaxpr"], _enclosing=inner)
-        return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(e.params["policy"]),
-                                         prevent_cse=e.params["prevent_cse"],
-                                         differentiated=e.params["differentiated"])
+        body = from_jaxpr(params["jaxpr"], _enclosing=inner)
+        return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(params["policy"]),
+                                         prevent_cse=params["prevent_cse"],
+                                         differentiated=params["differentiated"])
     if name == "scan":
-        p = e.params
+        p = params
         body = from_jaxpr(p["jaxpr"], _enclosing=inner)
         extra = sorted(set(p) - {"jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll",
                                  "_split_transpose"})
@@ -122,23 +121,23 @@ def _convert_eqn(e, enclosing=""):
                                         num_consts=int(p["num_consts"]), num_carry=int(p["num_carry"]),
                                         unroll=p["unroll"])
     if name == "closed_call":
-        body = from_jaxpr(e.params["call_jaxpr"], _enclosing=inner)
+        body = from_jaxpr(params["call_jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["call"], dict(jaxpr=body, name=None)
     if name == "cond":
-        extra = {k: v for k, v in e.params.items() if k != "branches" and v is not None}
+        extra = {k: v for k, v in params.items() if k != "branches" and v is not None}
         if extra:
             raise Unsupported(f"cond{where}: param(s) {sorted(extra)} not supported "
                               f"(the spec models ['branches'])")
         branches = tuple(from_jaxpr(b, _enclosing=f"{inner} branch {i}")
-                         for i, b in enumerate(e.params["branches"]))
+                         for i, b in enumerate(params["branches"]))
         return SPEC_PRIMS["cond"], dict(branches=branches)
     if name == "while":
         return SPEC_PRIMS["while"], dict(
-            cond_jaxpr=from_jaxpr(e.params["cond_jaxpr"], _enclosing=inner),
-            body_jaxpr=from_jaxpr(e.params["body_jaxpr"], _enclosing=inner),
-            cond_nconsts=int(e.params["cond_nconsts"]), body_nconsts=int(e.params["body_nconsts"]))
+            cond_jaxpr=from_jaxpr(params["cond_jaxpr"], _enclosing=inner),
+            body_jaxpr=from_jaxpr(params["body_jaxpr"], _enclosing=inner),
+            cond_nconsts=int(params["cond_nconsts"]), body_nconsts=int(params["body_nconsts"]))
     if name == "call_hi_primitive":
-        hi = e.params["_prim"]
+        hi = params["_prim"]
         kind = type(hi).__name__
         if kind == "RematTraced":
             body = from_jaxpr(hi.jaxpr, _enclosing=inner)
@@ -149,18 +148,16 @@ def _convert_eqn(e, enclosing=""):
             return SPEC_PRIMS["name"], dict(name=hi.name)
         raise Unsupported(f"call_hi_primitive {kind}{where} is not supported; supported: RematTraced, CheckpointName")
     if name in ("custom_jvp_call", "custom_vjp_call"):
-        return _convert_custom(e, inner, where)
-    return spec_params(name, dict(e.params), where)
+        return _convert_custom(name, params, inner, where)
+    return spec_params(name, params, where)
 
 
-def _convert_custom(e, inner: str, where: str):
+def _convert_custom(name: str, p: dict, inner: str, where: str):
     """custom_jvp_call / custom_vjp_call: the primal body, and the rules as
     spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
     `fwd_jaxpr_thunk(*nonzeros)`, and `bwd` traced with jax.make_jaxpr at
     the residuals' and cotangents' avals), converted on first use."""
     from spec.prims_custom import Rule
-    p = e.params
-    name = e.primitive.name
     if p.get("num_consts", 0):
         raise Unsupported(f"{name}{where}: param num_consts={p['num_consts']} is not supported "
                           f"(the spec models custom functions that close over no traced values: num_consts=0)")
@@ -169,37 +166,35 @@ def _convert_custom(e, inner: str, where: str):
     if extra:
         raise Unsupported(f"{name}{where}: param(s) {extra} not supported (the spec models {sorted(known)})")
     body = from_jaxpr(p["call_jaxpr"], _enclosing=inner)
-    fname = str(p["call_jaxpr"].jaxpr.debug_info.func_name)
+    fname = jx.func_name(p["call_jaxpr"], "fun")
     sz = bool(p["symbolic_zeros"])
     if name == "custom_jvp_call":
         fun = p["jvp_jaxpr_fun"]
 
         def trace_jvp(nonzeros):
-            from jax._src import core as jcore
-            jaxpr, consts, out_zeros = fun.call_wrapped(*[not nz for nz in nonzeros])
-            prog = from_jaxpr(jcore.ClosedJaxpr(jaxpr, consts), _enclosing=inner)
+            jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in nonzeros])
+            prog = from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner)
             return prog, [not z for z in out_zeros]
-        rule = Rule(str(fun.debug_info.func_name), trace_jvp, len(body.inputs))
+        rule = Rule(jx.func_name(fun, "jvp"), trace_jvp, len(body.inputs))
         return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, symbolic_zeros=sz, name=fname)
     thunk, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]
     n_out = len(body.outputs)
 
     def trace_fwd(nonzeros):
-        from jax._src import core as jcore
-        jaxpr, consts = thunk.call_wrapped(*nonzeros)
-        prog = from_jaxpr(jcore.ClosedJaxpr(jaxpr, consts), _enclosing=inner)
-        _, res_tree, input_fwds = out_trees()
+        jaxpr, consts = jx.call(thunk, *nonzeros)
+        prog = from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner)
+        _, res_tree, input_fwds = jx.out_trees(out_trees)
         n_pruned = len(prog.outputs) - n_out
         pruned = iter(prog.outputs[:n_pruned])
         res = [next(pruned) if f is None else prog.inputs[f] for f in input_fwds]
         return Program(prog.inputs, prog.eqns, prog.outputs[n_pruned:] + res), [True] * n_out
 
-    fwd_rule = Rule(str(thunk.debug_info.func_name), trace_fwd, len(body.inputs))
+    fwd_rule = Rule(jx.func_name(thunk, "fwd"), trace_fwd, len(body.inputs))
 
     def trace_bwd(ct_nonzeros):
         import jax
-        from jax._src import ad_util
-        from jax._src.custom_derivatives import SymbolicZero
+        from jax.custom_derivatives import SymbolicZero
+        ad_util = jx.ad_util()
         # the residuals of the forward rule traced last (JAX's bwd reads out_trees() alike)
         key = next(reversed(fwd_rule._memo), (True,) * len(body.inputs))
         fwd_prog = fwd_rule(key)[0]
@@ -213,13 +208,13 @@ def _convert_custom(e, inner: str, where: str):
             cts = [next(given) if k else (SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype)) if sz
                                           else jax.numpy.zeros(t.shape, t.dtype))
                    for t, k in zip(body.out_types, ct_nonzeros)]
-            outs = bwd.call_wrapped(*res, *cts)
+            outs = jx.call(bwd, *res, *cts)
             pattern[:] = [not isinstance(o, (ad_util.Zero, SymbolicZero)) for o in outs]
             return [o for o, k in zip(outs, pattern) if k]
         closed = jax.make_jaxpr(f)(*avals)
         return from_jaxpr(closed, _enclosing=inner), pattern
 
-    bwd_rule = Rule(str(bwd.debug_info.func_name), trace_bwd, n_out)
+    bwd_rule = Rule(jx.func_name(bwd, "bwd"), trace_bwd, n_out)
     return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=body, fwd=fwd_rule, bwd=bwd_rule,
                                                symbolic_zeros=sz, name=fname)
 
@@ -233,7 +228,7 @@ def trace_jax(fn, *args) -> Program:
 def subjaxprs(eqn) -> list:
     """The jaxprs an equation holds (jit, scan, cond branches, while,
     custom rules' primal bodies, remat2 and remat3 checkpoint bodies)."""
-    from jax._src import core as jcore
+    jcore = jx.core()
     out = []
 
     def add(v):

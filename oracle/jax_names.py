@@ -6,6 +6,8 @@ together with the only value it accepts for them (anything else is
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import spec  # noqa: F401  (registers every primitive, with its JaxFacts)
@@ -18,6 +20,7 @@ SPEC_NAME = {v: k for k, v in JAX_NAME.items()}
 # JAX params the spec leaves out, with the value they must have
 IGNORED_PARAMS = {
     "sharding": None, "out_sharding": None, "out_dtype": None,
+    "_split_transpose": False,   # scan (until 0.10): set only by a JAX developer flag
 }
 
 
@@ -36,10 +39,14 @@ def ignored_params(spec_name: str) -> dict:
     return {**IGNORED_PARAMS, **dict(facts.ignored if facts else ())}
 
 
+@functools.lru_cache(maxsize=1)
 def emitters():
-    """spec primitive name -> fn(*jax_values, **spec_params) calling jax.lax."""
-    env = {"np": np}
-    exec(EMITTERS_SOURCE, env)
+    """spec primitive name -> fn(*jax_values, **spec_params) calling jax.lax
+    (one table per process: the prelude probes the release once)."""
+    from oracle.jax_api.source import emitter_table_source
+    from oracle.errors import Unsupported
+    env = {"np": np, "_Unsupported": Unsupported}    # what a call this release lacks raises
+    exec(emitter_table_source(EMITTERS_SOURCE), env)
     return env["E"]
 
 

@@ -15,11 +15,8 @@ from typing import Callable
 
 from spec import policies as sp
 from oracle.errors import Unsupported
+from oracle.jax_api import internals as jx
 from oracle.jax_params import spec_params, spec_type
-
-
-def _closure(fn) -> dict:
-    return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ())}
 
 
 # JAX policies made by to_jax_policy, by id, with the spec policy they came
@@ -31,7 +28,6 @@ _MADE_FROM_SPEC: dict[int, tuple] = {}
 def from_jax_policy(policy):
     """The spec policy for a JAX policy (None stays None)."""
     import jax
-    from jax._src import ad_checkpoint as ac
     if policy is None or isinstance(policy, (sp._Policy, JaxCallablePolicy)):
         return policy
     if id(policy) in _MADE_FROM_SPEC and _MADE_FROM_SPEC[id(policy)][0] is policy:
@@ -41,36 +37,42 @@ def from_jax_policy(policy):
         return sp.everything_saveable
     if policy is cp.nothing_saveable:
         return sp.nothing_saveable
-    if isinstance(policy, getattr(ac, "DotsSaveable", ())):
-        return sp.dots_with_no_batch_dims_saveable if policy.only_if_no_batch_dims else sp.dots_saveable
-    if isinstance(policy, getattr(ac, "SaveOnlyTheseNames", ())):
-        return sp.save_only_these_names(*sorted(policy.saveable_names))
-    if isinstance(policy, getattr(ac, "SaveAnyNamesButThese", ())):
-        return sp.save_any_names_but_these(*sorted(policy.names))
+    if policy is cp.dots_saveable:      # plain functions before 0.8, DotsSaveable instances after
+        return sp.dots_saveable
+    if policy is cp.dots_with_no_batch_dims_saveable:
+        return sp.dots_with_no_batch_dims_saveable
     if isinstance(policy, SpecPolicyForJax):
         return policy.spec_policy
-    qual = getattr(policy, "__qualname__", "")
-    if qual.startswith("offload_dot_with_no_batch_dims."):
-        c = _closure(policy)
+    builtin = jx.builtin_policy(policy)
+    if builtin is not None:
+        return _spec_builtin(*builtin)
+    if callable(policy):
+        return JaxCallablePolicy(policy)
+    raise Unsupported(f"checkpoint policy {policy!r} is not callable")
+
+
+def _spec_builtin(kind: str, c: dict):
+    """The spec policy of a JAX built-in policy (jax_api.builtin_policy's reading of it)."""
+    if kind in ("dots_saveable", "dots_with_no_batch_dims_saveable"):
+        return getattr(sp, kind)
+    if kind in ("save_only_these_names", "save_any_names_but_these"):
+        return getattr(sp, kind)(*sorted(c["names"]))
+    if kind == "save_anything_except_these_names":
+        if c["names"] is None:
+            raise Unsupported(
+                "jax.checkpoint_policies.save_anything_except_these_names(...) in this release returns "
+                "`lambda *_, **__: True`, which does not keep the names it was given, so the oracle "
+                "cannot know its documented meaning. Pass spec.policies.save_anything_except_these_names"
+                "(*names) to oracle.check instead (it is turned into JAX's policy for JAX's side).")
+        return sp.save_anything_except_these_names(*sorted(c["names"]))
+    if kind == "offload_dot_with_no_batch_dims":
         return sp.offload_dot_with_no_batch_dims(c["offload_src"], c["offload_dst"])
-    if qual.startswith("save_and_offload_only_these_names."):
-        c = _closure(policy)
+    if kind == "save_and_offload_only_these_names":
         return sp.save_and_offload_only_these_names(
             names_which_can_be_saved=c["names_which_can_be_saved"],
             names_which_can_be_offloaded=c["names_which_can_be_offloaded"],
             offload_src=c["offload_src"], offload_dst=c["offload_dst"])
-    if qual.startswith("save_from_both_policies."):
-        c = _closure(policy)
-        return sp.save_from_both_policies(from_jax_policy(c["policy_1"]), from_jax_policy(c["policy_2"]))
-    if qual.startswith("save_anything_except_these_names."):
-        raise Unsupported(
-            "jax.checkpoint_policies.save_anything_except_these_names(...) in jax 0.10.2 returns "
-            "`lambda *_, **__: True`, which does not keep the names it was given, so the oracle "
-            "cannot know its documented meaning. Pass spec.policies.save_anything_except_these_names"
-            "(*names) to oracle.check instead (it is turned into JAX's policy for JAX's side).")
-    if callable(policy):
-        return JaxCallablePolicy(policy)
-    raise Unsupported(f"checkpoint policy {policy!r} is not callable")
+    return sp.save_from_both_policies(from_jax_policy(c["policy_1"]), from_jax_policy(c["policy_2"]))
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class JaxCallablePolicy:
     fn: Callable
 
     def __call__(self, prim, *in_types, **params):
-        from jax._src.interpreters import partial_eval as pe
+        pe = jx.partial_eval()
         jprim, avals, jparams = jax_view(prim.name, tuple(in_types), _freeze(params))
         answer = self.fn(jprim, *avals, **jparams)
         if isinstance(answer, pe.Offloadable):
@@ -129,13 +131,8 @@ def _structural_view(spec_prim_name: str, in_types: tuple):
     avals, without params (JAX's would hold jaxprs the oracle does not
     rebuild; a policy that reads them raises, which is reported)."""
     import jax
-    from jax._src import ad_checkpoint, core, custom_derivatives, pjit
-    from jax._src.lax.control_flow import conditionals, loops
     from oracle.jax_names import JAX_NAME
-    prims = {p.name: p for p in (custom_derivatives.custom_jvp_call_p, custom_derivatives.custom_vjp_call_p,
-                                 pjit.jit_p, loops.scan_p, loops.while_p, conditionals.cond_p,
-                                 ad_checkpoint.remat_p, core.closed_call_p)}
-    prim = prims.get(JAX_NAME.get(spec_prim_name, spec_prim_name))
+    prim = jx.primitives().get(JAX_NAME.get(spec_prim_name, spec_prim_name))
     if prim is None:
         raise Unsupported(f"cannot show primitive {spec_prim_name!r} to a JAX policy")
     return prim, tuple(jax.core.ShapedArray(t.shape, t.dtype) for t in in_types), {}
@@ -147,7 +144,7 @@ class SpecPolicyForJax:
     spec_policy: Callable
 
     def __call__(self, prim, *avals, **params):
-        from jax._src.interpreters import partial_eval as pe
+        pe = jx.partial_eval()
         sprim, sparams = _spec_view(prim.name, params)
         answer = sp.ask(self.spec_policy, sprim, [spec_type(a) for a in avals], sparams)
         if isinstance(answer, sp.Offload):

@@ -27,6 +27,7 @@ from spec.partial_eval import literal_operands_inline
 from spec import policies as sp
 
 from oracle.conventions import AS_IS
+from oracle.jax_api import flag_settings_source
 from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
 from oracle.spellings import CANONICAL, Spelling, checkpoint_source, jnp_source
 
@@ -73,6 +74,8 @@ def _policy_source(policy) -> str:
 # helpers written into a reproducer (only those its program needs)
 
 _HELPERS = {
+    # this release's spelling of JAX internals the helpers below call (oracle/jax_api/source.py)
+    "cond_params": None, "wrap_init": None,
     "user_policy": '''
 def user_policy(name):
     """A stand-in for a checkpoint policy whose source could not be written out."""
@@ -95,7 +98,7 @@ def bind_cond(index, branches, *operands):
     takes a bool): branches[index](*operands)."""
     from jax._src.lax.control_flow.conditionals import cond_p
     closed = tuple(jax.make_jaxpr(b)(*operands) for b in branches)
-    return cond_p.bind(index, *operands, branches=closed)
+    return cond_p.bind(index, *operands, branches=closed, **cond_params(len(operands)))
 ''',
     "closed_call": '''
 def closed_call(fun):
@@ -200,7 +203,6 @@ def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_ty
     """JAX's custom_lin: a custom_vjp function's tangent map, as JAX's JVP leaves it
     (only transposable: evaluating it raises JAX's TypeError). Its transpose runs the
     bwd program for the nonzero output cotangents (see custom_vjp_function)."""
-    from jax._src import api_util, linear_util as lu
     from jax._src.interpreters import ad
     from jax.custom_derivatives import SymbolicZero
 
@@ -217,7 +219,7 @@ def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_ty
             return [next(outs) if nz else (None if t is None else symbolic_zero(t))
                     for nz, t in zip(out_nz, like)]
         bwd.__name__ = bwd_name
-        wrapped = lu.wrap_init(bwd, debug_info=api_util.debug_info('custom_vjp bwd', bwd, args, {}))
+        wrapped = wrap_init(bwd, args)
         avals = [jax.core.ShapedArray(shape, dtype) for shape, dtype in out_types]
         return ad.custom_lin_p.bind(*args, num_res=num_res, bwd=wrapped, out_avals=avals,
                                     symbolic_zeros=symbolic_zeros, in_zeros=[not nz for nz in in_nonzeros])
@@ -226,7 +228,14 @@ def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_ty
 }
 # helpers that others call
 _NEEDS = {"custom_jvp_function": ("rule_for",), "custom_vjp_function": ("rule_for",),
-          "custom_lin": ("rule_for",)}
+          "custom_lin": ("rule_for", "wrap_init"), "bind_cond": ("cond_params",)}
+
+
+def _helper_source(name: str) -> str:
+    if _HELPERS[name] is None:
+        from oracle.jax_api.source import helper_source
+        return helper_source(name)
+    return _HELPERS[name].strip("\n")
 
 
 # --------------------------------------------------------------------------
@@ -332,7 +341,7 @@ def _fingerprint(prog: Program) -> str:
 _KEY = re.compile(r"\[(-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 # names the emitted code reads as globals: a parameter must not shadow them
 _GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple", "functools"} | set(
-    "user_policy scan_step bind_cond closed_call differentiated_checkpoint rule_for given "
+    "cond_params wrap_init user_policy scan_step bind_cond closed_call differentiated_checkpoint rule_for given "
     "symbolic_zero custom_jvp_function custom_vjp_function custom_lin".split())
 
 
@@ -750,7 +759,7 @@ def program_source(prog: Program, name: str = "f", spelling: Spelling = CANONICA
         main += ["", "", f"def {name}_leaves(*leaves):",
                  f"    \"\"\"{name} of its arguments' leaves, in JAX's order.\"\"\"",
                  f"    return {name}({call_arguments(prog, 'leaves')})"]
-    parts = [_HELPERS[h].strip("\n") for h in _HELPERS if h in w.helpers]
+    parts = [_helper_source(h) for h in _HELPERS if h in w.helpers]
     parts += ["\n".join(b) for b in w.blocks] + ["\n".join(main)]
     return "\n\n\n".join(parts)
 
@@ -776,9 +785,13 @@ _PROPERTY_CODE = {
 
 def _header(prog: Program, prop: str, impl: str, message: str) -> str:
     """The reproducer's docstring, imports, emitter table and JAX settings."""
+    from oracle.jax_api import environment
+    found = ", ".join(f"{k}={v}" for k, v in environment().items())
     text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
 
 {message}
+
+found on: {found}
 """
 import re
 
@@ -789,11 +802,19 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from jax.ad_checkpoint import checkpoint_name
-''' + _EMITTERS
-    text += f"\njax.config.update('jax_remat3', {impl == 'remat3'})\n"
+'''
+    text += _release_source(impl)
     if _uses_f64(prog):
         text += "jax.config.update('jax_enable_x64', True)\n"
     return text + "print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, jax.default_backend())\n\n"
+
+
+def _release_source(impl: str) -> str:
+    """The emitter table as this release runs it (oracle/jax_api/source.py),
+    and the flag lines selecting `impl` (none where there is no jax_remat3
+    flag)."""
+    from oracle.jax_api.source import emitter_table_source
+    return emitter_table_source(_EMITTERS) + "\n" + flag_settings_source(impl)
 
 
 def _residuals_check(prog: Program, prop: str, message: str) -> str:

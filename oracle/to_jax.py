@@ -11,6 +11,7 @@ from spec.ir import Literal, Program, Var, is_key
 
 from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument, Unsupported
+from oracle.jax_api import internals as jx
 from oracle.jax_names import emitters
 from oracle.spellings import CANONICAL, Spelling, checkpointed, jnp_call
 
@@ -69,7 +70,7 @@ def _run(prog: Program, args, table):
         xs = [read(a) for a in e.inputs]
         name = e.primitive.name
         if name == "call" and e.params["name"] is None:
-            from jax._src import core as jcore
+            jcore = jx.core()
             body = e.params["jaxpr"]
             closed = jax.make_jaxpr(lambda *a, body=body: _run(body, a, table))(*xs)
             outs = jcore.closed_call_p.bind(*xs, **jcore.closed_call_p.get_bind_params({"call_jaxpr": closed}))
@@ -116,14 +117,13 @@ def _scan(e, xs, table):
     equation (consts, carries, xs, params) is exactly the spec's (lax.scan
     would reorder and forward some of them)."""
     import jax
-    from jax._src.lax.control_flow.loops import scan_p
     p = e.params
     body = p["jaxpr"]
     nc, nk = p["num_consts"], p["num_carry"]
     avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in body.in_types]
     closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
-    return scan_p.bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
-                       num_carry=nk, unroll=p["unroll"])
+    return jx.scan_p().bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
+                            num_carry=nk, unroll=p["unroll"], **jx.scan_params(len(xs)))
 
 
 def _closed_jaxpr(prog: Program, table):
@@ -134,13 +134,12 @@ def _closed_jaxpr(prog: Program, table):
 
 
 def _bind_cond(xs, branches, table):
-    from jax._src.lax.control_flow.conditionals import cond_p
-    return cond_p.bind(*xs, branches=tuple(_closed_jaxpr(b, table) for b in branches))
+    return jx.cond_p().bind(*xs, branches=tuple(_closed_jaxpr(b, table) for b in branches),
+                            **jx.cond_params(len(xs) - 1))
 
 
 def _bind_while(xs, params, table):
-    from jax._src.lax.control_flow.loops import while_p
-    return while_p.bind(*xs, cond_jaxpr=_closed_jaxpr(params["cond_jaxpr"], table),
+    return jx.while_p().bind(*xs, cond_jaxpr=_closed_jaxpr(params["cond_jaxpr"], table),
                         body_jaxpr=_closed_jaxpr(params["body_jaxpr"], table),
                         cond_nconsts=params["cond_nconsts"], body_nconsts=params["body_nconsts"])
 

@@ -228,7 +228,13 @@ shift_right_arithmetic_p, shift_right_arithmetic = _declare_bitwise(
 # needed); the one here is the zero rule. Batching: vectorized.
 
 def _popcount(x):
-    return np.bitwise_count(np.asarray(x).view(np.uint32)).astype(x.dtype)
+    """The set bits of each 32-bit word (numpy's bitwise_count is numpy 2's;
+    the bytes are counted where it is absent: numpy 1, for jax 0.4.25)."""
+    words = np.asarray(x).view(np.uint32)
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(words).astype(x.dtype)
+    bits = np.unpackbits(words[..., None].view(np.uint8), axis=-1)
+    return bits.sum(axis=-1, dtype=np.uint32).astype(x.dtype)
 
 
 population_count_p, population_count = _declare_bitwise(
@@ -351,7 +357,7 @@ eval_rules[threefry2x32_p] = _threefry_eval
 jvp_rules[threefry2x32_p] = _zero_jvp(threefry2x32)      # (JAX registers none: uint32 operands)
 batch_rules[threefry2x32_p] = _multiple_broadcast_batcher(threefry2x32_p)   # batching.defbroadcasting
 jax_facts[threefry2x32_p] = JaxFacts(
-    "threefry2x32", "lambda k1, k2, x1, x2: jax._src.random.threefry2x32.threefry2x32_p.bind(k1, k2, x1, x2)")
+    "threefry2x32", "lambda k1, k2, x1, x2: __import__('jax.extend.random', fromlist=['random']).threefry2x32_p.bind(k1, k2, x1, x2)")
 examples[threefry2x32_p] = [
     Example("scalar-key", (((), "u32", "bits"), ((), "u32", "bits"), ((5,), "u32", "bits"), ((5,), "u32", "bits")),
             threefry2x32, _ref_threefry),

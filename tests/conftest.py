@@ -7,3 +7,16 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+
+
+def skip_unless_recorded_release(recording: dict):
+    """A recording (tests/recordings/*.json) holds JAX's answers on the
+    release it names (`jax_version`): re-recording it on another release
+    (the release matrix, `make test-jax`) answers for that release, so a
+    freshness test skips there, saying why. Every test that compares the
+    spec with the recorded answers still runs (they need no JAX)."""
+    import pytest
+    jax = pytest.importorskip("jax")
+    if jax.__version__ != recording["jax_version"]:
+        pytest.skip(f"the recording is of jax {recording['jax_version']}; jax {jax.__version__} is "
+                    f"installed (re-record on that release to compare)")

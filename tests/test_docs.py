@@ -7,7 +7,7 @@
    block opts out only with an explicit info-string marker (```python
    no-run), and at most MAX_NO_RUN blocks in all may do so. Blocks that
    need JAX (`import jax`, `import oracle`) may only be in the pages about
-   JAX: oracle.md and fuzzing.md. The generated pages (GENERATED_PAGES)
+   JAX: oracle.md, fuzzing.md and historic_bugs.md. The generated pages (GENERATED_PAGES)
    are checked by 2 instead; their python blocks are JAX snippets quoted
    from oracle/divergences.py (they toggle jax_remat3, so they are not run
    in this process): they are compiled.
@@ -36,7 +36,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 FILES = [ROOT / "README.md"] + PAGES
 GENERATED_PAGES = {"rules.md", "divergences.md"}
-JAX_PAGES = {"oracle.md", "fuzzing.md"}
+JAX_PAGES = {"oracle.md", "fuzzing.md", "historic_bugs.md"}
 MAX_NO_RUN = 2
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>```+)(?P<info>[^`\n]*)$")

@@ -33,6 +33,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -114,6 +115,7 @@ def test_vmap_gives_the_dot_batch_dims():
 
 def test_composed_recording_is_fresh_jax():
     pytest.importorskip("jax")
+    skip_unless_recorded_release(REC)
     import record_jax_composed_residuals as recorder
     fresh = recorder.record()
     assert fresh == REC, "the recording is stale: re-run python tests/record_jax_composed_residuals.py"

@@ -16,6 +16,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 import spec
 
@@ -117,5 +118,6 @@ def test_grad_of_while_raises_jax_error(name):
 
 def test_cond_recording_is_fresh_jax():
     pytest.importorskip("jax")
+    skip_unless_recorded_release(REC)
     import record_jax_control_residuals as recorder
     assert recorder.record() == REC, "stale: re-run python tests/record_jax_control_residuals.py"

@@ -16,6 +16,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -67,5 +68,6 @@ def test_custom_vjp_residuals_follow_the_policy():
 
 def test_custom_recording_is_fresh_jax():
     pytest.importorskip("jax")
+    skip_unless_recorded_release(REC)
     import record_jax_custom_residuals as recorder
     assert recorder.record() == REC, "stale: re-run python tests/record_jax_custom_residuals.py"

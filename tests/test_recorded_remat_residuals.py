@@ -29,6 +29,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -131,6 +132,7 @@ def test_dots_with_no_batch_dims_distinguishes_batched_dots():
 
 def test_remat_recording_is_fresh_jax():
     pytest.importorskip("jax")
+    skip_unless_recorded_release(REC)
     import record_jax_remat_residuals as recorder
     fresh = recorder.record()
     assert fresh == REC, "the recording is stale: re-run python tests/record_jax_remat_residuals.py"

@@ -32,6 +32,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -152,6 +153,7 @@ def test_residuals_match_in_order(name):
 
 def test_recording_is_fresh_jax():
     pytest.importorskip("jax")     # only the import may skip; any other failure fails
+    skip_unless_recorded_release(RECORDING)
     import record_jax_residuals
 
     fresh = record_jax_residuals.record()

@@ -14,6 +14,7 @@ import json
 import os
 
 import pytest
+from conftest import skip_unless_recorded_release
 
 import spec
 from jax_scan_programs import BY_NAME, PROGRAMS
@@ -73,5 +74,6 @@ def test_residuals_are_stacked_hoisted_or_forwarded():
 
 def test_scan_recording_is_fresh_jax():
     pytest.importorskip("jax")
+    skip_unless_recorded_release(REC)
     import record_jax_scan_residuals as recorder
     assert recorder.record() == REC, "stale: re-run python tests/record_jax_scan_residuals.py"

@@ -53,6 +53,7 @@ import test_recorded_residuals  # noqa: E402
 import test_recorded_scan_residuals  # noqa: E402
 
 from oracle.jax_names import EMITTERS_SOURCE  # noqa: E402
+from oracle.jax_api.source import emitter_table_source  # noqa: E402
 from oracle.repro import program_source, write_repro  # noqa: E402
 
 FAMILIES = {m.__name__: m for m in (jax_programs, jax_remat_programs, jax_scan_programs,
@@ -208,7 +209,7 @@ def _repro(prog, args, prop, atol=None) -> str:
 def _linearization_scripts() -> dict:
     """Scripts running the source of programs a linearization makes."""
     head = ("import jax, ml_dtypes\nimport jax.numpy as jnp\nimport numpy as np\n"
-            "from jax.ad_checkpoint import checkpoint_name\n" + EMITTERS_SOURCE + "\n")
+            "from jax.ad_checkpoint import checkpoint_name\n" + emitter_table_source(EMITTERS_SOURCE) + "\n")
     p = jax_custom_programs.BY_NAME["custom_vjp_top"]
     prog, args = p.trace_spec(), p.example_inputs()
     lin = spec.linearize(prog)

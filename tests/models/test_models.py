@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import pytest
 
+for _library in ("flax", "equinox", "haiku", "optax"):   # the models' libraries (pyproject's test extra)
+    pytest.importorskip(_library, reason=f"the real-model suite needs {_library} (pip install -e '.[test]')")
+
 import oracle
 from oracle.checker import STATUSES
 

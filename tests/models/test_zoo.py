@@ -9,6 +9,9 @@ import functools
 import numpy as np
 import pytest
 
+for _library in ("flax", "equinox", "haiku", "optax"):   # the models' libraries (pyproject's test extra)
+    pytest.importorskip(_library, reason=f"the real-model suite needs {_library} (pip install -e '.[test]')")
+
 from . import zoo
 from .blockers import BLOCKERS, measure, trace
 

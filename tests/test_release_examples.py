@@ -1,0 +1,92 @@
+"""oracle.check on the README's and docs/oracle.md's examples (and one
+function per structure: names, policies, custom rules, scan, cond, jit)
+passes on the installed JAX release, whichever from 0.4.25 to 0.10.2: the
+checks the release matrix (`make test-jax JAX=<release>`) must pass.
+Known divergences and naming normalisations of the release are allowed
+(reported in the Report); a Mismatch is not."""
+import pytest
+
+jax = pytest.importorskip("jax")
+
+import jax.numpy as jnp  # noqa: E402
+
+import oracle  # noqa: E402
+from oracle import jax_api  # noqa: E402
+from spec import policies as P  # noqa: E402
+
+f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+
+
+def mlp(x, w1, w2):
+    return jnp.sum(jnp.tanh(x @ w1) @ w2)
+
+
+def mlp_loss(params, batch, *, temperature=1.0):
+    x, y = batch
+    h = jnp.tanh(x @ params["dense1"]["w"] + params["dense1"]["b"])
+    logits = h @ params["dense2"]["w"] / temperature
+    return jnp.mean((logits - y) ** 2)
+
+
+def stack(x, n_layers, activation="tanh"):
+    for _ in range(n_layers):
+        x = getattr(jnp, activation)(x) * 0.9
+    return jnp.sum(x)
+
+
+@jax.custom_vjp
+def clip_gradient(x):
+    return x
+clip_gradient.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -1.0, 1.0),))
+
+
+def loss(x):
+    return jnp.sum(clip_gradient(jnp.sin(x)) ** 2)
+
+
+def named(x, w):
+    from jax.ad_checkpoint import checkpoint_name
+    h = checkpoint_name(jnp.sin(x @ w), "h")
+    return jnp.sum(jnp.cos(h) * h)
+
+
+def scanned(x):
+    return jnp.sum(jax.lax.scan(lambda c, y: (jnp.sin(c) * y, c), x[0], x)[1])
+
+
+def conded(x):
+    return jnp.sum(jax.lax.cond(x[0] > 0, jnp.sin, jnp.cos, x))
+
+
+def jitted(x):
+    return jnp.sum(jax.jit(lambda y: jnp.sin(y) * 2)(x) ** 2)
+
+
+params = {"dense1": {"w": f32(4, 8), "b": f32(8)}, "dense2": {"w": f32(8, 2)}}
+
+
+CASES = [
+    ("readme mlp dots", lambda: oracle.check(mlp, jax.checkpoint_policies.dots_saveable, f32(8), f32(8, 16), f32(16, 4))),
+    ("mlp_loss", lambda: oracle.check(mlp_loss, jax.checkpoint_policies.dots_saveable, params, (f32(3, 4), f32(3, 2)), temperature=0.5)),
+    ("stack static", lambda: oracle.check(stack, None, f32(3), 2, static_argnums=(1,), activation="sin", static_argnames=("activation",))),
+    ("decorated AS_IS", lambda: oracle.check(jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x)))), oracle.AS_IS, f32(3), properties=("residuals",))),
+    ("custom_vjp", lambda: oracle.check(loss, None, f32(3))),
+    ("names save_only", lambda: oracle.check(named, jax.checkpoint_policies.save_only_these_names("h"), f32(4), f32(4, 4))),
+    ("names spec policy", lambda: oracle.check(named, P.save_any_names_but_these("h"), f32(4), f32(4, 4))),
+    ("save_from_both", lambda: oracle.check(named, jax.checkpoint_policies.save_from_both_policies(jax.checkpoint_policies.dots_saveable, jax.checkpoint_policies.save_only_these_names("h")), f32(4), f32(4, 4))),
+    ("relu custom_jvp", lambda: oracle.check(lambda x: jnp.sum(jax.nn.relu(x) ** 2), jax.checkpoint_policies.everything_saveable, f32(5))),
+    ("scan", lambda: oracle.check(scanned, None, f32(3))),
+    ("cond", lambda: oracle.check(conded, None, f32(3))),
+    ("jit inside", lambda: oracle.check(jitted, jax.checkpoint_policies.everything_saveable, f32(3))),
+]
+
+
+@pytest.mark.parametrize("name, run", CASES, ids=[c[0] for c in CASES])
+def test_example_checks_on_this_release(name, run):
+    report = run()
+    statuses = {(r.implementation, r.status) for r in report.results}
+    assert ("remat2", "ok") in statuses
+    for r in report.results:
+        if r.implementation == "remat3" and jax_api.unavailable("remat3"):
+            assert r.status == "not checked" and "no remat3" in r.detail
+    assert report.environment["jax"] == jax.__version__

@@ -253,43 +253,72 @@ NORMALIZATIONS = [
 _REMAT3_CHECKPOINTS: dict = {}
 
 
+def _model_of(base, partial_eval_rule):
+    """A primitive of the model's own, named as `base` is, with `base`'s
+    rules except its partial-eval rule, `partial_eval_rule`; (re)registered
+    when a test has restored the rule tables since."""
+    from spec import core
+    from spec.jvp import dependence_rules
+    from spec.partial_eval import source_rules
+    prim = _REMAT3_CHECKPOINTS.get(base.name)
+    if prim is not None and prim in core.partial_eval_rules:
+        return prim
+    prim = prim or core.Primitive(base.name, base.multiple_results)
+    core.param_specs[prim] = core.param_specs[base]
+    for table in (core.shape_rules, core.eval_rules, core.dce_rules, core.jvp_rules, dependence_rules,
+                  source_rules, core.cost_rules):
+        if base in table:
+            table[prim] = table[base]
+    core.partial_eval_rules[prim] = partial_eval_rule
+    core.extension_primitives.add(prim)
+    _REMAT3_CHECKPOINTS[base.name] = prim
+    return prim
+
+
 def _remat3_scan():
     """The model's scan: scan's rules, except that split inside a checkpoint
     it hoists nothing and its known half is the scan itself (jax_remat3's
     `_scan_remat`: the forward scan returns every residual as an extra,
     stacked output), so saved values are "output of scan", never "output
     of closed_call"."""
-    from spec import core
-    from spec.jvp import dependence_rules
-    from spec.partial_eval import source_rules
     from spec.prims_scan import _scan_partial_eval, scan_p
-    prim = _REMAT3_CHECKPOINTS.get("scan")
-    if prim is not None and prim in core.partial_eval_rules:
-        return prim
-    prim = prim or core.Primitive("scan", True)
-    core.param_specs[prim] = core.param_specs[scan_p]
-    for table in (core.shape_rules, core.eval_rules, core.dce_rules, core.jvp_rules, dependence_rules,
-                  source_rules, core.cost_rules):
-        if scan_p in table:
-            table[prim] = table[scan_p]
-    core.partial_eval_rules[prim] = lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False)
-    core.extension_primitives.add(prim)
-    _REMAT3_CHECKPOINTS["scan"] = prim
-    return prim
+    return _model_of(scan_p, lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False))
+
+
+def _remat3_call():
+    """The model's call (jit): call's rules, except that split inside a
+    checkpoint its constants are residuals, returned by the known call
+    (jax_remat3's `_pjit_remat`: remat.remat_jaxpr makes every constant the
+    rematerialization reads one of `rem_consts`, outputs of the forward
+    jit), where remat2's closed_call_partial_eval_custom_rule closes both
+    halves over them and saves nothing."""
+    from spec.prims_call import _call_partial_eval, call_p
+    return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
+
+
+def _with_model(prog: Program, base, model) -> Program:
+    """`prog` with every `base` equation (at any depth) the model's `model`."""
+    return map_params(prog, lambda e, params: params,
+                      primitive=lambda e: model if e.primitive is base else e.primitive)
 
 
 def _with_remat3_scans(prog: Program) -> Program:
     from spec.prims_scan import scan_p
-    prim = _remat3_scan()
-    return map_params(prog, lambda e, params: params,
-                      primitive=lambda e: prim if e.primitive is scan_p else e.primitive)
+    return _with_model(prog, scan_p, _remat3_scan())
+
+
+def _with_remat3_calls(prog: Program) -> Program:
+    from spec.prims_call import call_p
+    return _with_model(prog, call_p, _remat3_call())
 
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
-                       scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True):
+                       scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
+                       jit_rule: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     from spec import core
-    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body)
+    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
+           jit_rule)
     prim = _REMAT3_CHECKPOINTS.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -367,10 +396,11 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         (used primals, rem's residuals) in that order, which is the order a
         linearized scan or jit body first reads (and so stacks or returns)
         them."""
-        if scan_rule:
-            eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
-                      dict(eqn.params, jaxpr=_with_remat3_scans(eqn.params["jaxpr"])), why=eqn.why,
-                      residual_outputs=eqn.residual_outputs)
+        for on, model in ((scan_rule, _with_remat3_scans), (jit_rule, _with_remat3_calls)):
+            if on:
+                eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
+                          dict(eqn.params, jaxpr=model(eqn.params["jaxpr"])), why=eqn.why,
+                          residual_outputs=eqn.residual_outputs)
         if nested_opaque and not linearize:
             # nested in a checkpoint being split: remat3's default hi-primitive
             # rule is full remat, the enclosing policy is not asked inside
@@ -462,12 +492,12 @@ def _remat3_effective(policy):
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
 REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "view", "opaque_outputs", "instantiated_inputs",
-                  "inputs_first", "scan_rule", "linearized_body")
+                  "inputs_first", "scan_rule", "jit_rule", "linearized_body")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
-                 custom_opaque=True, linearized_body=True) -> Program:
+                 custom_opaque=True, linearized_body=True, jit_rule=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does; with `custom_opaque` a
@@ -476,7 +506,7 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
     prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body)
+                              linearized_body, jit_rule)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:
@@ -830,26 +860,53 @@ def _remat3_float0_residual(ctx):
 
 def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     """`prog` with every float output of a checkpoint that nothing reads
-    made an output of the program (threaded out through the checkpoints
-    and calls around it), and how many were: remat3's backward pass of a
-    checkpoint runs whole, as if every output had a cotangent."""
-    from spec.prims_call import call_p
+    made an output of the program (threaded out through the checkpoints,
+    calls, cond branches and scan bodies around it: a cond's other branches
+    return zeros there, a scan stacks it), and how many were: remat3's
+    backward pass of a checkpoint runs whole, as if every output had a
+    cotangent."""
     from spec.ir import is_float
     used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
     used |= {a.id for a in prog.outputs if isinstance(a, Var)}
     eqns, extra = [], []
     for e in prog.eqns:
-        outputs, params = list(e.outputs), e.params
-        if e.primitive in (remat_p, call_p):
-            body, n = unused_checkpoint_outputs_out(params["jaxpr"])
-            if n:
-                new = [Var(t) for t in body.out_types[-n:]]
-                outputs, params = outputs + new, dict(params, jaxpr=body)
-                extra += new
+        params, new_types = _unused_outputs_threaded(e)
+        new = [Var(t) for t in new_types]
+        extra += new
         if e.primitive is remat_p:
             extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
-        eqns.append(Eqn(e.primitive, e.inputs, outputs, params))
+        eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
+    """`e`'s params with the unused checkpoint outputs of its sub-programs
+    made their outputs (`unused_checkpoint_outputs_out`), and the types of
+    the outputs that adds to `e`."""
+    from spec.prims_call import call_p
+    from spec.prims_control import cond_p
+    from spec.prims_scan import scan_p
+    if e.primitive in (remat_p, call_p, scan_p):
+        body, n = unused_checkpoint_outputs_out(e.params["jaxpr"])
+        if not n:
+            return e.params, []
+        new = body.out_types[len(body.outputs) - n:]
+        if e.primitive is scan_p:      # extra body outputs are stacked ys
+            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
+        return dict(e.params, jaxpr=body), new
+    if e.primitive is cond_p:
+        split = [unused_checkpoint_outputs_out(b) for b in e.params["branches"]]
+        if not any(n for _, n in split):
+            return e.params, []
+        extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
+        branches = []
+        for i, (b, n) in enumerate(split):
+            mine = [a if j == i else spec.ir.Literal(np.zeros(a.type.shape, a.type.dtype), a.type)
+                    for j, outs in enumerate(extras) for a in outs]
+            branches.append(Program(b.inputs, b.eqns, b.outputs[:len(b.outputs) - n] + mine,
+                                    input_names=b.input_names))
+        return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
+    return e.params, []
 
 
 def _remat3_unused_outputs_read(ctx):
@@ -1107,6 +1164,23 @@ DIVERGENCES = [
         "print_saved_residuals(g, jnp.ones((2, 3)), jnp.ones((3, 3)))  # f32[2,3] output of scan",
         lambda ctx: ctx.remat3_defect_mattered("scan_rule"), releases=REMAT3),
     Divergence(
+        "remat3-jit-in-checkpoint-saves-its-constants",
+        "Under jax_remat3 (jax 0.10.2) a jit inside a checkpoint is split by `_pjit_remat`: "
+        "remat.remat_jaxpr makes every constant of the jitted function that the "
+        "rematerialization reads (an array it closes over, e.g. a weight matrix) an output of "
+        "the forward jit, so it is saved (\"output of jitted function\"). remat2's "
+        "closed_call_partial_eval_custom_rule closes both halves over the jaxpr's consts "
+        "(`ClosedJaxpr(jaxpr_staged_, jaxpr.consts)`) and saves nothing for them (found by the "
+        "fuzzer). A copy of a constant: wasted memory, gradients are right. " + _MODEL_PREDICATE,
+        "import numpy as np\n"
+        "w = np.ones((2, 3), np.float32)\n"
+        "f = jax.checkpoint(lambda x: jax.jit(lambda x: jnp.sin(x) * w)(x))\n"
+        "print_saved_residuals(f, jnp.ones((2, 3)))  # remat2: the input\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jax.jit(lambda x: jnp.sin(x) * w)(x))\n"
+        "print_saved_residuals(f, jnp.ones((2, 3)))  # output of jitted function '<lambda>'",
+        lambda ctx: ctx.remat3_defect_mattered("jit_rule")),
+    Divergence(
         "remat3-linearizes-checkpoint-bodies",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized (RematTraced.lin: "
         "api.linearize of the rematerialized function), so a tangent a JVP rule computes from "
@@ -1238,9 +1312,11 @@ DIVERGENCES = [
         "output nothing reads would need is saved too: a checkpoint returning its input and "
         "sin of it, of which only the input is used, saves the input (found by the fuzzer). "
         "remat2 and the spec drop the unused output's backward. Wasted memory; gradients are "
-        "right. The predicate: JAX's residuals are exactly the remat3 model's for the program "
-        "with every unused checkpoint output made a program output, and not for the program "
-        "itself.",
+        "right; also in a cond branch or a scan body (found by the fuzzer). The predicate: JAX's "
+        "residuals are exactly the remat3 model's for the program with every unused checkpoint "
+        "output made a program output (threaded out through the calls, checkpoints, cond "
+        "branches, whose other branches return zeros, and scan bodies, stacked, around it), "
+        "and not for the program itself.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('remat2:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))\n"

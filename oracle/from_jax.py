@@ -10,6 +10,8 @@ the primitive, where it occurs, and what is supported.
 """
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 import spec
@@ -41,8 +43,37 @@ def _where(eqn, enclosing: str = "") -> str:
     return f" (inside {enclosing})" if enclosing else ""
 
 
+# The constants met while converting one program, by the identity of JAX's
+# const array: JAX makes one constvar of one array object, in whichever
+# jaxprs close over it (a jit's and the one around it), and forwards it by
+# that identity (ad.linearize_jaxpr's `id_map`), so one array is one spec
+# constant throughout.
+_CONSTANTS: contextvars.ContextVar = contextvars.ContextVar("constants", default=None)
+
+
 def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
     """Convert a ClosedJaxpr (or Jaxpr without consts) to a spec Program."""
+    if _CONSTANTS.get() is not None:
+        return _from_jaxpr(closed_jaxpr, input_names, _enclosing)
+    token = _CONSTANTS.set({})
+    try:
+        return _from_jaxpr(closed_jaxpr, input_names, _enclosing)
+    finally:
+        _CONSTANTS.reset(token)
+
+
+def _constant(c, aval) -> Literal:
+    """The spec constant for JAX's const array `c` (one per array object)."""
+    t = spec_type(aval)
+    seen = _CONSTANTS.get()
+    key = (id(c), t)
+    if key not in seen:
+        value = spec_value_of(c) if is_key(t.dtype) else np.asarray(c, dtype=t.dtype)   # a closed-over key
+        seen[key] = (c, Literal(value, ArrayType(np.shape(c), t.dtype)))   # c kept alive: ids stay unique
+    return seen[key][1]
+
+
+def _from_jaxpr(closed_jaxpr, input_names, _enclosing) -> Program:
     jcore = jx.core()
     jaxpr = closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr
     consts = list(closed_jaxpr.consts) if hasattr(closed_jaxpr, "consts") else []
@@ -55,9 +86,7 @@ def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
         return env[x]
 
     for v, c in zip(jaxpr.constvars, consts):
-        t = spec_type(v.aval)
-        value = spec_value_of(c) if is_key(t.dtype) else np.asarray(c, dtype=t.dtype)   # a closed-over key
-        env[v] = Literal(value, ArrayType(np.shape(c), t.dtype))
+        env[v] = _constant(c, v.aval)
     inputs = []
     for v in jaxpr.invars:
         nv = Var(spec_type(v.aval))

@@ -160,6 +160,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  saveable: Callable[[Eqn], Any] = everything_saveable,
                  linearize: bool = False,
                  literals_are_residuals: bool | None = None,
+                 constants_are_residuals: bool = True,
                  in_inst: Sequence[bool] | None = None,
                  stage_recomputed_outputs: bool = False,
                  order: str = "production",
@@ -181,6 +182,10 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     * `literals_are_residuals` (default: `linearize`) is False inside the
       body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
       literals stay inline there.
+    * `constants_are_residuals=False`: a non-scalar constant read by a staged
+      equation stays inline too (a jit's constants are closed over by both
+      halves of a jaxpr-level split: closed_call_partial_eval_custom_rule
+      gives `jaxpr.consts` to the known and the staged jaxpr alike).
     * `stage_recomputed_outputs`: known outputs that the staged program
       recomputes anyway are outputs of the staged program too (as
       `partial_eval_jaxpr_custom` does for a call or checkpoint nested in a
@@ -305,31 +310,31 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     # residuals = the free variables of the staged program
     defined = {v.id for v in staged_ins} | {v.id for e in staged_eqns for v in e.outputs}
     free: dict[tuple, Any] = {}          # key -> known atom, in order of first use
-    lit_subst: dict[int, Var] = {}       # id(literal) -> the residual var standing for it
+    lit_subst: dict[int, Var] = {}       # constant_key -> the residual var standing for it
 
     def need(a):
         if isinstance(a, Var):
             if a.id not in defined:
                 free.setdefault(("var", a.id), a)
-        elif not a.is_scalar or literals_are_residuals:
-            if id(a) not in lit_subst:
-                lit_subst[id(a)] = Var(a.type)
-                free[("lit", id(a))] = a
+        elif literals_are_residuals if a.is_scalar else constants_are_residuals:
+            if constant_key(a) not in lit_subst:
+                lit_subst[constant_key(a)] = Var(a.type)
+                free[("lit", constant_key(a))] = a
     for e in staged_eqns:
         inline = e.primitive in literal_operands_inline or e.why == TANGENT_ZERO
         for a in e.inputs:
             if not (inline and isinstance(a, Literal) and a.is_scalar):
                 need(a)
     for a in staged_outs:
-        if literal_outputs_are_residuals and isinstance(a, Literal) and id(a) not in lit_subst:
-            lit_subst[id(a)] = Var(a.type)      # an output the staged half takes from the known one
-            free[("lit", id(a))] = a
+        if literal_outputs_are_residuals and isinstance(a, Literal) and constant_key(a) not in lit_subst:
+            lit_subst[constant_key(a)] = Var(a.type)      # an output the staged half takes from the known one
+            free[("lit", constant_key(a))] = a
         need(a)
     uses += staged_outs     # ensure_out_inst: the outputs last, before any literal is replaced
     if lit_subst:   # literals and constants are read through residual vars
-        sub = lambda a: lit_subst.get(id(a), a) if isinstance(a, Literal) else a
+        sub = lambda a: lit_subst.get(constant_key(a), a) if isinstance(a, Literal) else a
         staged_eqns = [replace(e, inputs=[sub(a) for a in e.inputs]) if any(
-            isinstance(a, Literal) and id(a) in lit_subst for a in e.inputs) else e
+            isinstance(a, Literal) and constant_key(a) in lit_subst for a in e.inputs) else e
             for e in staged_eqns]
         staged_outs = [sub(a) for a in staged_outs]
 
@@ -338,12 +343,12 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     names = [n for n, u in zip(prog.input_names, unknowns) if not u] if prog.input_names else None
     known_all = Program(known_ins, known_eqns, known_outs + list(free.values()), input_names=names)
     residuals = [Residual(a.type, source_of(a, known_all),
-                          var=lit_subst[id(a)] if isinstance(a, Literal) else a)
+                          var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
                  for a in free.values()]
     if order == "first_use":
         first = {}
         for k, a in enumerate(uses):
-            first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", id(a)), k)
+            first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a)), k)
         keys = list(free)
         order = sorted(range(len(residuals)), key=lambda i: first.get(keys[i], len(first)))
     else:
@@ -356,6 +361,14 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
     return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions,
                        staged_outputs=staged_out_mask)
+
+
+def constant_key(a: Literal) -> int:
+    """Which constant a Literal is: a non-scalar constant is its array
+    (JAX makes one constvar of one array object, however often it is read:
+    the spec's rules re-wrap the same array in new Literals), a scalar
+    literal each occurrence."""
+    return id(a) if a.is_scalar else id(a.value)
 
 
 _KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}

@@ -8,13 +8,16 @@ evaluation splits the body into a known call and a staged call whose
 residuals are outputs of the known call ("output of jitted function"),
 except residuals that are just inputs of the call, which are forwarded,
 and residuals that are known outputs of the call, which are those outputs.
+The call's own constants (a jitted function's closed-over arrays) are no
+residuals of a split inside a checkpoint, where both halves close over
+them, and are forwarded as they are by a linearization.
 """
 from __future__ import annotations
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, transpose_rules)
-from spec.ir import Eqn, Program, Var
+from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
@@ -69,12 +72,20 @@ def _call_transpose(cts, *args, jaxpr, name):
     return [next(cts_in) if lin else None for lin in linear]
 
 
-def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
+                       constants_shared=True):
     """Split the body with the same policy: a known call computing the known
     outputs and the residuals, and a staged call. Residuals that are inputs
     of the body are forwarded from outside rather than returned by the call
-    (as pjit's partial-eval rule does)."""
-    from spec.partial_eval import partial_eval
+    (as pjit's partial-eval rule does).
+
+    The body's constants (Literals: the jaxpr's consts) are shared by both
+    halves of a split inside a checkpoint (closed_call_partial_eval_custom_rule,
+    jax/_src/interpreters/partial_eval.py: `ClosedJaxpr(jaxpr_staged_,
+    jaxpr.consts)`), so never residuals there; with `constants_shared=False`
+    (jax_remat3's `_pjit_remat`, whose forward jit returns every constant the
+    rematerialization reads) they are residual outputs of the known call."""
+    from spec.partial_eval import constant_key, partial_eval
     body, name = eqn.params["jaxpr"], eqn.params["name"]
     # the known call returns its residuals in the order the staged body first
     # reads them: when linearizing (pjit's linearize rule, via
@@ -82,8 +93,8 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     # use) and inside a checkpoint (partial_eval_jaxpr_custom makes a known
     # value a residual when a staged equation first reads it)
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
-                      literals_are_residuals=False, in_inst=in_inst, stage_recomputed_outputs=True,
-                      order="first_use")
+                      literals_are_residuals=False, constants_are_residuals=linearize or not constants_shared,
+                      in_inst=in_inst, stage_recomputed_outputs=True, order="first_use")
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
@@ -93,9 +104,17 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     n_known = len(known_outs)
     res_atoms, new_res_vars, body_res_outs = [], [], []
     known_body_outs = pe.known.outputs[:n_known]
+    own_constants = _constants_of(body) if linearize else set()
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
         if r.source.kind == "argument":
             res_atoms.append(known_ins[r.source.index])
+        elif isinstance(out, Literal) and constant_key(out) in own_constants:
+            # one of the body's own constants: pjit's linearize rule forwards it
+            # (ad.linearize_jaxpr: `fwd_inputs = (*jaxpr.consts, *in_primals)`,
+            # `residuals_ans = subs_list(in_fwd_res, [*jaxpr.consts, ...])`); a
+            # constant a nested call forwarded is no const of this jaxpr, and
+            # is returned like any other residual
+            res_atoms.append(out)
         elif any(out is o for o in known_body_outs):
             # a residual that is also a known output is that output (the
             # known call returns it once, in its output's place)
@@ -118,6 +137,14 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
             if isinstance(a, Var) and a.id in body_in:
                 subst[v.id] = known_ins[body_in[a.id]]
     return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, subst
+
+
+def _constants_of(prog: Program) -> set:
+    """The non-scalar constants `prog` itself reads or returns (its jaxpr's
+    consts; not those of nested programs), by `constant_key`."""
+    from spec.partial_eval import constant_key
+    atoms = [a for e in prog.eqns for a in e.inputs] + list(prog.outputs)
+    return {constant_key(a) for a in atoms if isinstance(a, Literal) and not a.is_scalar}
 
 
 def _call_source(eqn, var):

@@ -255,6 +255,59 @@ def jit_zero_tangent_spec(x):
     return y
 
 
+# a jitted function closing over an array (a constvar of its jaxpr) that its
+# tangent reads: pjit's linearize rule forwards the constant itself ("from a
+# constant"); one the inner jit forwarded is no const of the outer jit's
+# jaxpr, so the outer one returns it ("output of jitted function"), unless
+# the outer jit closes over the same array too
+SCALE = np.array([0.5, 1.5, -2.0], np.float32)
+
+
+def scaled_by_constant(x):
+    return jnp.sin(x) * SCALE
+
+
+def jit_constant_jax(x):
+    return jax.jit(scaled_by_constant)(x)
+
+
+def _scaled_by_constant_call(x):
+    (y,) = ops.call(spec.trace(lambda g: ops.sin(g) * SCALE, x.type), x, name="scaled_by_constant")
+    return y
+
+
+def jit_constant_spec(x):
+    return _scaled_by_constant_call(x)
+
+
+def outer_of_constant(x):
+    return jnp.cos(jax.jit(scaled_by_constant)(x))
+
+
+def jit_constant_in_jit_jax(x):
+    return jax.jit(outer_of_constant)(x)
+
+
+def jit_constant_in_jit_spec(x):
+    (y,) = ops.call(spec.trace(lambda g: ops.cos(_scaled_by_constant_call(g)), x.type), x,
+                    name="outer_of_constant")
+    return y
+
+
+def outer_sharing_constant(x):
+    return jax.jit(scaled_by_constant)(x) * SCALE
+
+
+def jit_shared_constant_jax(x):
+    return jax.jit(outer_sharing_constant)(x)
+
+
+def jit_shared_constant_spec(x):
+    (y,) = ops.call(spec.trace(lambda g: _scaled_by_constant_call(g) * SCALE, x.type), x,
+                    name="outer_sharing_constant")
+    return y
+
+
 def max_times_sum(k, l):
     return jax.lax.reduce_max(k, (0,)) * jnp.sum(l)
 
@@ -404,6 +457,9 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("batched_dot", batched_dot_jax, batched_dot_spec, ((F32, (2, 3, 4)), (F32, (2, 4, 5)))),
     TestProgram("jit_inner", jit_inner_jax, jit_inner_spec, ((F32, (3,)),)),
     TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
+    TestProgram("jit_constant", jit_constant_jax, jit_constant_spec, ((F32, (3,)),)),
+    TestProgram("jit_constant_in_jit", jit_constant_in_jit_jax, jit_constant_in_jit_spec, ((F32, (3,)),)),
+    TestProgram("jit_shared_constant", jit_shared_constant_jax, jit_shared_constant_spec, ((F32, (3,)),)),
     TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
     TestProgram("jit_output_residual", jit_output_residual_jax, jit_output_residual_spec, ((F32, (3,)),)),
     TestProgram("jit_identity", jit_identity_jax, jit_identity_spec, ((F32, (3,)),)),

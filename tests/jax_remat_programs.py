@@ -241,6 +241,22 @@ def jit_in_checkpoint_body_spec(x):
     return ops.reduce_sum(ops.cos(y), (0,))
 
 
+SCALE = np.array([0.5, 1.5, -2.0], np.float32)
+
+
+def scaled_by_constant(x):               # jitted inside a checkpoint, closing over SCALE:
+    return jnp.sin(x) * SCALE            # both halves of its split close over it, nothing saves it
+
+
+def jit_constant_body_jax(x):
+    return jnp.sum(jnp.cos(jax.jit(scaled_by_constant)(x)))
+
+
+def jit_constant_body_spec(x):
+    (y,) = ops.call(spec.trace(lambda g: ops.sin(g) * SCALE, x.type), x, name="scaled_by_constant")
+    return ops.reduce_sum(ops.cos(y), (0,))
+
+
 def one_of_dot(x):                       # jitted inside a checkpoint: x.x ** 0 == 1,
     return jnp.dot(x, x) ** 0            # its tangent a literal 0.0 the jit returns
 
@@ -484,6 +500,11 @@ PROGRAMS: list[TestProgram] = [
     # jit
     _p("checkpoint_in_jit", (checkpoint_in_jit_jax, checkpoint_in_jit_spec), X3),
     _p("jit_in_checkpoint", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec), X3),
+    _p("jit_constant_in_checkpoint", _ckpt1(jit_constant_body_jax, jit_constant_body_spec), X3,
+       "the jit's constant is shared by both halves of its split, not saved (fuzzer finding)"),
+    _p("jit_constant_in_checkpoint_everything_saveable",
+       _ckpt1(jit_constant_body_jax, jit_constant_body_spec, lambda: jcp.everything_saveable,
+              sp.everything_saveable), X3),
     _p("jit_literal_tangent_in_checkpoint", _ckpt1(jit_literal_tangent_body_jax, jit_literal_tangent_body_spec),
        X3, "the jit's literal tangent output is recomputed with it, not saved (fuzzer finding)"),
     _p("jit_residual_order_in_checkpoint", _ckpt1(jit_max_in_checkpoint_body_jax, jit_max_in_checkpoint_body_spec,

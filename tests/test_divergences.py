@@ -274,3 +274,127 @@ def test_remat3_cotangent_into_an_undifferentiated_input_of_a_dilated_pool(windo
         assert {n for n, _, _ in report.known_divergences} == {
             "remat3-saves-for-unused-checkpoint-outputs", "remat3-barrier-iff-backward-reads-checkpoint-inputs"}
         assert all(report.status(p, "remat2") == "ok" for p in ("residuals", "prevent_cse", "vjp"))
+
+
+def _jit_in_checkpoint(closes_over: bool):
+    """A checkpoint of a jitted function multiplying by `w`: closed over
+    (a const of the jit's jaxpr), or passed to it as an argument."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    w = np.array([0.5, 1.5, -2.0], np.float32)
+    if closes_over:
+        return lambda x: jax.checkpoint(lambda x: jax.jit(lambda x: jnp.sin(x) * w)(x))(x)
+    return lambda x, w: jax.checkpoint(lambda x, w: jax.jit(lambda x, w: jnp.sin(x) * w)(x, w))(x, w)
+
+
+@pytest.mark.parametrize("closes_over", [True, False], ids=["constant", "argument"])
+def test_remat3_jit_constant_divergence_needs_a_constant_of_the_jit(closes_over):
+    """Found by the fuzzer (finding_jit_residual_remat2, minimized): under remat3 a jit
+    inside a checkpoint saves the array it closes over ("output of jitted function",
+    recorded by running it); remat2 (tests/recordings/residuals_remat.json,
+    jit_constant_in_checkpoint) and the spec save only the input. Passed to the jit as
+    an argument instead, remat3 agrees with the spec and nothing is matched."""
+    import numpy as np
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    f = _jit_in_checkpoint(closes_over)
+    x = np.full(3, 0.7, np.float32)
+    args = (x,) if closes_over else (x, np.array([0.5, 1.5, -2.0], np.float32))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("residuals",))
+    name = "remat3-jit-in-checkpoint-saves-its-constants"
+    assert report.status("residuals", "remat2") == "ok"
+    assert ((name, "residuals", "remat3") in report.known_divergences) == closes_over
+    assert report.status("residuals", "remat3") == ("known divergence" if closes_over else "ok")
+    if closes_over:
+        prog = trace_jax(f, *args)
+        remat3 = [("f32[3]", "from the argument x"),
+                  ("f32[3]", "output of jitted function '<lambda>'")]   # jax 0.10.2, measured
+        ctx = lambda impl, res: dv.Context(impl, "residuals", None, prog, jax_residuals=res)
+        assert ctx("remat3", remat3).remat3_defect_mattered("jit_rule")
+        assert not ctx("remat2", remat3).remat3_defect_mattered("jit_rule")
+        assert not ctx("remat3", remat3[:1]).remat3_defect_mattered("jit_rule")   # the spec's own list
+
+
+def _unused_output_in(where: str, used: bool):
+    """A checkpoint returning (named(t) * 2, sin(t)), its second output unused (or
+    used), at the top level, in a cond branch, in a scan body, or in a cond inside a
+    checkpoint."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def ck(x):
+        a, b = jax.checkpoint(lambda r: (checkpoint_name(r, "c") * 2.0, jnp.sin(r)))(x)
+        return a * b if used else a
+    if where == "top":
+        return lambda x, y: ck(x)
+    if where == "cond":
+        return lambda x, y: lax.cond(jnp.sum(y) > 0, lambda x: 2.0 - x, ck, x)
+    if where == "scan":
+        return lambda x, y: lax.scan(lambda c, _: (ck(c), None), x, None, length=2)[0]
+    return lambda x, y: jax.checkpoint(lambda x: lax.cond(jnp.sum(y) > 0, lambda x: 2.0 - x, ck, x))(x)
+
+
+@pytest.mark.parametrize("used", [False, True], ids=["unused", "used"])
+@pytest.mark.parametrize("where", ["top", "cond", "scan", "checkpoint-cond"])
+def test_unused_checkpoint_output_divergence_reaches_into_cond_branches_and_scan_bodies(where, used):
+    """Found by the fuzzer (finding_jit_residual_remat2's cond half, minimized): remat3
+    saves the checkpoint's input for the unused sin output's backward pass also where the
+    checkpoint sits in a cond branch ("output of cond") or a scan body ("output of scan"),
+    measured by running it; the predicate threads the unused output out through the cond
+    (its other branches return zeros) and the scan (stacked). With the output used,
+    remat3 agrees with the spec and nothing is matched."""
+    import numpy as np
+
+    import oracle
+
+    f = _unused_output_in(where, used)
+    args = (np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3), np.ones(3, np.float32))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("residuals",))
+    name = "remat3-saves-for-unused-checkpoint-outputs"
+    assert report.status("residuals", "remat2") == "ok"
+    assert ((name, "residuals", "remat3") in report.known_divergences) == (not used)
+    assert report.status("residuals", "remat3") == ("ok" if used else "known divergence")
+
+
+@pytest.mark.parametrize("first_used", [False, True], ids=["unused", "used"])
+def test_a_name_nothing_reads_is_saved_only_for_an_unused_output(first_used):
+    """Finding finding_remat3_dead_name, minimized: checkpoint(f,
+    save_only_these_names('a')) with f(t, u) = (cos(checkpoint_name(t, 'a')), sin(u)) and
+    the first output unused. remat3 (jax 0.10.2, measured) saves u and the value named
+    'a' (the unused cos output's backward pass runs: sin(t) reads it); remat2 and the spec
+    save u only. The name is incidental (without it remat3 saves t), so this is
+    remat3-saves-for-unused-checkpoint-outputs; with both outputs used, remat3 agrees."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def f(t, u):
+        c, s = jax.checkpoint(lambda t, u: (jnp.cos(checkpoint_name(t, "a")), jnp.sin(u)),
+                              policy=jax.checkpoint_policies.save_only_these_names("a"))(t, u)
+        return c * s if first_used else s
+    args = (np.float32(0.3), np.float32(0.6))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2", "remat3"),
+                          properties=("residuals",))
+    name = "remat3-saves-for-unused-checkpoint-outputs"
+    assert report.status("residuals", "remat2") == "ok"
+    assert ((name, "residuals", "remat3") in report.known_divergences) == (not first_used)
+    if not first_used:
+        prog = trace_jax(f, *args)
+        remat3 = [("f32[]", "from the argument u"), ("f32[]", "named 'a'")]   # jax 0.10.2, measured
+        ctx = lambda impl, res: dv.Context(impl, "residuals", None, prog, jax_residuals=res)
+        assert dv._remat3_unused_outputs_read(ctx("remat3", remat3))
+        assert not dv._remat3_unused_outputs_read(ctx("remat2", remat3))
+        assert not dv._remat3_unused_outputs_read(ctx("remat3", remat3[:1]))   # the spec's own list

@@ -27,7 +27,9 @@ def capabilities() -> Capabilities:
     import jax
     import jax.numpy as jnp
     from jax import lax
-    x = jnp.zeros(2, jnp.float32)
+    # an abstract argument: the probe may run first inside the user's trace
+    # (a jnp.zeros there would leave a broadcast_in_dim equation in it)
+    x = jax.ShapeDtypeStruct((2,), jnp.float32)
     return Capabilities(
         version=jax.__version__,
         remat3=hasattr(jax.config, "jax_remat3"),

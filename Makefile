@@ -16,7 +16,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests fuzz
+	$(BIN)/python -m pytest -q -n auto tests fuzz
 
 # A fuzz campaign against the installed JAX (FUZZ_MINUTES, 2 jobs); findings,
 # each with a standalone repro.py, go to fuzz-findings/. Exit 1 on a finding.

@@ -940,13 +940,23 @@ def _constant_type_literals(ctx):
     not: JAX's list is the spec's with some "from a literal" entries left
     out, or, under remat3, the full remat3 model's (`remat3_model`, every
     defect on) so (the two compose: found by the fuzzer, a literal of an
-    equation outside a checkpoint whose policy remat3 does not apply)."""
+    equation outside a checkpoint whose policy remat3 does not apply), or
+    that model's of the program with its unused checkpoint outputs used
+    (`remat3-saves-for-unused-checkpoint-outputs` composed with this: found
+    by the fuzzer)."""
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     if _literals_left_out(ctx.jax_residuals, ctx.spec_residuals):
         return True
-    return ctx.implementation == "remat3" and _literals_left_out(
-        ctx.jax_residuals, ctx.residuals_with(**dict.fromkeys(REMAT3_DEFECTS, True)))
+    if ctx.implementation != "remat3":
+        return False
+    import dataclasses
+    flags = dict.fromkeys(REMAT3_DEFECTS, True)
+    modelled = [ctx.residuals_with(**flags)]
+    used, n = unused_checkpoint_outputs_out(ctx.program)
+    if n:   # composed with remat3-saves-for-unused-checkpoint-outputs (found by the fuzzer)
+        modelled.append(dataclasses.replace(ctx, program=used).residuals_with(**flags))
+    return any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
 
 
 def _integer_pow_one_factor(ctx):

@@ -357,6 +357,24 @@ def jit_residual_order_spec(x):
     return y
 
 
+def constant_read_twice_jax(x, y):
+    # one constant read by two tangent equations is one residual
+    return jnp.sin(x * CONST3) + jnp.sin(y * CONST3)
+
+
+def constant_read_twice_spec(x, y):
+    return ops.sin(x * CONST3) + ops.sin(y * CONST3)
+
+
+def jit_constant_read_twice_jax(x, y):
+    return jax.jit(constant_read_twice_jax)(x, y)
+
+
+def jit_constant_read_twice_spec(x, y):
+    (z,) = ops.call(spec.trace(constant_read_twice_spec, x.type, y.type), x, y, name="constant_read_twice_jax")
+    return z
+
+
 def where_relu_jax(x):
     return jnp.where(x > 0.0, x, 0.0) * x
 
@@ -463,6 +481,10 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
     TestProgram("jit_output_residual", jit_output_residual_jax, jit_output_residual_spec, ((F32, (3,)),)),
     TestProgram("jit_identity", jit_identity_jax, jit_identity_spec, ((F32, (3,)),)),
+    TestProgram("constant_read_twice", constant_read_twice_jax, constant_read_twice_spec,
+                ((F32, (3,)), (F32, (3,)))),
+    TestProgram("jit_constant_read_twice", jit_constant_read_twice_jax, jit_constant_read_twice_spec,
+                ((F32, (3,)), (F32, (3,)))),
     TestProgram("where_relu", where_relu_jax, where_relu_spec, ((F32, (3,)),)),
     TestProgram("int_output", int_output_jax, int_output_spec, ((F32, (3,)),)),
     TestProgram("softmax_rows", softmax_rows_jax, softmax_rows_spec, ((F32, (2, 3)),)),

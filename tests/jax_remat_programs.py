@@ -257,6 +257,32 @@ def jit_constant_body_spec(x):
     return ops.reduce_sum(ops.cos(y), (0,))
 
 
+def scaled_by_constant_in_checkpoint(x):   # jitted: a checkpoint closing over SCALE
+    return jnp.sin(jax.checkpoint(lambda e: e * SCALE)(x))
+
+
+def scaled_by_constant_in_checkpoint_spec(x):
+    # jax.checkpoint passes the constant it closes over as its first operand
+    # (spec.checkpoint takes traced operands only: the equation is bound as is)
+    from spec.core import bind
+    from spec.remat import remat_p
+    body = spec.trace(lambda c, e: e * c, x.type, x.type)
+    (y,) = bind(remat_p, SCALE, x, jaxpr=body, policy=None, prevent_cse=True, differentiated=False)
+    return ops.sin(y)
+
+
+def checkpoint_constant_in_jit_jax(x):
+    # found by the fuzzer (spelling jit=True): the checkpoint's constant is a
+    # const of the jit, which pjit's linearization forwards: "from a constant"
+    return jax.jit(scaled_by_constant_in_checkpoint)(x)
+
+
+def checkpoint_constant_in_jit_spec(x):
+    body = spec.trace(scaled_by_constant_in_checkpoint_spec, x.type)
+    (y,) = ops.call(body, x, name="scaled_by_constant_in_checkpoint")
+    return y
+
+
 def one_of_dot(x):                       # jitted inside a checkpoint: x.x ** 0 == 1,
     return jnp.dot(x, x) ** 0            # its tangent a literal 0.0 the jit returns
 
@@ -510,6 +536,8 @@ PROGRAMS: list[TestProgram] = [
     _p("jit_residual_order_in_checkpoint", _ckpt1(jit_max_in_checkpoint_body_jax, jit_max_in_checkpoint_body_spec,
                                                   lambda: jcp.everything_saveable, sp.everything_saveable),
        X3, "a jit's residuals inside a checkpoint are returned in first-use order (fuzzer finding)"),
+    _p("checkpoint_constant_in_jit", (checkpoint_constant_in_jit_jax, checkpoint_constant_in_jit_spec), X3,
+       "the checkpoint's constant is the jit's, saved as the constant (fuzzer finding)"),
     _p("jit_in_checkpoint_everything", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec,
                                               lambda: jcp.everything_saveable, sp.everything_saveable), X3),
     # inputs and outputs

@@ -398,3 +398,72 @@ def test_a_name_nothing_reads_is_saved_only_for_an_unused_output(first_used):
         assert dv._remat3_unused_outputs_read(ctx("remat3", remat3))
         assert not dv._remat3_unused_outputs_read(ctx("remat2", remat3))
         assert not dv._remat3_unused_outputs_read(ctx("remat3", remat3[:1]))   # the spec's own list
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["as-is", "jit"])
+@pytest.mark.parametrize("closes_over_constant", [True, False], ids=["constant", "no-constant"])
+def test_checkpoint_closing_over_a_constant_under_an_outer_jit(jit, closes_over_constant):
+    """Found by the fuzzer (spelling jit=True): a checkpoint that closes over
+    a constant, the whole function under jax.jit. The constant is a const of
+    the jit, which pjit's linearization forwards ("from a constant", as
+    without the jit); the spec named it an output of the jitted function.
+    remat2 agrees with the spec either way; remat3 saves the checkpoint's
+    argument too, as it does without the jit (its instantiated zero tangent
+    for the constant operand reads it): the same known divergence, matched
+    with and without the jit, and not on the variant without the constant."""
+    import numpy as np
+
+    import oracle
+    import spec
+    from oracle.spellings import Spelling
+    from spec import ops
+    from spec.ir import ArrayType, Literal
+    from spec.remat import checkpoint
+
+    const = Literal.of(np.array([1.5, 2.0, 3.0], np.float32))
+
+    def f(a):
+        c = checkpoint(lambda e: [ops.mul(e, const) if closes_over_constant else ops.mul(e, e)],
+                       prevent_cse=False)(a)
+        return [c[0], ops.sin(a)]
+    prog = spec.trace(f, ArrayType((3,), np.float32))
+    fn = oracle.to_jax(prog, spelling=Spelling(jit=jit))
+    report = oracle.check(fn, oracle.AS_IS, np.linspace(0.1, 0.9, 3, dtype=np.float32),
+                          properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    if closes_over_constant:
+        assert report.known_divergences == [
+            ("remat3-instantiates-zero-tangents-into-checkpoints", "residuals", "remat3")]
+    else:
+        assert report.status("residuals", "remat3") == "ok"
+
+
+@pytest.mark.parametrize("literal", [True, False], ids=["literal", "no-literal"])
+def test_literal_divergence_composes_with_unused_checkpoint_outputs(literal):
+    """Found by the fuzzer (minimized by hand): a literal JAX does not save
+    (`x * 0.5`, written with a Python float) next to a checkpoint with an
+    output nothing reads. Under remat3 JAX's list is the unused-outputs
+    model's without the literal: both known divergences at once, which the
+    literal predicate matches. Without the literal only the unused-outputs
+    divergence holds (remat2 agrees)."""
+    import numpy as np
+
+    import oracle
+    import spec
+    from spec import ops
+    from spec.ir import ArrayType
+    from spec.remat import checkpoint
+
+    def f(a, b):
+        outs = checkpoint(lambda x, y: [ops.sin(x), ops.sin(y)])(a, b)
+        return [ops.mul(a, 0.5) if literal else ops.mul(a, a), outs[0]]
+    prog = spec.trace(f, ArrayType((3,), np.float32), ArrayType((3,), np.float32))
+    x = np.linspace(0.1, 0.9, 3, dtype=np.float32)
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, x, x, properties=("residuals",))
+    lit = "literal-residuals-depend-on-the-constant-s-python-type"
+    if literal:
+        assert report.known_divergences == [(lit, "residuals", "remat2"), (lit, "residuals", "remat3")]
+    else:
+        assert report.status("residuals", "remat2") == "ok"
+        assert report.known_divergences == [
+            ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3")]

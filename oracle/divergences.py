@@ -314,11 +314,11 @@ def _with_remat3_calls(prog: Program) -> Program:
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
-                       jit_rule: bool = True):
+                       jit_rule: bool = True, grandchildren_opaque: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     from spec import core
     key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
-           jit_rule)
+           jit_rule, grandchildren_opaque)
     prim = _REMAT3_CHECKPOINTS.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -407,6 +407,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             saveable = lambda e: sp.Recompute
         known, staged, *rest = core.partial_eval_rules[remat_p](
             eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
+        if grandchildren_opaque and linearize and staged:
+            staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
         if inputs_first and linearize and staged:
             (s,) = staged
             outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
@@ -427,6 +429,128 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     core.extension_primitives.add(prim)
     _REMAT3_CHECKPOINTS[key] = prim
     return prim
+
+
+# -- which inputs remat3's backward pass of a checkpoint reads (jax 0.10.2) --
+# RematTraced.vjp_fwd/lin: `used, rem = dce(jit(lambda *xs: vjp(fwd2, *xs)[1])
+# .trace(*primals))`: the checkpoint C saves the inputs that pe.dce_jaxpr finds
+# read by the residuals of fwd2's linearization. In that trace a child
+# checkpoint K is linearized by its own vjp_fwd: its residuals are its own
+# used inputs (its own dce), and its primal outputs are computed by
+# remat_transform of K's body, where K's children (C's grandchildren) are
+# rebound whole (hijax.VJPHiPrimitive.remat: "full remat by default"), and
+# a call_hi_primitive's dce rule (VJPHiPrimitive.dce) reads every input if
+# any output is used. So C reads every primal input of a grandchild whose
+# primal output C's linearization needs, e.g. an input the grandchild only
+# forwards. The analysis colours what each value is needed for: "L" a
+# tangent; "P0" a primal of this body's own linearization; "P1" a primal of
+# the enclosing checkpoint's linearization (through this body, inline).
+
+def _tangent_vars(body: Program, tangent_inputs: list) -> set:
+    """Ids of the vars of `body` computed from a tangent input (those
+    flagged), at any depth of its checkpoints."""
+    tangent = {v.id for v, t in zip(body.inputs, tangent_inputs) if t}
+    for e in body.eqns:
+        ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
+        if _is_checkpoint(e):
+            sub = e.params["jaxpr"]
+            inner = _tangent_vars(sub, ins)
+            tangent |= {v.id for v, o in zip(e.outputs, sub.outputs) if isinstance(o, Var) and o.id in inner}
+        elif any(ins):
+            tangent |= {v.id for v in e.outputs}
+    return tangent
+
+
+def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool) -> list:
+    """The colours each input of `body` is needed with, given its outputs'
+    (see above); with `opaque`, remat3's: a checkpoint whose primal output
+    the enclosing linearization needs ("P1") reads every primal input."""
+    need = {}
+    for a, c in zip(body.outputs, out_colours):
+        if isinstance(a, Var):
+            need.setdefault(a.id, set()).update(c)
+    for e in reversed(body.eqns):
+        outs = [need.get(v.id, set()) for v in e.outputs]
+        if not any(outs):
+            continue
+        if _is_checkpoint(e):
+            sub = e.params["jaxpr"]
+            if opaque and any("P1" in c for c in outs):
+                for a in e.inputs:
+                    if isinstance(a, Var) and a.id not in tangent:
+                        need.setdefault(a.id, set()).add("P1")
+            sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
+            sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
+            ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque)
+            ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
+        else:
+            c = set().union(*outs)
+            residual = {"P0"} if "L" in c else set()
+            ins = [(c if isinstance(a, Var) and a.id in tangent else (c - {"L"}) | residual) for a in e.inputs]
+        for a, ci in zip(e.inputs, ins):
+            if isinstance(a, Var) and ci:
+                need.setdefault(a.id, set()).update(ci)
+    return [need.get(v.id, set()) for v in body.inputs]
+
+
+def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:
+    """Which primal inputs of the linearized checkpoint body `body` remat3
+    reads only because a grandchild checkpoint is opaque (see above)."""
+    tangent = _tangent_vars(body, tangent_inputs)
+    outs = [{"L"} if isinstance(a, Var) and a.id in tangent else set() for a in body.outputs]
+    remat3 = _needed_inputs(body, outs, tangent, opaque=True)
+    exact = _needed_inputs(body, outs, tangent, opaque=False)
+    return [bool(r) and not x and not t for r, x, t in zip(remat3, exact, tangent_inputs)]
+
+
+def _reading(body: Program, new: list, at: int) -> Program:
+    """`body` with inputs `new` inserted at `at` and read: its first float
+    output multiplied by 1 + sum over x in `new` of (sum(x) - sum(x)),
+    exactly 1 (the values are never computed: only what is read matters)."""
+    from spec import ops
+    from spec.core import building
+    from spec.ir import is_float
+    from spec.remat import _clone
+    k = next((k for k, a in enumerate(body.outputs) if is_float(a.type.dtype)), None)
+    if k is None:
+        return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns, body.outputs)
+    out = body.outputs[k]
+    with building() as b:
+        xs = [b.new_input(v.type) for v in new]
+        t = b.new_input(out.type)
+        factor = None
+        for x in xs:
+            x = ops.convert_element_type(x, out.type.dtype) if x.dtype != out.type.dtype else x
+            s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
+            d = ops.sub(s, s)
+            factor = d if factor is None else ops.add(factor, d)
+        one = ops.add(ops.exp(ops.sub(factor, factor)), factor)     # exp(0) + 0
+        y = ops.mul(t, ops.broadcast_in_dim(one, out.type.shape, ()) if out.type.shape else one)
+        piece = b.build(xs + [t], [y])
+    env = {v.id: a for v, a in zip(piece.inputs, new + [out])}
+    eqns = _clone(piece.eqns, env)
+    outputs = list(body.outputs)
+    outputs[k] = env[piece.outputs[0].id]
+    return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns + eqns, outputs)
+
+
+def _with_inputs_read_through_grandchildren(staged: Eqn, eqn: Eqn, in_unknowns) -> Eqn:
+    """The staged checkpoint also reading the inputs remat3 reads through
+    an opaque grandchild (after its other primal inputs)."""
+    extra = [a for a, x in zip(eqn.inputs, _inputs_read_through_grandchildren(eqn.params["jaxpr"], in_unknowns))
+             if x and isinstance(a, Var) and all(a is not b for b in staged.inputs)]
+    extra = [a for k, a in enumerate(extra) if all(a is not b for b in extra[:k])]
+    if not extra:
+        return staged
+    outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
+    at = max((k + 1 for k, a in enumerate(staged.inputs) if isinstance(a, Var) and a.id in outer), default=0)
+    new = [Var(a.type) for a in extra]
+    params = dict(staged.params, jaxpr=_reading(staged.params["jaxpr"], new, at))
+    if isinstance(params["prevent_cse"], tuple):
+        p = params["prevent_cse"]
+        params["prevent_cse"] = p[:at] + (True,) * len(new) + p[at:]
+    return Eqn(staged.primitive, staged.inputs[:at] + extra + staged.inputs[at:], staged.outputs, params,
+               why=staged.why, residual_outputs=staged.residual_outputs)
 
 
 def _is_checkpoint(e) -> bool:
@@ -491,13 +615,14 @@ def _remat3_effective(policy):
 
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
-REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "view", "opaque_outputs", "instantiated_inputs",
+REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "view", "opaque_outputs", "instantiated_inputs",
                   "inputs_first", "scan_rule", "jit_rule", "linearized_body")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
-                 custom_opaque=True, linearized_body=True, jit_rule=True) -> Program:
+                 custom_opaque=True, linearized_body=True, jit_rule=True,
+                 grandchildren_opaque=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does; with `custom_opaque` a
@@ -506,7 +631,7 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
     prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body, jit_rule)
+                              linearized_body, jit_rule, grandchildren_opaque)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:
@@ -1101,6 +1226,24 @@ DIVERGENCES = [
         "policy=jax.checkpoint_policies.save_only_these_names('a'))\n"
         "print_saved_residuals(f, 1.0)  # only the input",
         _remat3_nested_opaque, releases=REMAT3),
+    Divergence(
+        "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint saves the inputs that pe.dce_jaxpr finds "
+        "read by its linearization (RematTraced.vjp_fwd: `used, rem = dce(...)`), and there a "
+        "checkpoint nested two levels down is one opaque call (a child's primal outputs are "
+        "computed by remat_transform of its body, which rebinds the child's own checkpoints "
+        "whole: hijax.VJPHiPrimitive.remat, full remat) whose dce rule "
+        "(VJPHiPrimitive.dce) reads every input when any output is used. So where the "
+        "checkpoint's linearization needs a grandchild's primal output, every input of that "
+        "grandchild is saved, one it only forwards to an output nothing reads too (found by "
+        "the fuzzer: three nested checkpoints). remat2, and the spec, read what the values "
+        "needed are computed from. Wasted memory; gradients are right. " + _MODEL_PREDICATE,
+        "jax.config.update('jax_remat3', True)\n"
+        "inner = jax.checkpoint(lambda x, w: (jnp.sin(w), x))\n"
+        "mid = jax.checkpoint(lambda x, w: inner(x, w)[0])\n"
+        "f = jax.checkpoint(lambda x, w: jnp.sin(mid(x, w)))\n"
+        "print_saved_residuals(lambda a, w: f(jnp.cos(a), w), 1.0, 2.0)  # f32[] output of cos",
+        lambda ctx: ctx.remat3_defect_mattered("grandchildren_opaque"), releases=REMAT3),
     Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "

@@ -467,3 +467,71 @@ def test_literal_divergence_composes_with_unused_checkpoint_outputs(literal):
         assert report.status("residuals", "remat2") == "ok"
         assert report.known_divergences == [
             ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3")]
+def _three_nested(outer: str):
+    """inner forwards its input x to an output nothing reads; mid returns inner's
+    first output; the outer checkpoint applies sin to mid's output (its linearization
+    needs mid's primal output) or doubles it (it does not)."""
+    import jax
+    import jax.numpy as jnp
+
+    inner = jax.checkpoint(lambda x, w: (jnp.sin(w), x))
+    mid = jax.checkpoint(lambda x, w: inner(x, w)[0])
+    body = (lambda x, w: jnp.sin(mid(x, w))) if outer == "sin" else (lambda x, w: mid(x, w) * 2.0)
+    return jax.checkpoint(body)
+
+
+@pytest.mark.parametrize("outer", ["sin", "double"])
+def test_remat3_reads_every_input_of_a_grandchild_whose_output_the_outer_linearization_needs(outer):
+    """remat3 (jax 0.10.2, measured: the RematTraced dce of the outer checkpoint's
+    linearization reads [x, w] for sin, [w] for doubling) saves x, which only the
+    grandchild forwards, where the outer checkpoint's linearization needs mid's primal
+    output; where it does not, remat3 agrees with the spec."""
+    import numpy as np
+
+    import oracle
+
+    args = (np.float32(0.3), np.float32(0.6))
+    report = oracle.check(lambda a, w: _three_nested(outer)(a, w), oracle.AS_IS, *args,
+                          implementations=("remat2", "remat3"), properties=("residuals",))
+    name = "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint"
+    assert report.status("residuals", "remat2") == "ok"
+    assert ((name, "residuals", "remat3") in report.known_divergences) == (outer == "sin")
+    assert report.status("residuals", "remat3") == ("known divergence" if outer == "sin" else "ok")
+
+
+@pytest.mark.parametrize("linear_in_mid", [False, True], ids=["cos", "linear"])
+def test_grandchild_opacity_is_relative_to_the_outer_linearization(linear_in_mid):
+    """The fuzzer's finding minimized (three nested checkpoints, the innermost
+    forwarding an input to an output nothing reads): remat3 (jax 0.10.2) saves the
+    forwarded `output of max` (measured lists below); with the outer checkpoint linear
+    in mid's output it does not, and the model does not predict it."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    ck17 = jax.checkpoint(lambda v18, v19, v20: (jnp.arctan2(v19, v20), v18))
+
+    def ck10(v11, v12, v13, v14):
+        v15, _ = ck17(v11, v13, v14)
+        return v15[0:1], v15, v12
+
+    def ck2(v3, v4, v5, v6):
+        v7, _, _ = jax.checkpoint(ck10)(v3, v3, v5, v6)
+        return v7 * 2.0 if linear_in_mid else jnp.cos(v7)
+
+    def f(a2, a3, a4):
+        v0 = jnp.maximum(np.array([0.5, .75, 1.], np.float32), a2)
+        return jax.checkpoint(ck2)(v0, v0, a3, a4)
+    args = (np.array([1.1, 0.8, -0.6], np.float32), np.full((2, 3), 0.4, np.float32),
+            np.full((2, 3), -0.7, np.float32))
+    prog = trace_jax(f, *args)
+    jax_res = [("f32[2,3]", "from the argument a3"), ("f32[2,3]", "from the argument a4"),
+               ("f32[3]", "output of max"), ("f32[3]", "output of div")]   # jax 0.10.2, measured
+    if linear_in_mid:
+        jax_res = jax_res[:2] + jax_res[3:]      # measured: not the output of max
+    ctx = dv.Context("remat3", "residuals", None, prog, jax_residuals=jax_res)
+    assert ctx.residuals_with(**dict.fromkeys(dv.REMAT3_DEFECTS, True)) == jax_res
+    assert ctx.remat3_defect_mattered("grandchildren_opaque") == (not linear_in_mid)

@@ -34,6 +34,11 @@ class Linearized:
     diff_outputs: list[bool]     # which outputs have a tangent
 
 
+LINEARIZATION_ERROR = ("Linearization failed to produce known values for all output primals. "
+                       "This is typically caused by attempting to differentiate a function "
+                       "uses an operation that does not support reverse-mode autodiff.")
+
+
 def linearize(prog: Program) -> Linearized:
     """Linearize `prog` at symbolic primals (program to programs)."""
     diff_in = [is_differentiable(t) for t in prog.in_types]
@@ -45,7 +50,9 @@ def linearize(prog: Program) -> Linearized:
                       instantiate=[False] * n_out + [True] * n_tan_out,
                       linearize=True)
     if any(pe.out_unknowns[:n_out]):
-        raise AssertionError("a primal output depends on a tangent")
+        # ad.linearize_from_jvp's check, word for word: a JVP rule whose
+        # primal outputs depend on tangents (reduce_window's) has no linearization
+        raise ValueError(LINEARIZATION_ERROR)
     # the forward program returns the primal outputs and the residuals (a
     # tangent output computed from primals alone reaches the linear program
     # as a residual)

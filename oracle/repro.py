@@ -583,7 +583,7 @@ class _Writer:
         n = len(ins) // 2
         window = "".join(f", {k}={v!r}" for k, v in e.params.items() if k != "jaxpr")
         return _assign(outs, f"jax.lax.reduce_window([{', '.join(ins[:n])}], [{', '.join(ins[n:])}], "
-                             f"lambda acc, x: list({fn}(*acc, *x)){window})", True)
+                             f"lambda acc, elem: list({fn}(*acc, *elem)){window})", True)
 
     def emit_custom_jvp_call(self, e, ins, outs, indent, out, **_):
         return _assign(outs, f"{self.custom(e)}({', '.join(ins)})", True)

@@ -8,8 +8,9 @@
 * with JAX: values against XLA:CPU (a computation that is not
   commutative, so the fold order is checked too); the jaxpr round trip
   (oracle.from_jax reads the computation, oracle.to_jax rebinds it);
-  oracle.check under remat2 / remat3 with several policies; a reproducer
-  of a program using it runs.
+  oracle.check under remat2 / remat3 with several policies, and of a
+  traced init value (JAX's refusals met by the spec's); a reproducer of a
+  program using it runs.
 """
 from __future__ import annotations
 
@@ -160,6 +161,22 @@ def test_oracle_check(policy):
         assert report.status("jvp", impl) == "ok"
         assert report.status("vmap", impl) == "ok"
         assert report.status("vjp", impl) == "not applicable"   # both refuse: linearization fails
+
+
+def test_traced_init_value_binds_the_generic_reduce_window():
+    """lax.max on a traced init value is not the monoid reducer: the generic
+    reduce_window, whose JVP refuses the init value's tangent and whose
+    batching refuses a batched init value, in JAX and the spec alike."""
+    jax = _jax()
+    import oracle
+
+    def f(x, init):
+        return jax.numpy.sum(jax.lax.reduce_window(x, init, jax.lax.max, (2,), (1,), "VALID"))
+    report = oracle.check(f, None, RNG.normal(size=5).astype(np.float32), np.float32(0.0))
+    for impl in ("remat2", "remat3"):
+        assert report.status("values", impl) == "ok"
+        assert report.status("jvp", impl) == "not applicable"
+        assert report.status("vmap", impl) == "not applicable"
 
 
 def test_reproducer_runs():

@@ -134,11 +134,17 @@ def _jvp_computation(jaxpr: Program) -> Program:
 def _reduce_window_jvp(primals, tangents, *, jaxpr: Program, **window):
     """reduce_window_jvp: one reduce_window of [operands, tangents] with
     init values [inits, zeros] and the JVP of the computation."""
+    from spec.jvp import LINEARIZATION_ERROR, linearizing
     from spec.partial_eval import instantiate_tangent
     n = len(primals) // 2
     operands, inits = primals[:n], primals[n:]
     if not all(isinstance(t, Zero) for t in tangents[n:]):
         raise TypeError(INIT_TANGENT_ERROR)
+    if linearizing() and not all(isinstance(t, Zero) for t in tangents[:n]):
+        # JAX linearizes each equation from its JVP (ad.linearize_from_jvp),
+        # and this one's primal outputs depend on the tangents: it raises
+        # at the equation, whether or not its outputs are used
+        raise ValueError(LINEARIZATION_ERROR)
     op_tangents = [instantiate_tangent(t) for t in tangents[:n]]
     init_tangents = [np.zeros((), t.type.dtype) for t in tangents[n:]]
     outs = bind(reduce_window_p, *operands, *op_tangents, *inits, *init_tangents,

@@ -18,7 +18,7 @@ from spec.core import (building, eval_program_traced, is_differentiable,
                        zeros_like_type)
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program, float0
-from spec.jvp import jvp_program
+from spec.jvp import LINEARIZATION_ERROR, jvp_program
 from spec.partial_eval import Residual, partial_eval
 from spec.transpose import transpose
 
@@ -32,11 +32,6 @@ class Linearized:
     residuals: list[Residual]
     diff_inputs: list[bool]      # which inputs have a tangent
     diff_outputs: list[bool]     # which outputs have a tangent
-
-
-LINEARIZATION_ERROR = ("Linearization failed to produce known values for all output primals. "
-                       "This is typically caused by attempting to differentiate a function "
-                       "uses an operation that does not support reverse-mode autodiff.")
 
 
 def linearize(prog: Program) -> Linearized:

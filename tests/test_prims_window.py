@@ -179,6 +179,23 @@ def test_traced_init_value_binds_the_generic_reduce_window():
         assert report.status("vmap", impl) == "not applicable"
 
 
+def test_unused_reduce_window_in_a_checkpoint():
+    """Nothing reads the reduce_window: remat2 and the spec differentiate the
+    checkpoint (dead code), remat3 linearizes its body equation by equation
+    and raises: a known divergence."""
+    _jax()
+    import jax.numpy as jnp
+    from jax import lax
+    import oracle
+
+    def f(x):
+        lax.reduce_window(x, 1.0, lambda a, b: a * b, (2,), (1,), "VALID")
+        return jnp.sum(jnp.sin(x))
+    report = oracle.check(f, None, RNG.normal(size=5).astype(np.float32))
+    assert report.status("vjp", "remat2") == "ok"
+    assert report.status("vjp", "remat3") == "known divergence"
+
+
 def test_reproducer_runs():
     _jax()
     import subprocess

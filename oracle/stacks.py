@@ -185,9 +185,10 @@ def _loss_program(prog: Program, level: Level) -> Program:
         xs = [b.new_input(t) for t in level.in_types]
         ws = [b.new_input(level.out_types[j]) for j in level.float_outputs]
         outs = eval_program_traced(prog, *xs)
-        ys = [outs[j] for j in level.float_outputs]
-        terms = [ops.reduce_sum(ops.mul(y, w), tuple(range(len(y.shape)))) if y.shape else ops.mul(y, w)
-                 for y, w in zip(ys, ws)]
+        ys = [outs[j] for j in level.float_outputs]      # a Var, or a Literal (a constant output)
+        shapes = [level.out_types[j].shape for j in level.float_outputs]
+        terms = [ops.reduce_sum(ops.mul(y, w), tuple(range(len(shape)))) if shape else ops.mul(y, w)
+                 for y, w, shape in zip(ys, ws, shapes)]
         total = terms[0]
         for t in terms[1:]:
             total = ops.add(total, t)

@@ -45,6 +45,28 @@ class Context:
             return producer_sources(prog)
         return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
 
+    def baselines(self) -> list:
+        """The residual lists that an additive divergence (a literal left
+        out, a zero or a factor saved, entries out of order) is measured
+        against: the spec's, and under remat3 the remat3 model's (every
+        defect on) of the program and of each of its remat3 variants
+        (`remat3_variants`). So an additive divergence composes with
+        remat3's modelled defects (found by the fuzzer: a jit's saved zero
+        beside a checkpoint whose non-float output keeps its tangents
+        live)."""
+        if "_baselines" not in self.__dict__:
+            lists = [self.spec_residuals]
+            if self.implementation == "remat3":
+                import dataclasses
+                flags = dict.fromkeys(REMAT3_DEFECTS, True)
+                for variant in remat3_variants(self.program):
+                    try:
+                        lists.append(dataclasses.replace(self, program=variant).residuals_with(**flags))
+                    except sp.PolicyCombinationError:   # the modelled policy is refused: no list
+                        pass
+            self._baselines = [b for i, b in enumerate(lists) if b is not None and b not in lists[:i]]
+        return self._baselines
+
     def remat3_defect_mattered(self, defect: str) -> bool:
         """JAX's residuals are exactly remat3's modelled ones
         (`remat3_model`), and `defect` (one of its flags) is the one that
@@ -720,6 +742,21 @@ def _remat3_float0_tangents(ctx):
     return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
 
 
+def remat3_variants(prog: Program) -> list:
+    """`prog`, and the programs whose remat3-model residuals JAX's are where
+    a structural remat3 defect holds: with its unused checkpoint outputs
+    used (remat3-saves-for-unused-checkpoint-outputs), with the float
+    outputs of checkpoints whose non-float output is live made outputs
+    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), and both."""
+    used, n_unused = unused_checkpoint_outputs_out(prog)
+    variants = [prog] + ([used] if n_unused else [])
+    for p in list(variants):
+        exposed, n_live, _ = _float0_tangent_outputs(p, [True] * len(p.outputs))
+        if n_live:
+            variants.append(exposed)
+    return variants
+
+
 def _remat3_reverse_raises_as_modelled(ctx):
     """JAX raised NotImplementedError in reverse mode under remat3 where the
     spec computes, and the remat3 model's reverse pass raises the same
@@ -951,13 +988,31 @@ def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
-def _jit_linearize_zero(ctx):
-    if ctx.property != "residuals" or ctx.jax_residuals is None:
-        return False
+def additive(explains: Callable) -> Callable:
+    """The predicate of an additive divergence: `explains(got, want, ctx)`
+    holds of JAX's residual list `got` against one of the context's
+    baselines `want` (`Context.baselines`: the spec's, or under remat3 the
+    remat3 model's)."""
+    def applies(ctx):
+        if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+            return False
+        return any(explains(ctx.jax_residuals, want, ctx) for want in ctx.baselines())
+    applies.__doc__ = explains.__doc__
+    return applies
+
+
+def _difference(got: list, want: list):
+    """(entries only `got` has, entries only `want` has), as Counters."""
     import collections
-    only_jax = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
-    only_spec = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
-    return (not only_spec and only_jax and all(
+    return collections.Counter(got) - collections.Counter(want), collections.Counter(want) - collections.Counter(got)
+
+
+@additive
+def _jit_linearize_zero(got, want, ctx):
+    """The only entries JAX has and the baseline lacks are scalar outputs of
+    jitted functions, and the baseline has none JAX lacks."""
+    only_jax, only_spec = _difference(got, want)
+    return (not only_spec and bool(only_jax) and all(
         t.endswith("[]") and s.startswith("output of jitted function") for t, s in only_jax))
 
 
@@ -1060,50 +1115,33 @@ def _literals_left_out(got: list, want: list) -> bool:
     return strip(got) == strip(want) and not (lits(got) - lits(want)) and bool(lits(want) - lits(got))
 
 
-def _constant_type_literals(ctx):
-    """The lists differ only in scalar literals the spec saves and JAX does
-    not: JAX's list is the spec's with some "from a literal" entries left
-    out, or, under remat3, the full remat3 model's (`remat3_model`, every
-    defect on) so (the two compose: found by the fuzzer, a literal of an
-    equation outside a checkpoint whose policy remat3 does not apply), or
-    that model's of the program with its unused checkpoint outputs used
-    (`remat3-saves-for-unused-checkpoint-outputs` composed with this: found
-    by the fuzzer)."""
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    if _literals_left_out(ctx.jax_residuals, ctx.spec_residuals):
-        return True
-    if ctx.implementation != "remat3":
-        return False
-    import dataclasses
-    flags = dict.fromkeys(REMAT3_DEFECTS, True)
-    modelled = [ctx.residuals_with(**flags)]
-    used, n = unused_checkpoint_outputs_out(ctx.program)
-    if n:   # composed with remat3-saves-for-unused-checkpoint-outputs (found by the fuzzer)
-        modelled.append(dataclasses.replace(ctx, program=used).residuals_with(**flags))
-    return any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
+@additive
+def _constant_type_literals(got, want, ctx):
+    """The lists differ only in scalar literals the baseline saves and JAX
+    does not: JAX's list is the baseline's with some "from a literal"
+    entries left out. (Under remat3 the baseline may be the remat3 model's:
+    found by the fuzzer, a literal of an equation outside a checkpoint
+    whose policy remat3 does not apply, and one beside a checkpoint's
+    unused output.)"""
+    return _literals_left_out(got, want)
 
 
-def _integer_pow_one_factor(ctx):
-    """JAX's list is the spec's plus, at most once per integer_pow[y=1]
+@additive
+def _integer_pow_one_factor(got, want, ctx):
+    """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0)."""
     import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
-    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    extra, missing = _difference(got, want)
     powers = collections.Counter((str(e.outputs[0].type), "output of mul") for e in _eqns(ctx.program)
                                  if e.primitive.name == "integer_pow" and e.params["y"] == 1)
     return not missing and bool(extra) and not (extra - powers)
 
 
-def _scan_residual_order(ctx):
-    """Same residuals, and only `output of scan` / `output of cond` entries
-    are out of place."""
+@additive
+def _scan_residual_order(got, want, ctx):
+    """Same residuals as the baseline, and only `output of scan` / `output
+    of cond` entries are out of place."""
     import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    got, want = ctx.jax_residuals, ctx.spec_residuals
     return (got != want and collections.Counter(got) == collections.Counter(want)
             and all(g[1] in _LOOP_OUTPUTS and w[1] in _LOOP_OUTPUTS for g, w in zip(got, want) if g != w))
 
@@ -1111,14 +1149,12 @@ def _scan_residual_order(ctx):
 _LOOP_OUTPUTS = ("output of scan", "output of cond")
 
 
-def _atan2_old_jvp(ctx):
-    """Per atan2 equation of a type: the spec's `output of div` (y's
+@additive
+def _atan2_old_jvp(got, want, ctx):
+    """Per atan2 equation of a type: the baseline's `output of div` (y's
     tangent factor) replaced by an `output of neg` and an `output of add`."""
     import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
-    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    extra, missing = _difference(got, want)
     atan2s = collections.Counter(str(e.outputs[0].type) for e in _eqns(ctx.program) if e.primitive.name == "atan2")
     if not missing or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
         return False
@@ -1139,28 +1175,23 @@ def _missing_rule(kind: str):
     return applies
 
 
-def _custom_vjp_output_in_scan(ctx):
-    """JAX's list is the spec's plus `output of scan` entries, at most one
-    per output of a custom_vjp_call inside a scan body."""
-    import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
-    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+@additive
+def _custom_vjp_output_in_scan(got, want, ctx):
+    """JAX's list is the baseline's plus `output of scan` entries, at most
+    one per output of a custom_vjp_call inside a scan body."""
+    extra, missing = _difference(got, want)
     outputs = sum(len(e.outputs) for s in _eqns(ctx.program) if s.primitive.name == "scan"
                   for e in _eqns(s.params["jaxpr"]) if e.primitive.name == "custom_vjp_call")
     return (not missing and bool(extra) and all(src == "output of scan" for _, src in extra)
             and sum(extra.values()) <= outputs)
 
 
-def _zero_power_literal(ctx):
-    """JAX's list is the spec's plus at most one scalar `from a literal` of
-    each integer_pow[y=0]'s dtype."""
+@additive
+def _zero_power_literal(got, want, ctx):
+    """JAX's list is the baseline's plus at most one scalar `from a literal`
+    of each integer_pow[y=0]'s dtype."""
     import collections
-    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
-        return False
-    extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
-    missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
+    extra, missing = _difference(got, want)
     zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
                                 for e in _eqns(ctx.program)
                                 if e.primitive.name == "integer_pow" and e.params["y"] == 0)

@@ -535,3 +535,49 @@ def test_grandchild_opacity_is_relative_to_the_outer_linearization(linear_in_mid
     ctx = dv.Context("remat3", "residuals", None, prog, jax_residuals=jax_res)
     assert ctx.residuals_with(**dict.fromkeys(dv.REMAT3_DEFECTS, True)) == jax_res
     assert ctx.remat3_defect_mattered("grandchildren_opaque") == (not linear_in_mid)
+
+
+def test_an_additive_divergence_composes_with_remat3_s_model():
+    """Found by the ci draws (pristine jax 0.10.2), minimized: a scan over a
+    checkpoint whose non-float output is live (remat3 then also saves what
+    its float outputs' tangents need: a stacked `output of scan`), beside a
+    jit whose pad saves its padding value's zero tangent (`f32[] output of
+    jitted function`). Each alone is a known divergence; together JAX's list
+    is the remat3 model's (of the variant with the float outputs live) plus
+    the jit's zero, which the additive divergence sees against that
+    baseline. It does not over-match: one more non-scalar entry is not
+    explained."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    from fuzz import properties
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    def f(a, d, e):
+        def body(carry, _):
+            def outer(u, y, z):
+                _, bits = jax.checkpoint(lambda x, p, q: (jnp.sin(x), lax.bitwise_xor(p, q)))(u, y, z)
+                return u * 2.0, bits
+            r, t = jax.checkpoint(outer)(carry, d, e)
+            return r, (r, t)
+        carry, (_, bits) = lax.scan(body, a, None, length=1)
+        padded = jax.jit(lambda x: lax.pad(x, jnp.float32(0.5), ((0, 0, 0), (0, 0, 0))))(a)
+        return bits, carry, padded
+    ones = np.ones((2, 3), np.float32)
+    prog = trace_jax(f, ones, np.ones((2, 3), np.uint32), np.ones((2, 3), np.uint32))
+    report = properties.oracle_agrees(prog, implementations=("remat3",), properties=("residuals",))
+    assert report.known_divergences == [("jit-linearize-saves-an-instantiated-zero", "residuals", "remat3")]
+
+    spec_res = [(str(r.type), str(r.source)) for r in __import__("spec").saved_residuals(prog)]
+    ctx = dv.Context("remat3", "residuals", None, prog, spec_residuals=spec_res)
+    modelled = ctx.baselines()[-1]
+    assert modelled != spec_res                       # the live float outputs save something
+    zero = [("f32[]", "output of jitted function '<lambda>'")]
+    holds = lambda res: dv._jit_linearize_zero(dv.Context("remat3", "residuals", None, prog,
+                                                          jax_residuals=res, spec_residuals=spec_res))
+    assert holds(modelled + zero)
+    assert not holds(modelled + zero + [("f32[2,3]", "output of sin")])
+    assert not holds(spec_res)                         # nothing added: no divergence

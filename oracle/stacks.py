@@ -172,7 +172,13 @@ def levels(prog: Program, stack: Stack) -> list[Level]:
 # the spec side: programs
 
 def _select(prog: Program, outputs) -> Program:
-    return spec.dce(Program(prog.inputs, prog.eqns, [prog.outputs[j] for j in outputs]))[0]
+    """`prog` returning only `outputs`, its equations as they are: the
+    stack's JAX function drops outputs by not returning them, and tracing
+    removes no dead code, so the next layer sees (and a checkpoint's policy
+    is asked about) every equation, dead ones included (found by the ci
+    draws: a dead jit's `sin` in a checkpoint is still offered to a
+    save_from_both_policies that refuses it)."""
+    return Program(prog.inputs, prog.eqns, [prog.outputs[j] for j in outputs], input_names=prog.input_names)
 
 
 def _loss_program(prog: Program, level: Level) -> Program:

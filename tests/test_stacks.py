@@ -309,3 +309,36 @@ def test_grad_of_grad_of_a_constant_output():
     assert [float(v) for v in spec.evaluate(twice, *[np.float32(1.5)] * len(twice.inputs))] == [0.0]
     report = properties.oracle_agrees(prog, stack=stack, spelling=CANONICAL)
     assert {r.status for r in report.results} <= {"ok", "not compared"}
+
+
+@pytest.mark.parametrize("kind, status", [("vjp", "not applicable"), ("grad", "not applicable"),
+                                          ("jvp", "ok")])
+def test_a_layer_keeps_dead_code_its_policy_is_asked_about(kind, status):
+    """Found by the ci draws: a checkpoint holding a dead jit whose `sin` a
+    save_from_both_policies of an offload policy refuses. JAX traces the
+    stacked function without removing dead code, so the policy is asked
+    about that `sin` and JAX raises ValueError (measured here); the spec's
+    stack program keeps the dead jit too and raises the same refusal, so
+    the stack's properties are 'not applicable' (both raise), never a
+    Mismatch. Forward mode asks no policy: both compute."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax._src.interpreters.partial_eval import Offloadable
+
+    from fuzz import properties
+    from oracle.from_jax import trace_jax
+
+    offload_sin = lambda prim, *_, **__: Offloadable("device", "pinned_host") if prim.name == "sin" else False
+    save_sin = lambda prim, *_, **__: prim.name == "sin"
+    policy = jax.checkpoint_policies.save_from_both_policies(save_sin, offload_sin)
+
+    def body(x):
+        jax.jit(lambda v: (jnp.sin(v), v))(x)           # dead
+        return jnp.tanh(x), x
+    f = lambda x: jax.checkpoint(body, policy=policy)(x)[0]
+    with pytest.raises(ValueError, match="should be a boolean"):
+        jax.grad(f)(np.float32(0.3))
+    prog = trace_jax(f, np.float32(0.3))
+    stack = S.Stack(layers=(S.Layer(kind=kind, in_axes=(), out_axes=(), size=2),))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack)
+    assert report.status(S.STACK, "remat2") == status

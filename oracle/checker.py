@@ -385,11 +385,22 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
         report.results.append(result)
 
 
+def _inputs_of(case, prop) -> dict:
+    """What a reproducer needs to run JAX's side of `prop` where no answers
+    were compared (one side raised): the drawn tangents, cotangents and
+    batches and the property's own operands; `raised` makes the reproducer
+    end with the disagreement's message once JAX's side has run."""
+    ops = prop.operands(case) if prop is not None and prop.operands is not None else []
+    return dict(tangents=case.tangents, cts=case.cts, batched=case.batched, operands=ops, raised=True)
+
+
 def _mismatch(case, report, mismatches, repro_dir, props=()) -> Mismatch:
     prop, impl, first = mismatches[0]
-    code = next((p.repro_code for p in props if p.name == prop), None)
+    prop_obj = next((p for p in props if p.name == prop), None)
+    code = prop_obj.repro_code if prop_obj is not None else None
+    numeric = first.numeric if first.numeric is not None else _inputs_of(case, prop_obj)
     repro = write_repro(case.prog, case.policy, case.args, prop, impl, first.message,
-                        repro_dir or DEFAULT_REPRO_DIR, numeric=first.numeric, code=code,
+                        repro_dir or DEFAULT_REPRO_DIR, numeric=numeric, code=code,
                         spelling=getattr(case.call.fn, "spelling", CANONICAL))
     others = "".join(f"\nalso: {p} under {i}: {d.message.splitlines()[0]}" for p, i, d in mismatches[1:])
     what = next((f" [{p.description}]" for p in props if p.name == prop and p.description), "")

@@ -95,7 +95,7 @@ class Property:
     jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
     needs: str = "none"                        # "reverse": skipped for non-float outputs
     weight: int = 1                            # tolerance depth factor (numeric properties)
-    operands: Callable | None = None           # compiled tier: case -> the property's own operands
+    operands: Callable | None = None           # case -> the property's own operands (compiled tier: jax_term's; reproducers)
     after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
     repro_code: str | None = None              # a reproducer's code computing `got` (oracle.repro)
     description: str = ""

@@ -843,9 +843,11 @@ def _transformed_residuals_check(numeric: dict, code: str) -> str:
                    "assert got == expected, 'saved residuals differ from the spec'\n")
 
 
-def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: str | None = None) -> str:
+def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: str | None = None,
+                   message: str = "") -> str:
     """The code computing a numeric property with JAX and comparing it with
-    the spec's answer (`numeric`: expected, atol, tangents, cts, batched)."""
+    the spec's answer (`numeric`: expected, atol, tangents, cts, batched;
+    with `raised`, one side raised: the code ends with `message`)."""
     n = numeric or {}
     text = "diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
     text += ("def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"
@@ -857,6 +859,8 @@ def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: s
     text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
     text += f"atol = {n.get('atol', 0.0)!r}  # oracle.tolerances for this program\n"
     text += (code.replace("{f}", _flat_name(prog)) if code else _PROPERTY_CODE[prop].format(f=_flat_name(prog))) + "\n"
+    if n.get("raised"):     # one side raised: JAX's side has run (or raised above)
+        return text + f"raise SystemExit({message.splitlines()[0]!r})\n"
     text += ("for i, (g, w) in enumerate(zip(got, expected)):\n"
              "    err = float(np.max(np.abs(np.asarray(g, np.float64) - w))) if np.size(w) else 0.0\n"
              "    print(f'output {i}: max abs error {err:.4g} (tolerance {atol:.3g})')\n"
@@ -891,7 +895,7 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
     elif prop in ("residuals", "vjp_leaves", "prevent_cse"):
         text += _residuals_check(prog, prop, message)
     else:
-        text += _numeric_check(prog, args, prop, numeric, code)
+        text += _numeric_check(prog, args, prop, numeric, code, message)
     path = None
     if directory:
         os.makedirs(directory, exist_ok=True)

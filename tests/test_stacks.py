@@ -342,3 +342,33 @@ def test_a_layer_keeps_dead_code_its_policy_is_asked_about(kind, status):
     stack = S.Stack(layers=(S.Layer(kind=kind, in_axes=(), out_axes=(), size=2),))
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack)
     assert report.status(S.STACK, "remat2") == status
+
+
+def test_a_reproducer_of_a_raising_side_runs_jax_s_side(monkeypatch, tmp_path):
+    """Where one side raised, no answers were compared: the reproducer
+    still carries the stack's operands, runs JAX's side, and ends with the
+    disagreement (a planted raise in the oracle's JAX side here, so the
+    pristine JAX of the reproducer computes and the script exits with the
+    message). It once wrote `operands = []` and failed on an IndexError."""
+    pytest.importorskip("jax")
+    import subprocess
+    import sys
+
+    import oracle
+    from fuzz import properties
+    from oracle import properties as P
+
+    def planted(*_):
+        raise ValueError("planted: saved_residuals refused")
+    monkeypatch.setattr(P, "jax_residuals", planted)
+    prog = _program()
+    stack = S.Stack(layers=(S.Layer(kind="vjp", in_axes=(), out_axes=(), size=2),))
+    with pytest.raises(oracle.Mismatch) as info:
+        properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                 only=(S.STACK_RESIDUALS,))
+    path = tmp_path / "repro.py"
+    path.write_text(info.value.repro.text)
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert "JAX raised ValueError where the spec computes a result" in run.stderr, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]

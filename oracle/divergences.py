@@ -18,6 +18,7 @@ from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
+from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 
 
@@ -1728,6 +1729,8 @@ def find(ctx: Context) -> Divergence | None:
                 return d
         except sp.PolicyCombinationError:   # the modelled policy is refused as JAX refuses it:
             continue                        # JAX did not refuse, so this model does not explain it
+        except Unsupported:     # the model met what the spec does not model: the oracle's refusal
+            raise
         except Exception as e:   # a predicate that fails is our bug: never hide it
             raise RuntimeError(f"known-divergence predicate {d.name} failed: {e!r}") from e
     return None

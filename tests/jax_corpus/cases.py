@@ -442,7 +442,7 @@ case("zeros_like_times_input", "tests/api_test.py::RematTest.test_constants_not_
 case("zeros_like_times_sin", "tests/api_test.py::RematTest.test_constants_not_hoisted",
      lambda x: jnp.zeros_like(x) * jnp.sin(x), save_nothing, f32(2, 2), residuals=1)
 case("named_dot_saved", "tests/api_test.py::RematTest.test_name_saveable_input",
-     lambda x: jnp.dot(checkpoint_name(jnp.dot(x, x), "foo"), checkpoint_name(jnp.dot(x, x), "foo")),
+     lambda x: (lambda named: jnp.dot(named, named))(checkpoint_name(jnp.dot(x, x), "foo")),
      cp.save_only_these_names("foo"), f32(3, 3), residuals=2)
 case("named_pytree", "tests/api_test.py::RematTest.test_name_pytree",
      lambda x: (lambda a: jnp.dot(a, a))(checkpoint_name({"a": jnp.dot(x, x)}, "foo")["a"]),
@@ -603,9 +603,10 @@ def tan_with_wrong_fwd(x):
 
 
 tan_with_wrong_fwd.defvjp(lambda x: (jnp.sin(x), (x,)), lambda res, g: (jnp.cos(res[0]) * g,), optimize_remat=True)
+# optimize_remat=True wraps the fwd rule in a `remat_opt` primitive, which the spec does not model
 case("custom_vjp_optimize_remat", "tests/custom_api_test.py::CustomVJPTest.test_optimize_remat_gh21303",
      lambda x: jax.checkpoint(tan_with_wrong_fwd)(x) ** 2, oracle.AS_IS, 3.2,
-     expect=passes(not_applicable=("jvp", "second_order")))
+     expect=raises(oracle.Unsupported, "primitive 'remat_opt'"))
 
 
 @jax.custom_jvp
@@ -999,6 +1000,105 @@ jax.interpreters.ad.primitive_jvps[add_one_p] = lambda p, t: (add_one_p.bind(p[0
 case("user_defined_primitive", f"{API}.test_remat_eval_counter",
      lambda x: add_one_p.bind(jax.checkpoint(add_one_p.bind)(x)), None, f32(1),
      expect=raises(oracle.Unsupported, "add_one_corpus"))
-case("no_dynamic_arguments", f"{API}.test_remat_static_agnums_retracing",
-     branch_on_static, None, 2., 1., static_argnums=(0, 1),
-     expect=raises(oracle.InvalidArgument, "no (dynamic|array)"))
+case("all_arguments_static", f"{API}.test_remat_static_agnums_retracing",
+     branch_on_static, None, 2., 1., static_argnums=(0, 1))   # a constant program: no vmap to compare
+
+
+# --------------------------------------------------------------------------
+# the outcomes on jax 0.10.2: the known divergences each case shows (every one
+# a triaged JAX defect, oracle/divergences.py) and the properties both sides
+# refuse (JAX's own refusals: reverse mode through a while loop, forward mode
+# through a custom_vjp)
+
+OUTCOMES_0_10_2 = {
+    'basic_pair_with_python_float': (('remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes',), ()),
+    'basic_pair_callable_policy': (('remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes',), ()),
+    'closure_over_traced_value': (('literal-residuals-depend-on-the-constant-s-python-type',), ()),
+    'closure_over_traced_value_policy': (('literal-residuals-depend-on-the-constant-s-python-type',), ()),
+    'python_control_flow_static_argnum': (('remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes',), ()),
+    'python_control_flow_static_negative': (('remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes',), ()),
+    'jacfwd_of_checkpoint': (('remat3-derivative-of-a-checkpoint-is-not-a-checkpoint',), ()),
+    'jacrev_of_checkpoint': (('remat3-derivative-of-a-checkpoint-is-not-a-checkpoint',), ()),
+    'grad_of_grad_of_checkpoint': (('remat3-derivative-of-a-checkpoint-is-not-a-checkpoint',), ()),
+    'jit_calls_checkpoint_with_constant': (('remat3-instantiates-zero-tangents-into-checkpoints',), ()),
+    'zero_argument_checkpoint_float': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'jit_returns_a_pair_one_dropped': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'jit_of_constant_only': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'jit_with_static_flag': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'checkpoint_of_jit_double': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'jit_closures_everything_saveable': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-unrecognised-policy-is-full-remat'), ()),
+    'prevent_cse_false': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'prevent_cse_false_factory': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'named_sin_square_everything': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-policy-only-for-dots-and-names'), ()),
+    'named_sin_square_nothing': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'named_sin_square_names': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'named_sin_jitted_square_names': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'save_cos_callable': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'grad_inside_checkpoint': (('remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes',), ()),
+    'denylist_yzw': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'denylist_zw': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'denylist_w': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'denylist_none': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'allowlist_yzw': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'allowlist_w': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'allowlist_none': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'einsum_diagonal_saves_nothing': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'zeros_like_times_input': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'named_dot_saved': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'named_pytree': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'vmap_of_named_checkpoint': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'saved_residuals_pytree_and_keyword': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'saved_residuals_pytree_and_keyword_jit': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'jit_residual_forwarding_named': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'residual_logging_save_all': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'residual_logging_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'offload_names': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-unrecognised-policy-is-full-remat'), ()),
+    'offload_names_in_scan': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-unrecognised-policy-is-full-remat'), ()),
+    'offload_dots_with_no_batch_dims': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'offload_only_names_abc': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-unrecognised-policy-is-full-remat'), ()),
+    'save_from_both_dots_and_names': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-unrecognised-policy-is-full-remat'), ()),
+    'save_from_both_with_offload': (('remat3-checkpoint-name-has-no-batching-rule', 'remat3-unrecognised-policy-is-full-remat'), ('prevent_cse', 'residuals', 'second_order', 'vjp', 'vjp_leaves')),
+    'custom_vjp_twice': ((), ('jvp', 'second_order')),
+    'grad_inside_checkpoint_custom_vjp': ((), ('jvp', 'second_order')),
+    'custom_vjp_dict_argument': ((), ('jvp', 'second_order')),
+    'custom_vjp_nondiff_argnums': ((), ('jvp',)),
+    'custom_vjp_symbolic_zeros': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ('jvp',)),
+    'custom_vjp_named_call_dots': ((), ('jvp', 'second_order')),
+    'custom_jvp_linear_rule': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'custom_jvp_linear_rule_scanned': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'custom_vjp_fwd_names_a_residual': (('remat3-custom-rules-are-full-remat',), ('jvp',)),
+    'custom_vjp_fwd_names_nondiff_string': (('remat3-custom-rules-are-full-remat',), ('jvp',)),
+    'bf16_excess_precision': (('remat3-unrecognised-policy-is-full-remat',), ('jvp', 'second_order')),
+    'checkpoint_of_scan_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'scan_tuple_state_keyword_defaults': (('literal-residuals-depend-on-the-constant-s-python-type',), ()),
+    'checkpointed_scan_with_none_argument': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'custom_jvp_constant_in_scan': (('remat3-barrier-iff-backward-reads-checkpoint-inputs',), ()),
+    'checkpoint_dots_outside_scan': (('remat3-scan-in-checkpoint-saves-scan-outputs',), ()),
+    'scan_custom_jvp_jit_rule_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'scan_custom_jvp_jit_rule_save_sin': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'scan_custom_jvp_jit_rule_everything': (('remat3-policy-only-for-dots-and-names',), ()),
+    'scan_custom_jvp_scan_rule_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'scan_checkpoint_then_name': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'scan_everything_saveable': (('remat3-policy-only-for-dots-and-names',), ()),
+    'cond_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'cond_custom_jvp_jit_rule_save_cos': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'while_loop_counted': ((), ('prevent_cse', 'second_order', 'vjp')),
+    'while_loop_save_cos': ((), ('prevent_cse', 'second_order', 'vjp')),
+    'while_loop_never_runs_swap': ((), ('prevent_cse', 'second_order', 'vjp')),
+    'named_scope_and_named_call': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+}
+
+
+# cases over two seconds each on the 2-core machine (jax 0.10.2, XLA:CPU): `slow`
+SLOW = {'closure_over_traced_value_policy', 'jacfwd_of_checkpoint', 'jacrev_of_checkpoint', 'vmap_not_leading_axis', 'grad_of_grad_of_checkpoint', 'cond_on_input_sign', 'python_scalar_first_argument', 'einsum_chain', 'prevent_cse_per_argument', 'prevent_cse_all_false_tuple', 'prevent_cse_pytree_prefix', 'prevent_cse_false_with_dots_saveable', 'named_sin_square_everything', 'named_sin_square_nothing', 'named_sin_square_names', 'named_sin_jitted_square_names', 'checkpoint_dots', 'dots_with_no_batch_dims', 'dots_with_batch_dims_not_saved', 'denylist_w', 'allowlist_yzw', 'named_dot_saved', 'named_pytree', 'saved_residuals_pytree_and_keyword', 'offload_names_in_scan', 'custom_jvp_under_checkpoint_dots_in_scan', 'custom_vjp_named_call_dots', 'scan_from_a_random_start', 'scan_unused_stacked_output', 'checkpoint_dots_inside_scan', 'checkpoint_dots_outside_scan', 'namedtuple_params_dict_output', 'named_scope_and_named_call'}
+
+
+def _apply_outcomes():
+    for c in CASES:
+        c.slow = c.slow or c.name in SLOW
+        if c.expect.error is None and c.name in OUTCOMES_0_10_2:
+            divergences, not_applicable = OUTCOMES_0_10_2[c.name]
+            c.expect = passes(*divergences, not_applicable=not_applicable)
+
+
+_apply_outcomes()

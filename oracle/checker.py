@@ -40,7 +40,7 @@ from spec.ir import Program, is_float
 
 from oracle import divergences, jax_api
 from oracle.conventions import AS_IS, Call, Factory, bind, draw, jax_value_of
-from oracle.errors import InvalidArgument, Mismatch
+from oracle.errors import InvalidArgument, Mismatch, Unsupported
 from oracle.from_jax import from_jaxpr, subjaxprs
 from oracle.policies import to_jax_policy
 from oracle.repro import write_repro
@@ -332,6 +332,7 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     for p in props:
         if p.applies(case) is None:
             spec_outcomes[p.name] = _outcome(p.spec_side, case)
+            _refuse_unmodelled(spec_outcomes[p.name][1])
     report.timings["spec"] += time.perf_counter() - t_spec
     mismatches = []
     for impl in implementations:
@@ -340,6 +341,15 @@ def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PR
     if mismatches:
         raise _mismatch(case, report, mismatches, repro_dir, props)
     return report
+
+
+def _refuse_unmodelled(spec_error):
+    """The spec met something it does not model only when a property needed
+    it (a custom_vjp's fwd rule is converted on first use): that is the
+    oracle's own refusal, raised as it is (Unsupported), not a difference
+    from JAX."""
+    if isinstance(spec_error, Unsupported):
+        raise spec_error
 
 
 def _selected(impl):

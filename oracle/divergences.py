@@ -18,6 +18,7 @@ from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
+from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 
 
@@ -867,6 +868,30 @@ def _remat3_name_no_batching(ctx):
             and _has_name(ctx.program))
 
 
+def _constant_checkpoint_output(prog: Program) -> bool:
+    """Some checkpoint returns a scalar constant (a Literal) as an output."""
+    return any(e.primitive is remat_p and any(isinstance(a, spec.ir.Literal) and a.is_scalar
+                                              for a in e.params["jaxpr"].outputs)
+               for e in _eqns(prog))
+
+
+def _remat3_constant_output_under_jit_vmap(ctx):
+    """remat3, a checkpoint with a constant output, and JAX's error is one
+    its batched, lowered program raises: pe.lower_jaxpr reading `.val` of a
+    weak-typed Python scalar (`'TypedFloat' object has no attribute 'val'`,
+    any property: the vmap may be in the user's function), or, on the
+    check's own vmap, MLIR lowering's bare `assert isinstance(v, core.Var)`
+    (interpreters/mlir.py `read`; JAX filters its frames from the
+    traceback, so the predicate sees only the class and the empty message)."""
+    import re
+    if ctx.implementation != "remat3" or ctx.error is None or not _constant_checkpoint_output(ctx.program):
+        return False
+    if isinstance(ctx.error, AttributeError):
+        return re.fullmatch(r"'Typed(Float|Int|Complex|Bool)' object has no attribute 'val'",
+                            str(ctx.error)) is not None
+    return type(ctx.error) is AssertionError and not str(ctx.error) and ctx.property == "vmap"
+
+
 def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
     """Some checkpoint (at any depth) has an input its body never reads that
     is, or is computed from, a stacked output (a ys) of a scan."""
@@ -1101,6 +1126,73 @@ def _remat3_unused_outputs_read(ctx):
     flags = dict.fromkeys(REMAT3_DEFECTS, True)
     return (ctx.jax_residuals == dataclasses.replace(ctx, program=used).residuals_with(**flags)
             and ctx.jax_residuals != ctx.residuals_with(**flags))
+
+
+# -- remat3's derivatives of checkpoints (jax 0.10.2) -------------------------
+# A checkpoint differentiated inside the checked function (jax.grad,
+# jax.jvp, jax.jacfwd, jax.jacrev of a checkpoint, the function then
+# differentiated again by the check) is staged by remat3 as plain
+# equations: RematTraced's jvp and linearize rules (jax/_src/interpreters/
+# remat.py) emit the body's derivative inline (with optimization barriers
+# on a linearization's inputs and outputs), not as a checkpoint, so the
+# outer differentiation saves the derivative's intermediates. remat2 keeps
+# a checkpoint around it (ad_checkpoint.remat_jvp: a remat2 of the JVP
+# program; remat_partial_eval: a differentiated=True remat2), and so does
+# the spec.
+
+def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
+    """`prog` with every checkpoint replaced by its body's equations (the
+    top-level ones kept, with theirs inlined, if `keep_top_level`)."""
+    env = {}
+    sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda s: inline_checkpoints(s, False))
+        inputs = [sub(a) for a in e.inputs]
+        if e.primitive is remat_p and not keep_top_level:
+            body_env = dict(zip(params["jaxpr"].inputs, inputs))
+            body_sub = lambda a: body_env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+            for b in params["jaxpr"].eqns:
+                outs = [Var(v.type) for v in b.outputs]
+                eqns.append(Eqn(b.primitive, [body_sub(a) for a in b.inputs], outs, b.params))
+                body_env.update(zip(b.outputs, outs))
+            env.update(zip(e.outputs, [body_sub(a) for a in params["jaxpr"].outputs]))
+        else:
+            eqns.append(Eqn(e.primitive, inputs, e.outputs, params, why=e.why,
+                            residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def _nested_checkpoints(prog: Program, as_written: bool) -> bool:
+    """The checked function itself holds a checkpoint (as written: any; under
+    the check's own checkpoint: one inside it)."""
+    remats = [e for e in _eqns(prog) if e.primitive is remat_p]
+    return len(remats) > (0 if as_written else 1)
+
+
+def _remat3_inlined_derivatives(ctx):
+    """JAX's residuals (or barriers) are those of the program with the
+    checkpoints inside the checked function inlined (the check's own
+    checkpoint kept), under the spec or the full remat3 model, up to
+    scalar literals JAX leaves out (literal-residuals-depend-on-the-
+    constant-s-python-type composes with this)."""
+    import dataclasses
+    from oracle.conventions import AS_IS
+    if ctx.implementation != "remat3":
+        return False
+    as_written = ctx.policy is AS_IS
+    if not _nested_checkpoints(ctx.program, as_written):
+        return False
+    inlined = inline_checkpoints(ctx.program, keep_top_level=not as_written)
+    if ctx.property == "prevent_cse":
+        from spec.barriers import optimization_barriers
+        return ctx.barriers is not None and ctx.barriers[1] == 0 and optimization_barriers(inlined) == 0
+    if ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    modelled = dataclasses.replace(ctx, program=inlined)
+    candidates = [[(str(r.type), str(r.source)) for r in spec.saved_residuals(inlined)],
+                  modelled.residuals_with(**dict.fromkeys(REMAT3_DEFECTS, True))]
+    return any(ctx.jax_residuals == m or _literals_left_out(ctx.jax_residuals, m) for m in candidates)
 
 
 _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the remat3 model (the "
@@ -1616,6 +1708,43 @@ DIVERGENCES = [
         "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
         "print(jax.vmap(lambda x: barrier(x) * 2.0)(jnp.ones(3)))",
         _missing_rule("Batching"), releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "remat3-derivative-of-a-checkpoint-is-not-a-checkpoint",
+        "Under jax_remat3 (jax 0.10.2) differentiating a checkpoint inside the checked "
+        "function (jax.grad, jax.jvp, jax.jacfwd, jax.jacrev of a checkpoint) stages the "
+        "derivative as plain equations (RematTraced's jvp and linearize rules inline the "
+        "body's derivative), so differentiating that function again saves the derivative's "
+        "intermediates, and a JVP'd checkpoint leaves no optimization barrier. remat2 "
+        "(ad_checkpoint.remat_jvp, remat_partial_eval) and the spec keep a checkpoint around "
+        "the derivative. JAX's tests expect the checkpoint to survive "
+        "(tests/api_test.py test_remat_higher_order_ad_preserves_remat_primitive, after "
+        "0.10.2). Wasted memory; gradients are right. The predicate: JAX's residuals are "
+        "exactly those of the program with the function's own checkpoints inlined (the "
+        "check's own checkpoint kept), under the spec or the full remat3 model, up to scalar "
+        "literals JAX leaves out; for prevent_cse, JAX has no barrier and that program "
+        "predicts none (found by the JAX-derived corpus: tests/jax_corpus).",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = lambda x: jax.jacrev(jax.checkpoint(lambda y: jnp.sin(jnp.sin(y))))(x)\n"
+        "print('remat2:', len(saved_residuals(f, jnp.ones(3))))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "print('remat3:', len(saved_residuals(f, jnp.ones(3))))  # remat2: 2, remat3: 6",
+        _remat3_inlined_derivatives, releases=REMAT3),
+    Divergence(
+        "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes",
+        "Under jax_remat3 (jax 0.10.2) jax.jit of jax.vmap of a checkpoint one of whose outputs "
+        "is a scalar constant (a Python float, `jnp.float32(3.)`, or a derivative that is a "
+        "constant, `jax.grad(lambda y: y)`) raises: the batched hi-primitive's lowered program "
+        "returns the constant as a Literal, and pe.lower_jaxpr reads `.val` of the weak-typed "
+        "Python scalar (AttributeError: 'TypedFloat' object has no attribute 'val') or MLIR "
+        "lowering asserts that the equation's input is a Var (AssertionError, "
+        "interpreters/mlir.py `read`). Without jit, or under remat2, it computes (found by the "
+        "JAX-derived corpus: tests/api_test.py test_remat_basic's `return lax.sin(lax.sin(x)), 3.`). "
+        "The predicate: remat3, a checkpoint of the program returns a scalar Literal, and "
+        "JAX raised that AttributeError, or (on the check's vmap) a bare AssertionError.",
+        "jax.config.update('jax_remat3', True)\n"
+        "g = jax.checkpoint(lambda x: (jnp.sin(x), 3.))\n"
+        "jax.jit(jax.vmap(g))(jnp.ones(2))  # AttributeError",
+        _remat3_constant_output_under_jit_vmap, releases=REMAT3),
 ]
 
 
@@ -1631,6 +1760,8 @@ def find(ctx: Context) -> Divergence | None:
                 return d
         except sp.PolicyCombinationError:   # the modelled policy is refused as JAX refuses it:
             continue                        # JAX did not refuse, so this model does not explain it
+        except Unsupported:     # the model met what the spec does not model: the oracle's refusal
+            raise
         except Exception as e:   # a predicate that fails is our bug: never hide it
             raise RuntimeError(f"known-divergence predicate {d.name} failed: {e!r}") from e
     return None

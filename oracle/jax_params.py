@@ -47,7 +47,7 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
     for k, v in params.items():
         if k in wanted:
             out[k] = v
-        elif k in ignored and _same(v, ignored[k]):
+        elif k in ignored and _same(_unplaced(v), ignored[k]):
             continue
         else:
             raise Unsupported(f"{jax_name}{where}: param {k}={v!r} is not supported "
@@ -70,6 +70,20 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
         else:
             raise Unsupported(f"{jax_name}{where}: missing param {k}")
     return prim, out
+
+
+def _unplaced(value):
+    """A sharding param that places nothing is the unset one (None): a
+    fully replicated sharding (every device holds the whole array), such as
+    the NamedSharding on the empty AbstractMesh that jax.jacfwd's basis
+    carries (jax/_src/api.py:913 `_std_basis` builds its PartitionSpec from
+    the argument's), leaves every value as it is. Any other value is
+    returned unchanged (and, if a sharding, refused as Unsupported)."""
+    try:
+        replicated = getattr(value, "is_fully_replicated", False) is True
+    except Exception:       # an abstract sharding that cannot answer
+        replicated = False
+    return None if replicated else value
 
 
 def _same(value, accepted) -> bool:

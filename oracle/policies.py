@@ -122,6 +122,21 @@ def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
     for e in jaxpr.jaxpr.eqns:
         if e.primitive.name == want or (spec_prim_name == "name" and e.primitive.name == "call_hi_primitive"):
             return e.primitive, tuple(v.aval for v in e.invars), dict(e.params)
+    return _elided_view(spec_prim_name, want, fn, structs)
+
+
+def _elided_view(spec_prim_name: str, want: str, fn, structs):
+    """JAX's view of an equation that JAX drops when it is bound on the
+    spec's types: a same-dtype convert_element_type is the identity on a
+    strongly typed value (convert_element_type_p's bind returns its operand,
+    jax/_src/lax/lax.py `_convert_element_type_bind_with_trace`) and is
+    kept only on a weak-typed one, which it makes strong; the spec's types
+    carry no weak type. Traced again on weak-typed avals."""
+    import jax
+    weak = [jax.ShapeDtypeStruct(s.shape, s.dtype, weak_type=True) for s in structs]
+    for e in jax.make_jaxpr(fn)(*weak).jaxpr.eqns:
+        if e.primitive.name == want:
+            return e.primitive, tuple(v.aval for v in e.invars), dict(e.params)
     raise Unsupported(f"could not find JAX's {want} equation for spec {spec_prim_name}")
 
 

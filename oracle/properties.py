@@ -93,7 +93,8 @@ class Property:
     compare: Callable                          # (case, impl, jax answer, spec answer) -> detail str
     jax_side: Callable | None = None           # jaxpr tier: (case, f) -> answer
     jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
-    needs: str = "none"                        # "reverse": skipped for non-float outputs
+    needs: str = "none"                        # "reverse": skipped for non-float outputs;
+                                               # "inputs": skipped for a program without inputs
     weight: int = 1                            # tolerance depth factor (numeric properties)
     operands: Callable | None = None           # case -> the property's own operands (compiled tier: jax_term's; reproducers)
     after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
@@ -105,6 +106,8 @@ class Property:
         """Why the property is not compared for this program (under `impl`), or None."""
         if self.needs == "reverse" and any(not is_float(t.dtype) for t in case.prog.out_types):
             return "non-float outputs"
+        if self.needs == "inputs" and not case.prog.inputs:
+            return "no inputs to batch (jax.vmap needs an argument with an axis)"
         if impl is not None and self.implementations is not None and impl not in self.implementations:
             return f"compared under {', '.join(self.implementations)} only"
         return None
@@ -451,6 +454,6 @@ VALUES = _numeric("values", _values_term)
 JVP = _numeric("jvp", _jvp_term, weight=2)
 VJP = _numeric("vjp", _vjp_term, weight=2, needs="reverse")
 SECOND_ORDER = _numeric("second_order", _second_order_term, weight=4, needs="reverse")
-VMAP = _numeric("vmap", _vmap_term)
+VMAP = _numeric("vmap", _vmap_term, needs="inputs")
 
 PROPERTIES = {p.name: p for p in (RESIDUALS, VJP_LEAVES, PREVENT_CSE, VALUES, JVP, VJP, VMAP, SECOND_ORDER)}

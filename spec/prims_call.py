@@ -95,8 +95,12 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
                       literals_are_residuals=False, constants_are_residuals=linearize or not constants_shared,
                       in_inst=in_inst, stage_recomputed_outputs=True, order="first_use")
-    if not any(in_unknowns) and not pe.recomputed and not pe.residuals:
+    if not any(in_unknowns) and not pe.recomputed and not pe.residuals and (linearize or not any(pe.staged_outputs)):
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
+    # (inside a checkpoint an output the body returns as a literal is known and
+    # instantiated: partial_eval_jaxpr_custom's `read` of a Literal is (False,
+    # True), jax/_src/interpreters/partial_eval.py:938, so the staged call
+    # computes it again and it is never a residual)
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     staged_ins = [a for a, m in zip(eqn.inputs, pe.staged_inputs) if m]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]

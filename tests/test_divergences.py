@@ -17,7 +17,8 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
           "optimization-barrier-not-differentiable": "Differentiation rule for 'optimization_barrier'",
-          "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'"}
+          "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
+          "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes": "object has no attribute 'val'"}
 
 
 def _shown(d, proc) -> bool:

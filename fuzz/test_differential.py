@@ -21,12 +21,6 @@ from fuzz.strategies import inputs, primitives_in  # noqa: E402
 _focus = focus.Focus()
 
 
-# UNTRIAGED (2026-12-02): the ci draws reach a remat3 residual difference on
-# pristine jax 0.10.2 (a scan body with nested checkpoints, the inner one
-# forwarding an input: JAX also saves the scan's inputs and a stacked
-# output). Not strict, so that the test still runs and reports; make it
-# blocking again once the finding is triaged (issue 14's note).
-@pytest.mark.xfail(strict=False, reason="untriaged remat3 finding: scan with nested forwarding checkpoints")
 @settings(max_examples=profiles.differential_examples(), report_multiple_bugs=False)
 @given(checked_programs())
 def test_jax_agrees_with_the_spec(checked):

@@ -13,22 +13,10 @@ from __future__ import annotations
 
 import os
 
-import pytest
+from slow_marks import skip_slow_items
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _slow_selected(config) -> bool:
-    if os.environ.get("RUN_SLOW_MODEL_CHECKS", "") not in ("", "0"):
-        return True
-    expr = config.getoption("markexpr", default="") or ""
-    return "slow" in expr and "not slow" not in expr
-
-
 def pytest_collection_modifyitems(config, items):
-    if _slow_selected(config):
-        return
-    skip = pytest.mark.skip(reason="slow model check (run with -m slow or RUN_SLOW_MODEL_CHECKS=1)")
-    for item in items:
-        if item.get_closest_marker("slow") is not None and str(item.path).startswith(HERE + os.sep):
-            item.add_marker(skip)
+    skip_slow_items(config, items, HERE, "RUN_SLOW_MODEL_CHECKS", "model check")

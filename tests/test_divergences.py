@@ -582,3 +582,39 @@ def test_an_additive_divergence_composes_with_remat3_s_model():
     assert holds(modelled + zero)
     assert not holds(modelled + zero + [("f32[2,3]", "output of sin")])
     assert not holds(spec_res)                         # nothing added: no divergence
+
+
+def test_a_jit_s_saved_zero_may_stand_for_the_spec_s_literal():
+    """Found by the ci draws (pristine jax 0.10.2): under jvp of grad, a jit
+    forwarding its input saves a scalar zero as an output of the jitted
+    function where the spec reads it as a literal: JAX's list is the spec's
+    with that literal replaced. Not over-matched: a literal JAX lacks with no
+    jitted output in its place, or a non-scalar one, is not explained."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz import properties
+    from oracle import divergences as dv
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    def f(a, b):
+        d, e = jax.jit(lambda v: (jnp.sin(v), v))(a)
+        return d, jnp.sin(a), e
+    prog = trace_jax(f, np.float32(0.5), np.int32(1))
+    stack = S.Stack(layers=(S.Layer(kind="grad", in_axes=(), out_axes=(), size=2),
+                            S.Layer(kind="jvp", in_axes=(), out_axes=(), size=2)))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                      only=(S.STACK_RESIDUALS,))
+    (result,) = [r for r in report.results if r.property == S.STACK_RESIDUALS]
+    assert (result.status, result.detail) == ("known divergence", "jit-linearize-saves-an-instantiated-zero")
+    base = [("f32[]", "from the argument a")]
+    holds = lambda got, want: dv._jit_linearize_zero(dv.Context("remat2", "residuals", None, prog,
+                                                                jax_residuals=got, spec_residuals=want))
+    jitted, literal = ("f32[]", "output of jitted function 'f0'"), ("f32[]", "from a literal")
+    assert holds(base + [jitted], base + [literal])
+    assert holds(base + [jitted], base)
+    assert not holds(base, base + [literal])
+    assert not holds(base + [jitted], base + [literal, literal])
+    assert not holds(base + [jitted], base + [("f32[2]", "from a literal")])

@@ -115,7 +115,8 @@ def test_seed_split_fold_in_bit_exact(kind, seed):
     data = lambda k: jax.random.key_data(k) if kind == "typed" else k   # noqa: E731
     _assert_bits_equal(lambda s: jax.random.key_data(jax.random.key(s)), np.int32(seed))
     _assert_bits_equal(lambda k: (data(jax.random.split(k)), data(jax.random.split(k, (2, 3))),
-                                  *[data(jax.random.fold_in(k, m)) for m in (0, 7, 2 ** 32 - 1)]),
+                                  *[data(jax.random.fold_in(k, m)) for m in (0, 7, 2 ** 32 - 1)],
+                                  data(jax.random.clone(k)), jax.random.bits(jax.random.clone(k), (2,))),
                        _keys(kind, seed))
 
 

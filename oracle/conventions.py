@@ -14,6 +14,9 @@ static_argnames=...)` does:
   with x64 off a float64 array is float32, an int64 one int32).
 * Static arguments are passed through unchanged and are not inputs of
   the program.
+* An argument holding an `equinox.Module` is taken as equinox's filter
+  transformations take it (`filtered`): its arrays are inputs, every other
+  leaf is static.
 * The spec's inputs are the leaves in JAX's order (`tree_flatten((args,
   kwargs))`) and carry JAX's names (`params['dense']['w']`, `x`), the
   names `saved_residuals` reports arguments by.
@@ -280,10 +283,15 @@ def bind(fn, args, kwargs, *, static_argnums=(), static_argnames=(), seed: int =
     dyn_args = tuple(a for i, a in enumerate(args) if i not in nums)
     dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
     n_total = len(args)
+    dyn_args, combine_args = zip(*map(filtered, dyn_args)) if dyn_args else ((), ())
+    combine_kwargs = {}
+    for k in dyn_kwargs:
+        dyn_kwargs[k], combine_kwargs[k] = filtered(dyn_kwargs[k])
 
     def rebuild(d_args, d_kwargs):
-        it = iter(d_args)
+        it = iter(combine(a) for combine, a in zip(combine_args, d_args))
         full = [static_args[i] if i in static_args else next(it) for i in range(n_total)]
+        d_kwargs = {k: combine_kwargs[k](v) for k, v in d_kwargs.items()}
         return tuple(full), {**d_kwargs, **static_kwargs}
 
     paths_leaves, treedef = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
@@ -302,6 +310,47 @@ def bind(fn, args, kwargs, *, static_argnums=(), static_argnames=(), seed: int =
         jax_leaves.append(j)
         leaves.append(s)
     return Call(fn, function_name(fn), treedef, jax_leaves, leaves, rebuild, dyn_sig)
+
+
+def filtered(arg) -> tuple[Any, Callable]:
+    """(the dynamic part of one argument, the function putting it back
+    together). An argument holding an `equinox.Module` is taken the way
+    equinox's transformations take it (`eqx.filter_jit`, `eqx.filter_grad`,
+    `eqx.partition(arg, eqx.is_array)`): its array leaves are inputs, every
+    other leaf (the modules' functions, strings, Python scalars such as
+    `eqx.nn.Dropout`'s `p` and `inference`, a pool's init) is static, left in
+    place; jax.jit refuses such arguments (a function is not a JAX type) or
+    traces the scalars equinox's code branches on. Any other argument is
+    taken as jax.jit takes it (all of it dynamic)."""
+    import jax
+    if not _holds_equinox_module(arg):
+        return arg, lambda dynamic: dynamic
+    leaves, treedef = jax.tree_util.tree_flatten(arg)
+    is_input = [_is_array_leaf(leaf) for leaf in leaves]
+    dynamic = treedef.unflatten([leaf if i else None for leaf, i in zip(leaves, is_input)])
+
+    def combine(dynamic_part):
+        inputs = iter(jax.tree_util.tree_leaves(dynamic_part))
+        return treedef.unflatten([next(inputs) if i else leaf for leaf, i in zip(leaves, is_input)])
+    return dynamic, combine
+
+
+def _holds_equinox_module(arg) -> bool:
+    """Whether the pytree `arg` has an equinox.Module in it (equinox is not
+    imported here: a Module exists only where the user imported it)."""
+    import sys
+    import jax
+    eqx = sys.modules.get("equinox")
+    if eqx is None:
+        return False
+    is_module = lambda x: isinstance(x, eqx.Module)
+    return any(map(is_module, jax.tree_util.tree_leaves(arg, is_leaf=is_module)))
+
+
+def _is_array_leaf(leaf) -> bool:
+    """eqx.is_array, with jax.ShapeDtypeStruct (drawn) counted as an array."""
+    import jax
+    return isinstance(leaf, (np.ndarray, np.generic, jax.Array, jax.ShapeDtypeStruct))
 
 
 def _positional_names(signature, n) -> list[str]:

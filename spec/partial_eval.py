@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from spec.core import dce_rules, has_effects, partial_eval_rules
-from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, subprograms
 
 
 # --------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     # equations read, and merged across branches before any DCE)
     if dce_staged:
         staged_eqns = dce_eqns(staged_eqns, staged_outs)
-    recomputed = [e for e in recomputed if any(e is s for s in staged_eqns)]
+    recomputed = still_staged(recomputed, staged_eqns)
 
     # residuals = the free variables of the staged program
     defined = {v.id for v in staged_ins} | {v.id for e in staged_eqns for v in e.outputs}
@@ -361,6 +361,23 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
     return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions,
                        staged_outputs=staged_out_mask)
+
+
+def still_staged(recomputed: list[Eqn], staged_eqns: list[Eqn]) -> list[Eqn]:
+    """The recomputed equations that the staged program still runs, at any
+    depth: a rule (a call, a scan, a nested checkpoint) reports the
+    equations it recomputes inside its staged body, which stay recomputed
+    while that staged equation survives DCE (a call nested in a call whose
+    inputs are all known is recomputed whole, from its inputs)."""
+    alive: set[int] = set()
+
+    def walk(eqns):
+        for e in eqns:
+            alive.add(id(e))
+            for _, sub in subprograms(e.params):
+                walk(sub.eqns)
+    walk(staged_eqns)
+    return [e for e in recomputed if id(e) in alive]
 
 
 def constant_key(a: Literal) -> int:

@@ -656,6 +656,42 @@ examples[random_fold_in_p] = [
             lambda k, m: random_unwrap(random_fold_in(random_wrap(k), m)), _ref_fold_in),
     Example("keys-msgs", _KEY_ARRAY_DATA + (((3,), "u32", "bits"),),
             lambda k, m: random_unwrap(random_fold_in(random_wrap(k), m)), _ref_fold_in)]
+# -- random_clone: jax.random.clone (flax's nn.RNN clones its rngs) ---------------
+
+random_clone_p = primitive("random_clone")
+
+
+def random_clone(keys):
+    """jax.random.clone: the identity outside key-reuse checking
+    (random/core.py:3398; its abstract eval and lowering return the
+    operand), on a typed key array or a raw key's data as it is given
+    (flax's nn.RNN clones `PRNGKey`s: uint32[2], never wrapped)."""
+    return bind(random_clone_p, keys)
+
+
+def _random_clone_shape(keys):
+    """Any key array or integer array (raw key data), unchanged. JAX binds
+    a float operand too, but registers no JVP rule (a nonzero tangent
+    raises NotImplementedError there); no key is a float, so the spec
+    refuses it."""
+    if not is_key(keys.dtype) and _kind(keys.dtype) != "int":
+        raise PrimitiveError(random_clone_p, f"operand must be a key array or raw key data (integers), "
+                                             f"got {keys}")
+    return [keys]
+
+
+shape_rules[random_clone_p] = _random_clone_shape
+eval_rules[random_clone_p] = lambda keys: np.array(keys, copy=True)
+# random/core.py:3330-3334 registers no JVP rule: a key's tangent is always a
+# symbolic zero, which JVPTrace.process_primitive binds through without a rule
+jvp_rules[random_clone_p] = _zero_jvp(random_clone)
+batch_rules[random_clone_p] = vectorized_batcher(random_clone_p)   # batching.defvectorized
+jax_facts[random_clone_p] = JaxFacts("random_clone", "lambda keys: jax.random.clone(keys)")
+examples[random_clone_p] = [
+    Example("keys", _KEY_ARRAY_DATA, lambda k: random_unwrap(random_clone(random_wrap(k))), lambda k: k),
+    Example("raw-key-data", _KEY_DATA, random_clone, lambda k: k),
+    Example("scalar-key-then-bits", _KEY_DATA, lambda k: random_bits(random_clone(random_wrap(k)), 32, (2,)),
+            _ref_bits((2,)))]
 examples[random_seed_p] = [
     Example("i32-seeds", (((3,), "i32", "bits"),), lambda s: random_unwrap(random_seed(s)),
             lambda s: np.stack([np.zeros_like(s, np.int64), _as_bits(s)], axis=-1)),

@@ -507,10 +507,7 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
         raise PrimitiveError(p, f"dimension_numbers must be ((lhs_contract, rhs_contract), "
                                 f"(lhs_batch, rhs_batch)), got {dimension_numbers!r}") from None
     check_precision(p, precision)
-    if x.dtype != y.dtype and not (is_float(x.dtype) and is_float(y.dtype)):
-        raise PrimitiveError(p, f"operands must have one dtype (or two float dtypes), got {x} and {y}")
-    if np.bool_ in (x.dtype, y.dtype):
-        raise PrimitiveError(p, f"operands must be numeric, got {x}")
+    dtype = _dot_general_dtype(x.dtype, y.dtype, preferred_element_type, precision)
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise PrimitiveError(p, f"unequal numbers of contracting/batch dims in {dimension_numbers}")
     for dims, t in ((tuple(lc) + tuple(lb), x), (tuple(rc) + tuple(rb), y)):
@@ -521,19 +518,48 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
             raise PrimitiveError(p, f"dim {a} of {x} and dim {b} of {y} must be equal")
     shape = ([x.shape[i] for i in lb] + [x.shape[i] for i in _free_dims(x.ndim, lc, lb)]
              + [y.shape[i] for i in _free_dims(y.ndim, rc, rb)])
-    dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
-        else canonical_dtype(preferred_element_type)
     return [ArrayType(shape, dtype)]
 
 
+def _dot_general_dtype(lhs, rhs, preferred_element_type, precision):
+    """lax._dot_general_dtype_rule (lax.py:5781): operands of any two dtypes
+    (bool, integers, floats: `jnp.dot(bool_mask, w)` and `int_ids @ w`
+    bind exactly that), the result the "higher" of the two by
+    `_type_properties`, two different dtypes of equal properties refused;
+    then `_maybe_upcast` (lax.py:5816): a preferred_element_type replaces
+    it, but may not be narrower than a non-float result (unless the
+    precision is an algorithm)."""
+    p = dot_general_p
+    lhs_prop, rhs_prop = _type_properties(lhs), _type_properties(rhs)
+    if lhs_prop == rhs_prop and lhs != rhs:
+        raise PrimitiveError(p, f"argument type error: {np.dtype(lhs).name}, {np.dtype(rhs).name}")
+    result = lhs if lhs_prop >= rhs_prop else rhs
+    if preferred_element_type is None or canonical_dtype(preferred_element_type) == result:
+        return result
+    pet = canonical_dtype(preferred_element_type)
+    has_algorithm = isinstance(precision, str) or (isinstance(precision, tuple) and precision[0] == "DotAlgorithm")
+    if not has_algorithm and not is_float(result) and _bit_width(pet) < _bit_width(result):
+        raise PrimitiveError(p, f"`preferred_element_type` must not be narrower than the original type, "
+                                f"got preferred_element_type of {pet.name} for result type of "
+                                f"{np.dtype(result).name}")
+    return pet
+
+
 def _type_properties(dt):
-    """lax._dot_general_dtype_rule: mixed operand dtypes give the "higher"
-    one, ordered by (max exponent, mantissa bits, bit width)."""
+    """lax._dot_general_dtype_rule's type_properties (lax.py:5790): (max
+    exponent, mantissa bits) of a float, (-1, -1) otherwise, then the bit
+    width (bool: 1) and whether it is signed (the spec has no complex)."""
     import ml_dtypes
-    if is_float(dt):
-        fi = ml_dtypes.finfo(dt)
-        return (fi.maxexp, fi.nmant, fi.bits)
-    return (-1, -1, np.dtype(dt).itemsize * 8)
+    dt = np.dtype(dt)
+    fi = ml_dtypes.finfo(dt) if is_float(dt) else None
+    return (fi.maxexp if fi else -1, fi.nmant if fi else -1, _bit_width(dt),
+            not np.issubdtype(dt, np.unsignedinteger))
+
+
+def _bit_width(dt) -> int:
+    """lax._bit_width: bits of a number type, 1 for bool."""
+    dt = np.dtype(dt)
+    return 1 if dt == np.bool_ else dt.itemsize * 8
 
 
 def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_type):
@@ -548,10 +574,9 @@ def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_t
     if xp.name == "sympy":
         c = out_dtype = object
     else:
-        out_dtype = max((x.dtype, y.dtype), key=_type_properties) if preferred_element_type is None \
-            else canonical_dtype(preferred_element_type)
+        out_dtype = _dot_general_dtype(x.dtype, y.dtype, preferred_element_type, precision)
         c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
-            np.float32 if is_float(x.dtype) or is_float(out_dtype) else np.int64)
+            np.float32 if is_float(x.dtype) or is_float(y.dtype) or is_float(out_dtype) else np.int64)
     if xp.name == "sympy":
         x, y = xp.compute(x), xp.compute(y)
     xm = np.transpose(x, list(lb) + lf + list(lc)).astype(c).reshape(size(x, lb), size(x, lf), size(x, lc))

@@ -241,6 +241,25 @@ def jit_in_checkpoint_body_spec(x):
     return ops.reduce_sum(ops.cos(y), (0,))
 
 
+def cos_of_count(n):                     # jitted twice inside a checkpoint, its input an int:
+    return jnp.cos(n.astype(jnp.float32))  # all known, so recomputed whole from n (model finding)
+
+
+def cos_of_count_spec(n):
+    return ops.cos(ops.convert_element_type(n, np.float32))
+
+
+def nested_jit_of_int_body_jax(x, n):
+    return jnp.sum(jnp.sin(x * jax.jit(jax.jit(cos_of_count))(n)))
+
+
+def nested_jit_of_int_body_spec(x, n):
+    inner = spec.trace(lambda m: ops.call(spec.trace(cos_of_count_spec, m.type), m, name="cos_of_count")[0],
+                       n.type)
+    (y,) = ops.call(inner, n, name="cos_of_count")
+    return ops.reduce_sum(ops.sin(x * y), (0,))
+
+
 SCALE = np.array([0.5, 1.5, -2.0], np.float32)
 
 
@@ -526,6 +545,10 @@ PROGRAMS: list[TestProgram] = [
     # jit
     _p("checkpoint_in_jit", (checkpoint_in_jit_jax, checkpoint_in_jit_spec), X3),
     _p("jit_in_checkpoint", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec), X3),
+    _p("nested_jit_of_known_input_in_checkpoint",
+       _ckpt2(nested_jit_of_int_body_jax, nested_jit_of_int_body_spec), ((F32, (3,)), (I32, (3,))),
+       "a jit in a jit whose inputs are all known is recomputed from them, not saved (found by "
+       "random.normal of a key in tests/models)"),
     _p("jit_constant_in_checkpoint", _ckpt1(jit_constant_body_jax, jit_constant_body_spec), X3,
        "the jit's constant is shared by both halves of its split, not saved (fuzzer finding)"),
     _p("jit_constant_in_checkpoint_everything_saveable",

@@ -92,6 +92,36 @@ def test_namedtuple_and_list_params_with_pytree_outputs():
     _assert_passes(oracle.check(loss, cp.everything_saveable, layers, f32(2, 3)))
 
 
+def test_equinox_modules_are_taken_as_eqx_filter_grad_takes_them():
+    """An equinox Module passed whole (eqx.filter_value_and_grad(loss)(model,
+    x)): its arrays are the inputs, its other leaves (the MLP's activation
+    functions, the Dropout's Python p and inference, which equinox branches
+    on) are static. The inputs are what eqx.partition(model, eqx.is_array)
+    keeps, named by their paths as JAX's saved_residuals names the same
+    arrays passed as a pytree; a plain dict with a string leaf is still
+    refused, as jax.jit refuses it."""
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.MLP(3, 2, width_size=4, depth=1, key=jax.random.PRNGKey(0))
+    model = eqx.nn.Sequential([model, eqx.nn.Dropout(0.5)])
+
+    def loss(model, x, key):
+        keys = jax.random.split(key, x.shape[0])
+        return jnp.sum(jax.vmap(lambda x, k: model(x, key=k))(x, keys) ** 2)
+    x, key = np.ones((2, 3), np.float32), jax.random.key(0)
+    _assert_passes(oracle.check(loss, cp.dots_saveable, model, x, key))
+    arrays, static = eqx.partition(model, eqx.is_array)
+    with checker.implementation("remat2"):
+        jax_names = [s for _, s in saved_residuals(jax.checkpoint(
+            lambda arrays, x, key: loss(eqx.combine(arrays, static), x, key), policy=cp.dots_saveable),
+            arrays, x, key) if "argument" in s]
+    spec_names = [d for _, _, kind, d in oracle.expected_residuals(loss, cp.dots_saveable, model, x, key)
+                  if kind == "argument"]
+    assert [n.replace("from the argument ", "").replace("arrays", "model", 1) for n in jax_names] == spec_names
+    assert "model.layers[0].layers[0].weight" in spec_names
+    with pytest.raises(oracle.InvalidArgument):
+        oracle.check(lambda p: jnp.sum(p["w"]), None, {"w": f32(3), "name": "dense"})
+
+
 def test_static_argnums_and_argnames():
     def stack(x, n_layers, scale, activation="tanh"):
         for _ in range(n_layers):

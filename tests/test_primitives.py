@@ -325,6 +325,11 @@ CASES = [
          linear=[(T, Fa), (Fa, T)], cond=4, abs_scale=True),
     Case("dot_general-i32-preferred-f32", dg(MATMUL, np.float32), lambda x, y: (x @ y).astype(np.float64),
          [ints(3, 4, lo=-3, hi=4), ints(4, 2, lo=-3, hi=4)]),
+    # mixed operand dtypes, as jnp.dot(bool_mask, w) and int_ids @ w bind them (lax._dot_general_dtype_rule)
+    Case("dot_general-bool-by-float", dg(MATMUL, np.float32), lambda x, y: x.astype(np.float64) @ y,
+         [bools(3, 4), normal(4, 5)], linear=[(Fa, T)], cond=4, abs_scale=True),
+    Case("dot_general-float-by-i32", dg(BATCH_0), lambda x, y: np.einsum("bij,bjk->bik", x, y.astype(np.float64)),
+         [normal(2, 3, 4), ints(2, 4, 5, lo=-3, hi=4)], linear=[(T, Fa)], cond=4, abs_scale=True),
     # ---- reductions ----
     Case("reduce_sum-axis0", lambda x: ops.reduce_sum(x, (0,)), lambda x: x.sum(0),
          [normal(3, 4)], linear=[(T,)], cond=3, abs_scale=True),
@@ -645,7 +650,7 @@ def _trace(fn, *types):
     return lambda: spec.trace(fn, *types)
 
 
-f32, i32 = spec.f32, spec.i32
+f32, i32, u32 = spec.f32, spec.i32, spec.ir.u32
 ipow = spec.prims_elementwise.integer_pow_p
 
 ERRORS = [
@@ -667,7 +672,9 @@ ERRORS = [
     ("select_n-bool-three-cases", "select_n",
      _trace(ops.select_n, spec.bool_[3], f32[3], f32[3], f32[3])),
     ("dot_general-contract-mismatch", "dot_general", _trace(dg(MATMUL), f32[3, 4], f32[5, 2])),
-    ("dot_general-dtype-mismatch", "dot_general", _trace(dg(MATMUL), f32[3, 4], i32[4, 2])),
+    ("dot_general-preferred-narrower", "dot_general", _trace(dg(MATMUL, np.bool_), i32[3, 4], i32[4, 2])),
+    ("dot_general-preferred-narrower-mixed", "dot_general",
+     _trace(dg(MATMUL, np.bool_), spec.bool_[3, 4], u32[4, 2])),
     ("reduce_sum-bad-axis", "reduce_sum", _trace(lambda x: ops.reduce_sum(x, (2,)), f32[3, 4])),
     ("reduce_max-duplicate-axes", "reduce_max", _trace(lambda x: ops.reduce_max(x, (0, 0)), f32[3, 4])),
     ("broadcast_in_dim-bad-size", "broadcast_in_dim",

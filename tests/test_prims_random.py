@@ -115,7 +115,8 @@ def test_seed_split_fold_in_bit_exact(kind, seed):
     data = lambda k: jax.random.key_data(k) if kind == "typed" else k   # noqa: E731
     _assert_bits_equal(lambda s: jax.random.key_data(jax.random.key(s)), np.int32(seed))
     _assert_bits_equal(lambda k: (data(jax.random.split(k)), data(jax.random.split(k, (2, 3))),
-                                  *[data(jax.random.fold_in(k, m)) for m in (0, 7, 2 ** 32 - 1)]),
+                                  *[data(jax.random.fold_in(k, m)) for m in (0, 7, 2 ** 32 - 1)],
+                                  data(jax.random.clone(k)), jax.random.bits(jax.random.clone(k), (2,))),
                        _keys(kind, seed))
 
 
@@ -425,11 +426,9 @@ def test_oracle_check_keys_drawn_closed_over_and_returned(request):
         assert report.status("values", "remat2") == "ok" and report.status("vmap", "remat3") == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="spec finding outside this family: a jit whose output is forwarded from "
-                   "an inner jit with non-differentiable inputs (jax.random.normal's _normal -> _normal_real) is "
-                   "saved by the spec inside a checkpoint; JAX recomputes it from the inputs (the key). Key-free "
-                   "form: jit(lambda n: jit(lambda n: sin(float(n)))(n)) of an int32 argument, dots_saveable")
 def test_normal_inside_a_checkpoint_saves_the_key():
+    """jax.random.normal's jits (_normal -> _normal_real -> _uniform) read
+    only the key: inside a checkpoint they are recomputed from it."""
     import oracle
     from oracle.properties import jax_residuals
     jax = _jax()

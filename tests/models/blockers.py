@@ -37,9 +37,14 @@ def stops_at(message: str) -> str:
 
 
 def trace(case):
-    """The model's loss as a ClosedJaxpr (its arguments as oracle.check passes them)."""
+    """The model's loss as a ClosedJaxpr (its arguments as oracle.check passes
+    them: oracle.conventions.bind, so an equinox Module's non-array leaves
+    are static)."""
     import jax
-    return jax.make_jaxpr(lambda args, kwargs: case.loss(*args, **kwargs))(case.args, case.kwargs)
+    from oracle.conventions import bind
+    call = bind(case.loss, case.args, case.kwargs)
+    args, kwargs = call.dynamic(call.jax_leaves)
+    return jax.make_jaxpr(call.function())(*args, **kwargs)
 
 
 def measure(case, jaxpr=None) -> tuple[str, ...]:

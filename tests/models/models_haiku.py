@@ -10,6 +10,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jax.ad_checkpoint import checkpoint_name
 
 from . import data
@@ -85,3 +86,92 @@ def haiku_resnet():
         loss = -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(logits), axis=-1))
         return loss, state
     return Case(loss_fn, (params, state, batch))
+
+
+# --- a transformer LM: hk.MultiHeadAttention, hk.remat, hk.dropout ------------
+
+class TransformerBlock(hk.Module):
+    """A pre-LN decoder block as haiku's examples/transformer writes it:
+    hk.LayerNorm, hk.MultiHeadAttention under a causal mask, hk.dropout with
+    hk.next_rng_key(), an exact-gelu MLP (jax.nn.gelu(approximate=False))."""
+    def __init__(self, num_heads, dropout_rate, name=None):
+        super().__init__(name=name)
+        self.num_heads = num_heads
+        self.dropout_rate = dropout_rate
+
+    def __call__(self, h, mask):
+        d = h.shape[-1]
+        ln = lambda x: hk.LayerNorm(axis=-1, create_scale=True, create_offset=True)(x)
+        attn = hk.MultiHeadAttention(num_heads=self.num_heads, key_size=d // self.num_heads, model_size=d,
+                                     w_init=hk.initializers.VarianceScaling(2.0))
+        a = attn(ln(h), ln(h), ln(h), mask=mask)
+        h = h + hk.dropout(hk.next_rng_key(), self.dropout_rate, a)
+        m = checkpoint_name(jax.nn.gelu(hk.Linear(2 * d)(ln(h)), approximate=False), "mlp_hidden")
+        return h + hk.dropout(hk.next_rng_key(), self.dropout_rate, hk.Linear(d)(m))
+
+
+def transformer_lm_fn(tokens):
+    """hk.Embed, learned positions (hk.get_parameter), two blocks each under
+    hk.remat, a final hk.LayerNorm and an unembedding hk.Linear."""
+    seq_len = tokens.shape[-1]
+    x = hk.Embed(vocab_size=data.VOCAB, embed_dim=W)(tokens)
+    x = x + hk.get_parameter("positional_embeddings", [seq_len, W], init=hk.initializers.TruncatedNormal(0.02))
+    mask = jnp.tril(jnp.ones((1, 1, seq_len, seq_len), bool))
+    for i in range(2):
+        block = TransformerBlock(num_heads=2, dropout_rate=0.1, name=f"block_{i}")
+        x = hk.remat(block)(x, mask)
+    x = hk.LayerNorm(axis=-1, create_scale=True, create_offset=True)(x)
+    return hk.Linear(data.VOCAB)(x)
+
+
+@model("haiku_transformer", "haiku (hk.MultiHeadAttention, hk.remat)", names=("mlp_hidden",), slow=True)
+def haiku_transformer():
+    """hk.transform (with an rng for dropout): apply(params, rng, tokens);
+    the next-token loss with a padding mask (jnp.where over bool),
+    optax.softmax_cross_entropy_with_integer_labels; rng a raw uint32 key."""
+    network = hk.transform(transformer_lm_fn)
+    seq = np.array([[3, 5, 7, 2, 6], [4, 9, 1, 0, 0]], np.int32)
+    params = data.draw_params(jax.eval_shape(network.init, jax.random.PRNGKey(0), seq[:, :-1]))
+
+    def loss_fn(params, rng, batch):
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        logits = network.apply(params, rng, inputs)
+        mask = targets != 0
+        xent = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+        return jnp.sum(jnp.where(mask, xent, 0.0)) / jnp.sum(mask)
+    return Case(loss_fn, (params, data.prng_key(4), seq))
+
+
+# --- an LSTM acoustic model with CTC: hk.LSTM, hk.dynamic_unroll, optax.ctc_loss --
+
+def ctc_net_fn(frames):
+    """One hk.LSTM unrolled with
+    hk.dynamic_unroll (time-major, a lax.scan), hk.BatchApply(hk.Linear) to
+    per-frame logits over the blank + labels."""
+    batch = frames.shape[0]
+    core = hk.LSTM(W)
+    outs, _ = hk.dynamic_unroll(core, jnp.swapaxes(frames, 0, 1), core.initial_state(batch))
+    outs = checkpoint_name(jnp.swapaxes(outs, 0, 1), "lstm_out")
+    return hk.BatchApply(hk.Linear(data.CLASSES))(outs)
+
+
+@model("haiku_lstm_ctc", "haiku (hk.LSTM, hk.dynamic_unroll) + optax.ctc_loss", names=("lstm_out",),
+       slow=True)
+def haiku_lstm_ctc():
+    """Frames [B, T, F] with paddings, labels with paddings; optax.ctc_loss
+    (its alignment recursion a lax.scan of logaddexp), averaged over the
+    label lengths."""
+    network = hk.without_apply_rng(hk.transform(ctc_net_fn))
+    T = 6
+    frames = data.normal(data.BATCH, T, 3)
+    logit_paddings = np.array([[0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1]], np.float32)
+    labels = np.array([[1, 2, 2], [3, 1, 0]], np.int32)
+    label_paddings = np.array([[0, 0, 0], [0, 0, 1]], np.float32)
+    params = data.draw_params(jax.eval_shape(network.init, jax.random.PRNGKey(0), frames))
+
+    def loss_fn(params, batch):
+        logits = network.apply(params, batch["frames"])
+        per_seq = optax.ctc_loss(logits, batch["logit_paddings"], batch["labels"], batch["label_paddings"])
+        return jnp.mean(per_seq / jnp.maximum(jnp.sum(1.0 - batch["label_paddings"], axis=-1), 1.0))
+    return Case(loss_fn, (params, {"frames": frames, "logit_paddings": logit_paddings, "labels": labels,
+                                   "label_paddings": label_paddings}))

@@ -612,3 +612,259 @@ def linen_sync_batchnorm():
         xent = optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"]).mean()
         return xent, new_state
     return Case(loss, (variables["params"], variables["batch_stats"], {"x": x, "y": y}))
+
+
+# --- examples/vae: reparameterisation with a typed key -------------------------
+
+class VAEEncoder(nn.Module):
+    """examples/vae/models.py's Encoder (widths scaled down)."""
+    latents: int
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Dense(2 * W, name="fc1")(x)
+        x = checkpoint_name(nn.relu(x), "mlp_hidden")
+        mean_x = nn.Dense(self.latents, name="fc2_mean")(x)
+        logvar_x = nn.Dense(self.latents, name="fc2_logvar")(x)
+        return mean_x, logvar_x
+
+
+class VAEDecoder(nn.Module):
+    features: int
+
+    @nn.compact
+    def __call__(self, z):
+        z = nn.Dense(2 * W, name="fc1")(z)
+        z = checkpoint_name(nn.relu(z), "mlp_hidden")
+        return nn.Dense(self.features, name="fc2")(z)
+
+
+class VAE(nn.Module):
+    """examples/vae/models.py's VAE (setup-style submodules)."""
+    latents: int
+    features: int
+
+    def setup(self):
+        self.encoder = VAEEncoder(self.latents)
+        self.decoder = VAEDecoder(self.features)
+
+    def __call__(self, x, z_rng):
+        mean, logvar = self.encoder(x)
+        z = reparameterize(z_rng, mean, logvar)
+        recon_x = self.decoder(z)
+        return recon_x, mean, logvar
+
+
+def reparameterize(rng, mean, logvar):
+    std = jnp.exp(0.5 * logvar)
+    eps = jax.random.normal(rng, logvar.shape)
+    return mean + eps * std
+
+
+@jax.vmap
+def vae_kl_divergence(mean, logvar):
+    return -0.5 * jnp.sum(1 + logvar - jnp.square(mean) - jnp.exp(logvar))
+
+
+@jax.vmap
+def binary_cross_entropy_with_logits(logits, labels):
+    logits = nn.log_sigmoid(logits)
+    return -jnp.sum(labels * logits + (1.0 - labels) * jnp.log(-jnp.expm1(logits)))
+
+
+@model("linen_vae", "flax.linen (examples/vae)", names=("mlp_hidden",))
+def linen_vae():
+    """examples/vae: the encoder's mean and log-variance, z = mean + eps *
+    exp(logvar / 2) with eps = jax.random.normal(z_rng) (z_rng a typed
+    jax.random.key), the decoder; train.py's loss_fn: the jax.vmap'd
+    binary cross-entropy (log_sigmoid, expm1) plus the jax.vmap'd KL."""
+    net = VAE(latents=3, features=12)
+    images = (data.rng(3).rand(data.BATCH, 12) > 0.5).astype(np.float32)
+    params = init(net, images, jax.random.key(0))["params"]
+
+    def loss_fn(params, batch, z_rng):
+        recon_x, mean, logvar = net.apply({"params": params}, batch, z_rng)
+        bce_loss = binary_cross_entropy_with_logits(recon_x, batch).mean()
+        kld_loss = vae_kl_divergence(mean, logvar).mean()
+        return bce_loss + kld_loss
+    return Case(loss_fn, (params, images, jax.random.key(3)))
+
+
+# --- examples/seq2seq: nn.RNN encoder/decoder, categorical sampling ------------
+
+class DecoderLSTMCell(nn.RNNCellBase):
+    """examples/seq2seq/models.py's DecoderLSTMCell (its LSTM state named)."""
+    features: int
+    teacher_force: bool
+    vocab_size: int
+
+    @nn.compact
+    def __call__(self, carry, x):
+        lstm_state, last_prediction = carry
+        if not self.teacher_force:
+            x = last_prediction
+        lstm_state, y = nn.LSTMCell(self.features)(lstm_state, x)
+        y = checkpoint_name(y, "lstm_out")
+        logits = nn.Dense(features=self.vocab_size)(y)
+        categorical_rng = self.make_rng("lstm")
+        predicted_token = jax.random.categorical(categorical_rng, logits)
+        prediction = jax.nn.one_hot(predicted_token, self.vocab_size, dtype=jnp.float32)
+        return (lstm_state, prediction), (logits, prediction)
+
+    @property
+    def num_feature_axes(self) -> int:
+        return 1
+
+
+class Seq2seq(nn.Module):
+    """examples/seq2seq/models.py's Seq2seq: nn.RNN(LSTMCell, return_carry)
+    encoder with seq_lengths, nn.RNN(DecoderLSTMCell) decoder."""
+    teacher_force: bool
+    hidden_size: int
+    vocab_size: int
+    eos_id: int = 1
+
+    @nn.compact
+    def __call__(self, encoder_inputs, decoder_inputs):
+        encoder = nn.RNN(nn.LSTMCell(self.hidden_size), return_carry=True, name="encoder")
+        decoder = nn.RNN(DecoderLSTMCell(decoder_inputs.shape[-1], self.teacher_force, self.vocab_size),
+                         split_rngs={"params": False, "lstm": True}, name="decoder")
+        seq_lengths = self.get_seq_lengths(encoder_inputs)
+        encoder_state, _ = encoder(encoder_inputs, seq_lengths=seq_lengths)
+        logits, predictions = decoder(decoder_inputs[:, :-1],
+                                      initial_carry=(encoder_state, decoder_inputs[:, 0]))
+        return logits, predictions
+
+    def get_seq_lengths(self, inputs):
+        inputs = jnp.argmax(inputs, axis=-1)
+        return jnp.argmax(inputs == self.eos_id, axis=-1)
+
+
+def get_sequence_lengths(sequence_batch, eos_id):
+    """examples/seq2seq/train.py: the length of each sequence, up to its EOS."""
+    eos_row = sequence_batch[:, :, eos_id]
+    eos_idx = jnp.argmax(eos_row, axis=-1)
+    return jnp.where(eos_row[jnp.arange(eos_row.shape[0]), eos_idx], eos_idx + 1,
+                     sequence_batch.shape[1])
+
+
+def mask_sequences(sequence_batch, lengths):
+    return sequence_batch * (lengths[:, np.newaxis] > np.arange(sequence_batch.shape[1])[np.newaxis])
+
+
+@model("linen_seq2seq", "flax.linen (examples/seq2seq)", names=("lstm_out",), slow=True)
+def linen_seq2seq():
+    """examples/seq2seq: one-hot query and answer, train.py's loss_fn with
+    the lstm rng jax.random.fold_in(lstm_rng, step) (a raw uint32 key and an
+    int step), teacher_force=False (the decoder feeds back its
+    jax.random.categorical samples), the masked cross-entropy
+    (nn.log_softmax, lengths up to EOS); returns (loss, logits)."""
+    vocab, eos_id = 6, 1
+    net = Seq2seq(teacher_force=False, hidden_size=W, vocab_size=vocab, eos_id=eos_id)
+    query = jax.nn.one_hot(np.array([[2, 3, 1, 0], [4, 1, 0, 0]]), vocab)
+    answer = jax.nn.one_hot(np.array([[5, 2, 1, 0], [5, 3, 4, 1]]), vocab)
+    batch = {"query": np.asarray(query), "answer": np.asarray(answer)}
+    params = data.draw_params(jax.eval_shape(
+        lambda: net.init({"params": jax.random.key(0), "lstm": jax.random.key(1)},
+                         batch["query"], batch["answer"])["params"]))
+
+    def loss_fn(params, batch, lstm_rng, step):
+        labels = batch["answer"][:, 1:]
+        lstm_key = jax.random.fold_in(lstm_rng, step)
+        logits, _ = net.apply({"params": params}, batch["query"], batch["answer"], rngs={"lstm": lstm_key})
+        xe = jnp.sum(nn.log_softmax(logits) * labels, axis=-1)
+        loss = -jnp.mean(mask_sequences(xe, get_sequence_lengths(labels, eos_id)))
+        return loss, logits
+    return Case(loss_fn, (params, batch, data.prng_key(5), np.int32(7)))
+
+
+# --- examples/sst2: word dropout, bidirectional LSTM, masked attention ----------
+
+def sequence_mask(lengths, max_length):
+    return jnp.arange(max_length)[None] < lengths[:, None]
+
+
+@jax.vmap
+def flip_sequences(inputs, lengths):
+    """examples/sst2/models.py: flip each sequence's first `length` steps."""
+    max_length = inputs.shape[0]
+    return jnp.flip(jnp.roll(inputs, max_length - lengths, axis=0), axis=0)
+
+
+class WordDropout(nn.Module):
+    dropout_rate: float
+    unk_idx: int
+
+    @nn.compact
+    def __call__(self, inputs, deterministic: bool):
+        if deterministic or self.dropout_rate == 0.0:
+            return inputs
+        rng = self.make_rng("dropout")
+        mask = jax.random.bernoulli(rng, p=self.dropout_rate, shape=inputs.shape)
+        return jnp.where(mask, jnp.array([self.unk_idx]), inputs)
+
+
+class SimpleLSTM(nn.Module):
+    """examples/sst2's SimpleLSTM: nn.transforms.scan over
+    nn.OptimizedLSTMCell, params broadcast."""
+    hidden_size: int
+
+    @functools.partial(nn.transforms.scan, variable_broadcast="params", in_axes=1, out_axes=1,
+                       split_rngs={"params": False})
+    @nn.compact
+    def __call__(self, carry, x):
+        carry, y = nn.OptimizedLSTMCell(self.hidden_size)(carry, x)
+        return carry, checkpoint_name(y, "lstm_out")
+
+    def initialize_carry(self, input_shape):
+        return nn.OptimizedLSTMCell(self.hidden_size, parent=None).initialize_carry(
+            jax.random.key(0), input_shape)
+
+
+class TextClassifier(nn.Module):
+    """examples/sst2's TextClassifier, condensed: Embedder (word dropout,
+    embedding lookup, dropout), SimpleBiLSTM (flip_sequences), the
+    KeysOnlyMlpAttention (jnp.where(mask, scores, -inf), softmax) and a
+    tanh MLP to one logit."""
+    vocab_size: int
+    hidden_size: int
+
+    @nn.compact
+    def __call__(self, token_ids, lengths, deterministic: bool):
+        token_ids = WordDropout(0.2, unk_idx=1)(token_ids, deterministic)
+        embedding = self.param("embedding", nn.initializers.normal(0.1), (self.vocab_size, self.hidden_size))
+        x = nn.Dropout(0.1)(embedding[token_ids], deterministic=deterministic)
+        fwd, bwd = SimpleLSTM(self.hidden_size), SimpleLSTM(self.hidden_size)
+        _, forward_outputs = fwd(fwd.initialize_carry(x[:, 0].shape), x)
+        reversed_inputs = flip_sequences(x, lengths)
+        _, backward_outputs = bwd(bwd.initialize_carry(reversed_inputs[:, 0].shape), reversed_inputs)
+        encoded = jnp.concatenate([forward_outputs, flip_sequences(backward_outputs, lengths)], -1)
+        mask = sequence_mask(lengths, token_ids.shape[1])
+        energy = nn.tanh(nn.Dense(self.hidden_size, name="keys", use_bias=False)(encoded))
+        scores = nn.Dense(1, name="energy", use_bias=False)(energy).squeeze(-1)
+        scores = jnp.where(mask, scores, -jnp.inf)
+        attention = nn.softmax(scores, axis=-1)
+        context = (jnp.expand_dims(attention, 1) @ encoded).squeeze(1)
+        hidden = nn.tanh(nn.Dense(self.hidden_size)(context))
+        return nn.Dense(1)(hidden)[..., 0]
+
+
+@model("linen_sst2", "flax.linen (examples/sst2)", names=("lstm_out",), slow=True)
+def linen_sst2():
+    """examples/sst2: token ids and lengths, word dropout (jax.random.bernoulli
+    + jnp.where on int ids), a bidirectional nn.transforms.scan LSTM with
+    jnp.roll-based flips, masked attention pooling, and train.py's
+    optax.sigmoid_binary_cross_entropy; rngs={'dropout': key}."""
+    net = TextClassifier(vocab_size=data.VOCAB, hidden_size=W)
+    token_ids = np.array([[3, 5, 7, 2], [4, 9, 0, 0]], np.int32)
+    lengths = np.array([4, 2], np.int32)
+    labels = np.array([1.0, 0.0], np.float32)
+    params = data.draw_params(jax.eval_shape(
+        lambda: net.init(jax.random.key(0), token_ids, lengths, deterministic=True)["params"]))
+
+    def loss_fn(params, batch, rng):
+        logits = net.apply({"params": params}, batch["token_ids"], batch["length"], deterministic=False,
+                           rngs={"dropout": rng})
+        return jnp.mean(optax.sigmoid_binary_cross_entropy(logits=logits, labels=batch["label"]))
+    return Case(loss_fn, (params, {"token_ids": token_ids, "length": lengths, "label": labels},
+                          jax.random.key(11)))

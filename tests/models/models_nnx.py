@@ -88,3 +88,107 @@ def nnx_cnn():
         loss = optax.softmax_cross_entropy_with_integer_labels(logits=logits, labels=batch["label"]).mean()
         return loss, logits
     return Case(loss_fn, (params, batch))
+
+
+# --- scan over layers: nnx.vmap-created blocks, nnx.scan(nnx.remat(...)) -------
+
+class Block(nnx.Module):
+    """A pre-LN decoder block: nnx.MultiHeadAttention (its q/k/v named through
+    attention_fn) under a causal mask, nnx.Dropout, a gelu MLP."""
+    def __init__(self, dim: int, heads: int, *, rngs: nnx.Rngs):
+        self.ln1 = nnx.LayerNorm(dim, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=dim, decode=False,
+                                           attention_fn=named_attention, rngs=rngs)
+        self.ln2 = nnx.LayerNorm(dim, rngs=rngs)
+        self.fc1 = nnx.Linear(dim, 2 * dim, rngs=rngs)
+        self.fc2 = nnx.Linear(2 * dim, dim, rngs=rngs)
+        self.dropout = nnx.Dropout(0.1, rngs=rngs)
+
+    def __call__(self, x, mask):
+        x = x + self.dropout(self.attn(self.ln1(x), mask=mask))
+        h = checkpoint_name(nnx.gelu(self.fc1(self.ln2(x))), "mlp_hidden")
+        return x + self.dropout(self.fc2(h))
+
+
+def named_attention(query, key, value, **kwargs):
+    return nnx.dot_product_attention(checkpoint_name(query, "query"), checkpoint_name(key, "key"),
+                                     checkpoint_name(value, "value"), **kwargs)
+
+
+class ScanLM(nnx.Module):
+    """The linen-to-NNX guide's scan over layers: the blocks made by
+    nnx.split_rngs + nnx.vmap (stacked params and dropout streams), run by
+    nnx.scan over nnx.remat(Block.__call__); nnx.Embed with a tied head."""
+    def __init__(self, vocab: int, dim: int, heads: int, num_layers: int, *, rngs: nnx.Rngs):
+        self.embed = nnx.Embed(vocab, dim, rngs=rngs)
+
+        @nnx.split_rngs(splits=num_layers)
+        @nnx.vmap(in_axes=(0,), out_axes=0)
+        def create_block(rngs: nnx.Rngs):
+            return Block(dim, heads, rngs=rngs)
+        self.blocks = create_block(rngs)
+        self.ln_f = nnx.LayerNorm(dim, rngs=rngs)
+
+    def __call__(self, tokens):
+        x = self.embed(tokens)
+        mask = nnx.make_causal_mask(tokens)
+
+        @nnx.scan(in_axes=(nnx.Carry, 0, None), out_axes=nnx.Carry)
+        @nnx.remat
+        def forward(x, block, mask):
+            return block(x, mask)
+        x = forward(x, self.blocks, mask)
+        return self.embed.attend(self.ln_f(x))
+
+
+@model("nnx_scan_lm", "flax.nnx (scan over layers)", names=("query", "key", "value", "mlp_hidden"))
+def nnx_scan_lm():
+    """A 2-layer causal LM: nnx.scan over nnx.remat'd blocks made with
+    nnx.vmap (dropout on, its per-layer key streams part of the state);
+    nnx.split(model, nnx.Param, ...), loss(params, rest, tokens) merges them
+    and returns next-token optax.softmax_cross_entropy_with_integer_labels."""
+    graphdef, params, rest = nnx.split(ScanLM(data.VOCAB, W, 2, 2, rngs=nnx.Rngs(0)), nnx.Param, ...)
+    params = data.draw_params(jax.eval_shape(lambda: params))
+    seq = data.rng(9).randint(0, data.VOCAB, (data.BATCH, data.SEQ + 1)).astype("int32")
+
+    def loss(params, rest, tokens):
+        model = nnx.merge(graphdef, params, rest)
+        logits = model(tokens[:, :-1])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, tokens[:, 1:]).mean()
+    return Case(loss, (params, rest, seq))
+
+
+# --- the model itself as the argument (NNX modules are pytrees) ----------------
+
+class ConvBN(nnx.Module):
+    """nnx.Conv, nnx.BatchNorm (training mode), nnx.Dropout, nnx.max_pool,
+    nnx.Linear."""
+    def __init__(self, *, rngs: nnx.Rngs):
+        self.conv = nnx.Conv(1, 4, kernel_size=(3, 3), rngs=rngs)
+        self.bn = nnx.BatchNorm(4, momentum=0.9, rngs=rngs)
+        self.dropout = nnx.Dropout(0.25, rngs=rngs)
+        self.linear = nnx.Linear(4 * 4 * 4, data.CLASSES, rngs=rngs)
+
+    def __call__(self, x):
+        x = checkpoint_name(nnx.relu(self.bn(self.conv(x))), "conv_out")
+        x = nnx.max_pool(x, window_shape=(2, 2), strides=(2, 2))
+        x = self.dropout(x.reshape(x.shape[0], -1))
+        return self.linear(x)
+
+
+@model("nnx_module_arg", "flax.nnx (the module as a pytree argument)", names=("conv_out",))
+def nnx_module_arg():
+    """The module passed whole, as jax.grad(loss_fn)(model, batch) takes it
+    (NNX modules are pytrees: params, batch statistics, the Dropout's key
+    and count are its leaves); one-hot labels, optax.softmax_cross_entropy
+    with optax.smooth_labels; returns (loss, logits)."""
+    state = data.draw_params(jax.eval_shape(lambda: nnx.state(ConvBN(rngs=nnx.Rngs(0)), nnx.Param)))
+    model_ = ConvBN(rngs=nnx.Rngs(0))
+    nnx.update(model_, jax.tree.map(jax.numpy.asarray, state))
+    batch = {"image": data.normal(data.BATCH, 8, 8, 1), "label": data.labels(data.BATCH)}
+
+    def loss_fn(model, batch):
+        logits = model(batch["image"])
+        labels = optax.smooth_labels(jax.nn.one_hot(batch["label"], data.CLASSES), 0.1)
+        return optax.softmax_cross_entropy(logits, labels).mean(), logits
+    return Case(loss_fn, (model_, batch))

@@ -42,7 +42,7 @@ def cases():
             marks.append(pytest.mark.xfail(strict=True, raises=oracle.Unsupported,
                                            reason=f"stops at {missing[0]}{also}"))
         for policy_name in zoo.POLICIES:
-            slow = [] if policy_name == DEFAULT_POLICY[name] else [pytest.mark.slow]
+            slow = [] if policy_name == DEFAULT_POLICY[name] and not m.slow else [pytest.mark.slow]
             yield pytest.param(name, policy_name, marks=marks + slow, id=f"{name}-{policy_name}")
 
 

@@ -35,6 +35,7 @@ class Model:
     names: tuple[str, ...]          # checkpoint_name()s in the model code
     make: Callable[[], Case]
     doc: str = ""
+    slow: bool = False              # every policy's check is `slow` (minutes of compilation)
 
     def build(self) -> Case:
         return _built(self.name)
@@ -43,14 +44,15 @@ class Model:
 MODELS: dict[str, Model] = {}
 
 
-def model(name: str, library: str, names: tuple[str, ...]):
-    """Register `make() -> Case` as the model `name`."""
+def model(name: str, library: str, names: tuple[str, ...], slow: bool = False):
+    """Register `make() -> Case` as the model `name` (`slow`: its checks
+    take over ~30 s each, so even its default-policy check is `slow`)."""
     def register(make):
         if name in MODELS:
             raise ValueError(f"model {name!r} registered twice")
         if not names:
             raise ValueError(f"model {name!r} places no checkpoint_name")
-        MODELS[name] = Model(name, library, tuple(names), make, (make.__doc__ or "").strip())
+        MODELS[name] = Model(name, library, tuple(names), make, (make.__doc__ or "").strip(), slow)
         return make
     return register
 
@@ -81,5 +83,5 @@ POLICIES = {
 def load_all() -> dict[str, Model]:
     """Import every model module (each registers its models) and return MODELS."""
     from . import (models_jax, models_linen, models_nnx, models_equinox,  # noqa: F401
-                   models_haiku)
+                   models_haiku, models_optax)
     return MODELS

@@ -2,6 +2,7 @@
 
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
                       [--jax-impl remat2,remat3] [--out DIR] [--fail-fast]
+                      [--backend NAME]
 
 Each job is a process running Hypothesis on `fuzz.stacks.checked_programs()`
 (a program, its spelling and a transformation stack, as `pytest fuzz/`)
@@ -354,10 +355,29 @@ def main(argv=None) -> int:
     f.add_argument("--fail-fast", action="store_true", help="stop at the first (shrunk) finding")
     f.add_argument("--no-control-flow", action="store_true",
                    help="leave scan, cond, while and custom_jvp/custom_vjp out of the programs")
+    f.add_argument("--backend", default=None, metavar="NAME",
+                   help="the JAX backend programs run on (cpu, gpu, tpu, ...; default: JAX's default)")
     args = parser.parse_args(argv)
     if args.command == "fuzz":
+        if args.backend is not None and not _use_backend(args.backend):
+            return 2
         return fuzz_main(args)
     return 2
+
+
+def _use_backend(name: str) -> bool:
+    """Make `name` the backend of every check (oracle.backends.DEFAULT_BACKEND,
+    here and, through the environment, in the workers); False, with the
+    reason printed, when it has no devices here."""
+    from oracle import backends
+    from oracle.errors import InvalidArgument
+    try:
+        backends.resolve(name)
+    except InvalidArgument as e:
+        print(f"--backend {name}: {e}", file=sys.stderr)
+        return False
+    os.environ[backends.ENV] = backends.DEFAULT_BACKEND = name
+    return True
 
 
 if __name__ == "__main__":

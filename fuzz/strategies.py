@@ -31,6 +31,7 @@ padded with unneeded steps.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,7 +47,25 @@ SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
 NAMES = ["a", "b", "c"]
 
 
-OFFLOAD = ("device", "pinned_host")     # (src, dst) of drawn offload policies (CPU jax accepts them)
+CPU_OFFLOAD = ("device", "pinned_host")    # XLA:CPU's device and host memory kinds
+
+
+def offload_kinds() -> tuple[str, str] | None:
+    """(src, dst) memory kinds of drawn offload policies: the checked
+    backend's default memory and its pinned host memory
+    (oracle.backends.offload_kinds); None where its device has no pinned
+    host memory (then no offload policy is drawn); CPU's without jax."""
+    try:
+        from oracle import backends
+        return _offload_kinds(backends.DEFAULT_BACKEND)
+    except ImportError:
+        return CPU_OFFLOAD
+
+
+@functools.lru_cache(maxsize=8)
+def _offload_kinds(backend):
+    from oracle import backends
+    return backends.offload_kinds(backend)
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,7 @@ class SavePrimitives(P._Policy):
         if prim.name == "name":
             return params["name"] in self.names
         if prim.name in self.offload:
-            return P.Offload(*OFFLOAD)
+            return P.Offload(*offload_kinds())
         return prim.name in self.prims
 
     def __repr__(self):
@@ -77,7 +96,7 @@ class SavePrimitives(P._Policy):
         if self.offload:
             offload = sorted(JAX_NAME.get(p, p) for p in self.offload)
             answer = (f"(__import__('jax._src.interpreters.partial_eval', fromlist=['Offloadable'])"
-                      f".Offloadable(*{OFFLOAD!r}) if prim.name in {offload!r} else {answer})")
+                      f".Offloadable(*{offload_kinds()!r}) if prim.name in {offload!r} else {answer})")
         return (f"(lambda prim, *_, **params: params.get('name') in {sorted(self.names)!r} "
                 f"if prim.name == 'name' else {answer})")
 
@@ -111,6 +130,8 @@ def policies(draw, names=tuple(NAMES), kinds=POLICY_KINDS, raising=False):
     kind. With `raising`, also combinations with an offload policy (or a
     user policy that offloads), which JAX and the spec reject alike
     (PolicyCombinationError) when differentiating."""
+    if offload_kinds() is None:       # a device without pinned host memory: no offloading
+        kinds = tuple(k for k in kinds if k not in POLICY_FAMILIES["offload"]) or ("nothing",)
     kind = draw(st.sampled_from(list(kinds)))
     pick = lambda lo=1: draw(st.lists(st.sampled_from(list(names)), min_size=lo, max_size=3, unique=True))
     simple = {"none": None, "nothing": P.nothing_saveable, "everything": P.everything_saveable,
@@ -128,9 +149,10 @@ def policies(draw, names=tuple(NAMES), kinds=POLICY_KINDS, raising=False):
         k = draw(st.integers(0, len(chosen)))
         return P.save_and_offload_only_these_names(names_which_can_be_saved=chosen[:k],
                                                    names_which_can_be_offloaded=chosen[k:],
-                                                   offload_src=OFFLOAD[0], offload_dst=OFFLOAD[1])
+                                                   offload_src=offload_kinds()[0],
+                                                   offload_dst=offload_kinds()[1])
     if kind == "offload_dots":
-        return P.offload_dot_with_no_batch_dims(*OFFLOAD)
+        return P.offload_dot_with_no_batch_dims(*offload_kinds())
     if kind == "both":      # two policies of families drawn evenly (each pair of families as likely)
         families = [tuple(k for k in f if k in kinds) for name, f in POLICY_FAMILIES.items()
                     if raising or name != "offload"]
@@ -139,7 +161,7 @@ def policies(draw, names=tuple(NAMES), kinds=POLICY_KINDS, raising=False):
         return P.save_from_both_policies(part(), part())
     prims = draw(st.lists(st.sampled_from(_SAVE_PRIMS), min_size=1, max_size=3, unique=True))
     offload = draw(st.lists(st.sampled_from(_SAVE_PRIMS), max_size=2, unique=True)) \
-        if (raising or "offload_names" in kinds) and draw(st.booleans()) else []
+        if (raising or "offload_names" in kinds) and offload_kinds() is not None and draw(st.booleans()) else []
     return SavePrimitives(frozenset(prims) - set(offload), frozenset(pick(0)), frozenset(offload))
 
 

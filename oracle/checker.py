@@ -1,12 +1,15 @@
 """`oracle.check`: does jit-compiled JAX do what the spec says?
 
-    report = oracle.check(fn, policy, *args, static_argnums=(), static_argnames=(), **kwargs)
+    report = oracle.check(fn, policy, *args, static_argnums=(), static_argnames=(), backend=None, **kwargs)
 
 checks `jax.checkpoint(fn, policy=policy)` (or `fn` as written, with
 `policy=oracle.AS_IS`), called as `fn(*args, **kwargs)` with JAX's calling
 conventions (oracle/conventions.py: pytrees, Python scalars, static
 arguments), against the spec program imported from its jaxpr, for each
 implementation (remat2, remat3), property by property (oracle/properties.py).
+JAX runs on `backend`'s device (oracle/backends.py: a platform name such
+as 'gpu', a jax.Device, or None for the default); the spec computes in
+numpy, and the tolerances take the backend's arithmetic into account.
 
 Each (property, implementation) gets a status:
 
@@ -38,7 +41,7 @@ import spec
 from spec import policies as sp
 from spec.ir import Program, is_float
 
-from oracle import divergences, jax_api
+from oracle import backends, divergences, jax_api
 from oracle.conventions import AS_IS, Call, Factory, bind, draw, jax_value_of
 from oracle.errors import InvalidArgument, Mismatch, Unsupported
 from oracle.from_jax import from_jaxpr, subjaxprs
@@ -53,7 +56,8 @@ PROPERTIES = tuple(_PROPERTIES)
 DEFAULT_REPRO_DIR = None   # set by the pytest plugin's --oracle-repro-dir
 # XLA:CPU's backend optimisation level 0 halves compile time for these small
 # check functions; it changes no semantics (only scheduling/vectorisation
-# of the same HLO), and numbers stay within oracle.tolerances.
+# of the same HLO), and numbers stay within oracle.tolerances. Given to
+# XLA:CPU only: other backends compile as their users' programs do.
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 STATUSES = ("ok", "known divergence", "not applicable", "not compared", "not checked")
 
@@ -268,10 +272,14 @@ def _compiled(case: Case, f, props, timings) -> dict:
                                              for t in case.tangents],
                 list(case.cts), [jax_value_of(b) for b in case.batched],
                 {p.name: [jax_value_of(a) for a in p.operands(case)] for p in props if p.operands})
+    options = COMPILER_OPTIONS
+    if case.backend is not None:      # committed to the backend's device: the jit runs there
+        operands = jax.device_put(operands, case.backend.device)
+        options = COMPILER_OPTIONS if case.backend.platform == "cpu" else {}
     t0 = time.perf_counter()
     lowered = jax.jit(together).lower(*operands)
     t1 = time.perf_counter()
-    compiled = lowered.compile(compiler_options=COMPILER_OPTIONS)
+    compiled = lowered.compile(compiler_options=options)
     t2 = time.perf_counter()
     out = jax.block_until_ready(compiled(*operands))
     out.update({p.name: p.after(out[p.name]) for p in props if p.after is not None})
@@ -302,27 +310,60 @@ def _validate(fn, policy, implementations, properties):
 
 
 def make_case(fn, policy, args, kwargs, *, static_argnums=(), static_argnames=(), seed=0,
-              rtol_scale=1.0) -> Case:
-    """The Case of one oracle.check call (the spec program traced once)."""
+              rtol_scale=1.0, backend=None) -> Case:
+    """The Case of one oracle.check call (the spec program traced once);
+    `backend` an oracle.backends.Backend, or None."""
     call = bind(fn, args, kwargs, static_argnums=static_argnums, static_argnames=static_argnames, seed=seed)
     jax_policy = _jax_policy(policy)
     prog = spec_program(call, jax_policy)
-    return Case(call, policy, jax_policy, prog, seed, rtol_scale)
+    return Case(call, policy, jax_policy, prog, seed, rtol_scale, backend=backend)
+
+
+def _on(backend: backends.Backend):
+    """JAX's default device is the backend's for the duration."""
+    import jax
+    return jax.default_device(backend.device)
+
+
+def _check_memory_kinds(case: Case) -> None:
+    """Unsupported when the spec's residuals go to a memory the backend's
+    device lacks (only asked where it lacks pinned_host, the kind JAX's
+    offloading targets: oracle/backends.py)."""
+    b = case.backend
+    if not b.memory_kinds or "pinned_host" in b.memory_kinds:
+        return
+    try:
+        spaces = {r.type.memory_space for r in spec.saved_residuals(case.prog)}
+    except Exception:        # the residuals property reports the spec's error
+        return
+    backends.check_memory_kinds(b, spaces)
 
 
 def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PROPERTIES,
           static_argnums=(), static_argnames=(), seed: int = 0, rtol_scale: float = 1.0,
-          repro_dir: str | None = None, **kwargs) -> Report:
+          repro_dir: str | None = None, backend=None, **kwargs) -> Report:
     """Check jax.checkpoint(fn, policy) (or fn with policy=AS_IS), called as
     fn(*args, **kwargs), against the spec on every property in `properties`,
-    for every implementation. Returns a Report; raises Mismatch on a
-    disagreement that is not a known divergence, Unsupported for programs
-    the spec does not model, InvalidArgument for a call that is wrong."""
+    for every implementation, with JAX on `backend` (a platform name, a
+    jax.Device, or None: oracle.backends.DEFAULT_BACKEND, else JAX's
+    default device). Returns a Report; raises Mismatch on a disagreement
+    that is not a known divergence, Unsupported for programs the spec does
+    not model, InvalidArgument for a call that is wrong (a backend without
+    devices here included)."""
     _validate(fn, policy, implementations, properties)
+    on = backends.resolve(backend)
+    with _on(on):
+        return _check(fn, policy, args, kwargs, implementations, properties, static_argnums,
+                      static_argnames, seed, rtol_scale, repro_dir, on)
+
+
+def _check(fn, policy, args, kwargs, implementations, properties, static_argnums, static_argnames, seed,
+           rtol_scale, repro_dir, on) -> Report:
     t_start = time.perf_counter()
     case = make_case(fn, policy, args, kwargs, static_argnums=static_argnums,
-                     static_argnames=static_argnames, seed=seed, rtol_scale=rtol_scale)
-    report = Report(case.call.name, _policy_label(policy), environment=environment())
+                     static_argnames=static_argnames, seed=seed, rtol_scale=rtol_scale, backend=on)
+    _check_memory_kinds(case)
+    report = Report(case.call.name, _policy_label(policy), environment={**environment(), **on.environment})
     report.timings["jax_trace"] += time.perf_counter() - t_start
     # a Property object (an oracle.stacks stack, ...) is checked after the named ones
     props = [_PROPERTIES[p] for p in PROPERTIES if p in properties] + [

@@ -27,6 +27,8 @@ def spec_dtype(dtype):
 def spec_type(aval) -> ArrayType:
     dtype = spec_dtype(aval.dtype)
     space = getattr(aval, "memory_space", None)
+    # JAX's names of its memory spaces on every backend: Host is 'pinned_host',
+    # the rest device memory (jax/_src/core.py:1867 mem_space_to_kind, 0.10.2)
     space = None if space is None or "device" in str(space).lower() or str(space).endswith("Any") else "pinned_host"
     return ArrayType(tuple(int(d) for d in aval.shape), dtype, space)
 

@@ -50,6 +50,12 @@ class Case:
     batched: list = field(default_factory=list)
     cache: dict = field(default_factory=dict)
     functions: dict = field(default_factory=dict)   # implementation -> the JAX function checked
+    backend: Any = None               # the oracle.backends.Backend JAX runs on (None: JAX's default, as CPU)
+
+    @property
+    def arithmetic(self):
+        """The backend's oracle.backends.Arithmetic (None: float32 as on CPU)."""
+        return None if self.backend is None else self.backend.arithmetic
 
     @property
     def args(self) -> list[np.ndarray]:
@@ -325,19 +331,27 @@ def _spec_numbers(numeric: Numeric):
     the modelled rounding noise of each output)."""
 
     def side(case):
-        prog64 = upcast(case.prog)
-        p, p64 = numeric.program(case.prog), numeric.program(prog64)
-        expected = numeric.outputs(case.prog, spec.evaluate(p, *numeric.operands(case)))
-        ops64 = up(numeric.operands(case))
-        reference = numeric.outputs(case.prog, spec.evaluate(p64, *ops64))
-        noise = [0.0] * len(reference)
-        low = np.result_type(*[t.dtype for t in case.prog.in_types if is_float(t.dtype)] or [np.float32])
-        for k in range(NOISE_SAMPLES):
-            hook = tolerances.rounding_noise_hook(low, np.random.default_rng(case.seed + 100 + k))
-            noisy = numeric.outputs(case.prog, spec.evaluate(p64, *ops64, hook=hook))
-            noise = [max(n, _noise(a, r)) for n, a, r in zip(noise, noisy, reference)]
-        return expected, reference, noise
+        return spec_numbers(case.prog, numeric, numeric.operands(case), case.seed, case.arithmetic)
     return side
+
+
+def spec_numbers(prog: Program, numeric: Numeric, operands: list, seed: int = 0, arithmetic=None):
+    """(the spec's answer in the program's dtypes, the float64 reference,
+    the largest modelled rounding noise of each output) of `numeric` on
+    `prog` at `operands`; `arithmetic` (oracle.backends.Arithmetic, None:
+    float32 as on CPU) says what the backend rounds beyond the dtypes."""
+    prog64 = upcast(prog)
+    p, p64 = numeric.program(prog), numeric.program(prog64)
+    expected = numeric.outputs(prog, spec.evaluate(p, *operands))
+    ops64 = up(operands)
+    reference = numeric.outputs(prog, spec.evaluate(p64, *ops64))
+    noise = [0.0] * len(reference)
+    low = np.result_type(*[t.dtype for t in prog.in_types if is_float(t.dtype)] or [np.float32])
+    for k in range(NOISE_SAMPLES):
+        hook = tolerances.rounding_noise_hook(low, np.random.default_rng(seed + 100 + k), arithmetic)
+        noisy = numeric.outputs(prog, spec.evaluate(p64, *ops64, hook=hook))
+        noise = [max(n, _noise(a, r)) for n, a, r in zip(noise, noisy, reference)]
+    return expected, reference, noise
 
 
 def _noise(noisy, reference) -> float:

@@ -1,5 +1,7 @@
-"""pytest integration: `oracle.check` failures print as their report, and
-`pytest --oracle-repro-dir DIR` saves a reproducer for each of them.
+"""pytest integration: `oracle.check` failures print as their report,
+`pytest --oracle-repro-dir DIR` saves a reproducer for each of them, and
+`pytest --oracle-backend NAME` runs JAX on that backend (cpu, gpu, tpu, ...)
+in every oracle.check that names none.
 
 Installed as a pytest11 entry point, so any test suite that has
 remat-oracle installed gets it; the fixture `oracle_check` is
@@ -9,20 +11,30 @@ from __future__ import annotations
 
 import pytest
 
+from oracle import backends as _backends
 from oracle import checker as _check
-from oracle.errors import Mismatch
+from oracle.errors import InvalidArgument, Mismatch
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("oracle", "remat-oracle")
     group.addoption("--oracle-repro-dir", default=None, metavar="DIR",
                     help="write a standalone reproducer for every oracle.check Mismatch to DIR")
+    group.addoption("--oracle-backend", default=None, metavar="NAME",
+                    help="run JAX on this backend (cpu, gpu, tpu, ...) in oracle.check calls that name none")
 
 
 def pytest_configure(config):
     directory = config.getoption("--oracle-repro-dir", default=None)
     if directory:
         _check.DEFAULT_REPRO_DIR = directory
+    backend = config.getoption("--oracle-backend", default=None)
+    if backend:
+        try:
+            _backends.resolve(backend)
+        except InvalidArgument as e:
+            raise pytest.UsageError(f"--oracle-backend {backend}: {e}") from None
+        _backends.DEFAULT_BACKEND = backend
 
 
 @pytest.fixture

@@ -42,6 +42,47 @@ tolerance: the spec's error, the scale and the noise estimate are
 measured over the finite values only, and a noise estimate that is not
 finite (a noisy run that overflowed) counts as none rather than making
 the tolerance infinite (which would pass anything).
+
+Backends (oracle/backends.py says which device rounds what). The bounds,
+for a dot of length K, operands a, b, unit roundoff u of the format a step
+rounds to (2^-24 float32, 2^-11 TF32 rounded to nearest, 2^-10 truncated,
+2^-8 bfloat16; Higham, Accuracy and Stability of Numerical Algorithms,
+2nd ed., sec. 3.1):
+
+  accumulation in a format of unit roundoff u, any order:
+      |fl(a.b) - a.b| <= gamma_K * sum |a_i||b_i|,   gamma_K = K u / (1 - K u)
+  with independent rounding errors (Higham & Mary 2019, Thm 3.1), with
+  high probability, in any order too:
+      |fl(a.b) - a.b| <~ sqrt(K) u * sum |a_i||b_i|
+  operands rounded first (TF32, bf16: a_i (1 + d_i), b_i (1 + e_i),
+  |d_i| <= u_a, |e_i| <= u_b), products and sums then in float32:
+      err = sum a_i b_i (d_i + e_i)  (+ u_a u_b terms, + the float32 bound)
+      |err| <= (u_a + u_b) * sum |a_i||b_i|          (worst case, any K)
+  and, the d_i, e_i independent, with high probability
+      |err| <~ (u_a + u_b) * (sqrt(sum a_i^2 b_i^2) + |a.b|)
+  the first term their spread, the second their mean: rounding to nearest
+  has none, truncation (tensor cores fed float32 bits drop the low ones)
+  shrinks every operand, a bias of up to u of the product itself.
+
+So a float32 dot or convolution that the backend runs at a narrower level
+(`Arithmetic.operand_roundoff`: the op's precision param, else
+jax_default_matmul_precision, on the device's kind, or as measured there)
+gets, in the noise runs, on top of its accumulation noise, that operand
+term, (u_a + u_b) * (sqrt(rule(a^2, b^2)) + |result|), with a random sign
+per result rather than a uniform factor (which could make it small by
+chance: unlike float32 rounding this error is not covered by BASE, whose
+ulps are the program dtype's). A HIGHEST dot on a GPU, or any dot on CPU,
+keeps float32's model exactly as before (the same random draws).
+
+Reduction order. The probabilistic bound above holds for every order, so
+reductions modelled as accumulations need nothing more when the backend
+adds in an order of its own, or a different one each run. What the model
+took as fixed is scatter-add: its updates land on a result one after the
+other, in index order in XLA:CPU and in the spec (one rounding per
+result); XLA:GPU adds them with atomics, in any order. On a backend whose
+reductions are not deterministic (`Arithmetic.deterministic`), each
+scatter-add result with T updates landing on it gets an accumulation's
+noise, eps/2 * sqrt(T + 1) * (|operand| + sum |updates|).
 """
 from __future__ import annotations
 
@@ -114,11 +155,9 @@ EXACT = frozenset({"neg", "abs", "max", "min", "reduce_max", "select_n", "stop_g
 # F16_F16_F16 (float16 operands, ~1e-3 relative, measured in jax 0.10.2) and
 # refuses most others; the noise of such a dot/conv uses the preset's operand
 # type (`PRESET_OPERAND_DTYPE`), so the tolerance covers what the precision
-# allows on any backend. NOT modelled: on GPU and TPU, precision None or
-# DEFAULT (and HIGH) lower float32 dots and convolutions to bf16 or TF32
-# passes (TPU: one bf16 pass, eps 2^-8; GPU: TF32, eps 2^-10, where enabled):
-# an oracle run there needs that type's eps for those equations too, keyed on
-# jax.default_backend() (unverified: no accelerator was available).
+# allows on any backend. The levels of lax.Precision (None, DEFAULT, HIGH,
+# HIGHEST) round float32 operands on accelerators: `_operand_noise`, from the
+# backend's Arithmetic (oracle/backends.py).
 PRESET_OPERAND_DTYPE = {"F16_F16_F16": "float16", "F16_F16_F32": "float16", "BF16_BF16_BF16": "bfloat16",
                         "BF16_BF16_F32": "bfloat16", "TF32_TF32_F32": None}
 TF32_EPS = 2.0 ** -10
@@ -126,6 +165,34 @@ TF32_EPS = 2.0 ** -10
 # accumulations: their rounding noise grows with the number of terms summed
 ACCUMULATIONS = frozenset({"dot_general", "reduce_sum", "conv_general_dilated", "reduce_window_sum",
                            "select_and_scatter_add"})
+
+
+def _operand_noise(eqn, dtype, arithmetic):
+    """u_a + u_b of a dot_general / conv_general_dilated whose float32
+    operands the backend rounds to a narrower format, or 0.0."""
+    if arithmetic is None or eqn.primitive.name not in ("dot_general", "conv_general_dilated"):
+        return 0.0
+    roundoffs = arithmetic.operand_roundoff(eqn.params.get("precision"), dtype)
+    return float(sum(roundoffs)) if roundoffs else 0.0
+
+
+def _operand_spread(eqn, ins):
+    """sqrt(sum a_i^2 b_i^2) per result of a dot / convolution: its rule
+    evaluated on the squared operands."""
+    from spec.core import eval_rules
+    squares = [np.square(x) for x in ins]
+    return np.sqrt(np.abs(np.asarray(eval_rules[eqn.primitive](*squares, **eqn.params))))
+
+
+def _scatter_accumulation(eqn, ins):
+    """(|operand| + the sum of |updates| landing on each result, the number
+    of terms each result sums) of a scatter-add."""
+    from spec.core import eval_rules
+    rule, params = eval_rules[eqn.primitive], eqn.params
+    operand, indices, updates = ins
+    magnitude = np.abs(np.asarray(rule(np.abs(operand), indices, np.abs(updates), **params)))
+    landed = np.asarray(rule(np.zeros_like(operand), indices, np.ones_like(updates), **params))
+    return magnitude, landed + 1
 
 
 def _half_eps(eqn, dtype) -> float:
@@ -161,19 +228,24 @@ def _accumulation(eqn, ins, out):
     return magnitude, max(terms, 1)
 
 
-def rounding_noise_hook(dtype, rng):
+def rounding_noise_hook(dtype, rng, arithmetic=None):
     """A spec.evaluate hook for float64 runs that perturbs every float
     result as rounding in `dtype` could: by up to eps/2 of its magnitude,
     and for accumulations (dot_general, reduce_sum, convolutions, window
     sums) by eps/2 * sqrt(terms) * the sum of the absolute values of the
     terms (the size of an accumulation's rounding error, which a cancelling
     sum does not shrink). eps is that of a narrower type where the
-    equation's precision or format rounds to one (`_half_eps`)."""
+    equation's precision or format rounds to one (`_half_eps`).
+    `arithmetic` (an oracle.backends.Arithmetic; None: float32 as on CPU)
+    adds the backend's terms (the module docstring): the rounding of a
+    dot's or convolution's operands, and scatter-add's order."""
     def hook(eqn, ins, outs):
         name = eqn.primitive.name
         if name in EXACT:        # selections and data movement round nothing
             return outs
         half_eps = _half_eps(eqn, dtype)
+        operand_u = _operand_noise(eqn, dtype, arithmetic)
+        unordered = name == "scatter-add" and arithmetic is not None and not arithmetic.deterministic
         new = []
         for o in outs:
             o = np.asarray(o)
@@ -183,8 +255,15 @@ def rounding_noise_hook(dtype, rng):
             if name in ACCUMULATIONS:
                 magnitude, terms = _accumulation(eqn, ins, o)
                 noise = half_eps * np.sqrt(terms) * magnitude
+            elif unordered:
+                magnitude, terms = _scatter_accumulation(eqn, ins)
+                noise = half_eps * np.sqrt(terms) * magnitude
             else:
                 noise = half_eps * np.abs(o)
-            new.append(o + noise * rng.uniform(-1, 1, o.shape))
+            perturbed = o + noise * rng.uniform(-1, 1, o.shape)
+            if operand_u:            # spread and mean of the operands' rounding, a random sign
+                spread = _operand_spread(eqn, ins)
+                perturbed = perturbed + operand_u * (spread + np.abs(o)) * rng.choice([-1.0, 1.0], o.shape)
+            new.append(perturbed)
         return new
     return hook

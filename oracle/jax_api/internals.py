@@ -186,3 +186,14 @@ def signature_names(fn, args, kwargs):
     _, in_tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
     info = pe.arg_info_all(pe.debug_info(fn, in_tree, None, True, "saved_residuals"))
     return None if info is None else tuple(f"{name}{keystr(path)}" for name, path in info)
+
+
+def backends() -> dict:
+    """The platform name -> client of every backend JAX initialised (those
+    that failed to are left out): jax.extend.backend.backends where the
+    release has it, else jax._src.xla_bridge.backends."""
+    try:
+        from jax.extend.backend import backends as bs
+    except ImportError:
+        from jax._src.xla_bridge import backends as bs
+    return bs()

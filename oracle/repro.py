@@ -297,9 +297,14 @@ def _scalar_source(v, inline: bool = False) -> str:
 
 
 def _param_source(v) -> str:
-    """A primitive's param as source (dtypes by name, the rest by repr)."""
+    """A primitive's param as source (dtypes by name, the rest by repr). A
+    Python callable the spec holds opaquely (debug_callback's `callback`)
+    has no source: it is written as its name, a string, and the emitter
+    binds a stand-in for it (spec/prims_debug.py)."""
     if isinstance(v, np.dtype):
         return f"np.dtype({_dtype_source(v)})"
+    if callable(v) and not isinstance(v, type):
+        return repr(getattr(v, "__qualname__", type(v).__name__))
     return repr(v)
 
 

@@ -19,7 +19,7 @@ never special-case a primitive by name:
                                                   fancy_primitive_batchers)
     partial_eval_rules[p], dce_rules[p]        -> only for primitives with
                                                   sub-programs (call, remat)
-                                                  or effects (debug_print)
+                                                  or effects (debug_print, debug_callback)
     effectful                                  -> primitives with an effect
                                                   (JAX's eqn.effects): DCE
                                                   keeps their equations

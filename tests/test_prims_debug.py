@@ -1,24 +1,29 @@
-"""jax.debug.print under remat (spec/prims_debug.py), against what jax
-0.10.2 does, recorded by tests/record_jax_debug_print.py in
-tests/recordings/debug_print.json: how many times the print runs in
-grad(checkpoint(f, policy)), and how many debug_print equations the
-forward pass and the differentiated checkpoint (the backward pass) hold.
+"""jax.debug.print and jax.debug.callback under remat (spec/prims_debug.py),
+against what jax 0.10.2 does, recorded by tests/record_jax_debug_print.py
+in tests/recordings/debug_print.json: how many times the print (the
+callback) runs in grad(checkpoint(f, policy)), under remat2 and remat3,
+and how many of their equations the forward pass and the differentiated
+checkpoint (the backward pass) hold.
 
 The spec-level tests import no jax: the recorded programs are written here
-with spec ops. With jax: oracle.check of losses that print, under every
-standard policy, remat2 and remat3, and vmap's unrolled prints.
+with spec ops. With jax: oracle.check of losses that print or call back,
+under every standard policy, remat2 and remat3, and vmap's unrolled
+effects.
 """
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import spec
 from spec import ops, policies as P
-from spec.prims_debug import count_prints, debug_print, debug_print_p
+from spec.prims_debug import (count_effects, count_prints, debug_callback, debug_callback_p, debug_print,
+                              debug_print_p)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(HERE, "recordings", "debug_print.json")) as f:
@@ -29,21 +34,41 @@ X = np.linspace(-1.0, 1.0, 3, dtype=np.float32)
 M, W = np.ones((2, 3), np.float32), np.full((3, 2), 0.5, np.float32)
 
 
-def print_intermediate(x):
-    s = ops.checkpoint_name(ops.sin(x), "s")
-    debug_print(s, fmt="s={s}", kwarg_names=("s",))
-    return ops.reduce_sum(s * x, (0,))
+def never_called(*xs):
+    """The user's callback: the spec must never run it."""
+    raise AssertionError("the spec called a debug_callback's callable")
 
 
-def print_input(x):
-    debug_print(x, fmt="x={}")
-    return ops.reduce_sum(ops.sin(x), (0,))
+def printing(name, value):
+    debug_print(value, fmt=f"{name}={{{name}}}", kwarg_names=(name,))
 
 
-def print_dot(x, w):
-    y = x @ w
-    debug_print(y, fmt="y={}")
-    return ops.reduce_sum(y, (0, 1))
+def calling_back(ordered):
+    return lambda name, value: debug_callback(never_called, value, ordered=ordered)
+
+
+# the recorder's programs; `effect(name, value)` prints or calls back
+def print_intermediate(effect):
+    def f(x):
+        s = ops.checkpoint_name(ops.sin(x), "s")
+        effect("s", s)
+        return ops.reduce_sum(s * x, (0,))
+    return f
+
+
+def print_input(effect):
+    def f(x):
+        effect("x", x)
+        return ops.reduce_sum(ops.sin(x), (0,))
+    return f
+
+
+def print_dot(effect):
+    def f(x, w):
+        y = x @ w
+        effect("y", y)
+        return ops.reduce_sum(y, (0, 1))
+    return f
 
 
 PROGRAMS = {"print_intermediate": (print_intermediate, (X,)), "print_input": (print_input, (X,)),
@@ -52,25 +77,30 @@ POLICIES = {"none": None, "dots_saveable": P.dots_saveable, "everything_saveable
             "save_s": P.save_only_these_names("s")}
 
 
-def _grad(name, policy):
-    fn, args = PROGRAMS[name]
+def _checkpointed(name, policy, effect):
+    make, args = PROGRAMS[name]
     types = [spec.ArrayType(a.shape, a.dtype) for a in args]
     pol = POLICIES[policy]
     if policy == "save_s" and name != "print_intermediate":
         pol = P.nothing_saveable    # what JAX's save_only_these_names('s') is without an 's' (the
                                     # spec's builder refuses a policy naming an unbound name)
-    prog = spec.trace(lambda *xs: ops.checkpoint(fn, policy=pol)(*xs), *types)
+    return spec.trace(lambda *xs: ops.checkpoint(make(effect), policy=pol)(*xs), *types), args
+
+
+def _grad(name, policy, effect=printing):
+    prog, args = _checkpointed(name, policy, effect)
     return spec.grad(prog, tuple(range(len(args)))), args
 
 
-def _placement(prog, inside=False):
-    """(debug_print equations outside any differentiated remat, inside one)."""
+def _placement(prog, primitive=debug_print_p, inside=False):
+    """(`primitive` equations outside any differentiated remat, inside one)."""
     out = [0, 0]
     for e in prog.eqns:
-        if e.primitive is debug_print_p:
+        if e.primitive is primitive:
             out[inside] += 1
         for _, sub in spec.ir.subprograms(e.params):
-            a, b = _placement(sub, inside or (e.primitive.name == "remat" and e.params.get("differentiated")))
+            a, b = _placement(sub, primitive,
+                              inside or (e.primitive.name == "remat" and e.params.get("differentiated")))
             out[0] += a
             out[1] += b
     return out
@@ -85,8 +115,41 @@ def test_prints_as_jax_does_under_remat(case):
     assert _placement(grad) == [want["forward"], want["backward"]]
 
 
+@pytest.mark.parametrize("case", sorted(RECORDED["callbacks"]))
+def test_callbacks_as_jax_does_under_remat(case):
+    """jax.debug.callback(fn, x, ordered=...): fn's calls counted by a
+    Python counter in JAX, the spec's debug_callback equations run."""
+    name, policy, effect = case.split("/")
+    grad, args = _grad(name, policy, calling_back(effect == "ordered"))
+    want = RECORDED["callbacks"][case]
+    assert count_effects(grad, *args) == want["calls"]
+    assert count_prints(grad, *args) == 0
+    assert _placement(grad, debug_callback_p) == [want["forward"], want["backward"]]
+
+
+REMAT3_CASES = ([("programs", c, "prints_remat3") for c in sorted(RECORDED["programs"])]
+                + [("callbacks", c, "calls_remat3") for c in sorted(RECORDED["callbacks"])])
+
+
+@pytest.mark.parametrize("table,case,field", REMAT3_CASES, ids=[f"{t}-{c}" for t, c, _ in REMAT3_CASES])
+def test_remat3_runs_effects_as_the_policy_it_sees(table, case, field):
+    """Under remat3 only dot_general's and checkpoint_name's remat rules
+    consult the policy (oracle/divergences.py `_Remat3View`); a debug
+    effect, asked by no one, is recomputed (RematTrace.process_primitive's
+    default, jax/_src/interpreters/remat.py:98-102): it runs in the
+    forward and again in the backward pass under every policy, so under
+    everything_saveable twice where remat2 runs it once. The spec's rule
+    under the policy remat3 effectively applies gives the recorded count."""
+    from oracle.divergences import _remat3_effective, map_policies
+    name, policy, *ordered = case.split("/")
+    effect = calling_back(ordered == ["ordered"]) if ordered else printing
+    prog, args = _checkpointed(name, policy, effect)
+    viewed = map_policies(prog, _remat3_effective)
+    assert count_effects(spec.grad(viewed, tuple(range(len(args)))), *args) == RECORDED[table][case][field]
+
+
 def test_no_checkpoint_prints_once():
-    prog = spec.trace(print_intermediate, f32[3])
+    prog = spec.trace(print_intermediate(printing), f32[3])
     assert count_prints(spec.grad(prog), X) == 1
     assert count_prints(spec.vjp_program(prog), X, np.float32(1.0)) == 1
 
@@ -104,7 +167,7 @@ def test_printing_a_saved_dot_makes_it_a_residual():
     reduce_sum's transpose would not need: the print makes it a residual
     (JAX: the differentiated remat reads it, recorded above)."""
     grad, _ = _grad("print_dot", "dots_saveable")
-    fn = lambda x, w: ops.checkpoint(print_dot, policy=P.dots_saveable)(x, w)
+    fn = lambda x, w: ops.checkpoint(print_dot(printing), policy=P.dots_saveable)(x, w)
     res = spec.saved_residuals(spec.trace(fn, f32[2, 3], f32[3, 2]))
     assert "f32[2,2] output of dot_general" in [str(r) for r in res]
     quiet = lambda x, w: ops.checkpoint(lambda a, b: ops.reduce_sum(a @ b, (0, 1)), policy=P.dots_saveable)(x, w)
@@ -173,3 +236,92 @@ def test_oracle_check_loss_that_prints(policy, capsys):
         policy) or getattr(jax.checkpoint_policies, policy, None)
     report = oracle.check(_losses(), pol, w1, w2, x)
     assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)
+
+
+def _callback_loss(ordered):
+    """A loss calling back on an intermediate (keyword and static
+    arguments: JAX's _flat_callback rebuilds them), on a dot output, and on
+    a dot output `g` that the backward pass reads only to call back on it
+    (under dots_saveable the callback makes it a residual)."""
+    jax = _jax()
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+    seen = []
+
+    def mlp(w1, w2, x):
+        h = checkpoint_name(jnp.tanh(x @ w1), "h")
+        jax.debug.callback(lambda v, *, tag: seen.append((tag, v.shape)), h, tag="h", ordered=ordered)
+        out = h @ w2
+        jax.debug.callback(lambda v: seen.append(("out", v.shape)), out, ordered=ordered)
+        g = x @ x.T
+        jax.debug.callback(lambda v: seen.append(("g", v.shape)), g, ordered=ordered)
+        return jnp.sum(jnp.sin(out)) + jnp.sum(g)
+    return mlp, seen
+
+
+CALLBACK_CHECKS = [(p, False) for p in ("None", "dots_saveable", "everything_saveable", "save_h")] + [
+    (p, True) for p in ("None", "everything_saveable")]     # ordered: tokens threaded through the jit
+
+
+@pytest.mark.parametrize("policy,ordered", CALLBACK_CHECKS,
+                         ids=[f"{p}-{'ordered' if o else 'unordered'}" for p, o in CALLBACK_CHECKS])
+def test_oracle_check_loss_that_calls_back(policy, ordered):
+    jax = _jax()
+    import oracle
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)
+    x = rng.normal(size=(2, 3)).astype(np.float32)
+    pol = {"None": None, "save_h": jax.checkpoint_policies.save_only_these_names("h")}.get(
+        policy) or getattr(jax.checkpoint_policies, policy, None)
+    loss, seen = _callback_loss(ordered)
+    report = oracle.check(loss, pol, w1, w2, x)
+    assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)
+    assert {r.status for r in report.results if r.implementation == "remat2"} <= {"ok", "not compared"}, str(report)
+    assert ("h", (2, 4)) in seen and ("out", (2, 2)) in seen     # JAX ran the user's callbacks
+
+
+def test_from_jax_keeps_the_callable_and_the_effect():
+    jax = _jax()
+    import oracle
+
+    def f(x):
+        jax.debug.callback(never_called, x, ordered=True)
+        jax.debug.callback(never_called, x * 2.0)
+        return x
+    prog = oracle.from_jaxpr(jax.make_jaxpr(f)(X))
+    calls = [e for e in prog.eqns if e.primitive is debug_callback_p]
+    assert [e.params["effect"] for e in calls] == ["ordered", "unordered"]
+    assert all(callable(e.params["callback"]) and e.params["partitioned"] is False for e in calls)
+    assert count_effects(spec.grad(spec.trace(lambda x: ops.reduce_sum(
+        spec.core.eval_program_traced(prog, x)[0], (0,)), f32[3])), X) == 2    # never_called not called
+
+
+def test_vmap_matches_jaxs_unrolled_callbacks():
+    jax = _jax()
+    import oracle
+
+    def f(x, c):
+        jax.debug.callback(never_called, x, c)
+        return x * c
+    x, c = np.ones((3, 2), np.float32), np.ones(2, np.float32)
+    theirs = oracle.from_jaxpr(jax.make_jaxpr(jax.vmap(f, in_axes=(0, None)))(x, c))
+    prog = spec.trace(lambda x, c: (debug_callback(never_called, x, c), x * c)[1], f32[2], f32[2])
+    mine = spec.vmap(prog, in_axes=(0, None), axis_size=3)
+    assert [e.primitive.name for e in mine.eqns] == [e.primitive.name for e in theirs.eqns]
+    assert count_effects(mine, x, c) == 3
+
+
+def test_reproducer_binds_a_stand_in_that_shows_each_call(tmp_path):
+    """The reproducer of a program calling back cannot hold the user's
+    callable: it binds debug_callback with a stand-in printing the operands'
+    shapes, once per call (here: the forward pass of a jitted value check)."""
+    _jax()
+    from oracle.repro import write_repro
+    prog = spec.trace(lambda x, w: (debug_callback(never_called, x @ w, ordered=True), x @ w)[1],
+                      f32[2, 3], f32[3, 2])
+    expected = spec.evaluate(prog, M, W)
+    path = write_repro(prog, None, [M, W], "values", "remat2", "test", directory=str(tmp_path),
+                       numeric=dict(expected=expected, atol=1e-5)).path
+    run = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("debug_callback (2, 2)") == 1, run.stdout

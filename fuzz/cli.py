@@ -2,9 +2,10 @@
 
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
                       [--jax-impl remat2,remat3] [--out DIR] [--fail-fast]
-                      [--backend NAME]
+                      [--backend NAME] [--ray ADDRESS|auto|local [--gpus-per-worker G]]
 
-Each job is a process running Hypothesis on `fuzz.stacks.checked_programs()`
+Each job is a worker (a local process, or with --ray a Ray task on a
+cluster: fuzz/cluster.py) running Hypothesis on `fuzz.stacks.checked_programs()`
 (a program, its spelling and a transformation stack, as `pytest fuzz/`)
 with the differential property (oracle.check: values, JVP, VJP, vmap,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
@@ -13,6 +14,11 @@ implementation + the shrunk program's shape) gets DIR/<id>/ with
 repro.py (standalone jax + numpy), program.txt (spec IR) and report.md.
 Exit status: 1 if a discrepancy that is not a known divergence was found,
 0 otherwise. Every run replays from its seed.
+
+The driver is one loop whatever starts the workers: a transport (`_Processes`
+here, `fuzz.cluster.RayWorkers`) starts and ends them and carries their
+messages (job, kind, payload) to the driver, which de-duplicates the
+findings and writes them, and owns the Hypothesis example database.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import socket
 import sys
 import time
 
@@ -40,18 +47,22 @@ def _shape_key(prog) -> str:
     return ",".join(walk(prog))
 
 
-def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, out_dir: str,
-            fail_fast: bool, results: "mp.Queue", control_flow: bool = True, first_round: int = 0):
-    """One campaign process: rounds of 20 drawn programs (each round its own
-    Hypothesis seed, so that every finding replays from `seed` and its
-    round) until `deadline` or `max_examples`. It tells the driver when it
-    starts checking a program (the heartbeat), what each check found, the
-    first failure of a round at once (unshrunk) and the shrunk finding."""
+def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
+            fail_fast: bool, results, control_flow: bool = True, first_round: int = 0):
+    """One campaign worker: rounds of 20 drawn programs (each round its own
+    Hypothesis seed, so that every finding replays from `seed`, its job and
+    its round) until `deadline` or `max_examples`. It tells the driver
+    (`results.put`) the JAX it checks against, when it starts checking a
+    program (the heartbeat), what each check found, the first failure of a
+    round at once (unshrunk) and the shrunk finding. `database` opens the
+    Hypothesis example database (`_DirectoryDatabase`, or the driver's copy
+    `fuzz.cluster.MirroredDatabase`)."""
     import warnings
     warnings.filterwarnings("ignore")
-    from hypothesis.database import DirectoryBasedExampleDatabase
+    from oracle import jax_api
 
-    db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis"))
+    results.put(("hello", job, dict(host=socket.gethostname(), **jax_api.environment())))
+    db = database.open(results, job)
     checked, round_ = 0, first_round
     while time.time() < deadline and checked < max_examples:
         round_ += 1
@@ -71,6 +82,17 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
     results.put(("done", job, checked))
 
 
+@dataclasses.dataclass(frozen=True)
+class _DirectoryDatabase:
+    """The example database of workers on the driver's machine: its
+    directory itself (DIR/.hypothesis), which every worker reads and writes."""
+    path: str
+
+    def open(self, results, job):
+        from hypothesis.database import DirectoryBasedExampleDatabase
+        return DirectoryBasedExampleDatabase(self.path)
+
+
 def _round(job, seed, round_, examples, deadline, impls, db, results, control_flow, failures):
     """The Hypothesis test of one round; calling it returns how many
     programs it checked. `failures` keeps the last failing (program, error)
@@ -82,11 +104,18 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
     from fuzz.focus import Focus
     from fuzz.stacks import checked_programs
     checked, focus = 0, Focus(impls)
+    # the failures saved in the example database (DIR/.hypothesis) are
+    # replayed once per campaign, first, by job 0; every round saves its own.
+    # (Every round's test has one database key: Hypothesis keys it on the
+    # test's source, hypothesis/internal/reflection.py function_digest.)
+    replay = [Phase.reuse] if job == 0 and round_ == 1 else []
 
-    @hyp_seed(seed * 100003 + job * 1009 + round_)
+    # `settings` above `seed`: @seed sets database=None for the test
+    # (hypothesis/core.py, seed.accept); settings applied after it keep ours
     @settings(max_examples=examples, deadline=None, database=db, print_blob=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-              phases=[Phase.reuse, Phase.generate, Phase.shrink])
+              phases=replay + [Phase.generate, Phase.shrink])
+    @hyp_seed(seed * 100003 + job * 1009 + round_)
     @given(checked_programs(control_flow=control_flow))
     def prop(checked_program):
         nonlocal checked
@@ -169,16 +198,72 @@ def _write_finding(out_dir: str, f: dict, note: str = "") -> str:
              "`fuzz.properties.oracle_agrees` to see it.\n")
     with open(os.path.join(d, "report.md"), "w") as fh:
         fh.write(f"# Finding {fid}: {title}\n\n"
-                 f"Found by `remat-oracle fuzz --seed {f['seed']}` (round {f['round']}); "
+                 f"Found by `remat-oracle fuzz --seed {f['seed']}` ({_where_found(f)}); "
                  f"program shape `{f['key'].split('/', 2)[2]}`.\n\n"
                  f"```\n{f['message']}\n```\n\n## Program (spec IR)\n\n```\n{f['program']}\n```\n\n"
                  + rerun + (f"\n{note}\n" if note else ""))
     return d
 
 
+def _where_found(f: dict) -> str:
+    """Job and round (the job's seed stream: `--jobs` above the job draws
+    it again), and the machine and JAX the worker checked against."""
+    where = f"job {f['job']}, round {f['round']}" if "job" in f else f"round {f['round']}"
+    env = dict(f.get("environment") or {})
+    host = env.pop("host", None)
+    return (where + (f", on {host}" if host else "")
+            + (", checking against " + ", ".join(f"{k}={v}" for k, v in env.items()) if env else ""))
+
+
 # the driver ends a worker whose current program has run this long past the
 # per-example limit: a hang inside C++ (XLA), where SIGALRM cannot reach
 SILENT_SECONDS = 30.0
+
+
+class _Processes:
+    """The --jobs transport: each worker a process on this machine (spawned:
+    a fresh interpreter, JAX initialised in it alone), messages on a
+    multiprocessing queue, the example database DIR/.hypothesis read and
+    written by every worker as a directory."""
+
+    def __init__(self):
+        self.context = mp.get_context("spawn")
+        self.queue = self.context.Queue()
+        self.procs: dict = {}
+
+    def connect(self, jobs: int | None) -> int:
+        return jobs or max(1, min(2, os.cpu_count() or 1))
+
+    def database(self, driver_database):
+        return _DirectoryDatabase(str(driver_database.path))
+
+    def start(self, **worker_args) -> None:
+        p = self.context.Process(target=_worker, daemon=True, kwargs=dict(worker_args, results=self.queue))
+        p.start()
+        self.procs[worker_args["job"]] = p
+
+    def receive(self, timeout: float):
+        try:
+            return self.queue.get(timeout=timeout)
+        except queue_mod.Empty:
+            return None
+
+    def alive(self) -> bool:
+        return any(p.is_alive() for p in self.procs.values())
+
+    def kill(self, job: int) -> None:
+        self.procs[job].kill()
+
+    def terminate(self) -> None:
+        for p in self.procs.values():
+            p.terminate()
+
+    def join(self, timeout: float) -> None:
+        for p in self.procs.values():
+            p.join(timeout=timeout)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclasses.dataclass
@@ -188,31 +273,32 @@ class _Campaign:
     impls: tuple
     start: float
     deadline: float                       # --minutes after start: the driver stops here
-    results: object
-    procs: list = dataclasses.field(default_factory=list)
+    workers: object                       # the transport: _Processes, fuzz.cluster.RayWorkers
+    jobs: int = 0                         # how many workers
     counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     programs: int = 0
     findings: dict = dataclasses.field(default_factory=dict)       # key -> directory
+    hits: dict = dataclasses.field(default_factory=dict)           # key -> [(job, round)]
     unshrunk: dict = dataclasses.field(default_factory=dict)       # job -> first failure of its round
     busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round)
+    environments: dict = dataclasses.field(default_factory=dict)   # job -> its host and JAX
     errors: list = dataclasses.field(default_factory=list)
+    database: object = None                                        # the driver's example database
     done: int = 0
 
     def spawn(self, job: int, first_round: int = 0):
         a = self.args
-        per_job = -(-a.examples // a.jobs)
+        per_job = -(-a.examples // self.jobs)
         # workers stop drawing 2 s early, so that the last checks end by the deadline
-        p = mp.get_context("spawn").Process(
-            target=_worker, daemon=True,
-            args=(job, a.seed, self.deadline - 2.0, per_job, self.impls, a.out, a.fail_fast,
-                  self.results, not a.no_control_flow, first_round))
-        p.start()
-        if job < len(self.procs):
-            self.procs[job] = p
-        else:
-            self.procs.append(p)
+        self.workers.start(job=job, seed=a.seed, deadline=self.deadline - 2.0, max_examples=per_job,
+                           impls=self.impls, database=self.workers.database(self.database),
+                           fail_fast=a.fail_fast, control_flow=not a.no_control_flow,
+                           first_round=first_round)
 
-    def record(self, payload: dict, note: str = "") -> None:
+    def record(self, job: int, payload: dict, note: str = "") -> None:
+        """Write a finding the first time its key is seen; count every hit."""
+        payload = dict(payload, job=job, environment=self.environments.get(job))
+        self.hits.setdefault(payload["key"], []).append((job, payload["round"]))
         if payload["key"] not in self.findings:
             self.findings[payload["key"]] = _write_finding(self.args.out, payload, note)
             print(f"\nfinding: {_title(payload)} -> {self.findings[payload['key']]}", file=sys.stderr)
@@ -226,11 +312,16 @@ class _Campaign:
             if kind == "checked":
                 self.programs += 1
                 self.counts.update(payload)
+        elif kind == "hello":
+            self.greet(job, payload)
+        elif kind == "db":               # a worker's change to its copy of the example database
+            op, key, value = payload
+            getattr(self.database, op)(key, value)
         elif kind == "failure":
             self.unshrunk[job] = payload
         elif kind == "finding":
             self.unshrunk.pop(job, None)
-            self.record(payload)
+            self.record(job, payload)
             return self.args.fail_fast
         elif kind == "error":
             self.errors.append(payload)
@@ -240,6 +331,16 @@ class _Campaign:
             self.done += 1
         return False
 
+    def greet(self, job: int, environment: dict) -> None:
+        """Keep the worker's host and JAX (each finding names them); say so
+        when a worker checks against another JAX than the driver's."""
+        from oracle import jax_api
+        self.environments[job] = environment
+        theirs = {k: v for k, v in environment.items() if k != "host"}
+        if theirs != jax_api.environment():
+            print(f"\njob {job} on {environment.get('host')} checks against another JAX: "
+                  + ", ".join(f"{k}={v}" for k, v in theirs.items()), file=sys.stderr)
+
     def watch(self) -> bool:
         """End a worker silent past the per-example limit (a hang in C++):
         its program is a hang finding; a fresh worker goes on with the next
@@ -248,24 +349,44 @@ class _Campaign:
         for job, (since, program, round_) in list(self.busy.items()):
             if time.time() - since < watchdog.EXAMPLE_SECONDS + SILENT_SECONDS:
                 continue
-            self.procs[job].kill()
+            self.workers.kill(job)
             del self.busy[job]
             seconds = round(time.time() - since)
-            self.record(dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
-                             property="hang", implementation="-", program=program, repro="",
-                             message=f"a hang: the worker checking this program was silent for "
-                                     f"{seconds} s (inside native code: no Python stack)",
-                             seed=self.args.seed, round=round_))
+            self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
+                                  property="hang", implementation="-", program=program, repro="",
+                                  message=f"a hang: the worker checking this program was silent for "
+                                          f"{seconds} s (inside native code: no Python stack)",
+                                  seed=self.args.seed, round=round_))
             self.unshrunk.pop(job, None)
             if self.args.fail_fast:
                 return True
             self.spawn(job, first_round=round_)
         return False
 
+    def finish(self) -> None:
+        """Findings still shrinking are written as they are; each report
+        says how often the campaign hit its finding, and by which jobs."""
+        for job, payload in list(self.unshrunk.items()):     # time ran out (or fail-fast) while shrinking
+            self.record(job, payload, note="Not shrunk: the campaign ended while Hypothesis was shrinking it.")
+        for key, d in self.findings.items():
+            by_job = collections.Counter(job for job, _ in self.hits[key])
+            with open(os.path.join(d, "report.md"), "a") as fh:
+                fh.write(f"\nHit {len(self.hits[key])} time(s) in this campaign, by "
+                         + ", ".join(f"job {j} ({n})" for j, n in sorted(by_job.items())) + ".\n")
+
 
 def _title(f: dict) -> str:
     return {"error": "an error while checking", "hang": "a hang while checking"}.get(
         f["property"], f"{f['property']} differs under {f['implementation']}")
+
+
+def _transport(args):
+    """How the workers start and talk to the driver: local processes, or
+    Ray tasks (--ray)."""
+    if args.ray is None:
+        return _Processes()
+    from fuzz import cluster
+    return cluster.RayWorkers(args.ray, args.gpus_per_worker)
 
 
 def fuzz_main(args) -> int:
@@ -274,6 +395,11 @@ def fuzz_main(args) -> int:
         if i not in ("remat2", "remat3"):
             print(f"unknown --jax-impl {i!r}; supported: remat2, remat3", file=sys.stderr)
             return 2
+    if args.gpus_per_worker and args.ray is None:
+        print("--gpus-per-worker needs --ray", file=sys.stderr)
+        return 2
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
     from oracle import jax_api
     env = jax_api.environment()
     print("checking against " + ", ".join(f"{k}={v}" for k, v in env.items()), file=sys.stderr)
@@ -282,33 +408,45 @@ def fuzz_main(args) -> int:
             print(f"{i}: not checked ({jax_api.unavailable(i)})", file=sys.stderr)
     impls = tuple(i for i in impls if not jax_api.unavailable(i))
     os.makedirs(args.out, exist_ok=True)
+    from fuzz.cluster import ClusterUnavailable
+    workers = _transport(args)
+    try:
+        jobs = workers.connect(args.jobs)
+    except ClusterUnavailable as e:       # no Ray, no cluster, no GPUs
+        print(f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     start = time.time()
-    c = _Campaign(args, impls, start, start + 60 * args.minutes, mp.get_context("spawn").Queue())
-    for j in range(args.jobs):
-        c.spawn(j)
+    c = _Campaign(args, impls, start, start + 60 * args.minutes, workers, jobs,
+                  database=DirectoryBasedExampleDatabase(os.path.join(args.out, ".hypothesis")))
+    try:
+        for j in range(jobs):
+            c.spawn(j)
+        _drive(c)
+        workers.terminate()
+        c.finish()
+        workers.join(timeout=5)
+    finally:
+        workers.close()
+    elapsed = time.time() - start
+    print(file=sys.stderr)
+    _summary(c.counts, c.programs, elapsed, c.findings, c.errors)
+    return 1 if c.findings or c.errors else 0
+
+
+def _drive(c: _Campaign) -> None:
+    """The driver's loop: take the workers' messages, watch their
+    heartbeats, print progress, until every worker is done or time is up."""
     last_print = 0.0
-    while c.done < len(c.procs) and time.time() < c.deadline:
-        try:
-            kind, job, payload = c.results.get(timeout=0.5)
-        except queue_mod.Empty:
-            if not any(p.is_alive() for p in c.procs):
-                break
-            kind, job, payload = None, None, None
+    while c.done < c.jobs and time.time() < c.deadline:
+        message = c.workers.receive(timeout=0.5)
+        if message is None and not c.workers.alive():
+            break
+        kind, job, payload = message or (None, None, None)
         if (kind and c.handle(kind, job, payload)) or c.watch():
             break
         if time.time() - last_print > 0.5 or kind == "done":
             last_print = time.time()
             _progress(c)
-    for p in c.procs:
-        p.terminate()
-    for payload in c.unshrunk.values():       # time ran out (or fail-fast) while shrinking
-        c.record(payload, note="Not shrunk: the campaign ended while Hypothesis was shrinking it.")
-    for p in c.procs:
-        p.join(timeout=5)
-    elapsed = time.time() - start
-    print(file=sys.stderr)
-    _summary(c.counts, c.programs, elapsed, c.findings, c.errors)
-    return 1 if c.findings or c.errors else 0
 
 
 def _progress(c: _Campaign) -> None:
@@ -349,7 +487,9 @@ def main(argv=None) -> int:
     f.add_argument("--minutes", type=float, default=1.0)
     f.add_argument("--examples", type=int, default=10 ** 9, help="stop after this many programs")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)))
+    f.add_argument("--jobs", type=int, default=None,
+                   help="workers (default: min(2, CPUs); with --ray one per CPU of the cluster, "
+                        "or per --gpus-per-worker GPUs)")
     f.add_argument("--jax-impl", default="remat2,remat3")
     f.add_argument("--out", default="fuzz-findings")
     f.add_argument("--fail-fast", action="store_true", help="stop at the first (shrunk) finding")
@@ -357,6 +497,11 @@ def main(argv=None) -> int:
                    help="leave scan, cond, while and custom_jvp/custom_vjp out of the programs")
     f.add_argument("--backend", default=None, metavar="NAME",
                    help="the JAX backend programs run on (cpu, gpu, tpu, ...; default: JAX's default)")
+    f.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run the workers as Ray tasks: on the cluster at ADDRESS (host:port, ray://...), "
+                        "'auto' (the cluster this node belongs to) or 'local' (a Ray started here)")
+    f.add_argument("--gpus-per-worker", type=float, default=0.0,
+                   help="with --ray: GPUs each worker asks Ray for (0: CPU workers, one CPU each)")
     args = parser.parse_args(argv)
     if args.command == "fuzz":
         if args.backend is not None and not _use_backend(args.backend):

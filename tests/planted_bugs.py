@@ -16,6 +16,7 @@ runs repro.py (as __main__) with BUG planted; with BUG `none`, on pristine JAX.
 from __future__ import annotations
 
 import contextlib
+import os
 import runpy
 import sys
 
@@ -165,6 +166,21 @@ BUGS = {
     "save_only_these_names_inverted": save_only_these_names_inverted,
     "add_any_transpose_forgets_second_operand": add_any_transpose_forgets_second_operand,
 }
+
+
+_PLANTED: list = []       # the bugs planted for the life of this process
+
+
+def plant_from_environment() -> None:
+    """Plant the bug named by $PLANTED_BUG (if any) for the rest of this
+    process's life: a Ray `worker_process_setup_hook`, so that the workers
+    of a Ray campaign run on the planted JAX (tests/test_ray_campaign.py).
+    The context manager is kept (a collected generator would restore the rule)."""
+    bug = os.environ.get("PLANTED_BUG", "none")
+    if bug != "none" and not _PLANTED:
+        plant = BUGS[bug]()
+        plant.__enter__()
+        _PLANTED.append(plant)
 
 
 def main(argv=None) -> None:

@@ -272,9 +272,17 @@ def _loop_invariant(known: Program, n_known_consts: int) -> set[int]:
 
 def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     """The part of `known` that computes `outputs` (loop-invariant) from the
-    known consts."""
-    body = Program(known.inputs, known.eqns, list(outputs))
-    body, _ = dce(body)
+    known consts: the equations reading only consts and what those compute
+    (_scan_known_hoisting traces the known body with the consts known, so
+    only those are evaluated there), without dead code. An effect (a debug
+    print or callback) reading a carry or an xs stays in the loop only."""
+    invariant = {v.id for v in known.inputs[:n_known_consts]}
+    eqns = []
+    for e in known.eqns:
+        if all(not isinstance(a, Var) or a.id in invariant for a in e.inputs):
+            eqns.append(e)
+            invariant.update(v.id for v in e.outputs)
+    body, _ = dce(Program(known.inputs, eqns, list(outputs)))
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
 
 

@@ -325,3 +325,31 @@ def test_reproducer_binds_a_stand_in_that_shows_each_call(tmp_path):
     run = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.count("debug_callback (2, 2)") == 1, run.stdout
+
+
+@pytest.mark.parametrize("effect", ["print", "callback"])
+def test_an_effect_reading_the_carry_stays_in_the_scan(effect):
+    """A checkpointed scan body printing (or calling back with) its carry:
+    linearizing the scan hoists its loop-invariant residual computations
+    (_scan_known_hoisting), and the spec's hoisted part once kept the
+    effect, reading a carry it does not have (a KeyError inside oracle.check).
+    JAX agrees with the spec on every property."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import oracle
+
+    def emit(c):
+        if effect == "print":
+            jax.debug.print("{}", c)
+        else:
+            jax.debug.callback(lambda v: None, c)
+
+    def loss(x):
+        def body(c, xi):
+            emit(c)
+            return jnp.sin(c) * xi, c
+        c, ys = jax.lax.scan(jax.checkpoint(body), x, jnp.ones((2, 3), jnp.float32))
+        return jnp.sum(c) + jnp.sum(ys)
+    report = oracle.check(loss, None, np.linspace(-1, 1, 3, dtype=np.float32))
+    assert {r.status for r in report.results} <= {"ok", "known divergence", "not compared"}, str(report)

@@ -16,6 +16,7 @@ import numpy as np
 import spec
 from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.jvp import LINEARIZATION_ERROR
 from spec.remat import remat_p
 
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
@@ -61,6 +62,14 @@ class Context:
         return self._remat3_attribution == defect
 
     def _attribute_remat3(self):
+        try:
+            return self._attribute_remat3_defect()
+        except ValueError as e:     # a model with no linearization: no defect explains residuals
+            if str(e) != LINEARIZATION_ERROR:
+                raise
+            return None
+
+    def _attribute_remat3_defect(self):
         flags = dict.fromkeys(REMAT3_DEFECTS, True)
         if self.jax_residuals != self.residuals_with(**flags):
             return None
@@ -736,6 +745,25 @@ def _remat3_reverse_raises_as_modelled(ctx):
         spec.vjp_program(remat3_model(ctx.program))
     except NotImplementedError as e:
         return str(e) == str(ctx.error)
+    return False
+
+
+def _remat3_linearizes_checkpoint_bodies(ctx):
+    """JAX raised its linearization error in reverse mode under remat3 where
+    the spec computes, and the remat3 model's reverse pass raises it word
+    for word: remat3 linearizes a checkpoint's body equation by equation
+    (direct linearize), so an equation whose JVP has no linearization (the
+    generic reduce_window's) fails even where nothing reads its outputs;
+    remat2 partially evaluates the body's JVP, and the unused equation is
+    dead code."""
+    if (ctx.implementation != "remat3" or ctx.spec_error is not None
+            or ctx.property not in ("residuals", "vjp_leaves", "prevent_cse", "vjp", "second_order")
+            or not isinstance(ctx.error, ValueError) or str(ctx.error) != LINEARIZATION_ERROR):
+        return False
+    try:
+        spec.vjp_program(remat3_model(ctx.program))
+    except ValueError as e:
+        return str(e) == LINEARIZATION_ERROR
     return False
 
 
@@ -1417,6 +1445,22 @@ DIVERGENCES = [
         "    return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)\n"
         "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
         _remat3_reverse_raises_as_modelled, releases=REMAT3),
+    Divergence(
+        "remat3-linearizes-checkpoint-bodies-per-equation",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "
+        "(direct linearize, ad.linearize_from_jvp), so an equation whose JVP makes its primal "
+        "outputs from its tangents (the generic reduce_window's reduce_window_jvp) raises "
+        "\"Linearization failed to produce known values for all output primals\" even where "
+        "nothing reads it; remat2 (and the spec) partially evaluate the body's JVP, where the "
+        "unused equation is dead code, and compute the gradient. The predicate: remat3, reverse "
+        "mode, JAX's ValueError, and the remat3 model's reverse pass raises it word for word.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(x):\n"
+        "    lax.reduce_window(x, 1.0, lambda a, b: a * b, (2,), (1,), 'VALID')\n"
+        "    return jnp.sum(jnp.sin(x))\n"
+        "jax.grad(jax.checkpoint(f))(jnp.ones(5))  # ValueError",
+        _remat3_linearizes_checkpoint_bodies, releases=REMAT3),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "

@@ -767,6 +767,19 @@ def _remat3_linearizes_checkpoint_bodies(ctx):
     return False
 
 
+def _cond_tangent_zeros_on_device(ctx):
+    """The spec refused a cond whose branches return types that differ in
+    memory spaces only (BranchTypesError), and JAX computed: its cond JVP
+    instantiates a host output's zero tangent on the device, and
+    _cond_abstract_eval takes branch 0's types unchecked."""
+    from spec.prims_control import BranchTypesError
+    if not isinstance(ctx.spec_error, BranchTypesError):
+        return False
+    first, other = ctx.spec_error.types
+    plain = lambda types: [t.with_memory_space(None) for t in types]
+    return first != other and plain(first) == plain(other)
+
+
 @dataclass(frozen=True)
 class Divergence:
     """`repro` is a snippet run after the preamble REPRO_PREAMBLE."""
@@ -817,10 +830,19 @@ def _remat3_never_asks_refused_policy(ctx):
     """The spec refuses a save_from_both_policies of a non-boolean policy
     (as remat2 does) on any property, and remat3, which never asks a policy
     it does not recognise, computes: it applied nothing_saveable instead
-    (for the residuals property: exactly the list of that view)."""
+    (for the residuals property: exactly the list of the remat3 model,
+    which has that view, or, where a checkpoint output is unused, of the
+    model composed with remat3-saves-for-unused-checkpoint-outputs: found
+    by the fuzzer, an offloading combination in one cond branch and an
+    unused output of a nested checkpoint in another cond's branch; either
+    with scalar literals JAX does not save, as `_constant_type_literals`)."""
     if ctx.implementation != "remat3" or not isinstance(ctx.spec_error, sp.PolicyCombinationError):
         return False
-    return ctx.property != "residuals" or ctx.jax_residuals == ctx.residuals_with(view=True)
+    if ctx.property != "residuals":
+        return True
+    modelled = remat3_modelled(ctx)
+    # composed with literal-residuals-depend-on-the-constant-s-python-type too (found by the fuzzer)
+    return ctx.jax_residuals in modelled or any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
 
 
 def _remat3_zero_input_tangents(ctx):
@@ -1017,12 +1039,19 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     calls, cond branches and scan bodies around it: a cond's other branches
     return zeros there, a scan stacks it), and how many were: remat3's
     backward pass of a checkpoint runs whole, as if every output had a
-    cotangent."""
+    cotangent. Only live checkpoints count (an output needed by the
+    program's outputs), and only reads by live equations: a checkpoint
+    none of whose outputs is needed is dead code that JAX's partial
+    evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
+    on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
+    found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
     from spec.ir import is_float
-    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
-    used |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    live, used = _live(prog)
     eqns, extra = [], []
     for e in prog.eqns:
+        if id(e) not in live:
+            eqns.append(e)
+            continue
         params, new_types = _unused_outputs_threaded(e)
         new = [Var(t) for t in new_types]
         extra += new
@@ -1030,6 +1059,20 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
             extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
         eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _live(prog: Program) -> tuple[set, set]:
+    """The ids of `prog`'s live equations (an output needed, transitively,
+    by the program's outputs, or an effect) and of the variables that the
+    live equations and the outputs read."""
+    from spec.core import has_effects
+    read = {a.id for a in prog.outputs if isinstance(a, Var)}
+    live = set()
+    for e in reversed(prog.eqns):
+        if any(v.id in read for v in e.outputs) or has_effects(e):
+            live.add(id(e))
+            read |= {a.id for a in e.inputs if isinstance(a, Var)}
+    return live, read
 
 
 def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
@@ -1103,13 +1146,22 @@ def _constant_type_literals(ctx):
         return True
     if ctx.implementation != "remat3":
         return False
+    return any(_literals_left_out(ctx.jax_residuals, m) for m in remat3_modelled(ctx))
+
+
+def remat3_modelled(ctx) -> list:
+    """The remat3 model's residual lists (every defect on) that a finding
+    composed with remat3-saves-for-unused-checkpoint-outputs may show: the
+    program's, and, where a checkpoint output is unused, that of the
+    program with every unused checkpoint output used (remat3's backward
+    pass of a checkpoint runs whole)."""
     import dataclasses
     flags = dict.fromkeys(REMAT3_DEFECTS, True)
     modelled = [ctx.residuals_with(**flags)]
     used, n = unused_checkpoint_outputs_out(ctx.program)
-    if n:   # composed with remat3-saves-for-unused-checkpoint-outputs (found by the fuzzer)
+    if n:
         modelled.append(dataclasses.replace(ctx, program=used).residuals_with(**flags))
-    return any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
+    return modelled
 
 
 def _integer_pow_one_factor(ctx):
@@ -1288,7 +1340,11 @@ DIVERGENCES = [
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
         "(a user callable, save_from_both_policies, the offload policies, "
         "save_anything_except_these_names) is silently treated as nothing_saveable. "
-        + _MODEL_PREDICATE,
+        + _MODEL_PREDICATE + " Where the spec refuses the policy (save_from_both_policies of an "
+        "offload policy: remat2's ValueError, PolicyCombinationError) and remat3 computes: remat3, "
+        "the spec's PolicyCombinationError, and for the residuals JAX's list is the model's, or the "
+        "model's composed with remat3-saves-for-unused-checkpoint-outputs, either less scalar literals "
+        "JAX does not save (literal-residuals-depend-on-the-constant-s-python-type; found by the fuzzer).",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
@@ -1510,10 +1566,11 @@ DIVERGENCES = [
         "sin of it, of which only the input is used, saves the input (found by the fuzzer). "
         "remat2 and the spec drop the unused output's backward. Wasted memory; gradients are "
         "right; also in a cond branch or a scan body (found by the fuzzer). The predicate: JAX's "
-        "residuals are exactly the remat3 model's for the program with every unused checkpoint "
-        "output made a program output (threaded out through the calls, checkpoints, cond "
-        "branches, whose other branches return zeros, and scan bodies, stacked, around it), "
-        "and not for the program itself.",
+        "residuals are exactly the remat3 model's for the program with every unused output of a "
+        "live checkpoint made a program output (threaded out through the calls, checkpoints, cond "
+        "branches, whose other branches return zeros, and scan bodies, stacked, around it; a "
+        "checkpoint no output of which is needed is dead code, dropped with its backward by "
+        "JAX's partial evaluation: found by the fuzzer), and not for the program itself.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('remat2:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))\n"
@@ -1610,6 +1667,34 @@ DIVERGENCES = [
         "and `output of add` of the same type, and nothing else differs.",
         "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
         _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "cond-jvp-instantiates-host-tangents-on-device",
+        "JAX's cond JVP (jax 0.10.2, lax/control_flow/conditionals.py _cond_jvp: ad.jvp_jaxpr "
+        "with instantiate) makes the zero tangent of an output that one branch knows is zero "
+        "with ad.instantiate_zeros -> zeros_like_shaped_array (lax/lax.py:3627), a device "
+        "broadcast that drops the aval's memory space; where another branch's tangent of that "
+        "output is in host memory (an offloaded residual of a cond in a checkpoint, differentiated "
+        "twice: found by the fuzzer) the branches return different types. _cond_abstract_eval "
+        "(conditionals.py:432) takes branch 0's types unchecked, so forward-over-reverse computes "
+        "(right values); _cond_typecheck (conditionals.py:917) refuses the jaxpr under "
+        "jax_enable_checks (JaxprTypeError), and reverse-over-reverse raises 'Expected cotangent "
+        "type float32<host>[2] but got float32[2]'. The spec instantiates zeros as JAX does and its "
+        "cond requires equal branch types. The predicate: the spec's cond refused branches whose "
+        "output types differ in memory spaces only, and JAX computed. (Checked on jax 0.10.2 only.)",
+        "import numpy as np\n"
+        "pol = jax.checkpoint_policies.save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['h'], offload_src='device', offload_dst='pinned_host')\n"
+        "f = jax.checkpoint(lambda x: jax.lax.cond(jnp.sum(x) > 0, lambda v: jnp.sum(checkpoint_name("
+        "jnp.sin(v), 'h') ** 2), lambda v: jnp.sum(-v), x), policy=pol)\n"
+        "x = np.array([0.3, 0.4], np.float32)\n"
+        "jax.config.update('jax_enable_checks', True)\n"
+        "try:\n"
+        "    jax.jacfwd(jax.grad(f))(x)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__ + ': ' + str(e).splitlines()[0])\n"
+        "jax.config.update('jax_enable_checks', False)\n"
+        "print(jax.jacfwd(jax.grad(f))(x))  # JaxprTypeError: cond branches 0 and 1 have mismatching output types",
+        _cond_tangent_zeros_on_device, releases=Releases("0.10.2")),
     Divergence(
         "optimization-barrier-not-differentiable",
         "Before jax 0.5.3 lax.optimization_barrier has no JVP or transpose rule (jax-ml/jax "

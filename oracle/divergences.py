@@ -16,6 +16,7 @@ import numpy as np
 import spec
 from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.jvp import LINEARIZATION_ERROR
 from spec.remat import remat_p
 
 from oracle.errors import Unsupported
@@ -56,17 +57,24 @@ class Context:
         beside a checkpoint whose non-float output keeps its tangents
         live)."""
         if "_baselines" not in self.__dict__:
-            lists = [self.spec_residuals]
-            if self.implementation == "remat3":
-                import dataclasses
-                flags = dict.fromkeys(REMAT3_DEFECTS, True)
-                for variant in remat3_variants(self.program):
-                    try:
-                        lists.append(dataclasses.replace(self, program=variant).residuals_with(**flags))
-                    except sp.PolicyCombinationError:   # the modelled policy is refused: no list
-                        pass
+            lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else [])
             self._baselines = [b for i, b in enumerate(lists) if b is not None and b not in lists[:i]]
         return self._baselines
+
+    def remat3_lists(self) -> list:
+        """The remat3 model's residual lists (every defect on) of the
+        program and of each of its `remat3_variants` (a variant whose
+        modelled policy is refused has none)."""
+        if "_remat3_lists" not in self.__dict__:
+            import dataclasses
+            flags = dict.fromkeys(REMAT3_DEFECTS, True)
+            self._remat3_lists = []
+            for variant in remat3_variants(self.program):
+                try:
+                    self._remat3_lists.append(dataclasses.replace(self, program=variant).residuals_with(**flags))
+                except sp.PolicyCombinationError:
+                    pass
+        return self._remat3_lists
 
     def remat3_defect_mattered(self, defect: str) -> bool:
         """JAX's residuals are exactly remat3's modelled ones
@@ -84,6 +92,14 @@ class Context:
         return self._remat3_attribution == defect
 
     def _attribute_remat3(self):
+        try:
+            return self._attribute_remat3_defect()
+        except ValueError as e:     # a model with no linearization: no defect explains residuals
+            if str(e) != LINEARIZATION_ERROR:
+                raise
+            return None
+
+    def _attribute_remat3_defect(self):
         flags = dict.fromkeys(REMAT3_DEFECTS, True)
         if self.jax_residuals != self.residuals_with(**flags):
             return None
@@ -777,6 +793,38 @@ def _remat3_reverse_raises_as_modelled(ctx):
     return False
 
 
+def _remat3_linearizes_checkpoint_bodies(ctx):
+    """JAX raised its linearization error in reverse mode under remat3 where
+    the spec computes, and the remat3 model's reverse pass raises it word
+    for word: remat3 linearizes a checkpoint's body equation by equation
+    (direct linearize), so an equation whose JVP has no linearization (the
+    generic reduce_window's) fails even where nothing reads its outputs;
+    remat2 partially evaluates the body's JVP, and the unused equation is
+    dead code."""
+    if (ctx.implementation != "remat3" or ctx.spec_error is not None
+            or ctx.property not in ("residuals", "vjp_leaves", "prevent_cse", "vjp", "second_order")
+            or not isinstance(ctx.error, ValueError) or str(ctx.error) != LINEARIZATION_ERROR):
+        return False
+    try:
+        spec.vjp_program(remat3_model(ctx.program))
+    except ValueError as e:
+        return str(e) == LINEARIZATION_ERROR
+    return False
+
+
+def _cond_tangent_zeros_on_device(ctx):
+    """The spec refused a cond whose branches return types that differ in
+    memory spaces only (BranchTypesError), and JAX computed: its cond JVP
+    instantiates a host output's zero tangent on the device, and
+    _cond_abstract_eval takes branch 0's types unchecked."""
+    from spec.prims_control import BranchTypesError
+    if not isinstance(ctx.spec_error, BranchTypesError):
+        return False
+    first, other = ctx.spec_error.types
+    plain = lambda types: [t.with_memory_space(None) for t in types]
+    return first != other and plain(first) == plain(other)
+
+
 @dataclass(frozen=True)
 class Divergence:
     """`repro` is a snippet run after the preamble REPRO_PREAMBLE."""
@@ -827,10 +875,19 @@ def _remat3_never_asks_refused_policy(ctx):
     """The spec refuses a save_from_both_policies of a non-boolean policy
     (as remat2 does) on any property, and remat3, which never asks a policy
     it does not recognise, computes: it applied nothing_saveable instead
-    (for the residuals property: exactly the list of that view)."""
+    (for the residuals property: exactly the list of the remat3 model,
+    which has that view, or, where a checkpoint output is unused, of the
+    model composed with remat3-saves-for-unused-checkpoint-outputs: found
+    by the fuzzer, an offloading combination in one cond branch and an
+    unused output of a nested checkpoint in another cond's branch; either
+    with scalar literals JAX does not save, as `_constant_type_literals`)."""
     if ctx.implementation != "remat3" or not isinstance(ctx.spec_error, sp.PolicyCombinationError):
         return False
-    return ctx.property != "residuals" or ctx.jax_residuals == ctx.residuals_with(view=True)
+    if ctx.property != "residuals":
+        return True
+    modelled = remat3_modelled(ctx)
+    # composed with literal-residuals-depend-on-the-constant-s-python-type too (found by the fuzzer)
+    return ctx.jax_residuals in modelled or any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
 
 
 def _remat3_zero_input_tangents(ctx):
@@ -1076,12 +1133,19 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     calls, cond branches and scan bodies around it: a cond's other branches
     return zeros there, a scan stacks it), and how many were: remat3's
     backward pass of a checkpoint runs whole, as if every output had a
-    cotangent."""
+    cotangent. Only live checkpoints count (an output needed by the
+    program's outputs), and only reads by live equations: a checkpoint
+    none of whose outputs is needed is dead code that JAX's partial
+    evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
+    on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
+    found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
     from spec.ir import is_float
-    used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
-    used |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    live, used = _live(prog)
     eqns, extra = [], []
     for e in prog.eqns:
+        if id(e) not in live:
+            eqns.append(e)
+            continue
         params, new_types = _unused_outputs_threaded(e)
         new = [Var(t) for t in new_types]
         extra += new
@@ -1089,6 +1153,20 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
             extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
         eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _live(prog: Program) -> tuple[set, set]:
+    """The ids of `prog`'s live equations (an output needed, transitively,
+    by the program's outputs, or an effect) and of the variables that the
+    live equations and the outputs read."""
+    from spec.core import has_effects
+    read = {a.id for a in prog.outputs if isinstance(a, Var)}
+    live = set()
+    for e in reversed(prog.eqns):
+        if any(v.id in read for v in e.outputs) or has_effects(e):
+            live.add(id(e))
+            read |= {a.id for a in e.inputs if isinstance(a, Var)}
+    return live, read
 
 
 def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
@@ -1223,6 +1301,14 @@ def _constant_type_literals(got, want, ctx):
     whose policy remat3 does not apply, and one beside a checkpoint's
     unused output.)"""
     return _literals_left_out(got, want)
+
+
+def remat3_modelled(ctx) -> list:
+    """The remat3 model's residual lists (every defect on) of the program
+    and of its remat3 variants (`remat3_variants`: a finding composed with
+    remat3-saves-for-unused-checkpoint-outputs, or with the float0-tangent
+    defect, shows one of those)."""
+    return ctx.remat3_lists()
 
 
 @additive
@@ -1390,7 +1476,11 @@ DIVERGENCES = [
         "Under jax_remat3 (jax 0.10.2) a policy that is not one of the built-in data policies "
         "(a user callable, save_from_both_policies, the offload policies, "
         "save_anything_except_these_names) is silently treated as nothing_saveable. "
-        + _MODEL_PREDICATE,
+        + _MODEL_PREDICATE + " Where the spec refuses the policy (save_from_both_policies of an "
+        "offload policy: remat2's ValueError, PolicyCombinationError) and remat3 computes: remat3, "
+        "the spec's PolicyCombinationError, and for the residuals JAX's list is the model's, or the "
+        "model's composed with remat3-saves-for-unused-checkpoint-outputs, either less scalar literals "
+        "JAX does not save (literal-residuals-depend-on-the-constant-s-python-type; found by the fuzzer).",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=lambda prim, *_, **__: prim.name == 'sin')\n"
@@ -1548,6 +1638,22 @@ DIVERGENCES = [
         "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
         _remat3_reverse_raises_as_modelled, releases=REMAT3),
     Divergence(
+        "remat3-linearizes-checkpoint-bodies-per-equation",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "
+        "(direct linearize, ad.linearize_from_jvp), so an equation whose JVP makes its primal "
+        "outputs from its tangents (the generic reduce_window's reduce_window_jvp) raises "
+        "\"Linearization failed to produce known values for all output primals\" even where "
+        "nothing reads it; remat2 (and the spec) partially evaluate the body's JVP, where the "
+        "unused equation is dead code, and compute the gradient. The predicate: remat3, reverse "
+        "mode, JAX's ValueError, and the remat3 model's reverse pass raises it word for word.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(x):\n"
+        "    lax.reduce_window(x, 1.0, lambda a, b: a * b, (2,), (1,), 'VALID')\n"
+        "    return jnp.sum(jnp.sin(x))\n"
+        "jax.grad(jax.checkpoint(f))(jnp.ones(5))  # ValueError",
+        _remat3_linearizes_checkpoint_bodies, releases=REMAT3),
+    Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "
         "checkpoint puts an optimization barrier on exactly those checkpoint inputs it reads "
@@ -1599,10 +1705,11 @@ DIVERGENCES = [
         "sin of it, of which only the input is used, saves the input (found by the fuzzer). "
         "remat2 and the spec drop the unused output's backward. Wasted memory; gradients are "
         "right; also in a cond branch or a scan body (found by the fuzzer). The predicate: JAX's "
-        "residuals are exactly the remat3 model's for the program with every unused checkpoint "
-        "output made a program output (threaded out through the calls, checkpoints, cond "
-        "branches, whose other branches return zeros, and scan bodies, stacked, around it), "
-        "and not for the program itself.",
+        "residuals are exactly the remat3 model's for the program with every unused output of a "
+        "live checkpoint made a program output (threaded out through the calls, checkpoints, cond "
+        "branches, whose other branches return zeros, and scan bodies, stacked, around it; a "
+        "checkpoint no output of which is needed is dead code, dropped with its backward by "
+        "JAX's partial evaluation: found by the fuzzer), and not for the program itself.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('remat2:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))\n"
@@ -1699,6 +1806,34 @@ DIVERGENCES = [
         "and `output of add` of the same type, and nothing else differs.",
         "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
         _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "cond-jvp-instantiates-host-tangents-on-device",
+        "JAX's cond JVP (jax 0.10.2, lax/control_flow/conditionals.py _cond_jvp: ad.jvp_jaxpr "
+        "with instantiate) makes the zero tangent of an output that one branch knows is zero "
+        "with ad.instantiate_zeros -> zeros_like_shaped_array (lax/lax.py:3627), a device "
+        "broadcast that drops the aval's memory space; where another branch's tangent of that "
+        "output is in host memory (an offloaded residual of a cond in a checkpoint, differentiated "
+        "twice: found by the fuzzer) the branches return different types. _cond_abstract_eval "
+        "(conditionals.py:432) takes branch 0's types unchecked, so forward-over-reverse computes "
+        "(right values); _cond_typecheck (conditionals.py:917) refuses the jaxpr under "
+        "jax_enable_checks (JaxprTypeError), and reverse-over-reverse raises 'Expected cotangent "
+        "type float32<host>[2] but got float32[2]'. The spec instantiates zeros as JAX does and its "
+        "cond requires equal branch types. The predicate: the spec's cond refused branches whose "
+        "output types differ in memory spaces only, and JAX computed. (Checked on jax 0.10.2 only.)",
+        "import numpy as np\n"
+        "pol = jax.checkpoint_policies.save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['h'], offload_src='device', offload_dst='pinned_host')\n"
+        "f = jax.checkpoint(lambda x: jax.lax.cond(jnp.sum(x) > 0, lambda v: jnp.sum(checkpoint_name("
+        "jnp.sin(v), 'h') ** 2), lambda v: jnp.sum(-v), x), policy=pol)\n"
+        "x = np.array([0.3, 0.4], np.float32)\n"
+        "jax.config.update('jax_enable_checks', True)\n"
+        "try:\n"
+        "    jax.jacfwd(jax.grad(f))(x)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__ + ': ' + str(e).splitlines()[0])\n"
+        "jax.config.update('jax_enable_checks', False)\n"
+        "print(jax.jacfwd(jax.grad(f))(x))  # JaxprTypeError: cond branches 0 and 1 have mismatching output types",
+        _cond_tangent_zeros_on_device, releases=Releases("0.10.2")),
     Divergence(
         "optimization-barrier-not-differentiable",
         "Before jax 0.5.3 lax.optimization_barrier has no JVP or transpose rule (jax-ml/jax "

@@ -165,6 +165,10 @@ def _convert_eqn(e, enclosing=""):
             cond_jaxpr=from_jaxpr(params["cond_jaxpr"], _enclosing=inner),
             body_jaxpr=from_jaxpr(params["body_jaxpr"], _enclosing=inner),
             cond_nconsts=int(params["cond_nconsts"]), body_nconsts=int(params["body_nconsts"]))
+    if name == "reduce_window":
+        window = {k: v for k, v in params.items() if k not in ("jaxpr", "consts")}
+        body = from_jaxpr(jx.core().ClosedJaxpr(params["jaxpr"], list(params["consts"])), _enclosing=inner)
+        return spec_params(name, dict(jaxpr=body, **window), where)
     if name == "call_hi_primitive":
         hi = params["_prim"]
         kind = type(hi).__name__

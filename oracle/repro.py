@@ -583,6 +583,13 @@ class _Writer:
         return _assign(outs, f"jax.lax.while_loop(lambda carry: {cond_fn}({cc}*carry)[0], lambda carry: "
                              f"tuple({body_fn}({bc}*carry)), {_tuple(ins[nc + nb:])})", True)
 
+    def emit_reduce_window(self, e, ins, outs, indent, out, **_):
+        fn = self.sub(e.params["jaxpr"], "window_computation", indent, out)
+        n = len(ins) // 2
+        window = "".join(f", {k}={v!r}" for k, v in e.params.items() if k != "jaxpr")
+        return _assign(outs, f"jax.lax.reduce_window([{', '.join(ins[:n])}], [{', '.join(ins[n:])}], "
+                             f"lambda acc, elem: list({fn}(*acc, *elem)){window})", True)
+
     def emit_custom_jvp_call(self, e, ins, outs, indent, out, **_):
         return _assign(outs, f"{self.custom(e)}({', '.join(ins)})", True)
 

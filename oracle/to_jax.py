@@ -92,6 +92,8 @@ def _run(prog: Program, args, table):
             outs = _bind_cond(xs, e.params["branches"], table)
         elif name == "while":
             outs = _bind_while(xs, e.params, table)
+        elif name == "reduce_window":
+            outs = _reduce_window(xs, e.params, table)
         elif name == "name":
             outs = checkpoint_name(xs[0], e.params["name"])
         elif name == "custom_jvp_call":
@@ -104,12 +106,23 @@ def _run(prog: Program, args, table):
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'remat', 'scan', 'while']}")
+                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'reduce_window', 'remat', 'scan', 'while']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
             env[v.id] = o
     return [read(a) for a in prog.outputs]
+
+
+def _reduce_window(xs, params, table):
+    """lax.reduce_window with the computation a Python function running the
+    spec's sub-program (so it binds the generic reduce_window_p)."""
+    from jax import lax
+    n = len(xs) // 2
+    body = params["jaxpr"]
+    window = {k: v for k, v in params.items() if k != "jaxpr"}
+    computation = lambda acc, x: _run(body, [*acc, *x], table)
+    return lax.reduce_window(list(xs[:n]), list(xs[n:]), computation, **window)
 
 
 def _scan(e, xs, table):

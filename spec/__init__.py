@@ -34,6 +34,7 @@ from spec import prims_math  # noqa: F401
 from spec import prims_reductions  # noqa: F401
 from spec import prims_indexing  # noqa: F401
 from spec import prims_conv  # noqa: F401
+from spec import prims_window  # noqa: F401
 from spec import prims_random  # noqa: F401
 from spec import prims_collective  # noqa: F401
 from spec import prims_stack  # noqa: F401

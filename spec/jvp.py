@@ -44,6 +44,13 @@ def linearizing() -> bool:
     return _LINEARIZING.get()
 
 
+# ad.linearize_from_jvp's error, word for word: a JVP rule whose primal
+# outputs depend on tangents (the generic reduce_window's) has no linearization
+LINEARIZATION_ERROR = ("Linearization failed to produce known values for all output primals. "
+                       "This is typically caused by attempting to differentiate a function "
+                       "uses an operation that does not support reverse-mode autodiff.")
+
+
 def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     from spec.core import current_builder
     primal_env, tangent_env = {}, {}

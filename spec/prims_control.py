@@ -154,6 +154,16 @@ def while_loop(cond_fn: Callable, body_fn: Callable, init, cond_consts=(), body_
 # ==========================================================================
 # cond: shape, eval, cost
 
+class BranchTypesError(PrimitiveError):
+    """cond's branches return different types (JAX's _cond_typecheck:
+    `core.typematch`, memory spaces compared); `types` holds branch 0's
+    output types and the other branch's."""
+
+    def __init__(self, i: int, first: list, other: list):
+        super().__init__(cond_p, f"branches 0 and {i} have different output types: {first} vs {other}")
+        self.types = (list(first), list(other))
+
+
 def _cond_shape(index, *ops, branches):
     if not isinstance(branches, tuple) or not branches or not all(isinstance(b, Program) for b in branches):
         raise PrimitiveError(cond_p, f"param branches must be a non-empty tuple of Programs, got {branches!r}")
@@ -163,8 +173,7 @@ def _cond_shape(index, *ops, branches):
         if b.in_types != list(ops):
             raise PrimitiveError(cond_p, f"branch {i} takes {b.in_types}, called with {list(ops)}")
         if b.out_types != branches[0].out_types:
-            raise PrimitiveError(cond_p, f"branches 0 and {i} have different output types: "
-                                         f"{branches[0].out_types} vs {b.out_types}")
+            raise BranchTypesError(i, branches[0].out_types, b.out_types)
     return branches[0].out_types
 
 
@@ -284,10 +293,23 @@ def _merge_branch_residuals(branch_res_types):
     return [t for t, _ in all_tagged], [[index[tk] for tk in row] for row in tagged]
 
 
+def _empty_like_type(t: ArrayType):
+    """ad_util.empty_like_aval (lax.py:3639 empty_like_shaped_array): a value
+    of type `t` whose value is never read (zeros here), in `t`'s memory
+    space (JAX: `empty2(dtype, memory_space=aval.memory_space)` broadcast),
+    so a slot one branch fills with an offloaded residual has the same
+    type in every branch (core.typematch compares memory spaces)."""
+    from spec.remat import device_put_p
+    zero = zeros_like_type(t)
+    if t.memory_space is None:
+        return zero
+    return bind(device_put_p, zero, memory_space=t.memory_space)
+
+
 def _join_known(known: Program, n_outs_kept: Sequence[bool], all_res, slots) -> Program:
     """_join_cond_outputs: the known branch returns its kept outputs, then a
-    value for every merged residual slot (zeros where it has none; JAX
-    fills them with `empty`, whose value is never read)."""
+    value for every merged residual slot (`_empty_like_type` where it has
+    none: JAX fills them with `empty`, whose value is never read)."""
     n_known = len(n_outs_kept)
     with building() as b:
         ins = [b.new_input(t) for t in known.in_types]
@@ -296,7 +318,7 @@ def _join_known(known: Program, n_outs_kept: Sequence[bool], all_res, slots) -> 
         res = [None] * len(all_res)
         for slot, v in zip(slots, vals[n_known:]):
             res[slot] = v
-        res = [zeros_like_type(t) if r is None else r for r, t in zip(res, all_res)]
+        res = [_empty_like_type(t) if r is None else r for r, t in zip(res, all_res)]
         return b.build(ins, outs + res)
 
 

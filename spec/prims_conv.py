@@ -17,7 +17,7 @@ jax/_src/lax/convolution.py, windowed_reductions.py, lax.py, pjit.py).
   `lax.reduce_window(x, 0., lax.add, ...)` (flax's max_pool / avg_pool)
   bind these monoid primitives; the generic `reduce_window` (a reduction
   jaxpr as param, bound for other computations or traced init values) is
-  not modelled.
+  spec/prims_window.py's.
 * identity-like: `optimization_barrier` (several results), `reduce_precision`
   (rounds to a float format exactly as XLA does), `copy`,
   `sharding_constraint` (shardings as plain data).

@@ -240,3 +240,54 @@ def test_oracle_check_passes_on_cond(i):
     name, fn, policy, args, expected = _oracle_cases()[i]
     report = oracle.check(fn, policy, *args)
     assert {d[0] for d in report.known_divergences + report.normalizations} == expected, name
+
+
+def _offloading_cond(x):
+    """A checkpoint that offloads `h` (sin, in one branch) and saves `g`
+    (cos, in the other) on the device: the merged residual slots of the
+    cond are f32<host> for one branch and device for the other."""
+    policy = sp.save_and_offload_only_these_names(
+        names_which_can_be_saved=["g"], names_which_can_be_offloaded=["h"],
+        offload_src="device", offload_dst="pinned_host")
+
+    def body(v):
+        h = lambda u: ops.checkpoint_name(ops.sin(u), "h")
+        g = lambda u: ops.cos(ops.checkpoint_name(ops.cos(u), "g"))
+        pred = ops.gt(ops.reduce_sum(v, (0,)), np.zeros((), v.dtype))
+        return spec.cond(pred, lambda u: h(u) * h(u), g, v)
+    return ops.checkpoint(body, policy=policy)(x)
+
+
+def test_cond_fills_an_offloaded_residual_slot_in_its_memory_space():
+    """Found by the fuzzer: each branch of the known cond fills the merged
+    residual slots it has no value for with an empty value of the slot's
+    type, its memory space included (JAX: ad_util.empty_like_aval,
+    `empty2(dtype, memory_space=aval.memory_space)`, measured: the true
+    branch returns `f32<host>` empties, the false a device one), so every
+    branch has the same output types; the spec filled host slots with
+    device zeros and refused the cond. The gradient is float64 finite
+    differences'."""
+    prog = spec.trace(_offloading_cond, f64[2])
+    known = next(e for e in spec.linearize(prog).forward.eqns if e.primitive.name == "cond")
+    types = [[str(t) for t in b.out_types] for b in known.params["branches"]]
+    assert types[0] == types[1] == ["f64[2]", "f64[2]", "f64<host>[2]", "f64<host>[2]"]
+    x = np.array([0.3, 0.4])
+    _, pullback, _ = spec.vjp(prog, x)
+    eps = 1e-6
+    fd = [(spec.evaluate(prog, x + eps * e)[0].sum() - spec.evaluate(prog, x - eps * e)[0].sum()) / (2 * eps)
+          for e in np.eye(2)]
+    np.testing.assert_allclose(pullback(np.ones(2))[0], fd, rtol=1e-7)
+
+
+def test_oracle_check_passes_on_an_offloading_cond():
+    """JAX computes the same program (remat2: the same residuals, host ones
+    included, and gradients). Differentiated twice, JAX's cond JVP makes
+    the zero tangent of a host residual on the device, in one branch only
+    (a known divergence: its own typecheck refuses that cond)."""
+    pytest.importorskip("jax")
+    import oracle
+    prog = spec.trace(_offloading_cond, spec.f32[2])
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.array([0.3, 0.4], np.float32),
+                          properties=("residuals", "vjp", "second_order"))
+    assert {report.status(p, "remat2") for p in ("residuals", "vjp")} == {"ok"}
+    assert ("cond-jvp-instantiates-host-tangents-on-device", "second_order", "remat2") in report.known_divergences

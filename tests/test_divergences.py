@@ -16,6 +16,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
+          "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",
           "optimization-barrier-not-differentiable": "Differentiation rule for 'optimization_barrier'",
           "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
           "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes": "object has no attribute 'val'"}
@@ -618,3 +619,133 @@ def test_a_jit_s_saved_zero_may_stand_for_the_spec_s_literal():
     assert not holds(base, base + [literal])
     assert not holds(base + [jitted], base + [literal, literal])
     assert not holds(base + [jitted], base + [("f32[2]", "from a literal")])
+def _refused_and_unused(unused: bool, literal: bool = False):
+    """A checkpoint whose policy the spec refuses (an offload policy in
+    save_from_both_policies: PolicyCombinationError, remat2's ValueError)
+    beside a checkpoint of which only the forwarded input is read
+    (`unused`: remat3 saves for the backward of sin of it too) or both
+    outputs; with `literal`, a scalar literal the spec saves (the result's
+    sin times 0.5) and JAX, which gets a Python float, does not."""
+    import numpy as np
+
+    import spec
+    from spec import ops, policies as sp
+    from spec.ir import ArrayType
+    from spec.remat import checkpoint
+
+    refused = sp.save_from_both_policies(sp.offload_dot_with_no_batch_dims("device", "pinned_host"),
+                                         sp.dots_saveable)
+
+    def f(a, b):
+        u = checkpoint(lambda x: ops.sin(ops.sin(x)), policy=refused)(a)
+        outs = checkpoint(lambda y: [ops.sin(y), y])(ops.mul(a, b))
+        out = ops.add(u, outs[1] if unused else ops.mul(outs[0], outs[1]))
+        return [ops.mul(ops.sin(out), 0.5) if literal else out]
+    return spec.trace(f, ArrayType((3,), np.float32), ArrayType((3,), np.float32))
+
+
+@pytest.mark.parametrize("unused", [True, False], ids=["unused-output", "all-used"])
+def test_refused_policy_divergence_composes_with_unused_checkpoint_outputs(unused):
+    """Found by the fuzzer (fuzz/test_branches.py's cover, minimized by hand):
+    remat3 never asks a save_from_both_policies that offloads, where the
+    spec and remat2 refuse it; elsewhere in the program a checkpoint output
+    nothing reads, for whose backward remat3 saves too. JAX's list (measured
+    here) is the remat3 model's of the program with that output used, not
+    of the program: the refused-policy predicate takes both lists, and holds
+    for nothing else."""
+    import numpy as np
+
+    import oracle
+    from oracle import divergences as dv
+    from oracle.jax_api.flags import implementation
+    from oracle.properties import jax_residuals
+    from spec import policies as sp
+
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    prog = _refused_and_unused(unused)
+    x = np.linspace(0.1, 0.9, 3, dtype=np.float32)
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, x, x, properties=("residuals",))
+    assert report.known_divergences == [("remat3-unrecognised-policy-is-full-remat", "residuals", "remat3")]
+    assert report.status("residuals", "remat2") == "not applicable"     # both raise ValueError
+    with implementation("remat3"):     # remat3 names the arguments args[i]: the spec's are a, b
+        measured = [(t, src.replace("args[0]", "a").replace("args[1]", "b"))
+                    for t, src in jax_residuals(oracle.to_jax(prog), [x, x])]
+    refused = sp.PolicyCombinationError("refused")
+    ctx = lambda impl, res, err=refused: dv.Context(impl, "residuals", None, prog, jax_residuals=res,
+                                                    spec_error=err)
+    plain, *composed = dv.remat3_modelled(ctx("remat3", measured))
+    assert (measured == plain) != unused and bool(composed) == unused
+    assert dv._remat3_never_asks_refused_policy(ctx("remat3", measured))
+    assert not dv._remat3_never_asks_refused_policy(ctx("remat2", measured))
+    assert not dv._remat3_never_asks_refused_policy(ctx("remat3", measured, None))
+    assert not dv._remat3_never_asks_refused_policy(ctx("remat3", measured + [("f32[3]", "output of sin")]))
+
+
+@pytest.mark.parametrize("dead", [False, True], ids=["live-only", "with-a-dead-checkpoint"])
+def test_unused_checkpoint_outputs_of_dead_checkpoints_are_not_saved(dead):
+    """Found by the fuzzer (with the case above): in a cond branch, a live
+    checkpoint of which only the forwarded input is read (remat3 saves what
+    its unused sin output's backward needs) and, `dead`, a checkpoint none
+    of whose outputs is needed. JAX's partial evaluation of the branch drops
+    the dead one with its backward (no residual for it, measured): the
+    remat3 model threads out the unused outputs of live checkpoints only,
+    and the divergence is named in both cases (before, the dead one's were
+    threaded out too, and the check reported a mismatch)."""
+    import numpy as np
+
+    import oracle
+    import spec
+    from oracle import divergences as dv
+    from spec import ops
+    from spec.ir import ArrayType
+    from spec.remat import checkpoint
+
+    def branch_true(x, y):
+        live = checkpoint(lambda u: [ops.sin(u), u])(ops.mul(x, y))
+        if dead:
+            ops.add(checkpoint(lambda v: [ops.sin(v), v])(ops.mul(y, y))[1], y)
+        return ops.mul(live[1], np.float32(2))
+
+    def f(a, b):
+        pred = ops.gt(ops.reduce_sum(b, (0,)), np.float32(0))
+        return spec.cond(pred, branch_true, lambda x, y: ops.cos(x), a, b)
+    prog = spec.trace(f, ArrayType((3,), np.float32), ArrayType((3,), np.float32))
+    assert dv.unused_checkpoint_outputs_out(prog)[1] == 1     # the live checkpoint's sin output only
+    x = np.linspace(0.1, 0.9, 3, dtype=np.float32)
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, x, x, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    assert report.known_divergences == [("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3")]
+
+
+def test_host_tangent_divergence_is_a_memory_space_only_branch_difference():
+    """The predicate holds where the spec's cond refused branch types that
+    differ in memory spaces only (what JAX's cond JVP makes), and not for
+    branch types that differ otherwise, nor for another error."""
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from spec.ir import ArrayType
+    from spec.prims_control import BranchTypesError
+
+    host, dev = ArrayType((2,), np.float32, "pinned_host"), ArrayType((2,), np.float32)
+    prog = spec.trace(lambda x: x, dev)
+    ctx = lambda err: dv.Context("remat2", "second_order", None, prog, spec_error=err)
+    assert dv._cond_tangent_zeros_on_device(ctx(BranchTypesError(1, [dev, host], [dev, dev])))
+    assert not dv._cond_tangent_zeros_on_device(ctx(BranchTypesError(1, [dev, host], [dev, ArrayType((3,), np.float32)])))
+    assert not dv._cond_tangent_zeros_on_device(ctx(spec.core.PrimitiveError("cond", "different output types")))
+    assert not dv._cond_tangent_zeros_on_device(ctx(None))
+
+
+def test_refused_policy_divergence_composes_with_literals_jax_does_not_save():
+    """Found by the fuzzer (fuzz/test_branches.py's cover at 2000 draws): a
+    refused policy, an unused checkpoint output and a scalar literal JAX
+    does not save: JAX's list is the composed model's less that literal."""
+    import numpy as np
+
+    import oracle
+    prog = _refused_and_unused(True, literal=True)
+    x = np.linspace(0.1, 0.9, 3, dtype=np.float32)
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, x, x, properties=("residuals",))
+    assert report.known_divergences == [("remat3-unrecognised-policy-is-full-remat", "residuals", "remat3")]

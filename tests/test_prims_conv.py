@@ -278,18 +278,6 @@ def test_sharding_constraint_named_sharding_through_the_oracle():
         assert {r.status for r in oracle.check(f, policy, _normal(4, 3)).results} <= PASSING
 
 
-def test_generic_reduce_window_is_unsupported():
-    """A reduction other than the monoids (here a traced init value) binds
-    the generic reduce_window, whose reduction jaxpr the spec does not model."""
-    jax = _jax()
-    import oracle
-
-    def f(x, init):
-        return jax.numpy.sum(jax.lax.reduce_window(x, init, jax.lax.max, (2,), (1,), "VALID"))
-    with pytest.raises(oracle.Unsupported, match="reduce_window"):
-        oracle.check(f, None, _normal(5), np.float32(0.0))
-
-
 def test_explicit_optimization_barrier_prevent_cse():
     """A program's own optimization_barrier lowers to an HLO barrier: spec/barriers.py counts it."""
     jax = _jax()

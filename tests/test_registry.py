@@ -23,7 +23,7 @@ from spec.ir import subprograms
 import test_primitives
 
 STRUCTURAL = {"call", "remat", "scan", "cond", "while", "custom_jvp_call", "custom_vjp_call",
-              "custom_lin", "device_put"}
+              "custom_lin", "device_put", "reduce_window"}
 OWN_TESTS = {"call": "test_primitives.py", "remat": "test_remat.py", "scan": "test_scan.py",
              "cond": "test_control.py", "while": "test_control.py", "custom_jvp_call": "test_custom_rules.py",
              "custom_vjp_call": "test_custom_rules.py", "custom_lin": "test_custom_rules.py",

@@ -8,6 +8,7 @@ import spec
 from spec import ops, policies
 from spec.core import Example
 from spec.ir import DTYPES, ArrayType
+from spec.vjp import LINEARIZATION_ERROR
 
 from tools.gen_docs.markdown import code, fence
 
@@ -31,7 +32,9 @@ def saved(example: Example) -> str:
         return ops.checkpoint(example.fn, policy=policies.everything_saveable)(*args)
     try:
         residuals = spec.saved_residuals(spec.trace(checkpointed, *types_of(example)))
-    except (TypeError, NotImplementedError) as e:   # by design (a PrimitiveError is a TypeError)
+    except (TypeError, NotImplementedError, ValueError) as e:   # by design (a PrimitiveError is a TypeError;
+        if isinstance(e, ValueError) and str(e) != LINEARIZATION_ERROR:   # a JVP with no linearization)
+            raise
         return f"differentiating it raises {type(e).__name__}: {e}"
     return ", ".join(code(str(r)) for r in residuals) if residuals else "nothing"
 

@@ -15,6 +15,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
+from spec.core import has_effects
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_p
 
@@ -205,6 +206,22 @@ def _has_primitive(prog: Program, name: str) -> bool:
                for e in prog.eqns)
 
 
+def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
+    the spec saves `from a constant`, in a program with a jit (see
+    _rename_unmatched)."""
+    if not _has_primitive(prog, "call"):
+        return jax_res
+    jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
+    renamed = _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
+    if renamed == jax_res:
+        return jax_res
+    # where saved_residuals lists a constant: after the literals, before the
+    # arguments and equation outputs (jax/_src/ad_checkpoint.py:_saved_residuals)
+    place = {"from a literal": 0, "from a constant": 1}
+    return sorted(renamed, key=lambda r: place.get(r[1], 2))
+
+
 NORMALIZATIONS = [
     Normalization("saved-residuals-names-the-input-of-a-name",
                   "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
@@ -227,6 +244,15 @@ NORMALIZATIONS = [
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
                   "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
                   _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
+    Normalization("saved-residuals-names-a-jits-constant-its-output",
+                  "Before jax 0.10.2 (verified on 0.4.25, 0.4.36 and 0.6.2, with direct "
+                  "linearization on or off; not bisected between 0.6.2 and 0.10.2) pjit's partial "
+                  "evaluation passes an array a jitted function closes over, where a tangent "
+                  "equation reads it, out of the known jit as a residual output, so saved_residuals "
+                  "names it `output of jitted function 'f'` (`output of pjit` before 0.4.34); "
+                  "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
+                  "does. Same value, one entry either way.",
+                  _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
     Normalization("remat3-names-arguments-args[i]",
                   "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
                   "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
@@ -990,29 +1016,73 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     return zeros there, a scan stacks it), and how many were: remat3's
     backward pass of a checkpoint runs whole, as if every output had a
     cotangent."""
+    return unused_outputs_out(prog, lambda e, reached: e.primitive is remat_p, lambda e: True)
+
+
+def _staged_whole(e: Eqn) -> bool:
+    """`e` is a checkpoint, call, scan or cond: an equation whose JVP JAX's
+    partial evaluation stages as one equation computing every output's tangent."""
+    from spec.prims_call import call_p
+    from spec.prims_control import cond_p
+    from spec.prims_scan import scan_p
+    return e.primitive in (remat_p, call_p, scan_p, cond_p)
+
+
+def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float output nothing reads of each checkpoint,
+    call, scan and cond that the program's outputs depend on made a program
+    output (threaded out through the calls, cond branches and scan bodies
+    around it, not through checkpoints), and how many were: linearization
+    before direct linearization (pe.JaxprTrace, jax <= 0.6.2) stages the
+    tangent of such an equation as one equation for every output, unused or
+    not, and keeps the residuals that needs; a checkpoint's own body is
+    partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
+    pe.dce_jaxpr), so nothing inside one is kept."""
+    return unused_outputs_out(prog, lambda e, reached: reached and _staged_whole(e),
+                              lambda e: e.primitive is not remat_p)
+
+
+def _reached(prog: Program) -> list:
+    """For each equation: some output of the program depends on it."""
+    live = {a.id for a in prog.outputs if isinstance(a, Var)}
+    reached = []
+    for e in reversed(prog.eqns):
+        r = any(v.id in live for v in e.outputs) or has_effects(e)
+        if r:
+            live |= {a.id for a in e.inputs if isinstance(a, Var)}
+        reached.append(r)
+    return reached[::-1]
+
+
+def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
+    """`prog` with every float output that nothing reads of each equation e
+    with selects(e, some program output depends on e) made an output of the
+    program, threaded out through the sub-programs of the equations with
+    enters(e) (`_unused_outputs_threaded`), and how many were."""
     from spec.ir import is_float
     used = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
     used |= {a.id for a in prog.outputs if isinstance(a, Var)}
     eqns, extra = [], []
-    for e in prog.eqns:
-        params, new_types = _unused_outputs_threaded(e)
+    for e, reached in zip(prog.eqns, _reached(prog)):
+        params, new_types = _unused_outputs_threaded(e, selects, enters) if enters(e) else (e.params, [])
         new = [Var(t) for t in new_types]
         extra += new
-        if e.primitive is remat_p:
+        if selects(e, reached):
             extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
         eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
 
 
-def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
-    """`e`'s params with the unused checkpoint outputs of its sub-programs
-    made their outputs (`unused_checkpoint_outputs_out`), and the types of
-    the outputs that adds to `e`."""
+def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tuple[dict, list]:
+    """`e`'s params with the unused outputs of its sub-programs made their
+    outputs (`unused_outputs_out`), and the types of the outputs that adds
+    to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
+    cond's branches (the other branches return zeros there)."""
     from spec.prims_call import call_p
     from spec.prims_control import cond_p
     from spec.prims_scan import scan_p
     if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_checkpoint_outputs_out(e.params["jaxpr"])
+        body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
         if not n:
             return e.params, []
         new = body.out_types[len(body.outputs) - n:]
@@ -1020,7 +1090,7 @@ def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
             new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
         return dict(e.params, jaxpr=body), new
     if e.primitive is cond_p:
-        split = [unused_checkpoint_outputs_out(b) for b in e.params["branches"]]
+        split = [unused_outputs_out(b, selects, enters) for b in e.params["branches"]]
         if not any(n for _, n in split):
             return e.params, []
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
@@ -1032,6 +1102,35 @@ def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
                                     input_names=b.input_names))
         return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
     return e.params, []
+
+
+def _linearize_keeps_unused_outputs(ctx):
+    """remat2 (the one implementation before 0.10.2), and JAX's residuals are
+    the spec's of the program with the unused outputs JAX's linearization
+    keeps made program outputs (`unused_linearize_outputs_out`), and not
+    those of the program itself."""
+    import dataclasses
+    if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    kept, n = unused_linearize_outputs_out(ctx.program)
+    if not n:
+        return False
+    as_written = lambda policy: policy
+    want = dataclasses.replace(ctx, program=kept).residuals_with(as_written)
+    return (_normalised_against(ctx, want) == want
+            and ctx.jax_residuals != ctx.residuals_with(as_written))
+
+
+def _normalised_against(ctx, want: list) -> list:
+    """JAX's list with the installed release's naming normalisations applied
+    again, against the modelled list `want` (the check normalised it against
+    the spec's, which lacks the modelled entries: `output of pjit` for an
+    unused output of a jit before 0.4.34)."""
+    got = ctx.jax_residuals
+    for norm in NORMALIZATIONS:
+        if holds(norm.releases):
+            got = norm.apply(ctx.implementation, got, want, ctx.program, {})
+    return got
 
 
 def _remat3_unused_outputs_read(ctx):
@@ -1063,7 +1162,9 @@ def _literals_left_out(got: list, want: list) -> bool:
 def _constant_type_literals(ctx):
     """The lists differ only in scalar literals the spec saves and JAX does
     not: JAX's list is the spec's with some "from a literal" entries left
-    out, or, under remat3, the full remat3 model's (`remat3_model`, every
+    out, or, under remat2 where linearization keeps unused outputs (before
+    jax 0.7.0), the spec's list of the program with those outputs used so,
+    or, under remat3, the full remat3 model's (`remat3_model`, every
     defect on) so (the two compose: found by the fuzzer, a literal of an
     equation outside a checkpoint whose policy remat3 does not apply), or
     that model's of the program with its unused checkpoint outputs used
@@ -1073,15 +1174,24 @@ def _constant_type_literals(ctx):
         return False
     if _literals_left_out(ctx.jax_residuals, ctx.spec_residuals):
         return True
+    import dataclasses
+    if ctx.implementation == "remat2" and _active("linearize-keeps-unused-outputs-of-staged-equations"):
+        kept, n = unused_linearize_outputs_out(ctx.program)   # the two compose (found on jax 0.4.25)
+        return bool(n) and _literals_left_out(ctx.jax_residuals,
+                                              dataclasses.replace(ctx, program=kept).residuals_with(lambda p: p))
     if ctx.implementation != "remat3":
         return False
-    import dataclasses
     flags = dict.fromkeys(REMAT3_DEFECTS, True)
     modelled = [ctx.residuals_with(**flags)]
     used, n = unused_checkpoint_outputs_out(ctx.program)
     if n:   # composed with remat3-saves-for-unused-checkpoint-outputs (found by the fuzzer)
         modelled.append(dataclasses.replace(ctx, program=used).residuals_with(**flags))
     return any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
+
+
+def _active(name: str) -> bool:
+    """The divergence `name` can hold on the installed JAX (Divergence.active)."""
+    return next(d for d in DIVERGENCES if d.name == name).active()
 
 
 def _integer_pow_one_factor(ctx):
@@ -1476,6 +1586,26 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # remat2: 2, remat3: 3",
         _remat3_unused_outputs_read, releases=REMAT3),
+    Divergence(
+        "linearize-keeps-unused-outputs-of-staged-equations",
+        "Before direct linearization (the default from jax 0.7.0, jax-ml/jax a7ed048afa; verified "
+        "on 0.4.25, 0.4.36 and 0.6.2, and gone there with jax_use_direct_linearize on) "
+        "linearization is jvp + pe.JaxprTrace partial evaluation, which stages the tangent of a "
+        "checkpoint, jit, scan or cond as one equation computing every output's tangent, so a "
+        "float output nothing reads keeps the residuals its tangent needs: "
+        "checkpoint(lambda r: (sin(r), r))(a * b)[1] saves a * b, jit(lambda r: (sin(r), 2 * r))"
+        "[1] saves cos(r), a scan's unused stacked output its cos. Inside a checkpoint nothing is "
+        "kept (remat_partial_eval DCEs its body as a jaxpr). Wasted memory; gradients are right. "
+        "0.10.2 (and the spec) drop them. The predicate: remat2, and JAX's residuals are exactly "
+        "the spec's for the program with every unused float output of such an equation that the "
+        "outputs depend on made a program output (threaded out through calls, cond branches, "
+        "whose other branches return zeros, and scan bodies, stacked, not through checkpoints), "
+        "and not for the program itself.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
+        "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",
+        _linearize_keeps_unused_outputs, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "remat3-cond-saves-float0-tangents-of-integer-outputs",
         "Under jax_remat3 (jax 0.10.2) a cond whose branch holds a checkpoint with an integer "

@@ -1221,6 +1221,21 @@ def _scan_residual_order(ctx):
 _LOOP_OUTPUTS = ("output of scan", "output of cond")
 
 
+def _jit_residual_order(ctx):
+    """Same residuals, only outputs of jitted functions (and of scans and
+    conds, `_scan_residual_order`'s) out of place, at least one jit's."""
+    import collections
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    got, want = ctx.jax_residuals, ctx.spec_residuals
+    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
+    moved = [(g, w) for g, w in zip(got, want) if g != w]
+    return (bool(moved) and collections.Counter(got) == collections.Counter(want)
+            and all((jit(g[1]) or g[1] in _LOOP_OUTPUTS) and (jit(w[1]) or w[1] in _LOOP_OUTPUTS)
+                    for g, w in moved)
+            and any(jit(g[1]) for g, _ in moved))
+
+
 def _atan2_old_jvp(ctx):
     """Per atan2 equation of a type: the spec's `output of div` (y's
     tangent factor) replaced by an `output of neg` and an `output of add`."""
@@ -1249,18 +1264,92 @@ def _missing_rule(kind: str):
     return applies
 
 
-def _custom_vjp_output_in_scan(ctx):
-    """JAX's list is the spec's plus `output of scan` entries, at most one
-    per output of a custom_vjp_call inside a scan body."""
+def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections.Counter":
+    """The entries saved_residuals gives a custom_vjp_call's primal outputs
+    saved as residuals (lax.tie_p ties them to the tangents): per output of
+    one in a scan body an `output of scan` (stacked), in a jit body an
+    `output of jitted function 'f'`; with `top_level`, of one at the top
+    level, what the forward rule (inlined) computes it with."""
+    import collections
+    from spec.partial_eval import source_of
+    out = collections.Counter()
+    for e in prog.eqns if top_level else ():
+        if e.primitive.name == "custom_vjp_call":
+            body = e.params["jaxpr"]
+            out.update((str(v.type), str(source_of(b, body))) for v, b in zip(e.outputs, body.outputs))
+    for e in _eqns(prog):
+        if e.primitive.name in ("scan", "call"):
+            ties = [v for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"
+                    for v in c.outputs]
+            if e.primitive.name == "scan":
+                out.update((str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)), "output of scan")
+                           for v in ties)
+            else:
+                out.update((str(v.type), _JIT_OUTPUT) for v in ties)
+    return out
+
+
+_JIT_OUTPUT = "output of a jitted function"    # `output of jitted function 'f'`, `output of pjit`
+
+
+def _jit_outputs_alike(entries) -> "collections.Counter":
+    import collections
+    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
+    out = collections.Counter()
+    for (t, s), n in entries.items():
+        out[(t, _JIT_OUTPUT if jit(s) else s)] += n
+    return out
+
+
+def _custom_vjp_outputs_saved(ctx, top_level: bool) -> bool:
+    """JAX's list is the spec's plus some of the entries of custom_vjp
+    outputs saved as residuals (`_custom_vjp_outputs_as_saved`), at least one."""
     import collections
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     extra = collections.Counter(ctx.jax_residuals) - collections.Counter(ctx.spec_residuals)
     missing = collections.Counter(ctx.spec_residuals) - collections.Counter(ctx.jax_residuals)
-    outputs = sum(len(e.outputs) for s in _eqns(ctx.program) if s.primitive.name == "scan"
-                  for e in _eqns(s.params["jaxpr"]) if e.primitive.name == "custom_vjp_call")
-    return (not missing and bool(extra) and all(src == "output of scan" for _, src in extra)
-            and sum(extra.values()) <= outputs)
+    return not missing and bool(extra) and not (_jit_outputs_alike(extra)
+                                                - _custom_vjp_outputs_as_saved(ctx.program, top_level))
+
+
+def _custom_vjp_output_in_scan(ctx):
+    return _custom_vjp_outputs_saved(ctx, top_level=False)
+
+
+def _custom_vjp_output_anywhere(ctx):
+    return (_custom_vjp_outputs_saved(ctx, top_level=True)
+            and not _custom_vjp_outputs_saved(ctx, top_level=False))
+
+
+def _sort_jvp_int32_permutation(ctx):
+    """JAX's list is the spec's with some `u32[s..., 1]` entries (the
+    permutation sort's JVP gathers with, s a sort operand's shape) `i32`
+    instead, same provenance, at most one per sort equation."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return False
+    got, want = ctx.jax_residuals, ctx.spec_residuals
+    sorts = [e.inputs[0].type.shape + (1,) for e in _eqns(ctx.program) if e.primitive.name == "sort"]
+    changed = [(g, w) for g, w in zip(got, want) if g != w]
+    if len(got) != len(want) or not changed or len(changed) > len(sorts):
+        return False
+    for (gt, gs), (wt, ws) in changed:
+        shape = wt[len("u32"):]
+        if not (gs == ws and wt.startswith("u32[") and gt == "i32" + shape
+                and any(shape == str(ArrayType(sh, np.uint32))[len("u32"):] for sh in sorts)):
+            return False
+    return True
+
+
+def _linearized_zero_output_leaks(ctx):
+    """A transformation stack's numbers (the stack ends in linearize: its
+    jit returns the linear function, a second jit calls it), and JAX raised
+    the error the known output of such a function raises there: an escaped
+    tracer (before 0.6) or an unhashable Literal in its static data."""
+    e = ctx.error
+    return (ctx.property == "stack" and e is not None and (
+        (type(e).__name__ == "UnexpectedTracerError" and "DynamicJaxprTracer" in str(e))
+        or (isinstance(e, TypeError) and "unhashable type: 'Literal'" in str(e))))
 
 
 def _zero_power_literal(ctx):
@@ -1648,14 +1737,32 @@ DIVERGENCES = [
         "# stacked first",
         _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
     Divergence(
-        "custom-vjp-in-scan-saves-its-output",
+        "jit-residuals-in-another-order",
+        "Before direct linearization (the default from jax 0.7.0; verified on 0.4.25, 0.4.36 "
+        "and 0.6.2, gone there with jax_use_direct_linearize on) a jit's partial evaluation "
+        "(pe.JaxprTrace) orders the residual outputs of its known half by the outputs that "
+        "need them, not in the order the body computes them (0.10.2, which the spec models): "
+        "jit(lambda a, b: (sin(a), sin(b))[::-1]) saves cos(b) before cos(a) (found by the "
+        "fuzzer on 0.4.25). Same values, same memory. The predicate: the lists are equal as "
+        "multisets and only outputs of jitted functions (and of scans and conds) are out of "
+        "place, at least one jit's.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = jax.jit(lambda a, b: (jnp.sin(a), jnp.sin(b))[::-1])\n"
+        "shapes = [a.shape for a, _ in saved_residuals(f, 0.5, jnp.ones(3))]\n"
+        "print('by the outputs' if shapes == [(3,), ()] else 'in the order the body computes them')  "
+        "# by the outputs",
+        _jit_residual_order, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "custom-vjp-in-scan-or-jit-saves-its-output",
         "From jax 0.4.16 (jax-ml/jax 70b58bbd30) to 0.6.0 a custom_vjp function's JVP ties its "
         "primal outputs to the tangents (`lax.tie_p.bind(primals_out, tangents_out)`), so "
         "linearizing one inside a scan body saves its primal output as a residual the backward "
-        "pass never needs (an extra stacked `output of scan`); jax-ml/jax 74938be845 (0.6.1) "
-        "removed the tie. docs/historic_bugs.md has the reproducer. The predicate: JAX's list "
-        "is the spec's plus `output of scan` entries, at most one per custom_vjp output in a "
-        "scan body.",
+        "pass never needs (an extra stacked `output of scan`), and inside a jit body as well "
+        "(an extra `output of jitted function`: measured on 0.4.25 and 0.4.36, not on 0.6.2); "
+        "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
+        "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
+        "output of a custom_vjp in a scan or jit body (of the stacked type, or its own).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"
@@ -1664,6 +1771,53 @@ DIVERGENCES = [
         "n = len(jax._src.ad_checkpoint.saved_residuals(f, 1.0))\n"
         "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
         _custom_vjp_output_in_scan, releases=Releases("0.4.25", "0.6.1")),
+    Divergence(
+        "linearized-function-with-a-zero-output-fails-under-jit",
+        "Before jax 0.7.0 (0.4.25, 0.4.36 and 0.6.2 measured; 0.7.0 passes with direct "
+        "linearization on or off) the linear function jax.linearize returns inside a jit, when "
+        "one of its outputs has a zero tangent (an output that does not depend on the "
+        "linearized inputs: the gradient of an input the function never reads), keeps that "
+        "output as a known value in its static data (api._lift_linearized's out_pvals): "
+        "returned from the jit and called under another jit it raises UnexpectedTracerError "
+        "(an escaped DynamicJaxprTracer, 0.4.x) or TypeError: unhashable type: 'Literal' "
+        "(0.6.2). docs/historic_bugs.md has the reproducer (found by a campaign on 0.4.25: "
+        "stack `linearize o grad`). The spec computes the tangents. The predicate: the stack "
+        "property (only a stack ending in linearize returns a linear function from its jit), "
+        "and JAX raised exactly one of these two errors.",
+        "f_lin = jax.jit(lambda x: jax.linearize(lambda x: (jnp.sin(x), jnp.zeros(())), x)[1])(1.0)\n"
+        "jax.jit(lambda f, t: f(t))(f_lin, 1.0)  # raises",
+        _linearized_zero_output_leaks, releases=Releases("0.4.25", "0.7.0")),
+    Divergence(
+        "sort-jvp-permutation-is-int32",
+        "Before jax 0.4.38 sort's JVP rule (jax/_src/lax/lax.py _sort_jvp) sorts an int64 iota "
+        "along (int32 without x64) to gather the tangents with; from 0.4.38 (and in the spec, "
+        "as 0.10.2) a uint64 one (uint32), so the saved permutation is `i32[..., 1]` where the "
+        "spec saves `u32[..., 1]` (found checking jnp.sort on 0.4.36; the release wheels' "
+        "lax.py: np.int64 in 0.4.37, np.uint64 in 0.4.38). Same values, same memory. The "
+        "predicate: the lists differ only in entries of the same provenance that are `u32[s, "
+        "1]` in the spec's and `i32[s, 1]` in JAX's, s a sort operand's shape, at most one per "
+        "sort.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
+        "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
+        _sort_jvp_int32_permutation, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "custom-vjp-saves-its-output",
+        "On jax 0.4.25 (FIXED_CUSTOM_VJP_TOP) the tie of a custom_vjp's primal outputs to its "
+        "tangents (`lax.tie_p`, jax-ml/jax 70b58bbd30; see custom-vjp-in-scan-or-jit-saves-its-output) "
+        "makes linearization save the primal output also where the custom_vjp is called at the "
+        "top level: s(x) = sin(x) with fwd (sin(x), cos(x)) saves `output of sin` and `output of "
+        "cos`, where the backward pass reads only cos(x) (found checking a custom_vjp on "
+        "0.4.25). Wasted memory; gradients are right. The predicate: JAX's list is the spec's "
+        "plus entries, at most one per output of a custom_vjp at the top level (named as the "
+        "forward rule computes it) or in a scan or jit body, at least one at the top level.",
+        "@jax.custom_vjp\n"
+        "def s(x):\n"
+        "    return jnp.sin(x)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))\n"
+        "n = len(jax._src.ad_checkpoint.saved_residuals(s, 1.0))\n"
+        "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
+        _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.26")),
     Divergence(
         "jvp-partial-eval-saves-a-zero-power-s-literal",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "

@@ -17,7 +17,9 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
           "optimization-barrier-not-differentiable": "Differentiation rule for 'optimization_barrier'",
-          "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'"}
+          "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
+          "linearized-function-with-a-zero-output-fails-under-jit":
+              ("UnexpectedTracerError", "unhashable type: 'Literal'")}   # 0.4.x, 0.6.x
 
 
 def _shown(d, proc) -> bool:
@@ -25,7 +27,8 @@ def _shown(d, proc) -> bool:
     every part of the `# <expected>` comment of its last line."""
     out = proc.stdout + proc.stderr
     if d.name in RAISES:
-        return proc.returncode != 0 and RAISES[d.name] in out
+        wanted = RAISES[d.name] if isinstance(RAISES[d.name], tuple) else (RAISES[d.name],)
+        return proc.returncode != 0 and any(w in out for w in wanted)
     assert proc.returncode == 0, out
     m = re.search(r"#\s*(.+)$", d.repro.strip().splitlines()[-1])
     if not m:
@@ -649,3 +652,24 @@ def test_linearize_keeps_unused_outputs_on_the_installed_release(kind):
                           implementations=("remat2",), properties=("residuals", "vjp_leaves"))
     _remat2_expected(report, "residuals", kind != "nested")
     assert report.status("vjp_leaves", "remat2") in (("known divergence", "ok") if kind != "nested" else ("ok",))
+
+
+def test_jit_residual_order_predicate():
+    """jit(lambda a, b: (sin(a), sin(b))[::-1]): jax 0.4.25-0.6.2 save cos(b) before
+    cos(a) (measured; the fuzzer's finding c36a1459eb), 0.10.2 and the spec cos(a) first.
+    The predicate holds for that order only, not for a list with another entry moved."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(jax.jit(lambda a, b: (jnp.sin(a), jnp.sin(b))[::-1]), np.float32(0.5), np.ones(3, np.float32))
+    jit = "output of jitted function '<lambda>'"
+    spec_list = [("f32[]", jit), ("f32[3]", jit)]
+    ctx = lambda got, want: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    assert dv._jit_residual_order(ctx(spec_list[::-1], spec_list))
+    assert not dv._jit_residual_order(ctx(spec_list, spec_list))
+    args = [("f32[]", "from the argument a"), ("f32[3]", "from the argument b")]
+    assert not dv._jit_residual_order(ctx(args[::-1], args))

@@ -1803,7 +1803,7 @@ DIVERGENCES = [
         _sort_jvp_int32_permutation, releases=Releases("0.4.25", "0.4.38")),
     Divergence(
         "custom-vjp-saves-its-output",
-        "On jax 0.4.25 (FIXED_CUSTOM_VJP_TOP) the tie of a custom_vjp's primal outputs to its "
+        "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "
         "tangents (`lax.tie_p`, jax-ml/jax 70b58bbd30; see custom-vjp-in-scan-or-jit-saves-its-output) "
         "makes linearization save the primal output also where the custom_vjp is called at the "
         "top level: s(x) = sin(x) with fwd (sin(x), cos(x)) saves `output of sin` and `output of "
@@ -1817,7 +1817,7 @@ DIVERGENCES = [
         "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))\n"
         "n = len(jax._src.ad_checkpoint.saved_residuals(s, 1.0))\n"
         "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
-        _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.26")),
+        _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.36")),
     Divergence(
         "jvp-partial-eval-saves-a-zero-power-s-literal",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "

@@ -673,3 +673,56 @@ def test_jit_residual_order_predicate():
     assert not dv._jit_residual_order(ctx(spec_list, spec_list))
     args = [("f32[]", "from the argument a"), ("f32[3]", "from the argument b")]
     assert not dv._jit_residual_order(ctx(args[::-1], args))
+
+
+def test_atan2_old_jvp_predicate_in_a_jit():
+    """Found on 0.4.25 (finding 7dc87d88d2): jit(lambda b, c: atan2(b, c) * 2) saves
+    three f32[4] outputs of the jitted function (measured: `output of pjit` x3), the
+    spec two; the predicate takes one more jit output per atan2 in a jit body, not two,
+    and not without an atan2 in the jit."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    args = (np.linspace(0.1, 0.9, 4).astype(np.float32), np.float32(0.7))
+    jit = "output of jitted function '<lambda>'"
+    spec_list = [("f32[4]", jit), ("f32[4]", jit)]
+    ctx = lambda f, got: dv.Context("remat2", "residuals", None, trace_jax(f, *args), jax_residuals=got,
+                                    spec_residuals=spec_list)
+    atan2 = jax.jit(lambda b, c: jax.lax.atan2(b, c) * 2.0)
+    assert dv._atan2_old_jvp(ctx(atan2, spec_list + [("f32[4]", "output of pjit")]))
+    assert not dv._atan2_old_jvp(ctx(atan2, spec_list + [("f32[4]", "output of pjit")] * 2))
+    assert not dv._atan2_old_jvp(ctx(jax.jit(lambda b, c: jnp.sin(b) * c), spec_list + [("f32[4]", jit)]))
+
+
+def test_save_from_both_policies_unchecked_predicate():
+    """A campaign on 0.4.36 (finding eb57715452, minimized): save_from_both_policies of
+    nothing_saveable and an offload policy. Before 0.4.38 JAX answers `p1 or p2` and saves
+    the name (measured on 0.4.25: [x, named 'a']); the spec raises as 0.10.2 does. The
+    predicate holds for that list with the spec's PolicyCombinationError, not for a list
+    without the name, and not for remat3 or without the spec's error."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import checkpoint_policies as cp
+    from jax.ad_checkpoint import checkpoint_name
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from spec import policies as sp
+
+    p = cp.save_from_both_policies(cp.nothing_saveable, cp.save_and_offload_only_these_names(
+        names_which_can_be_saved=["a"], names_which_can_be_offloaded=[], offload_src="device",
+        offload_dst="pinned_host"))
+    f = jax.checkpoint(lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "a")) * x, policy=p)
+    prog = trace_jax(f, np.linspace(0.1, 0.9, 3).astype(np.float32))
+    refused = sp.PolicyCombinationError("The return value of the policies should be a boolean.")
+    measured = [("f32[3]", "from the argument x"), ("f32[3]", "named 'a'")]
+    ctx = lambda impl, got, err=refused: dv.Context(impl, "residuals", None, prog, jax_residuals=got, spec_error=err)
+    assert dv._save_from_both_unchecked(ctx("remat2", measured))
+    assert not dv._save_from_both_unchecked(ctx("remat2", measured[:1]))
+    assert not dv._save_from_both_unchecked(ctx("remat3", measured))
+    assert not dv._save_from_both_unchecked(ctx("remat2", measured, None))

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FUZZ_MINUTES ?= 2
 
-.PHONY: test fuzz test-jax clean
+.PHONY: test fuzz test-jax test-release clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,19 +25,20 @@ fuzz: $(STAMP)
 
 # The release matrix: `make test-jax JAX=0.4.36` makes .venv-jax-0.4.36 with that
 # JAX release (numpy < 2 where its jaxlib was built against numpy 1: before 0.4.26),
-# runs the release-independent tests there (RELEASE_TESTS; a recording's freshness
-# test skips on another release, saying so) and a JAX_FUZZ_MINUTES campaign
-# (findings under fuzz-findings-jax-<release>/).
+# runs the release-independent tests there (RELEASE_TESTS, split over the cores; a
+# recording's freshness test skips on another release, saying so) and a
+# JAX_FUZZ_MINUTES campaign (findings under fuzz-findings-jax-<release>/).
+# `make test-release JAX=...` runs the tests alone (CI: .ci/run, JAX=0.4.25).
 JAX ?= 0.10.2
 JAX_VENV := .venv-jax-$(JAX)
 JAX_FUZZ_MINUTES ?= 1
 NUMPY_FOR_JAX = $(shell $(PY) -c "v = tuple(int(p) for p in '$(JAX)'.split('.')[:3]); print('numpy<2' if v < (0, 4, 26) else 'numpy')")
 
-$(JAX_VENV)/.installed: pyproject.toml
+$(JAX_VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m venv $(JAX_VENV)
 	$(JAX_VENV)/bin/pip install -q --upgrade pip
 	$(JAX_VENV)/bin/pip install -q "jax==$(JAX)" "jaxlib==$(JAX)" "$(NUMPY_FOR_JAX)" ml_dtypes "sympy==1.14.0" \
-		"hypothesis==6.170.17" "pytest==9.2.0"
+		"hypothesis==6.170.17" "pytest==9.2.0" "pytest-xdist==3.8.0" "execnet==2.1.2"
 	$(JAX_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
@@ -54,8 +55,10 @@ RELEASE_TESTS = tests/test_ir.py tests/test_primitives.py tests/test_batching.py
 	tests/test_recorded_custom_residuals.py tests/test_recorded_composed_residuals.py \
 	tests/test_release_examples.py tests/test_divergences.py tests/test_historic_bugs.py
 
-test-jax: $(JAX_VENV)/.installed
-	$(JAX_VENV)/bin/python -m pytest -q $(RELEASE_TESTS)
+test-release: $(JAX_VENV)/.installed
+	$(JAX_VENV)/bin/python -m pytest -q -n auto $(RELEASE_TESTS)
+
+test-jax: test-release
 	$(JAX_VENV)/bin/remat-oracle fuzz --minutes $(JAX_FUZZ_MINUTES) --jobs 2 --out fuzz-findings-jax-$(JAX)
 
 clean:

@@ -15,6 +15,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
+from spec.core import has_effects
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.jvp import LINEARIZATION_ERROR
 from spec.remat import remat_p
@@ -57,9 +58,20 @@ class Context:
         beside a checkpoint whose non-float output keeps its tangents
         live)."""
         if "_baselines" not in self.__dict__:
-            lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else [])
+            lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else
+                                             self._kept_outputs_lists())
             self._baselines = [b for i, b in enumerate(lists) if b is not None and b not in lists[:i]]
         return self._baselines
+
+    def _kept_outputs_lists(self) -> list:
+        """Before direct linearization (linearize-keeps-unused-outputs-of-
+        staged-equations active), the spec's list of the program with its
+        staged equations' unused outputs used (found on jax 0.4.25)."""
+        if self.spec_residuals is None or not _active("linearize-keeps-unused-outputs-of-staged-equations"):
+            return []
+        import dataclasses
+        kept, n = unused_linearize_outputs_out(self.program)
+        return [dataclasses.replace(self, program=kept).residuals_with(lambda p: p)] if n else []
 
     def remat3_lists(self) -> list:
         """The remat3 model's residual lists (every defect on) of the
@@ -244,6 +256,22 @@ def _has_primitive(prog: Program, name: str) -> bool:
                for e in prog.eqns)
 
 
+def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
+    the spec saves `from a constant`, in a program with a jit (see
+    _rename_unmatched)."""
+    if not _has_primitive(prog, "call"):
+        return jax_res
+    jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
+    renamed = _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
+    if renamed == jax_res:
+        return jax_res
+    # where saved_residuals lists a constant: after the literals, before the
+    # arguments and equation outputs (jax/_src/ad_checkpoint.py:_saved_residuals)
+    place = {"from a literal": 0, "from a constant": 1}
+    return sorted(renamed, key=lambda r: place.get(r[1], 2))
+
+
 NORMALIZATIONS = [
     Normalization("saved-residuals-names-the-input-of-a-name",
                   "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
@@ -266,6 +294,15 @@ NORMALIZATIONS = [
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
                   "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
                   _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
+    Normalization("saved-residuals-names-a-jits-constant-its-output",
+                  "Before jax 0.10.2 (verified on 0.4.25, 0.4.36 and 0.6.2, with direct "
+                  "linearization on or off; not bisected between 0.6.2 and 0.10.2) pjit's partial "
+                  "evaluation passes an array a jitted function closes over, where a tangent "
+                  "equation reads it, out of the known jit as a residual output, so saved_residuals "
+                  "names it `output of jitted function 'f'` (`output of pjit` before 0.4.34); "
+                  "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
+                  "does. Same value, one entry either way.",
+                  _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
     Normalization("remat3-names-arguments-args[i]",
                   "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
                   "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
@@ -890,6 +927,32 @@ def _remat3_never_asks_refused_policy(ctx):
     return ctx.jax_residuals in modelled or any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
 
 
+def _unchecked_or(policy):
+    """save_from_both_policies before jax 0.4.38: `policy_1(...) or
+    policy_2(...)`, Python's `or` of the two answers, bools or not."""
+    if not isinstance(policy, sp._SaveFromBoth):
+        return policy
+    first, second = _unchecked_or(policy.policy_1), _unchecked_or(policy.policy_2)
+
+    def either(prim, *in_types, **params):
+        return (sp._answer(first, prim, in_types, params)
+                or sp._answer(second, prim, in_types, params))
+    either.__name__ = f"unchecked_or({sp.policy_name(first)}, {sp.policy_name(second)})"
+    return either
+
+
+def _save_from_both_unchecked(ctx):
+    """The spec refused a save_from_both_policies of a non-boolean answer
+    (PolicyCombinationError) where JAX computed; for the residuals, JAX's are
+    the spec's with every such policy Python's `or` of its two answers."""
+    if not isinstance(ctx.spec_error, sp.PolicyCombinationError) or ctx.implementation != "remat2":
+        return False
+    if ctx.property != "residuals":
+        return True
+    want = ctx.residuals_with(_unchecked_or)
+    return _normalised_against(ctx, want) == want
+
+
 def _remat3_zero_input_tangents(ctx):
     """remat3 instantiates the tangents of a checkpoint's inputs
     (RematTraced.jvp/linearized: `map(ad_util.instantiate, tangents)`), so a
@@ -1139,17 +1202,49 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
     on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
     found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
+    return unused_outputs_out(prog, lambda e: e.primitive is remat_p, lambda e: True)
+
+
+def _staged_whole(e: Eqn) -> bool:
+    """`e` is a checkpoint, call, scan or cond: an equation whose JVP JAX's
+    partial evaluation stages as one equation computing every output's tangent."""
+    from spec.prims_call import call_p
+    from spec.prims_control import cond_p
+    from spec.prims_scan import scan_p
+    return e.primitive in (remat_p, call_p, scan_p, cond_p)
+
+
+def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float output nothing reads of each checkpoint,
+    call, scan and cond that the program's outputs depend on made a program
+    output (threaded out through the calls, cond branches and scan bodies
+    around it, not through checkpoints), and how many were: linearization
+    before direct linearization (pe.JaxprTrace, jax <= 0.6.2) stages the
+    tangent of such an equation as one equation for every output, unused or
+    not, and keeps the residuals that needs; a checkpoint's own body is
+    partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
+    pe.dce_jaxpr), so nothing inside one is kept."""
+    return unused_outputs_out(prog, _staged_whole,
+                              lambda e: e.primitive is not remat_p)
+
+
+def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
+    """`prog` with every float output that nothing live reads of each live
+    equation e with selects(e) made an output of the program, threaded out
+    through the sub-programs of the live equations with enters(e)
+    (`_unused_outputs_threaded`), and how many were. Dead equations (no
+    program output depends on them, no effect) are left as they are."""
     from spec.ir import is_float
     live, used = _live(prog)
     eqns, extra = [], []
     for e in prog.eqns:
-        if id(e) not in live:
+        if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
             eqns.append(e)
             continue
-        params, new_types = _unused_outputs_threaded(e)
+        params, new_types = _unused_outputs_threaded(e, selects, enters) if enters(e) else (e.params, [])
         new = [Var(t) for t in new_types]
         extra += new
-        if e.primitive is remat_p:
+        if selects(e):
             extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
         eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
@@ -1169,15 +1264,16 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
-    """`e`'s params with the unused checkpoint outputs of its sub-programs
-    made their outputs (`unused_checkpoint_outputs_out`), and the types of
-    the outputs that adds to `e`."""
+def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tuple[dict, list]:
+    """`e`'s params with the unused outputs of its sub-programs made their
+    outputs (`unused_outputs_out`), and the types of the outputs that adds
+    to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
+    cond's branches (the other branches return zeros there)."""
     from spec.prims_call import call_p
     from spec.prims_control import cond_p
     from spec.prims_scan import scan_p
     if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_checkpoint_outputs_out(e.params["jaxpr"])
+        body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
         if not n:
             return e.params, []
         new = body.out_types[len(body.outputs) - n:]
@@ -1185,7 +1281,7 @@ def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
             new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
         return dict(e.params, jaxpr=body), new
     if e.primitive is cond_p:
-        split = [unused_checkpoint_outputs_out(b) for b in e.params["branches"]]
+        split = [unused_outputs_out(b, selects, enters) for b in e.params["branches"]]
         if not any(n for _, n in split):
             return e.params, []
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
@@ -1197,6 +1293,35 @@ def _unused_outputs_threaded(e: Eqn) -> tuple[dict, list]:
                                     input_names=b.input_names))
         return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
     return e.params, []
+
+
+def _linearize_keeps_unused_outputs(ctx):
+    """remat2 (the one implementation before 0.10.2), and JAX's residuals are
+    the spec's of the program with the unused outputs JAX's linearization
+    keeps made program outputs (`unused_linearize_outputs_out`), and not
+    those of the program itself."""
+    import dataclasses
+    if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    kept, n = unused_linearize_outputs_out(ctx.program)
+    if not n:
+        return False
+    as_written = lambda policy: policy
+    want = dataclasses.replace(ctx, program=kept).residuals_with(as_written)
+    return (_normalised_against(ctx, want) == want
+            and ctx.jax_residuals != ctx.residuals_with(as_written))
+
+
+def _normalised_against(ctx, want: list) -> list:
+    """JAX's list with the installed release's naming normalisations applied
+    again, against the modelled list `want` (the check normalised it against
+    the spec's, which lacks the modelled entries: `output of pjit` for an
+    unused output of a jit before 0.4.34)."""
+    got = ctx.jax_residuals
+    for norm in NORMALIZATIONS:
+        if holds(norm.releases):
+            got = norm.apply(ctx.implementation, got, want, ctx.program, {})
+    return got
 
 
 def _remat3_unused_outputs_read(ctx):
@@ -1296,10 +1421,11 @@ def _literals_left_out(got: list, want: list) -> bool:
 def _constant_type_literals(got, want, ctx):
     """The lists differ only in scalar literals the baseline saves and JAX
     does not: JAX's list is the baseline's with some "from a literal"
-    entries left out. (Under remat3 the baseline may be the remat3 model's:
-    found by the fuzzer, a literal of an equation outside a checkpoint
-    whose policy remat3 does not apply, and one beside a checkpoint's
-    unused output.)"""
+    entries left out. (The baseline may be the remat3 model's: found by the
+    fuzzer, a literal of an equation outside a checkpoint whose policy
+    remat3 does not apply, and one beside a checkpoint's unused output; or,
+    before direct linearization, the spec's of the program with its staged
+    equations' unused outputs used: found on jax 0.4.25.)"""
     return _literals_left_out(got, want)
 
 
@@ -1309,6 +1435,11 @@ def remat3_modelled(ctx) -> list:
     remat3-saves-for-unused-checkpoint-outputs, or with the float0-tangent
     defect, shows one of those)."""
     return ctx.remat3_lists()
+
+
+def _active(name: str) -> bool:
+    """The divergence `name` can hold on the installed JAX (Divergence.active)."""
+    return next(d for d in DIVERGENCES if d.name == name).active()
 
 
 @additive
@@ -1335,19 +1466,39 @@ _LOOP_OUTPUTS = ("output of scan", "output of cond")
 
 
 @additive
+def _jit_residual_order(got, want, ctx):
+    """Same residuals as the baseline, only outputs of jitted functions
+    (and of scans and conds, `_scan_residual_order`'s) out of place, at
+    least one jit's."""
+    import collections
+    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
+    moved = [(g, w) for g, w in zip(got, want) if g != w]
+    return (bool(moved) and collections.Counter(got) == collections.Counter(want)
+            and all((jit(g[1]) or g[1] in _LOOP_OUTPUTS) and (jit(w[1]) or w[1] in _LOOP_OUTPUTS)
+                    for g, w in moved)
+            and any(jit(g[1]) for g, _ in moved))
+
+
+@additive
 def _atan2_old_jvp(got, want, ctx):
     """Per atan2 equation of a type: the baseline's `output of div` (y's
-    tangent factor) replaced by an `output of neg` and an `output of add`."""
+    tangent factor) replaced by an `output of neg` and an `output of add`;
+    for one in a jit body, whose saved values are all outputs of the jitted
+    function, one more of them (found on 0.4.25 under jit)."""
     import collections
     extra, missing = _difference(got, want)
+    in_jits = collections.Counter((str(e.outputs[0].type), _JIT_OUTPUT) for c in _eqns(ctx.program)
+                                  if c.primitive.name == "call"
+                                  for e in _eqns(c.params["jaxpr"]) if e.primitive.name == "atan2")
     atan2s = collections.Counter(str(e.outputs[0].type) for e in _eqns(ctx.program) if e.primitive.name == "atan2")
-    if not missing or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
+    if not (missing or extra) or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
         return False
     want = collections.Counter()
     for (t, _), n in missing.items():
         want[(t, "output of neg")] += n
         want[(t, "output of add")] += n
-    return extra == want
+    in_jit_extra = _jit_outputs_alike(extra) - want
+    return not (want - _jit_outputs_alike(extra)) and not (in_jit_extra - in_jits)
 
 
 def _missing_rule(kind: str):
@@ -1360,15 +1511,92 @@ def _missing_rule(kind: str):
     return applies
 
 
+def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections.Counter":
+    """The entries saved_residuals gives a custom_vjp_call's primal outputs
+    saved as residuals (lax.tie_p ties them to the tangents): per output of
+    one in a scan body an `output of scan` (stacked), in a jit body an
+    `output of jitted function 'f'`; with `top_level`, of one at the top
+    level, what the forward rule (inlined) computes it with."""
+    import collections
+    from spec.partial_eval import source_of
+    out = collections.Counter()
+    for e in prog.eqns if top_level else ():
+        if e.primitive.name == "custom_vjp_call":
+            body = e.params["jaxpr"]
+            out.update((str(v.type), str(source_of(b, body))) for v, b in zip(e.outputs, body.outputs))
+    for e in _eqns(prog):
+        if e.primitive.name in ("scan", "call"):
+            ties = [v for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"
+                    for v in c.outputs]
+            if e.primitive.name == "scan":
+                out.update((str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)), "output of scan")
+                           for v in ties)
+            else:
+                out.update((str(v.type), _JIT_OUTPUT) for v in ties)
+    return out
+
+
+_JIT_OUTPUT = "output of a jitted function"    # `output of jitted function 'f'`, `output of pjit`
+
+
+def _jit_outputs_alike(entries) -> "collections.Counter":
+    import collections
+    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
+    out = collections.Counter()
+    for (t, s), n in entries.items():
+        out[(t, _JIT_OUTPUT if jit(s) else s)] += n
+    return out
+
+
+def _custom_vjp_outputs_saved(got, want, ctx, top_level: bool) -> bool:
+    """JAX's list `got` is the baseline `want` plus some of the entries of
+    custom_vjp outputs saved as residuals (`_custom_vjp_outputs_as_saved`),
+    at least one."""
+    extra, missing = _difference(got, want)
+    return not missing and bool(extra) and not (_jit_outputs_alike(extra)
+                                                - _custom_vjp_outputs_as_saved(ctx.program, top_level))
+
+
 @additive
 def _custom_vjp_output_in_scan(got, want, ctx):
-    """JAX's list is the baseline's plus `output of scan` entries, at most
-    one per output of a custom_vjp_call inside a scan body."""
-    extra, missing = _difference(got, want)
-    outputs = sum(len(e.outputs) for s in _eqns(ctx.program) if s.primitive.name == "scan"
-                  for e in _eqns(s.params["jaxpr"]) if e.primitive.name == "custom_vjp_call")
-    return (not missing and bool(extra) and all(src == "output of scan" for _, src in extra)
-            and sum(extra.values()) <= outputs)
+    """JAX's list is the baseline's plus entries of the outputs of
+    custom_vjp calls in scan or jit bodies saved as residuals."""
+    return _custom_vjp_outputs_saved(got, want, ctx, top_level=False)
+
+
+@additive
+def _custom_vjp_output_anywhere(got, want, ctx):
+    """... of a custom_vjp call at the top level too (not only in bodies)."""
+    return (_custom_vjp_outputs_saved(got, want, ctx, top_level=True)
+            and not _custom_vjp_outputs_saved(got, want, ctx, top_level=False))
+
+
+@additive
+def _sort_jvp_int32_permutation(got, want, ctx):
+    """JAX's list is the baseline's with some `u32[s..., 1]` entries (the
+    permutation sort's JVP gathers with, s a sort operand's shape) `i32`
+    instead, same provenance, at most one per sort equation."""
+    sorts = [e.inputs[0].type.shape + (1,) for e in _eqns(ctx.program) if e.primitive.name == "sort"]
+    changed = [(g, w) for g, w in zip(got, want) if g != w]
+    if len(got) != len(want) or not changed or len(changed) > len(sorts):
+        return False
+    for (gt, gs), (wt, ws) in changed:
+        shape = wt[len("u32"):]
+        if not (gs == ws and wt.startswith("u32[") and gt == "i32" + shape
+                and any(shape == str(ArrayType(sh, np.uint32))[len("u32"):] for sh in sorts)):
+            return False
+    return True
+
+
+def _linearized_zero_output_leaks(ctx):
+    """A transformation stack's numbers (the stack ends in linearize: its
+    jit returns the linear function, a second jit calls it), and JAX raised
+    the error the known output of such a function raises there: an escaped
+    tracer (before 0.6) or an unhashable Literal in its static data."""
+    e = ctx.error
+    return (ctx.property == "stack" and e is not None and (
+        (type(e).__name__ == "UnexpectedTracerError" and "DynamicJaxprTracer" in str(e))
+        or (isinstance(e, TypeError) and "unhashable type: 'Literal'" in str(e))))
 
 
 @additive
@@ -1717,6 +1945,26 @@ DIVERGENCES = [
         "print('remat3:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # remat2: 2, remat3: 3",
         _remat3_unused_outputs_read, releases=REMAT3),
     Divergence(
+        "linearize-keeps-unused-outputs-of-staged-equations",
+        "Before direct linearization (the default from jax 0.7.0, jax-ml/jax a7ed048afa; verified "
+        "on 0.4.25, 0.4.36 and 0.6.2, and gone there with jax_use_direct_linearize on) "
+        "linearization is jvp + pe.JaxprTrace partial evaluation, which stages the tangent of a "
+        "checkpoint, jit, scan or cond as one equation computing every output's tangent, so a "
+        "float output nothing reads keeps the residuals its tangent needs: "
+        "checkpoint(lambda r: (sin(r), r))(a * b)[1] saves a * b, jit(lambda r: (sin(r), 2 * r))"
+        "[1] saves cos(r), a scan's unused stacked output its cos. Inside a checkpoint nothing is "
+        "kept (remat_partial_eval DCEs its body as a jaxpr). Wasted memory; gradients are right. "
+        "0.10.2 (and the spec) drop them. The predicate: remat2, and JAX's residuals are exactly "
+        "the spec's for the program with every unused float output of such an equation that the "
+        "outputs depend on made a program output (threaded out through calls, cond branches, "
+        "whose other branches return zeros, and scan bodies, stacked, not through checkpoints), "
+        "and not for the program itself.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
+        "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",
+        _linearize_keeps_unused_outputs, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
         "remat3-cond-saves-float0-tangents-of-integer-outputs",
         "Under jax_remat3 (jax 0.10.2) a cond whose branch holds a checkpoint with an integer "
         "output saves that output's float0 tangent as a residual (\"output of cond\"), with the "
@@ -1758,14 +2006,32 @@ DIVERGENCES = [
         "# stacked first",
         _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
     Divergence(
-        "custom-vjp-in-scan-saves-its-output",
+        "jit-residuals-in-another-order",
+        "Before direct linearization (the default from jax 0.7.0; verified on 0.4.25, 0.4.36 "
+        "and 0.6.2, gone there with jax_use_direct_linearize on) a jit's partial evaluation "
+        "(pe.JaxprTrace) orders the residual outputs of its known half by the outputs that "
+        "need them, not in the order the body computes them (0.10.2, which the spec models): "
+        "jit(lambda a, b: (sin(a), sin(b))[::-1]) saves cos(b) before cos(a) (found by the "
+        "fuzzer on 0.4.25). Same values, same memory. The predicate: the lists are equal as "
+        "multisets and only outputs of jitted functions (and of scans and conds) are out of "
+        "place, at least one jit's.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = jax.jit(lambda a, b: (jnp.sin(a), jnp.sin(b))[::-1])\n"
+        "shapes = [a.shape for a, _ in saved_residuals(f, 0.5, jnp.ones(3))]\n"
+        "print('by the outputs' if shapes == [(3,), ()] else 'in the order the body computes them')  "
+        "# by the outputs",
+        _jit_residual_order, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "custom-vjp-in-scan-or-jit-saves-its-output",
         "From jax 0.4.16 (jax-ml/jax 70b58bbd30) to 0.6.0 a custom_vjp function's JVP ties its "
         "primal outputs to the tangents (`lax.tie_p.bind(primals_out, tangents_out)`), so "
         "linearizing one inside a scan body saves its primal output as a residual the backward "
-        "pass never needs (an extra stacked `output of scan`); jax-ml/jax 74938be845 (0.6.1) "
-        "removed the tie. docs/historic_bugs.md has the reproducer. The predicate: JAX's list "
-        "is the spec's plus `output of scan` entries, at most one per custom_vjp output in a "
-        "scan body.",
+        "pass never needs (an extra stacked `output of scan`), and inside a jit body as well "
+        "(an extra `output of jitted function`: measured on 0.4.25 and 0.4.36, not on 0.6.2); "
+        "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
+        "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
+        "output of a custom_vjp in a scan or jit body (of the stacked type, or its own).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"
@@ -1774,6 +2040,74 @@ DIVERGENCES = [
         "n = len(jax._src.ad_checkpoint.saved_residuals(f, 1.0))\n"
         "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
         _custom_vjp_output_in_scan, releases=Releases("0.4.25", "0.6.1")),
+    Divergence(
+        "linearized-function-with-a-zero-output-fails-under-jit",
+        "Before jax 0.7.0 (0.4.25, 0.4.36 and 0.6.2 measured; 0.7.0 passes with direct "
+        "linearization on or off) the linear function jax.linearize returns inside a jit, when "
+        "one of its outputs has a zero tangent (an output that does not depend on the "
+        "linearized inputs: the gradient of an input the function never reads), keeps that "
+        "output as a known value in its static data (api._lift_linearized's out_pvals): "
+        "returned from the jit and called under another jit it raises UnexpectedTracerError "
+        "(an escaped DynamicJaxprTracer, 0.4.x) or TypeError: unhashable type: 'Literal' "
+        "(0.6.2). docs/historic_bugs.md has the reproducer (found by a campaign on 0.4.25: "
+        "stack `linearize o grad`). The spec computes the tangents. The predicate: the stack "
+        "property (only a stack ending in linearize returns a linear function from its jit), "
+        "and JAX raised exactly one of these two errors.",
+        "f_lin = jax.jit(lambda x: jax.linearize(lambda x: (jnp.sin(x), jnp.zeros(())), x)[1])(1.0)\n"
+        "jax.jit(lambda f, t: f(t))(f_lin, 1.0)  # raises",
+        _linearized_zero_output_leaks, releases=Releases("0.4.25", "0.7.0")),
+    Divergence(
+        "save-from-both-policies-answers-either-answer",
+        "Before jax 0.4.38 save_from_both_policies(p1, p2) is `p1(...) or p2(...)`: Python's "
+        "`or` of the two answers, bools or not, so combined with an offload policy (whose "
+        "answers are pe.Recompute / pe.Saveable / pe.Offloadable) it answers the first truthy "
+        "one; from 0.4.38 (the release wheels' ad_checkpoint.py: 0.4.37 has no check, 0.4.38 "
+        "has it) it raises ValueError for a non-bool answer, as the spec does "
+        "(PolicyCombinationError; found by a campaign on 0.4.36). The predicate: remat2, the "
+        "spec raised PolicyCombinationError where JAX computed, and for the residuals JAX's "
+        "list is the spec's with every such combination Python's `or` of its answers.",
+        "from jax import checkpoint_policies as cp\n"
+        "p = cp.save_from_both_policies(cp.nothing_saveable, cp.save_and_offload_only_these_names(\n"
+        "    names_which_can_be_saved=['a'], names_which_can_be_offloaded=[], offload_src='device', "
+        "offload_dst='pinned_host'))\n"
+        "f = jax.checkpoint(lambda x: jnp.sin(checkpoint_name(jnp.sin(x), 'a')), policy=p)\n"
+        "try:\n"
+        "    computed = jax.grad(f)(1.0) is not None\n"
+        "except ValueError:   # The return value of the policies should be a boolean\n"
+        "    computed = False\n"
+        "print('computed:', computed)  # computed: True",
+        _save_from_both_unchecked, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "sort-jvp-permutation-is-int32",
+        "Before jax 0.4.38 sort's JVP rule (jax/_src/lax/lax.py _sort_jvp) sorts an int64 iota "
+        "along (int32 without x64) to gather the tangents with; from 0.4.38 (and in the spec, "
+        "as 0.10.2) a uint64 one (uint32), so the saved permutation is `i32[..., 1]` where the "
+        "spec saves `u32[..., 1]` (found checking jnp.sort on 0.4.36; the release wheels' "
+        "lax.py: np.int64 in 0.4.37, np.uint64 in 0.4.38). Same values, same memory. The "
+        "predicate: the lists differ only in entries of the same provenance that are `u32[s, "
+        "1]` in the spec's and `i32[s, 1]` in JAX's, s a sort operand's shape, at most one per "
+        "sort.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
+        "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
+        _sort_jvp_int32_permutation, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "custom-vjp-saves-its-output",
+        "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "
+        "tangents (`lax.tie_p`, jax-ml/jax 70b58bbd30; see custom-vjp-in-scan-or-jit-saves-its-output) "
+        "makes linearization save the primal output also where the custom_vjp is called at the "
+        "top level: s(x) = sin(x) with fwd (sin(x), cos(x)) saves `output of sin` and `output of "
+        "cos`, where the backward pass reads only cos(x) (found checking a custom_vjp on "
+        "0.4.25). Wasted memory; gradients are right. The predicate: JAX's list is the spec's "
+        "plus entries, at most one per output of a custom_vjp at the top level (named as the "
+        "forward rule computes it) or in a scan or jit body, at least one at the top level.",
+        "@jax.custom_vjp\n"
+        "def s(x):\n"
+        "    return jnp.sin(x)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))\n"
+        "n = len(jax._src.ad_checkpoint.saved_residuals(s, 1.0))\n"
+        "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
+        _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.36")),
     Divergence(
         "jvp-partial-eval-saves-a-zero-power-s-literal",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "

@@ -253,9 +253,15 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
 
 
 def trace_jax(fn, *args) -> Program:
-    """jax.make_jaxpr(fn)(*args), converted to a spec Program."""
+    """jax.make_jaxpr(fn)(*args), converted to a spec Program. Its inputs
+    carry fn's argument names on every release: where the jaxpr keeps none
+    (0.4.2x), the names saved_residuals gives them (fn's signature)."""
     import jax
-    return from_jaxpr(jax.make_jaxpr(fn)(*args))
+    closed = jax.make_jaxpr(fn)(*args)
+    names = None
+    if jx.arg_names(closed.jaxpr) is None:
+        names = jx.signature_names(fn, args, {})
+    return from_jaxpr(closed, input_names=names)
 
 
 def subjaxprs(eqn) -> list:

@@ -209,9 +209,12 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
     if layer.kind == "grad":
         return spec.grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
     if layer.kind in REVERSE_KINDS:
-        vp = spec.vjp_program(_select(prog, level.float_outputs))
-        floats = [i for i, t in enumerate(level.in_types) if is_float(t.dtype)]
-        return _select(vp, [floats.index(i) for i in level.diff_positions])
+        # the level's other inputs are closed over by the stack's jax.vjp, so
+        # held constant: linearized with zero tangents, not differentiated
+        # and their cotangents dropped (which would leave the tangent
+        # equations they need in the program as dead code, and change which
+        # values the next layer's linearization saves, and in what order)
+        return spec.vjp_program(_select(prog, level.float_outputs), diff=level.diff)
     return spec.vmap(prog, list(layer.in_axes), list(layer.out_axes), axis_size=layer.size)
 
 

@@ -34,9 +34,16 @@ class Linearized:
     diff_outputs: list[bool]     # which outputs have a tangent
 
 
-def linearize(prog: Program) -> Linearized:
-    """Linearize `prog` at symbolic primals (program to programs)."""
-    diff_in = [is_differentiable(t) for t in prog.in_types]
+def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
+    """Linearize `prog` at symbolic primals (program to programs).
+
+    `diff[i]` (default: every float input) says which inputs are
+    differentiated; the others are held constant (a zero tangent), as the
+    arguments a JAX function closes over rather than differentiates
+    (`jax.vjp(lambda d: f(d, w), x)`, `jax.grad(f, argnums)`): no tangent
+    equation reads a value for their sake, so they change which values are
+    residuals and the order of the rest."""
+    diff_in = _diff_inputs(prog, diff)
     diff_out = [is_differentiable(t) for t in prog.out_types]
     jp, out_nz = jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
     n_in, n_tan = len(prog.inputs), sum(diff_in)
@@ -65,6 +72,15 @@ def linearize(prog: Program) -> Linearized:
                 for t, d, nz in zip(prog.out_types, diff_out, out_nz + [False] * 0) if d]
         linear = b.build(res + tangents, outs)
     return Linearized(forward, linear, pe.residuals, diff_in, diff_out)
+
+
+def _diff_inputs(prog: Program, diff: Sequence[bool] | None) -> list[bool]:
+    """Which inputs of `prog` have a tangent: the float ones `diff` marks."""
+    if diff is None:
+        return [is_differentiable(t) for t in prog.in_types]
+    if len(diff) != len(prog.inputs):
+        raise ValueError(f"diff has {len(diff)} entries for {len(prog.inputs)} inputs")
+    return [bool(d) and is_differentiable(t) for d, t in zip(diff, prog.in_types)]
 
 
 def vjp(prog: Program, *primals):
@@ -98,11 +114,12 @@ def saved_residuals(prog: Program, *types: ArrayType) -> list[Residual]:
     return linearize(prog).residuals
 
 
-def vjp_program(prog: Program) -> Program:
+def vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:
     """The whole reverse pass as one program: (primals..., cotangents of the
-    float outputs...) -> cotangents of the float inputs. Composable with
-    every other transformation (jvp of it is forward-over-reverse)."""
-    lin = linearize(prog)
+    float outputs...) -> cotangents of the differentiated inputs (`diff`, as
+    in `linearize`: by default every float input). Composable with every
+    other transformation (jvp of it is forward-over-reverse)."""
+    lin = linearize(prog, diff)
     n_res = len(lin.residuals)
     backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
     n_out = len(prog.outputs)
@@ -120,14 +137,18 @@ def vjp_program(prog: Program) -> Program:
 
 def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
     """The gradient program of a program with one scalar float output:
-    same inputs, outputs d out / d inputs[argnums]."""
+    same inputs, outputs d out / d inputs[argnums]; the other inputs are
+    held constant (linearized with zero tangents), as jax.grad holds them."""
     if len(prog.outputs) != 1 or prog.out_types[0].shape != () or not is_differentiable(prog.out_types[0]):
         raise TypeError(f"grad needs a program with one scalar float output, got {prog.out_types}")
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not is_differentiable(prog.in_types[i]):
             raise TypeError(f"grad with respect to input {i} of type {prog.in_types[i]} (not a float)")
-    lin = linearize(prog)
+    # jax.grad differentiates argnums only: the other arguments are closed
+    # over, zero tangents (jax/_src/api.py:536-539 in 0.10.2:
+    # `f_partial, dyn_args = argnums_partial2(...)`; `vjp(f_partial, *dyn_args)`)
+    lin = linearize(prog, [i in nums for i in range(len(prog.inputs))])
     n_res = len(lin.residuals)
     backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
     with building() as b:

@@ -372,3 +372,60 @@ def test_a_reproducer_of_a_raising_side_runs_jax_s_side(monkeypatch, tmp_path):
     assert run.returncode != 0
     assert "JAX raised ValueError where the spec computes a result" in run.stderr, run.stderr[-2000:]
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------
+# a reverse layer holds the level's other inputs constant
+
+def _weighted_program():
+    """(x, w) -> sin(x) * w: x differentiated, w held constant."""
+    return spec.trace(lambda x, w: ops.sin(x) * w, spec.f32[3], spec.f32[3])
+
+
+def test_vjp_program_of_the_differentiated_inputs_only():
+    """vjp_program(diff=...) returns the cotangents of the marked inputs
+    only, with the values of numpy's d/dx sum(ct * sin(x) * w) = ct * cos(x) * w."""
+    prog = _weighted_program()
+    x, w, ct = (np.array([0.3, -0.7, 1.2], np.float32), np.array([1.5, -0.5, 2.0], np.float32),
+                np.array([0.25, 1.0, -3.0], np.float32))
+    back = spec.vjp_program(prog, diff=[True, False])
+    (ct_x,) = spec.evaluate(back, x, w, ct)
+    np.testing.assert_allclose(ct_x, ct * np.cos(x.astype(np.float64)) * w, rtol=1e-6)
+    assert len(spec.vjp_program(prog).outputs) == 2
+
+
+def test_a_held_input_is_no_reason_to_save_anything():
+    """With w held constant, mul's tangent is x_dot' * w only (JAX's mul
+    JVP, jax/_src/lax/lax.py `defjvp(mul_p, lambda xdot, x, y: mul(xdot, y),
+    lambda ydot, x, y: mul(x, ydot))`: the second term is not built for a
+    zero ydot), so sin(x), which only w's term reads, is no residual; with
+    w differentiated it is. grad holds the inputs outside argnums constant
+    the same way (jax.grad closes over them)."""
+    prog = _weighted_program()
+    held = [str(r) for r in spec.linearize(prog, [True, False]).residuals]
+    both = [str(r) for r in spec.linearize(prog).residuals]
+    assert "f32[3] output of sin" not in held and "f32[3] output of sin" in both
+    loss = spec.trace(lambda x, w: ops.reduce_sum(ops.sin(x) * w, (0,)), spec.f32[3], spec.f32[3])
+    assert "sin" not in {e.primitive.name for e in spec.grad(loss, argnums=0).eqns}
+
+
+def test_vjp_layer_over_vmapped_grad_saves_in_jax_s_order():
+    """Found by the ci draws (pristine jax 0.10.2): under an outer jit,
+    vjp o vmap o grad of (sin(a) * a, b / c), a batched along its last axis.
+    JAX's vjp layer closes over the grad layer's weights (zero tangents), so
+    the batched backward jit's `mul(transpose(b'), w')` saves only w' there
+    and transpose(b') becomes a residual of saved_residuals' own
+    linearization, listed after that jit's outputs. The spec's vjp layer
+    differentiated the weights too and dropped their cotangents, which made
+    transpose(b') a residual of the layer, listed one place earlier. The
+    stack's saved residuals are JAX's, measured live."""
+    pytest.importorskip("jax")
+    from fuzz import properties
+    from oracle.spellings import Spelling
+
+    prog = spec.trace(lambda a, b, c: (ops.sin(a) * a, b / c), spec.f32[3], spec.f32[()], spec.f32[()])
+    stack = S.Stack((S.Layer("grad"), _vmap((-1, None, 0, 1, None), (0, 0, 0)), S.Layer("vjp")))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                      spelling=Spelling(jit=True), only=(S.STACK_RESIDUALS, S.STACK))
+    assert [(r.property, r.status) for r in report.results] == [
+        (S.STACK, "ok"), (S.STACK_RESIDUALS, "ok")], str(report)

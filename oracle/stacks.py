@@ -204,6 +204,11 @@ def _loss_program(prog: Program, level: Level) -> Program:
 def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
     n = len(prog.outputs)
     if layer.kind in FORWARD_KINDS:
+        if layer.kind == "linearize":
+            # jax.linearize partially evaluates the JVP, so every checkpoint's
+            # policy is asked (and may refuse, as a save_from_both_policies of
+            # an offload policy does: ci-draw finding); its values are the JVP's
+            spec.linearize(prog, diff=list(level.diff))
         jp, _ = spec.jvp_program(prog, nonzeros=list(level.diff))
         return _select(jp, range(n, len(jp.outputs)))
     if layer.kind == "grad":

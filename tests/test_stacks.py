@@ -429,3 +429,33 @@ def test_vjp_layer_over_vmapped_grad_saves_in_jax_s_order():
                                       spelling=Spelling(jit=True), only=(S.STACK_RESIDUALS, S.STACK))
     assert [(r.property, r.status) for r in report.results] == [
         (S.STACK, "ok"), (S.STACK_RESIDUALS, "ok")], str(report)
+
+
+@pytest.mark.parametrize("kind, status", [("linearize", "not applicable"), ("jvp", "ok")])
+def test_a_linearize_layer_asks_the_checkpoint_s_policy(kind, status):
+    """Found by the ci draws: jax.linearize partially evaluates, so a
+    save_from_both_policies of an offload policy refuses (JAX raises
+    ValueError, measured here), where jax.jvp asks no policy. The spec's
+    linearize layer asks it too: 'not applicable' (both raise), never a
+    Mismatch."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    from fuzz import properties
+    from oracle.from_jax import trace_jax
+
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.save_only_these_names("a"),
+                                        cp.offload_dot_with_no_batch_dims("device", "pinned_host"))
+
+    def body(d):
+        checkpoint_name(d, "a")
+        return jnp.sin(d), d
+    f = lambda a: jax.checkpoint(body, policy=policy)(a)[0]
+    with pytest.raises(ValueError, match="should be a boolean"):
+        jax.linearize(f, np.float32(0.5))
+    stack = S.Stack(layers=(S.Layer(kind=kind, in_axes=(), out_axes=(), size=2),))
+    report = properties.oracle_agrees(trace_jax(f, np.float32(0.5)), implementations=("remat2",), stack=stack,
+                                      only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == status

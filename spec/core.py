@@ -365,5 +365,17 @@ def instantiate(t):
     return zeros_like_type(t.type) if isinstance(t, Zero) else t
 
 
+def linear_jvp(fn):
+    """JAX's ad.linear_jvp (deflinear, deflinear2): the tangent of a linear
+    primitive is the primitive applied to the tangents, every zero among
+    them instantiated unless all are zero."""
+    def rule(primals, tangents, **params):
+        ans = fn(*primals, **params)
+        if all(isinstance(t, Zero) for t in tangents):
+            return ans, None
+        return ans, fn(*[instantiate(t) for t in tangents], **params)
+    return rule
+
+
 def is_differentiable(t: ArrayType) -> bool:
     return is_float(t.dtype)

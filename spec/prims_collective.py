@@ -40,7 +40,7 @@ from spec.ir import ArrayType
 from spec.prims_elementwise import _lit_like, div, mul, stop_gradient
 from spec.prims_reductions import reduce_min_p
 from spec.prims_indexing import iota
-from spec.prims_structural import (_linear_jvp, _transpose_reduce_sum, broadcast_in_dim, reduce_max_p,
+from spec.prims_structural import (linear_jvp, _transpose_reduce_sum, broadcast_in_dim, reduce_max_p,
                                    reduce_sum, reduce_sum_p, reshape)
 
 
@@ -184,7 +184,7 @@ def _psum_if_unmapped(v, size):
 
 shape_rules[psum_p] = _allreduce_shape(psum_p)
 eval_rules[psum_p] = _allreduce_eval(psum_p, reduce_sum_p)
-jvp_rules[psum_p] = _linear_jvp(lambda x, *, axes: bind(psum_p, x, axes=axes))    # ad.deflinear2
+jvp_rules[psum_p] = linear_jvp(lambda x, *, axes: bind(psum_p, x, axes=axes))    # ad.deflinear2
 transpose_rules[psum_p] = _psum_transpose
 axis_batch_rules[psum_p] = _collective_batcher(psum_p, _psum_if_unmapped)
 jax_facts[psum_p] = JaxFacts(
@@ -373,7 +373,7 @@ _GATHER_SCATTER_EMITTER = ("lambda x, axis_name, axis_size, tiled, **p: jax._src
                            "**p)")
 shape_rules[all_gather_p] = _gather_scatter_shape(all_gather_p, gather=True)
 eval_rules[all_gather_p] = _unbound(all_gather_p)
-jvp_rules[all_gather_p] = _linear_jvp(lambda x, **params: bind(all_gather_p, x, **params))   # ad.deflinear2
+jvp_rules[all_gather_p] = linear_jvp(lambda x, **params: bind(all_gather_p, x, **params))   # ad.deflinear2
 transpose_rules[all_gather_p] = _dual_transpose("reduce_scatter", "scatter_dimension")
 axis_batch_rules[all_gather_p] = _all_gather_batch
 jax_facts[all_gather_p] = JaxFacts("all_gather", _GATHER_SCATTER_EMITTER.format("all_gather"),
@@ -424,7 +424,7 @@ def _reduce_scatter_batch(axis, args, dims, *, scatter_dimension, axis_name, axi
 
 shape_rules[reduce_scatter_p] = _gather_scatter_shape(reduce_scatter_p, gather=False)
 eval_rules[reduce_scatter_p] = _unbound(reduce_scatter_p)
-jvp_rules[reduce_scatter_p] = _linear_jvp(lambda x, **params: bind(reduce_scatter_p, x, **params))
+jvp_rules[reduce_scatter_p] = linear_jvp(lambda x, **params: bind(reduce_scatter_p, x, **params))
 transpose_rules[reduce_scatter_p] = _dual_transpose("all_gather", "all_gather_dimension")
 axis_batch_rules[reduce_scatter_p] = _reduce_scatter_batch
 jax_facts[reduce_scatter_p] = JaxFacts("reduce_scatter", _GATHER_SCATTER_EMITTER.format("reduce_scatter"),

@@ -45,7 +45,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bin
                        primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import _lit_like, add_tangents, convert_element_type
-from spec.prims_structural import (PRECISION_TO_JAX, _linear_jvp, _pad_eval, broadcast_in_dim,
+from spec.prims_structural import (PRECISION_TO_JAX, linear_jvp, _pad_eval, broadcast_in_dim,
                                    canonicalize_precision, check_precision, pad, precision_from_jax,
                                    reshape, transpose)
 from spec.prims_structural import slice as slice_op
@@ -763,7 +763,7 @@ for _p, _kind in ((reduce_window_sum_p, "sum"), (reduce_window_max_p, "max"), (r
     eval_rules[_p] = _reduce_window_eval(_kind)
     batch_rules[_p] = _reduce_window_batch(_p)
     jax_facts[_p] = JaxFacts(_p.name, _window_emitter(_p.name, "x"), from_jax=_window_from_jax)
-jvp_rules[reduce_window_sum_p] = _linear_jvp(lambda x, **p: bind(reduce_window_sum_p, x, **p))
+jvp_rules[reduce_window_sum_p] = linear_jvp(lambda x, **p: bind(reduce_window_sum_p, x, **p))
 transpose_rules[reduce_window_sum_p] = _reduce_window_sum_transpose
 jvp_rules[reduce_window_max_p] = _reduce_window_chooser_jvp(reduce_window_max_p, "ge")
 jvp_rules[reduce_window_min_p] = _reduce_window_chooser_jvp(reduce_window_min_p, "le")
@@ -1167,7 +1167,7 @@ def _reduce_precision_eval(x, *, exponent_bits, mantissa_bits):
 
 def _reduce_precision_jvp(primals, tangents, **params):
     """ad.deflinear: the tangent is rounded alike (JAX treats the rounding as linear)."""
-    return _linear_jvp(lambda x, **p: reduce_precision(x, **p))(primals, tangents, **params)
+    return linear_jvp(lambda x, **p: reduce_precision(x, **p))(primals, tangents, **params)
 
 
 shape_rules[reduce_precision_p] = _reduce_precision_shape
@@ -1201,7 +1201,7 @@ def copy(x):
 
 shape_rules[copy_p] = lambda x: [x]
 eval_rules[copy_p] = lambda x: np.array(x, copy=True)
-jvp_rules[copy_p] = _linear_jvp(lambda x: copy(x))
+jvp_rules[copy_p] = linear_jvp(lambda x: copy(x))
 transpose_rules[copy_p] = lambda ct, x: [Zero(x.type) if isinstance(ct, Zero) else copy(ct)]
 batch_rules[copy_p] = vectorized_batcher(copy_p)
 cost_rules[copy_p] = lambda x: 0
@@ -1290,7 +1290,7 @@ _SHARDING_TO_JAX = (
 
 shape_rules[sharding_constraint_p] = _sharding_constraint_shape
 eval_rules[sharding_constraint_p] = lambda x, **_: x
-jvp_rules[sharding_constraint_p] = _linear_jvp(lambda x, **p: bind(sharding_constraint_p, x, **p))
+jvp_rules[sharding_constraint_p] = linear_jvp(lambda x, **p: bind(sharding_constraint_p, x, **p))
 transpose_rules[sharding_constraint_p] = lambda ct, x, **p: [   # ad.deflinear2: the same constraint
     Zero(x.type) if isinstance(ct, Zero) else bind(sharding_constraint_p, ct, **p)]
 batch_rules[sharding_constraint_p] = _sharding_constraint_batch

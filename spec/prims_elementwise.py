@@ -17,7 +17,7 @@ import builtins
 import numpy as np
 
 from spec.batching import vectorized_batcher
-from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, batch_rules, bind,
+from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, batch_rules, bind, linear_jvp,
                        eval_rules, is_undefined, jax_facts, jvp_rules, primitive,
                        shape_rules, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
@@ -478,8 +478,12 @@ def _minmax_jvp(prim_fn):
 
 
 def _jvp_add_any(primals, tangents):
-    (x, y), (tx, ty) = primals, tangents
-    return add_any(x, y), add_tangents([tx, ty])
+    """ad.deflinear2(add_jaxvals_p, ...) (jax/_src/interpreters/ad.py:1168):
+    linear_jvp, so a zero tangent beside a nonzero one is instantiated
+    (`broadcast_in_dim 0.0` for an array: a known value the linearization
+    saves, found by the ci draws under jvp of vmap of grad), add_any of
+    the two."""
+    return linear_jvp(add_any)(primals, tangents)
 
 
 jvp_rules.update({

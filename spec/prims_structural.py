@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.core import (JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined,
+from spec.core import (JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined, linear_jvp,
                        jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
@@ -19,18 +19,6 @@ def _as_tuple(x, prim, name):
         return tuple(int(i) for i in x)
     except TypeError:
         raise PrimitiveError(prim, f"param {name} must be a sequence of ints, got {x!r}") from None
-
-
-def _linear_jvp(fn):
-    """deflinear: the tangent of a linear primitive is the primitive applied
-    to the tangent(s)."""
-    def rule(primals, tangents, **params):
-        ans = fn(*primals, **params)
-        if all(isinstance(t, Zero) for t in tangents):
-            return ans, None
-        from spec.core import instantiate
-        return ans, fn(*[instantiate(t) for t in tangents], **params)
-    return rule
 
 
 # ==========================================================================
@@ -83,7 +71,7 @@ def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
 
 shape_rules[broadcast_in_dim_p] = _broadcast_in_dim_shape
 eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_eval
-jvp_rules[broadcast_in_dim_p] = _linear_jvp(lambda x, **p: broadcast_in_dim(x, **p))
+jvp_rules[broadcast_in_dim_p] = linear_jvp(lambda x, **p: broadcast_in_dim(x, **p))
 transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_transpose
 
 
@@ -154,9 +142,9 @@ shape_rules[squeeze_p] = _squeeze_shape
 eval_rules[reshape_p] = lambda x, *, new_sizes, dimensions: x.reshape(new_sizes)
 eval_rules[transpose_p] = lambda x, *, permutation: np.transpose(x, permutation).copy()
 eval_rules[squeeze_p] = lambda x, *, dimensions: np.squeeze(x, axis=tuple(dimensions)) if dimensions else x
-jvp_rules[reshape_p] = _linear_jvp(lambda x, *, new_sizes, dimensions: reshape(x, new_sizes))
-jvp_rules[transpose_p] = _linear_jvp(lambda x, *, permutation: transpose(x, permutation))
-jvp_rules[squeeze_p] = _linear_jvp(lambda x, *, dimensions: squeeze(x, dimensions))
+jvp_rules[reshape_p] = linear_jvp(lambda x, *, new_sizes, dimensions: reshape(x, new_sizes))
+jvp_rules[transpose_p] = linear_jvp(lambda x, *, permutation: transpose(x, permutation))
+jvp_rules[squeeze_p] = linear_jvp(lambda x, *, dimensions: squeeze(x, dimensions))
 transpose_rules[reshape_p] = lambda ct, x, *, new_sizes, dimensions: [
     Zero(x.type) if isinstance(ct, Zero) else reshape(ct, x.type.shape)]
 transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
@@ -234,7 +222,7 @@ def _concatenate_eval(*xs, dimension):
 
 
 eval_rules[concatenate_p] = _concatenate_eval
-jvp_rules[concatenate_p] = _linear_jvp(lambda *xs, dimension: concatenate(xs, dimension))
+jvp_rules[concatenate_p] = linear_jvp(lambda *xs, dimension: concatenate(xs, dimension))
 transpose_rules[concatenate_p] = _transpose_concatenate
 
 
@@ -271,7 +259,7 @@ def _transpose_slice(ct, x, *, start_indices, limit_indices, strides):
 
 shape_rules[slice_p] = _slice_shape
 eval_rules[slice_p] = _slice_eval
-jvp_rules[slice_p] = _linear_jvp(lambda x, **p: bind(slice_p, x, **p))
+jvp_rules[slice_p] = linear_jvp(lambda x, **p: bind(slice_p, x, **p))
 transpose_rules[slice_p] = _transpose_slice
 
 
@@ -403,7 +391,7 @@ shape_rules[reduce_max_p] = _reduce_shape(reduce_max_p)
 eval_rules[reduce_sum_p] = _reduce_sum_eval
 eval_rules[reduce_max_p] = lambda x, *, axes: namespace(x).result(namespace(x).reduce_max(x, tuple(axes)),
                                                                   x.dtype)
-jvp_rules[reduce_sum_p] = _linear_jvp(lambda x, *, axes: reduce_sum(x, axes))
+jvp_rules[reduce_sum_p] = linear_jvp(lambda x, *, axes: reduce_sum(x, axes))
 jvp_rules[reduce_max_p] = _jvp_reduce_max
 transpose_rules[reduce_sum_p] = _transpose_reduce_sum
 

@@ -459,3 +459,27 @@ def test_a_linearize_layer_asks_the_checkpoint_s_policy(kind, status):
     report = properties.oracle_agrees(trace_jax(f, np.float32(0.5)), implementations=("remat2",), stack=stack,
                                       only=(S.STACK,))
     assert report.status(S.STACK, "remat2") == status
+
+
+def test_add_any_instantiates_a_zero_tangent_beside_a_nonzero_one():
+    """Found by the ci draws: under jvp of vmap of grad, the grad's
+    add_any of the two outputs' cotangents has one tangent zero (the
+    identity output's) and one not; add_any's JVP is JAX's linear_jvp
+    (ad.deflinear2), which instantiates the zero (`broadcast_in_dim 0.0`,
+    a known array the linearization saves: measured here). The spec's
+    add_any once skipped the zero and saved nothing for it."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from fuzz import properties
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(lambda a: (a, jnp.sin(a)), np.ones(2, np.float32))
+    stack = S.Stack(layers=(S.Layer(kind="grad", in_axes=(), out_axes=(), size=2),
+                            S.Layer(kind="vmap", in_axes=(0, 0, 0), out_axes=(0,), size=2),
+                            S.Layer(kind="jvp", in_axes=(), out_axes=(), size=2)))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                      only=(S.STACK_RESIDUALS,))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "ok"
+    assert any("broadcast_in_dim" in s for _, s in
+               [(str(r.type), str(r.source)) for r in spec.saved_residuals(S.spec_program(prog, stack))])

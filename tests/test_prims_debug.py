@@ -224,16 +224,23 @@ def _losses():
     return mlp
 
 
-@pytest.mark.parametrize("policy", ["None", "dots_saveable", "dots_with_no_batch_dims_saveable",
-                                    "everything_saveable", "save_h"])
-def test_oracle_check_loss_that_prints(policy, capsys):
-    jax = _jax()
-    import oracle
+def _policy_and_arguments(jax, policy: str):
+    """The JAX policy named `policy` ("None", "save_h", or a checkpoint_policies
+    name) and the losses' arguments w1, w2, x."""
     rng = np.random.default_rng(0)
     w1, w2 = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)
     x = rng.normal(size=(2, 3)).astype(np.float32)
     pol = {"None": None, "save_h": jax.checkpoint_policies.save_only_these_names("h")}.get(
         policy) or getattr(jax.checkpoint_policies, policy, None)
+    return pol, (w1, w2, x)
+
+
+@pytest.mark.parametrize("policy", ["None", "dots_saveable", "dots_with_no_batch_dims_saveable",
+                                    "everything_saveable", "save_h"])
+def test_oracle_check_loss_that_prints(policy, capsys):
+    jax = _jax()
+    import oracle
+    pol, (w1, w2, x) = _policy_and_arguments(jax, policy)
     report = oracle.check(_losses(), pol, w1, w2, x)
     assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)
 
@@ -268,11 +275,7 @@ CALLBACK_CHECKS = [(p, False) for p in ("None", "dots_saveable", "everything_sav
 def test_oracle_check_loss_that_calls_back(policy, ordered):
     jax = _jax()
     import oracle
-    rng = np.random.default_rng(0)
-    w1, w2 = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)
-    x = rng.normal(size=(2, 3)).astype(np.float32)
-    pol = {"None": None, "save_h": jax.checkpoint_policies.save_only_these_names("h")}.get(
-        policy) or getattr(jax.checkpoint_policies, policy, None)
+    pol, (w1, w2, x) = _policy_and_arguments(jax, policy)
     loss, seen = _callback_loss(ordered)
     report = oracle.check(loss, pol, w1, w2, x)
     assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)

@@ -31,7 +31,7 @@ backward pass depends on their shape:
 """
 from __future__ import annotations
 
-from spec.core import (JaxFacts, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
+from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
@@ -272,16 +272,18 @@ def _loop_invariant(known: Program, n_known_consts: int) -> set[int]:
 
 def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     """The part of `known` that computes `outputs` (loop-invariant) from the
-    known consts: the equations reading only consts and what those compute
-    (_scan_known_hoisting traces the known body with the consts known, so
-    only those are evaluated there), without dead code. An effect (a debug
-    print or callback) reading a carry or an xs stays in the loop only."""
+    known consts, without dead code. An effect (a debug print or callback)
+    is in it only where it reads consts and what they compute
+    (_scan_known_hoisting traces the known body with the consts known):
+    one reading a carry or an xs stays in the loop only."""
     invariant = {v.id for v in known.inputs[:n_known_consts]}
     eqns = []
     for e in known.eqns:
-        if all(not isinstance(a, Var) or a.id in invariant for a in e.inputs):
-            eqns.append(e)
+        reads_invariant = all(not isinstance(a, Var) or a.id in invariant for a in e.inputs)
+        if reads_invariant:
             invariant.update(v.id for v in e.outputs)
+        if reads_invariant or not has_effects(e):
+            eqns.append(e)
     body, _ = dce(Program(known.inputs, eqns, list(outputs)))
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
 

@@ -70,16 +70,19 @@ CASES = [
     # user policy naming sin) around a cos (whose derivative sin(x) is the
     # residual) or a sin whose output is one. With the rule-branch draws
     # (12 policy kinds and their pairs) seeds 0-3 found it at 586, 439, 63,
-    # 150 examples, shrunk to 6, 5, 8, 4 equations
-    Case("policy_ignores_sin", ("residuals",), seed=3, max_examples=300),
+    # 150 examples, shrunk to 6, 5, 8, 4 equations; with each pair of policy
+    # families drawn as often as a single kind (2026-12-03) seed 0 at 234 (2
+    # equations), seed 1 not within 300
+    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),
     # needs a checkpoint under save_only_these_names (or save_from_both_policies
     # with it) whose named value is a residual (regions bind the names their
     # policy mentions). Seeds 0-2: found at 196 (9 equations), 112 (3), not
-    # within 1200
-    Case("save_only_these_names_inverted", ("residuals",), seed=1, max_examples=300),
+    # within 1200; with the even policy-pair draws (2026-12-03) seeds 0-1 not
+    # within 300, seed 2 at 76 (3 equations)
+    Case("save_only_these_names_inverted", ("residuals",), seed=2, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

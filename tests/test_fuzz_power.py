@@ -80,9 +80,9 @@ CASES = [
     # needs a checkpoint under save_only_these_names (or save_from_both_policies
     # with it) whose named value is a residual (regions bind the names their
     # policy mentions). Seeds 0-2: found at 196 (9 equations), 112 (3), not
-    # within 1200; with the even policy-pair draws (2026-12-03) seeds 0-1 not
-    # within 300, seed 2 at 76 (3 equations)
-    Case("save_only_these_names_inverted", ("residuals",), seed=2, max_examples=300),
+    # within 1200; with the even policy-pair draws and debug_callback not
+    # drawn (2026-12-03) seed 0 at 154 (3 equations), 4 not within 300, 5 at 213
+    Case("save_only_these_names_inverted", ("residuals",), seed=0, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

@@ -263,7 +263,7 @@ def power_of_two_above(u: float) -> float:
 def _measure(device, level: str, config: str | None) -> float:
     import jax
     from jax import lax
-    precision = lax.Precision[level]
+    precision = getattr(lax.Precision, level)      # (not subscriptable before jax 0.4.3x)
 
     def dot(a, eye):
         a, eye = jax.device_put((a, eye), device)

@@ -97,6 +97,8 @@ def test_repro_shows_the_divergence_exactly_on_its_releases(d):
         pytest.skip(f"the repro needs jax_remat3, which jax {jax.__version__} does not have")
     proc = subprocess.run([sys.executable, "-c", REPRO_PREAMBLE + d.repro], capture_output=True,
                           text=True, timeout=300)
+    if not d.active() and "memory_kind to device_put via Shardings is not supported" in proc.stderr:
+        pytest.skip(f"the repro offloads, which jax {jax.__version__} cannot on this platform")
     shown = _shown(d, proc)
     where = f"jax {jax.__version__}, {d.name} declared for releases {d.releases} (flag {d.flag})"
     assert shown == d.active(), f"{where}: repro shows it: {shown}\n{proc.stdout + proc.stderr}"
@@ -601,6 +603,9 @@ def test_an_additive_divergence_composes_with_remat3_s_model():
     the jit's zero, which the additive divergence sees against that
     baseline. It does not over-match: one more non-scalar entry is not
     explained."""
+    import oracle
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -643,6 +648,9 @@ def test_a_jit_s_saved_zero_may_stand_for_the_spec_s_literal():
     function where the spec reads it as a literal: JAX's list is the spec's
     with that literal replaced. Not over-matched: a literal JAX lacks with no
     jitted output in its place, or a non-scalar one, is not explained."""
+    from oracle import divergences as dv_
+    if not dv_._active("jit-linearize-saves-an-instantiated-zero"):
+        pytest.skip("jit-linearize-saves-an-instantiated-zero holds only with direct linearization (jax >= 0.4.36)")
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -744,6 +752,9 @@ def test_unused_checkpoint_outputs_of_dead_checkpoints_are_not_saved(dead):
     remat3 model threads out the unused outputs of live checkpoints only,
     and the divergence is named in both cases (before, the dead one's were
     threaded out too, and the check reported a mismatch)."""
+    import oracle
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
     import numpy as np
 
     import oracle
@@ -794,6 +805,9 @@ def test_refused_policy_divergence_composes_with_literals_jax_does_not_save():
     """Found by the fuzzer (fuzz/test_branches.py's cover at 2000 draws): a
     refused policy, an unused checkpoint output and a scalar literal JAX
     does not save: JAX's list is the composed model's less that literal."""
+    import oracle
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
     import numpy as np
 
     import oracle

@@ -1,6 +1,6 @@
 """Spec self-consistency on drawn float64 programs (no JAX)."""
 import numpy as np
-from hypothesis import given
+from hypothesis import given, reject
 
 from fuzz import properties
 from fuzz.strategies import policies, programs
@@ -15,7 +15,16 @@ def test_jvp_matches_finite_differences(prog):
 
 @given(F64)
 def test_vjp_is_transpose_of_jvp(prog):
-    properties.vjp_is_transpose_of_jvp(prog)
+    from spec.core import PrimitiveError
+    try:
+        properties.vjp_is_transpose_of_jvp(prog)
+    except PrimitiveError as e:
+        # pad transposed with respect to its padding value alone (its operand's
+        # tangent an instantiated zero): JAX's _pad_transpose cannot either
+        # (`total(t_operand)` of None, jax/_src/lax/lax.py:7568); no reverse mode
+        if "padding value alone" not in str(e):
+            raise
+        reject()
 
 
 @given(F64)

@@ -263,7 +263,8 @@ class _Processes:
             p.join(timeout=timeout)
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the processes are joined (`join`); the Ray
+        transport (fuzz/cluster.py) shuts its queue and tasks down here."""
 
 
 @dataclasses.dataclass

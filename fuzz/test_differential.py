@@ -21,14 +21,6 @@ from fuzz.strategies import inputs, primitives_in  # noqa: E402
 _focus = focus.Focus()
 
 
-# UNTRIAGED (2026-12-03): after this session's generator changes the ci draws
-# reach, on pristine jax 0.10.2, JAX raising a bare AssertionError in
-# saved_residuals of grad of a checkpoint under save_from_both_policies(
-# save_only_these_names('a'), SavePrimitives(['tanh'], names=['a','b','c']))
-# whose body names its input three times (stack_residuals [grad]). Not strict,
-# so the test runs and reports; blocking again once it is triaged (the next
-# session's first job: issue 14's note).
-@pytest.mark.xfail(strict=False, reason="untriaged: JAX AssertionError in saved_residuals of grad of a named checkpoint")
 @settings(max_examples=profiles.differential_examples(), report_multiple_bugs=False)
 @given(checked_programs())
 def test_jax_agrees_with_the_spec(checked):

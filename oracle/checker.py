@@ -210,13 +210,13 @@ def judge(prop: Property, case: Case, impl: str, jax_outcome, spec_outcome) -> R
                           f"both raise {type(jax_error).__name__}: {_first_line(jax_error)[:120]}")
         raise Disagreement(f"JAX raised {type(jax_error).__name__}: {_first_line(jax_error)}\n"
                            f"the spec raised {type(spec_error).__name__}: {_first_line(spec_error)}",
-                           case.context(impl, prop.name, error=jax_error))
+                           prop.context(case, impl, error=jax_error))
     if jax_error is not None:
-        raise Disagreement(_raised(jax_error), case.context(impl, prop.name, error=jax_error))
+        raise Disagreement(_raised(jax_error), prop.context(case, impl, error=jax_error))
     if spec_error is not None:
         seen = dict(jax_residuals=normalized(case, impl, jax_value, [])[0]) if prop.name == "residuals" else {}
         raise Disagreement(_raised(spec_error, "the spec", "JAX"),
-                           case.context(impl, prop.name, spec_error=spec_error, **seen))
+                           prop.context(case, impl, spec_error=spec_error, **seen))
     detail = prop.compare(case, impl, jax_value, spec_value)
     if isinstance(detail, tuple):
         return Result(prop.name, impl, "ok", max_abs=detail[0], max_rel=detail[1])

@@ -18,7 +18,8 @@ from spec import policies as sp
 from spec.core import has_effects
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.jvp import LINEARIZATION_ERROR
-from spec.remat import remat_p
+from spec.partial_eval import looked_through_value
+from spec.remat import ROUNDED, remat_p
 
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
@@ -252,8 +253,10 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
 
 
 def _has_primitive(prog: Program, name: str) -> bool:
-    return any(e.primitive.name == name or any(_has_primitive(b, name) for _, b in subprograms(e.params))
-               for e in prog.eqns)
+    """The program binds `name` itself (not counting the roundings a
+    checkpoint's partial evaluation adds: spec.remat.ROUNDED)."""
+    return any((e.primitive.name == name and e.why != ROUNDED)
+               or any(_has_primitive(b, name) for _, b in subprograms(e.params)) for e in prog.eqns)
 
 
 def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
@@ -1619,6 +1622,21 @@ def _non_partitionable_threefry(ctx):
                     for e in _eqns(ctx.program)))
 
 
+def _residual_counted_once(ctx):
+    """JAX's saved_residuals raised its bare AssertionError
+    (`len(results) == len(jaxpr.outvars)`), and the spec's residual list
+    names one value twice once looked through reduce_precision: JAX's
+    `_saved_residuals` collects the looked-through residuals in a set, so a
+    value saved beside its rounded copy is listed once."""
+    if type(ctx.error) is not AssertionError or str(ctx.error) or ctx.property not in (
+            "residuals", "stack_residuals"):
+        return False
+    lin = spec.linearize(ctx.program)
+    producers = {v.id: e for e in lin.forward.eqns for v in e.outputs}
+    saved = [looked_through_value(r.var, producers) for r in lin.residuals if isinstance(r.var, Var)]
+    return len({v.id for v in saved if isinstance(v, Var)}) < len(saved)
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -2208,6 +2226,22 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(f, jnp.ones(3))))  # remat2: 2, remat3: 6",
         _remat3_inlined_derivatives, releases=REMAT3),
+    Divergence(
+        "saved-residuals-counts-a-value-saved-beside-its-rounding-once",
+        "From jax 0.10.2 (bf1e6d9b49) `_saved_residuals` looks through reduce_precision and "
+        "collects the residuals in a set, then asserts there are as many as the residual "
+        "jaxpr's outputs. A checkpoint's partial evaluation rounds each residual its hoisted "
+        "part reads (`_insert_reduce_precision`): the producer writes u, v = reduce_precision(u). "
+        "Differentiated again (grad of grad, or a stack), a rule that reads its own output "
+        "(tanh, exp, ...) saves u and the staged remat saves v: two residuals, one value once "
+        "looked through, and saved_residuals raises a bare AssertionError (found by the fuzzer: "
+        "a checkpoint saving tanh, under grad). The values saved are the spec's; only the "
+        "report fails. The predicate: JAX raised that AssertionError for residuals, and the "
+        "spec's residual list, looked through reduce_precision, names one value twice.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "f = jax.checkpoint(lambda x: jnp.exp(jnp.tanh(x)), policy=lambda prim, *_, **__: prim.name == 'tanh')\n"
+        "saved_residuals(jax.grad(lambda x: f(x).sum()), jnp.ones(3))  # AssertionError",
+        _residual_counted_once, releases=Releases("0.10.2")),
     Divergence(
         "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes",
         "Under jax_remat3 (jax 0.10.2) jax.jit of jax.vmap of a checkpoint one of whose outputs "

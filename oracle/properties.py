@@ -107,6 +107,12 @@ class Property:
     repro_code: str | None = None              # a reproducer's code computing `got` (oracle.repro)
     description: str = ""
     implementations: tuple | None = None       # those it is compared under (None: every one)
+    program: Callable | None = None            # case -> the program its answers are of (None: the case's)
+
+    def context(self, case: Case, impl: str, **kw) -> divergences.Context:
+        """What a known divergence may look at, of this property's program."""
+        prog = case.prog if self.program is None else self.program(case)
+        return divergences.Context(impl, self.name, case.policy, prog, **kw)
 
     def applies(self, case: Case, impl: str | None = None) -> str | None:
         """Why the property is not compared for this program (under `impl`), or None."""

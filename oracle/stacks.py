@@ -438,5 +438,5 @@ def stack_residuals_property(stack: Stack, prog: Program):
     # re-traced by its RematTraced rules, which the spec models for first
     # order only (oracle.divergences' remat3 model)
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
-                      description=str(stack), implementations=("remat2",),
+                      description=str(stack), implementations=("remat2",), program=level_program,
                       operands=lambda case: operands(case.prog, stack, case.args, case.seed))

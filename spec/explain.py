@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from spec.core import cost_rules
 from spec.ir import Eqn, Program, Var, subprograms
-from spec.partial_eval import Residual
+from spec.partial_eval import Residual, looked_through_value
 from spec.remat import device_put_p, remat_p
 from spec.vjp import linearize
 
@@ -84,8 +84,9 @@ def _why_inside(eqn: Eqn, var) -> str | None:
     if k >= len(body.outputs) or not isinstance(body.outputs[k], Var) or (
             is_scan and k < eqn.params["num_carry"]):    # a final carry: saved for what reads it
         return None
-    inner = body.outputs[k]
-    producer = next((e for e in body.eqns if any(v is inner for v in e.outputs)), None)
+    producers = {v.id: e for e in body.eqns for v in e.outputs}
+    inner = looked_through_value(body.outputs[k], producers)
+    producer = producers.get(inner.id) if isinstance(inner, Var) else None
     if producer is None:
         j = next((i for i, v in enumerate(body.inputs) if v is inner), None)
         nc, nk = eqn.params.get("num_consts", 0), eqn.params.get("num_carry", 0)
@@ -165,8 +166,9 @@ def explain(prog: Program, *types) -> Explanation:
     out = []
     for r, res_var in zip(lin.residuals, lin.linear.inputs[:n_res]):
         kind = r.source.kind
-        producer = producers.get(r.var.id) if isinstance(r.var, Var) else None
-        inside = _why_inside(producer, r.var) if producer is not None else None
+        value = looked_through_value(r.var, producers)
+        producer = producers.get(value.id) if isinstance(value, Var) else None
+        inside = _why_inside(producer, value) if producer is not None else None
         if inside:
             why = inside
         elif kind == "argument" and res_var.id in remat_readers:

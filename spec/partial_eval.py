@@ -77,8 +77,9 @@ class Residual:
         return f"{self.type} {self.source}"
 
 
-def source_of(atom, known: Program) -> Source:
-    """The provenance of a known value, found in the known program."""
+def source_of(atom, known: Program, look_through: bool = True) -> Source:
+    """The provenance of a known value, found in the known program (through
+    a `looked_through` equation to its operand's)."""
     if isinstance(atom, Literal):
         return Source("literal") if atom.is_scalar else Source("constant")
     for i, v in enumerate(known.inputs):
@@ -87,11 +88,26 @@ def source_of(atom, known: Program) -> Source:
             return Source("argument", index=i, name=name)
     for e in known.eqns:
         if any(v is atom for v in e.outputs):
+            if e.primitive in looked_through and look_through:
+                return source_of(e.inputs[0], known, look_through=False)
             return eqn_source(e, atom)
     raise ValueError(f"{atom!r} is not defined in the known program")
 
 
 source_rules: dict = {}   # primitive -> fn(eqn, var) -> Source, for name/call/remat
+
+# Primitives saved_residuals does not count as a residual's producer: it
+# names the producer of their operand instead, one level deep (`subst` in
+# jax/_src/ad_checkpoint.py:_saved_residuals, jax 0.10.2: reduce_precision).
+looked_through: set = set()
+
+
+def looked_through_value(atom, producers: dict):
+    """The value saved_residuals names for `atom` (`producers`: var id ->
+    its equation): the operand of a `looked_through` equation writing it,
+    else `atom` itself."""
+    e = producers.get(atom.id) if isinstance(atom, Var) else None
+    return e.inputs[0] if e is not None and e.primitive in looked_through else atom
 
 # Primitives whose staged equation JAX's linearization builds with a
 # JaxprTrace (the fallback `linearize_from_jvp` of a primitive with a custom

@@ -44,6 +44,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bin
                        eval_rules, examples, instantiate, is_undefined, jax_facts, jvp_rules,
                        primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, canonical_dtype, is_float
+from spec.partial_eval import looked_through
 from spec.prims_elementwise import _lit_like, add_tangents, convert_element_type
 from spec.prims_structural import (PRECISION_TO_JAX, linear_jvp, _pad_eval, broadcast_in_dim,
                                    canonicalize_precision, check_precision, pad, precision_from_jax,
@@ -1176,6 +1177,7 @@ jvp_rules[reduce_precision_p] = _reduce_precision_jvp
 transpose_rules[reduce_precision_p] = lambda ct, x, **p: [Zero(x.type) if isinstance(ct, Zero)
                                                           else reduce_precision(ct, **p)]
 batch_rules[reduce_precision_p] = vectorized_batcher(reduce_precision_p)
+looked_through.add(reduce_precision_p)   # saved_residuals names its operand's producer (jax 0.10.2)
 jax_facts[reduce_precision_p] = JaxFacts(
     "reduce_precision", "lambda x, exponent_bits, mantissa_bits: lax.reduce_precision(x, exponent_bits, mantissa_bits)")
 # The rounding itself is not differentiable at a point (finite differences

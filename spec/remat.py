@@ -25,19 +25,24 @@ The two rules JAX 0.10.2 follows (remat2, `jax/_src/ad_checkpoint.py`):
 with a `name` param, so saving a named value saves the `name` output.
 Names do not name tangents: the tangent passes through unnamed.
 
-JAX also wraps residual producers in `reduce_precision` (so excess
-precision cannot make the backward pass see a different value) and
-`saved_residuals` looks through it; the spec models values exactly and
-leaves it out.
+Rule 1 also rounds each float residual that the known part reads through
+`reduce_precision` to its own format (`_round_residuals`; an identity on
+values, but a second equation and a second value: under a second
+differentiation both the producer's own output and its rounded copy can be
+saved). `saved_residuals` looks through it (`source_rules` below).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
+
+import ml_dtypes
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
                        instantiate, is_undefined, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, transpose_rules, Tracer)
-from spec.ir import Eqn, Program, Var
+from spec.ir import Eqn, Program, Var, is_float
+from spec.prims_conv import reduce_precision_p
 from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
 from spec import policies as _policies
 
@@ -270,6 +275,7 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         n_known = n_out - sum(pe.out_unknowns)
         # the checkpoint's known outputs *are* the hoisted values
         known_vars = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
+        known_eqns, known_out_atoms = _round_residuals(known_eqns, known_out_atoms, n_known)
         subst = {v.id: a for v, a in zip(known_vars, known_out_atoms[:n_known])}
         res_atoms = known_out_atoms[n_known:]
         staged = _staged_remat(pe, eqn, res_atoms, params)
@@ -289,6 +295,45 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
                 residual_outputs=len(res_vars))
     staged = _staged_remat(pe, eqn, res_vars, params)
     return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
+
+
+# The `why` of the reduce_precision equations _round_residuals adds.
+ROUNDED = "a residual rounded to its own format (JAX's _insert_reduce_precision)"
+
+
+def _round_residuals(known_eqns: list[Eqn], known_outs: list, n_known: int) -> tuple[list[Eqn], list]:
+    """JAX's `_insert_reduce_precision` (jax/_src/ad_checkpoint.py, from
+    0.4.31, jax-ml/jax#22244: against XLA's excess precision), a step of
+    Rule 1: every float residual `v` that some hoisted equation reads is
+    made `v = reduce_precision(u)` to its own format, `u` the value as
+    produced. Its producer now writes `u`; every reader of `v` (hoisted
+    equations, known outputs, the staged remat) reads the rounded copy. A
+    residual that is a checkpoint input is rounded before the hoisted
+    equations read it. A residual already so rounded is left as it is."""
+    read = {a.id for e in known_eqns for a in e.inputs if isinstance(a, Var)}
+    eqns, outs = list(known_eqns), list(known_outs)
+    for v in known_outs[n_known:]:
+        if not isinstance(v, Var) or not is_float(v.type.dtype) or v.id not in read:
+            continue
+        info = ml_dtypes.finfo(v.type.dtype)
+        params = dict(exponent_bits=int(info.nexp), mantissa_bits=int(info.nmant))
+        producer = next((i for i, e in enumerate(eqns) if any(o is v for o in e.outputs)), None)
+        if producer is None:              # a checkpoint input: its readers read the rounded copy
+            rounded = Var(v.type)
+            eqns = [Eqn(reduce_precision_p, [v], [rounded], params, why=ROUNDED)] + [_reading(e, v, rounded) for e in eqns]
+            outs = [rounded if a is v else a for a in outs]
+            continue
+        e = eqns[producer]
+        if e.primitive is reduce_precision_p and e.params == params:
+            continue
+        unrounded = Var(v.type)
+        eqns[producer] = replace(e, outputs=[unrounded if o is v else o for o in e.outputs])
+        eqns.insert(producer + 1, Eqn(reduce_precision_p, [unrounded], [v], params, why=ROUNDED))
+    return eqns, outs
+
+
+def _reading(e: Eqn, old: Var, new: Var) -> Eqn:
+    return replace(e, inputs=[new if a is old else a for a in e.inputs])
 
 
 def _known_prevent_cse(params, in_unknowns):

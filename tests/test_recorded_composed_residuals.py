@@ -10,19 +10,15 @@ ORDER. No program is order-normalised.
 
 Before comparing residuals, each spec program is checked to be the same
 program as JAX's transformed function (`make_jaxpr` equations, checkpoint
-and jit bodies nested), with two documented normalisations of JAX's side:
+and jit bodies nested), with one documented normalisation of JAX's side:
 
 * dead code: `make_jaxpr(jax.grad(f))` keeps the equations that computed
   f's value (grad drops it); `spec.grad` removes them, so the spec is
   compared with JAX's jaxpr after `pe.dce_jaxpr` ("jaxprs_dce"). For the
   vmap programs nothing is dead (checked below).
-* reduce_precision: JAX's remat partial evaluation wraps the producers of
-  residuals that the hoisted forward part also reads in
-  `reduce_precision` (ad_checkpoint._insert_reduce_precision); the spec
-  leaves it out by design (spec/remat.py's docstring), and JAX's
-  `saved_residuals` looks through it. Those equations are dropped from
-  JAX's signature; they only ever appear at the top level of a gradient
-  program (checked).
+* nothing else: the reduce_precision equations JAX's remat partial
+  evaluation adds (ad_checkpoint._insert_reduce_precision) are the spec's
+  too (spec/remat.py `_round_residuals`), equation for equation.
 
 No jax import here except in `test_composed_recording_is_fresh_jax`, which
 re-runs the recorder in-process (skipped when jax is not installed).
@@ -52,8 +48,8 @@ NAMES = [p.name for p in PROGRAMS]
 
 
 def jax_signature(name: str) -> list[str]:
-    """JAX's equations, dead code removed and reduce_precision dropped."""
-    return [line for line in REC["jaxprs_dce"][name] if not line.startswith("reduce_precision ")]
+    """JAX's equations, dead code removed."""
+    return list(REC["jaxprs_dce"][name])
 
 
 def spec_residuals(p) -> list[list[str]]:

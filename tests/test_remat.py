@@ -231,3 +231,49 @@ def test_static_argnums():
     prog = spec.trace(lambda x: ops.checkpoint(f, static_argnums=(1,))(x, 3), spec.f64[4])
     x = np.linspace(0.1, 1.0, 4)
     np.testing.assert_allclose(spec.evaluate(prog, x)[0], np.sin(x) ** 3, rtol=1e-14)
+
+
+def _exp_of_tanh_saving_tanh():
+    """checkpoint(lambda x: exp(tanh(x)), policy=save tanh) under grad."""
+    saves_tanh = lambda prim, *_, **__: prim.name == "tanh"
+    return spec.trace(lambda x: ops.reduce_sum(
+        ops.checkpoint(lambda y: ops.exp(ops.tanh(y)), policy=saves_tanh)(x), (0,)), spec.f32[3])
+
+
+def test_a_saved_value_the_hoisted_part_reads_is_rounded_as_jax_rounds_it():
+    """JAX 0.10.2's grad of checkpoint(exp o tanh, save tanh) (jax.make_jaxpr,
+    recorded by hand for jax-ml/jax's _insert_reduce_precision):
+        b = tanh a; c = reduce_precision[exponent_bits=8 mantissa_bits=23] b
+        d = exp c; ...; remat2[differentiated=True] c ...
+    the producer writes b, read by the rounding alone; the hoisted exp and
+    the staged remat read the rounded c."""
+    grad = spec.grad(_exp_of_tanh_saving_tanh())
+    names = [e.primitive.name for e in grad.eqns]
+    tanh = grad.eqns[names.index("tanh")]
+    rounding = grad.eqns[names.index("tanh") + 1]
+    assert rounding.primitive.name == "reduce_precision"
+    assert rounding.params == dict(exponent_bits=8, mantissa_bits=23)
+    assert rounding.inputs == tanh.outputs
+    readers = [e.primitive.name for e in grad.eqns if any(a is tanh.outputs[0] for a in e.inputs)]
+    assert readers == ["reduce_precision"]
+    remat = grad.eqns[names.index("remat")]
+    assert rounding.outputs[0] in remat.inputs
+
+
+def test_a_value_and_its_rounding_are_both_saved_a_second_time():
+    """Differentiated again, tanh's JVP reads tanh's own output and the staged
+    remat the rounded copy: two residuals, both named `output of tanh`
+    (saved_residuals looks through reduce_precision)."""
+    twice = spec.saved_residuals(spec.grad(_exp_of_tanh_saving_tanh()))
+    assert [str(r.source) for r in twice].count("output of tanh") == 2
+    once = spec.saved_residuals(_exp_of_tanh_saving_tanh())
+    assert [str(r.source) for r in once] == ["output of tanh"]
+
+
+def test_a_value_rounded_for_a_checkpoint_keeps_its_exact_value():
+    """The rounding is to the value's own format: an identity on values."""
+    prog = _exp_of_tanh_saving_tanh()
+    x = np.array([0.3, -1.2, 2.5], np.float32)
+    got, = spec.evaluate(spec.grad(prog), x)
+    want = np.exp(np.tanh(x.astype(np.float64))) * (1 - np.tanh(x.astype(np.float64)) ** 2)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

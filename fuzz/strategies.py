@@ -267,9 +267,11 @@ def _inspect(ex, dtype):
 # registered primitives the generator does not draw yet, each with the reason
 # (an untriaged finding on pristine JAX: drawing it would fail every ci run)
 NOT_DRAWN = {
-    "debug_callback": "under jax_remat3 a checkpointed debug_callback's residuals differ from the "
-                      "spec's model (JAX saves none of the callback's operands; found by the "
-                      "branch cover on 2026-12-03, untriaged)",
+    "debug_callback": "under jax_remat3 a dead nested checkpoint kept alive by its callback's effect "
+                      "meets remat3-derivative-of-a-checkpoint-is-not-a-checkpoint composed with a jit "
+                      "that returns its input: JAX saves the jit's input by its producer (`output of "
+                      "reshape`), the inlined model names it `output of jitted function` (the fuzzer's "
+                      "branch cover, 2026-12-03; the callback only keeps the checkpoint from DCE)",
 }
 
 

@@ -1637,6 +1637,38 @@ def _residual_counted_once(ctx):
     return len({v.id for v in saved if isinstance(v, Var)}) < len(saved)
 
 
+def without_roundings(prog: Program) -> Program:
+    """`prog` with the reduce_precision equations a checkpoint's partial
+    evaluation added (spec.remat.ROUNDED) removed, their readers reading
+    the unrounded value (at every depth)."""
+    env = {}
+    sub = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        if e.why == ROUNDED:
+            env[e.outputs[0].id] = sub(e.inputs[0])
+            continue
+        params = map_subprograms(e.params, without_roundings)
+        eqns.append(Eqn(e.primitive, [sub(a) for a in e.inputs], e.outputs, params, why=e.why,
+                        residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def _residuals_unrounded(ctx):
+    """JAX's residuals are the spec's for the program without the roundings
+    of checkpoint residuals (before jax 0.4.31 remat's partial evaluation
+    rounds nothing: a value and its rounding, saved twice by a second
+    differentiation, are one residual there)."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or not _has_rounding(ctx.program):
+        return False
+    unrounded = [(str(r.type), str(r.source)) for r in spec.saved_residuals(without_roundings(ctx.program))]
+    return ctx.jax_residuals == unrounded
+
+
+def _has_rounding(prog: Program) -> bool:
+    return any(e.why == ROUNDED or any(_has_rounding(b) for _, b in subprograms(e.params)) for e in prog.eqns)
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -2226,6 +2258,20 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(f, jnp.ones(3))))  # remat2: 2, remat3: 6",
         _remat3_inlined_derivatives, releases=REMAT3),
+    Divergence(
+        "checkpoint-residuals-are-not-rounded",
+        "Before jax 0.4.31 (jax-ml/jax f498d7a3ba, #22244) remat's partial evaluation does not "
+        "round the residuals its hoisted part reads through reduce_precision (the spec's Rule 1 "
+        "does, as `_insert_reduce_precision` does from 0.4.31). Differentiated once, the names "
+        "are the same; differentiated again, a rule that reads its own output (tanh, exp, ...) "
+        "and the staged remat save one value where later releases save it and its rounding. "
+        "The predicate: JAX's residuals are the spec's for the program with those roundings "
+        "removed.",
+        "f = jax.checkpoint(lambda x: jnp.exp(jnp.tanh(x)), policy=lambda prim, *_, **__: prim.name == 'tanh')\n"
+        "g = jax.grad(lambda x: f(x).sum())\n"
+        "print('reduce_precision:', sum(e.primitive.name == 'reduce_precision' "
+        "for e in jax.make_jaxpr(g)(jnp.ones(3)).eqns))  # reduce_precision: 0",
+        _residuals_unrounded, releases=Releases("0.4.25", "0.4.31")),
     Divergence(
         "saved-residuals-counts-a-value-saved-beside-its-rounding-once",
         "From jax 0.10.2 (bf1e6d9b49) `_saved_residuals` looks through reduce_precision and "

@@ -959,7 +959,8 @@ def test_a_value_saved_beside_its_rounding_is_the_saved_residuals_assertion():
     """Found by the fuzzer (pristine jax 0.10.2): saved_residuals of grad of a
     checkpoint saving tanh raises a bare AssertionError; the divergence
     names it where the spec saves tanh's output and its rounding, and not
-    for the same stack of a checkpoint that saves nothing."""
+    for the same stack of a checkpoint that saves nothing. Before 0.4.31
+    JAX rounds nothing and saves the value once."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -968,8 +969,12 @@ def test_a_value_saved_beside_its_rounding_is_the_saved_residuals_assertion():
     from oracle import stacks as S
     from oracle.jax_api.versions import holds, Releases
 
-    if not holds(Releases("0.10.2")):
-        pytest.skip("saved_residuals looks through reduce_precision from jax 0.10.2")
+    if holds(Releases("0.10.2")):
+        divergence = "saved-residuals-counts-a-value-saved-beside-its-rounding-once"
+    elif holds(Releases("0.4.25", "0.4.31")):
+        divergence = "checkpoint-residuals-are-not-rounded"    # JAX saves tanh's output once
+    else:
+        pytest.skip("between 0.4.31 and 0.10.2 JAX saves both, named apart (measured on 0.6.2)")
     saves_tanh = lambda prim, *_, **__: prim.name == "tanh"
     stack = S.Stack((S.Layer("grad"),))
     x = np.ones(3, np.float32)
@@ -980,4 +985,4 @@ def test_a_value_saved_beside_its_rounding_is_the_saved_residuals_assertion():
         result, = report.results
         assert result.status == expected, str(report)
         if expected != "ok":
-            assert "saved-residuals-counts-a-value-saved-beside-its-rounding-once" in str(report)
+            assert divergence in str(report)

@@ -15,14 +15,18 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.core import has_effects
-from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.ir import ArrayType, Program, Var, subprograms
 from spec.jvp import LINEARIZATION_ERROR
 from spec.partial_eval import looked_through_value
-from spec.remat import ROUNDED, remat_p
+from spec.remat import remat_p
 
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
+from oracle.normalizations import NORMALIZATIONS
+from oracle.program_variants import (has_primitive, has_rounding, inline_checkpoints, map_policies, policies_in,
+                                     unused_checkpoint_outputs_out, unused_linearize_outputs_out, without_roundings)
+from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
+                                 remat3_model, remat3_recognises, remat3_variants, remats)
 
 
 @dataclass
@@ -126,692 +130,17 @@ class Context:
         return None
 
 
-def producer_sources(prog: Program) -> list:
-    """The spec's residuals with each "output of remat2" (a value saved out
-    of a checkpoint nested in a checkpoint, forwarded through the inner
-    checkpoint's known half) named by the equation that produced it inside
-    the nested checkpoint, or by the argument it forwards."""
-    from spec.partial_eval import source_of
-    lin = spec.linearize(prog)
-
-    def resolve(atom, p: Program):
-        """(the value saved, its provenance)."""
-        for e in p.eqns:
-            for k, v in enumerate(e.outputs):
-                if v is atom and _is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
-                    # the nested checkpoint's own output: remat3 names its hi-primitive
-                    from spec.partial_eval import Source
-                    return atom, Source("output", primitive="call_hi_primitive")
-                if v is atom and _is_checkpoint(e):
-                    body = e.params["jaxpr"]
-                    inner = body.outputs[k]
-                    for i, bv in enumerate(body.inputs):
-                        if bv is inner:
-                            return resolve(e.inputs[i], p)
-                    return resolve(inner, body)
-        return atom, source_of(atom, p)
-    out, seen = [], set()
-    for r in lin.residuals:
-        src, value = r.source, r.var
-        if src.kind == "output" and src.primitive == "remat2":
-            value, src = resolve(r.var, lin.forward)
-            if id(value) in seen:      # an input the nested checkpoint forwards, saved already:
-                continue               # remat3 saves the one value once
-        seen.add(id(value))
-        out.append((str(r.type), str(src)))
-    return out
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """A naming difference of one implementation, undone before comparing
-    (and reported as a known divergence whenever it changed something)."""
-    name: str
-    reason: str
-    apply: Callable   # (implementation, jax residuals, spec residuals, program, argument aliases)
-                      # -> jax residuals
-    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
-
-
-def _remat3_arg_names(impl, jax_res, spec_res, prog, aliases):
-    """`from the argument args[0]['w']` -> `from the argument params['w']`:
-    `aliases` maps the names JAX gives a `(*args, **kwargs)` signature to
-    the leaves' names (oracle.conventions.Call.remat3_names)."""
-    if impl != "remat3":
-        return jax_res
-    prefix = "from the argument "
-    return [(t, prefix + aliases[s[len(prefix):]] if s.startswith(prefix) and s[len(prefix):] in aliases else s)
-            for t, s in jax_res]
-
-
-def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
-    if impl != "remat3":
-        return jax_res
-    out = []
-    for i, (t, s) in enumerate(jax_res):
-        if s == "output of jitted function '_remat3'" and i < len(spec_res) and spec_res[i][0] == t \
-                and spec_res[i][1].startswith("output of jitted function "):
-            s = spec_res[i][1]
-        out.append((t, s))
-    return out
-
-
-def _rename_unmatched(jax_res, spec_res, accepts):
-    """Each JAX entry the spec's list lacks takes, in order, the name of a
-    spec entry of the same type that JAX's list lacks, where
-    accepts(JAX's name, the spec's name)."""
-    import collections
-    unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
-    extra = collections.Counter(jax_res) - collections.Counter(spec_res)
-    free = []
-    for r in spec_res:
-        if unmatched[r] > 0:
-            unmatched[r] -= 1
-            free.append(r)
-    out = []
-    for t, s in jax_res:
-        match = None
-        if extra[(t, s)] > 0:
-            match = next((r for r in free if r[0] == t and accepts(s, r[1])), None)
-        if match is not None:
-            extra[(t, s)] -= 1
-            free.remove(match)
-            s = match[1]
-        out.append((t, s))
-    return out
-
-
-def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
-    """A normalisation apply(): JAX's entries named `jax_name` take the
-    names of the spec's entries starting with `spec_prefix` (see
-    _rename_unmatched). Programs that have a `unless_primitive` equation of
-    their own are left alone (then the name may be JAX's honest answer)."""
-    def apply(impl, jax_res, spec_res, prog, aliases):
-        if unless_primitive and _has_primitive(prog, unless_primitive):
-            return jax_res
-        return _rename_unmatched(jax_res, spec_res, lambda j, s: j == jax_name and s.startswith(spec_prefix))
-    apply.__name__ = f"_misnamed({jax_name!r})"
-    return apply
-
-
-def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
-    """JAX's `named 'n'` for a value the spec names by its producer (or
-    argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
-    from spec.partial_eval import source_of
-    wrapped: dict = {}
-
-    def walk(p: Program):
-        for e in p.eqns:
-            if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
-                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(str(source_of(e.inputs[0], p)))
-            for _, sub in subprograms(e.params):
-                walk(sub)
-    walk(prog)
-    if not wrapped:
-        return jax_res
-    return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
-
-
-def _has_primitive(prog: Program, name: str) -> bool:
-    """The program binds `name` itself (not counting the roundings a
-    checkpoint's partial evaluation adds: spec.remat.ROUNDED)."""
-    return any((e.primitive.name == name and e.why != ROUNDED)
-               or any(_has_primitive(b, name) for _, b in subprograms(e.params)) for e in prog.eqns)
-
-
-def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
-    """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
-    the spec saves `from a constant`, in a program with a jit (see
-    _rename_unmatched)."""
-    if not _has_primitive(prog, "call"):
-        return jax_res
-    jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
-    renamed = _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
-    if renamed == jax_res:
-        return jax_res
-    # where saved_residuals lists a constant: after the literals, before the
-    # arguments and equation outputs (jax/_src/ad_checkpoint.py:_saved_residuals)
-    place = {"from a literal": 0, "from a constant": 1}
-    return sorted(renamed, key=lambda r: place.get(r[1], 2))
-
-
-NORMALIZATIONS = [
-    Normalization("saved-residuals-names-the-input-of-a-name",
-                  "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
-                  "checkpoint_name names') to 0.10.2 (bf1e6d9b49 removed it) saved_residuals calls "
-                  "a saved value that is the *input* of a checkpoint_name `named 'n'`, where the "
-                  "spec names its producer: e.g. save_anything_except_these_names('h') saving "
-                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
-                  "same memory.",
-                  _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
-    Normalization("saved-residuals-names-reduce_precision",
-                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
-                  "saved float value through reduce_precision (against XLA's excess precision), and "
-                  "saved_residuals names the residual `output of reduce_precision` instead of the "
-                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
-                  "print_saved_residuals'). Same value, same memory.",
-                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
-                  releases=Releases("0.4.31", "0.10.2")),
-    Normalization("saved-residuals-names-jitted-functions-pjit",
-                  "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
-                  "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
-                  "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
-                  _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
-    Normalization("saved-residuals-names-a-jits-constant-its-output",
-                  "Before jax 0.10.2 (verified on 0.4.25, 0.4.36 and 0.6.2, with direct "
-                  "linearization on or off; not bisected between 0.6.2 and 0.10.2) pjit's partial "
-                  "evaluation passes an array a jitted function closes over, where a tangent "
-                  "equation reads it, out of the known jit as a residual output, so saved_residuals "
-                  "names it `output of jitted function 'f'` (`output of pjit` before 0.4.34); "
-                  "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
-                  "does. Same value, one entry either way.",
-                  _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
-    Normalization("remat3-names-arguments-args[i]",
-                  "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
-                  "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
-                  "without the function's signature); the spec uses the parameter names.",
-                  _remat3_arg_names, releases=REMAT3),
-    Normalization("remat3-names-jitted-checkpoints-_remat3",
-                  "Under jax_remat3 (jax 0.10.2) jax.jit(jax.checkpoint(f)) is a jitted function "
-                  "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
-                  _remat3_jit_names, releases=REMAT3),
-]
-
-
-# -- how remat3 differentiates a checkpoint (RematTraced, jax 0.10.2) --------
-# `lin` linearizes the body as a whole (api.linearize of the rematerialized
-# function: a tangent a rule computes from primals alone is a symbolic
-# zero inside), and `linearized` instantiates the input tangents
-# (`map(ad_util.instantiate, tangents)  # TODO`); to the enclosing
-# computation every output tangent is a value (the hi-primitive's
-# linearization is opaque). remat2's remat_jvp is a plain jvp_jaxpr of the
-# body with symbolic zeros in and out. The model is a checkpoint primitive
-# of the oracle's own, never registered in spec.primitives, whose JVP rule
-# does what remat3 does; its other rules are remat's.
-
-_REMAT3_CHECKPOINTS: dict = {}
-
-
-def _model_of(base, partial_eval_rule):
-    """A primitive of the model's own, named as `base` is, with `base`'s
-    rules except its partial-eval rule, `partial_eval_rule`; (re)registered
-    when a test has restored the rule tables since."""
-    from spec import core
-    from spec.jvp import dependence_rules
-    from spec.partial_eval import source_rules
-    prim = _REMAT3_CHECKPOINTS.get(base.name)
-    if prim is not None and prim in core.partial_eval_rules:
-        return prim
-    prim = prim or core.Primitive(base.name, base.multiple_results)
-    core.param_specs[prim] = core.param_specs[base]
-    for table in (core.shape_rules, core.eval_rules, core.dce_rules, core.jvp_rules, dependence_rules,
-                  source_rules, core.cost_rules):
-        if base in table:
-            table[prim] = table[base]
-    core.partial_eval_rules[prim] = partial_eval_rule
-    core.extension_primitives.add(prim)
-    _REMAT3_CHECKPOINTS[base.name] = prim
-    return prim
-
-
-def _remat3_scan():
-    """The model's scan: scan's rules, except that split inside a checkpoint
-    it hoists nothing and its known half is the scan itself (jax_remat3's
-    `_scan_remat`: the forward scan returns every residual as an extra,
-    stacked output), so saved values are "output of scan", never "output
-    of closed_call"."""
-    from spec.prims_scan import _scan_partial_eval, scan_p
-    return _model_of(scan_p, lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False))
-
-
-def _remat3_call():
-    """The model's call (jit): call's rules, except that split inside a
-    checkpoint its constants are residuals, returned by the known call
-    (jax_remat3's `_pjit_remat`: remat.remat_jaxpr makes every constant the
-    rematerialization reads one of `rem_consts`, outputs of the forward
-    jit), where remat2's closed_call_partial_eval_custom_rule closes both
-    halves over them and saves nothing."""
-    from spec.prims_call import _call_partial_eval, call_p
-    return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
-
-
-def _with_model(prog: Program, base, model) -> Program:
-    """`prog` with every `base` equation (at any depth) the model's `model`."""
-    return map_params(prog, lambda e, params: params,
-                      primitive=lambda e: model if e.primitive is base else e.primitive)
-
-
-def _with_remat3_scans(prog: Program) -> Program:
-    from spec.prims_scan import scan_p
-    return _with_model(prog, scan_p, _remat3_scan())
-
-
-def _with_remat3_calls(prog: Program) -> Program:
-    from spec.prims_call import call_p
-    return _with_model(prog, call_p, _remat3_call())
-
-
-def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
-                       scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
-                       jit_rule: bool = True, grandchildren_opaque: bool = True):
-    """The model's checkpoint primitive; each flag switches one defect on."""
-    from spec import core
-    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
-           jit_rule, grandchildren_opaque)
-    prim = _REMAT3_CHECKPOINTS.get(key)
-    if prim is not None and prim in core.jvp_rules:
-        return prim
-    # (re)register: a test may have restored the rule tables since
-    from spec.core import Primitive, Zero, bind, instantiate
-    from spec.ir import is_float
-    from spec.partial_eval import source_rules
-    prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
-    core.param_specs[prim] = core.param_specs[remat_p]
-
-    def zero_reading(tangents):
-        """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
-        so a value plus it is unknown to partial evaluation and saves nothing."""
-        from spec import ops
-        zero = None
-        for t in tangents:
-            s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
-            d = ops.sub(s, s)
-            zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
-        return zero
-
-    def zeros_from(zero, type_):
-        """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
-        from spec import ops
-        z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
-        return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
-
-    def plus(x, zero):
-        from spec import ops
-        return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
-
-    def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
-        """The body's linearization (known tangents are zeros); with
-        opaque_outputs every float output tangent is returned, made to read
-        the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
-        that partial evaluation cannot hoist it as known either."""
-        from spec import ops
-        from spec.core import building
-        from spec.jvp import jvp_traced
-        with building() as b:
-            primals = [b.new_input(t) for t in body.in_types]
-            tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
-            it = iter(tangent_ins)
-            tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
-            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
-            if opaque_outputs and tangent_ins:
-                zero = zero_reading(tangent_ins)
-                out_ts = [plus(instantiate(t), zero) if is_float(o.dtype) else t
-                          for t, o in zip(out_ts, body.out_types)]
-            out_nz = [not isinstance(t, Zero) for t in out_ts]
-            prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
-        return prog, out_nz
-
-    def jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
-        if instantiated_inputs and any(not isinstance(t, Zero) for t in tangents):
-            # an instantiated zero lives on the tangent side (made in `linearized`):
-            # zeros + z, with z read from the nonzero tangents, is exactly that
-            zero = zero_reading([t for t in tangents if not isinstance(t, Zero)])
-            tangents = [zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
-                        for t in tangents]
-        nonzeros = [not isinstance(t, Zero) for t in tangents]
-        body, out_nz = body_jvp(jaxpr, nonzeros)
-        nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
-        if isinstance(prevent_cse, tuple):
-            prevent_cse = prevent_cse + (True,) * len(nz_tangents)
-        outs = bind(prim, *primals, *nz_tangents, jaxpr=body, policy=policy,
-                    prevent_cse=prevent_cse, differentiated=differentiated)
-        n = len(jaxpr.outputs)
-        it = iter(outs[n:])
-        return outs[:n], [next(it) if nz else None for nz in out_nz]
-
-    def partial_eval(eqn, in_unknowns, in_inst, *, saveable, linearize):
-        """remat's rule, except that the staged half reads the checkpoint's
-        inputs before its residuals: `linearized(primals_rem, ...)` takes
-        (used primals, rem's residuals) in that order, which is the order a
-        linearized scan or jit body first reads (and so stacks or returns)
-        them."""
-        for on, model in ((scan_rule, _with_remat3_scans), (jit_rule, _with_remat3_calls)):
-            if on:
-                eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
-                          dict(eqn.params, jaxpr=model(eqn.params["jaxpr"])), why=eqn.why,
-                          residual_outputs=eqn.residual_outputs)
-        if nested_opaque and not linearize:
-            # nested in a checkpoint being split: remat3's default hi-primitive
-            # rule is full remat, the enclosing policy is not asked inside
-            saveable = lambda e: sp.Recompute
-        known, staged, *rest = core.partial_eval_rules[remat_p](
-            eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
-        if grandchildren_opaque and linearize and staged:
-            staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
-        if inputs_first and linearize and staged:
-            (s,) = staged
-            outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
-            is_primal = [isinstance(a, Var) and a.id in outer for a in s.inputs]
-            order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
-            body = s.params["jaxpr"]
-            params = dict(s.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
-            if isinstance(params["prevent_cse"], tuple):
-                params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
-            staged = [Eqn(s.primitive, [s.inputs[i] for i in order], s.outputs, params, why=s.why,
-                          residual_outputs=s.residual_outputs)]
-        return (known, staged, *rest)
-
-    for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):
-        table[prim] = table[remat_p]
-    core.partial_eval_rules[prim] = partial_eval
-    core.jvp_rules[prim] = jvp
-    core.extension_primitives.add(prim)
-    _REMAT3_CHECKPOINTS[key] = prim
-    return prim
-
-
-# -- which inputs remat3's backward pass of a checkpoint reads (jax 0.10.2) --
-# RematTraced.vjp_fwd/lin: `used, rem = dce(jit(lambda *xs: vjp(fwd2, *xs)[1])
-# .trace(*primals))`: the checkpoint C saves the inputs that pe.dce_jaxpr finds
-# read by the residuals of fwd2's linearization. In that trace a child
-# checkpoint K is linearized by its own vjp_fwd: its residuals are its own
-# used inputs (its own dce), and its primal outputs are computed by
-# remat_transform of K's body, where K's children (C's grandchildren) are
-# rebound whole (hijax.VJPHiPrimitive.remat: "full remat by default"), and
-# a call_hi_primitive's dce rule (VJPHiPrimitive.dce) reads every input if
-# any output is used. So C reads every primal input of a grandchild whose
-# primal output C's linearization needs, e.g. an input the grandchild only
-# forwards. The analysis colours what each value is needed for: "L" a
-# tangent; "P0" a primal of this body's own linearization; "P1" a primal of
-# the enclosing checkpoint's linearization (through this body, inline).
-
-def _tangent_vars(body: Program, tangent_inputs: list) -> set:
-    """Ids of the vars of `body` computed from a tangent input (those
-    flagged), at any depth of its checkpoints."""
-    tangent = {v.id for v, t in zip(body.inputs, tangent_inputs) if t}
-    for e in body.eqns:
-        ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
-        if _is_checkpoint(e):
-            sub = e.params["jaxpr"]
-            inner = _tangent_vars(sub, ins)
-            tangent |= {v.id for v, o in zip(e.outputs, sub.outputs) if isinstance(o, Var) and o.id in inner}
-        elif any(ins):
-            tangent |= {v.id for v in e.outputs}
-    return tangent
-
-
-def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool) -> list:
-    """The colours each input of `body` is needed with, given its outputs'
-    (see above); with `opaque`, remat3's: a checkpoint whose primal output
-    the enclosing linearization needs ("P1") reads every primal input."""
-    need = {}
-    for a, c in zip(body.outputs, out_colours):
-        if isinstance(a, Var):
-            need.setdefault(a.id, set()).update(c)
-    for e in reversed(body.eqns):
-        outs = [need.get(v.id, set()) for v in e.outputs]
-        if not any(outs):
-            continue
-        if _is_checkpoint(e):
-            sub = e.params["jaxpr"]
-            if opaque and any("P1" in c for c in outs):
-                for a in e.inputs:
-                    if isinstance(a, Var) and a.id not in tangent:
-                        need.setdefault(a.id, set()).add("P1")
-            sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
-            sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
-            ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque)
-            ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
-        else:
-            c = set().union(*outs)
-            residual = {"P0"} if "L" in c else set()
-            ins = [(c if isinstance(a, Var) and a.id in tangent else (c - {"L"}) | residual) for a in e.inputs]
-        for a, ci in zip(e.inputs, ins):
-            if isinstance(a, Var) and ci:
-                need.setdefault(a.id, set()).update(ci)
-    return [need.get(v.id, set()) for v in body.inputs]
-
-
-def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:
-    """Which primal inputs of the linearized checkpoint body `body` remat3
-    reads only because a grandchild checkpoint is opaque (see above)."""
-    tangent = _tangent_vars(body, tangent_inputs)
-    outs = [{"L"} if isinstance(a, Var) and a.id in tangent else set() for a in body.outputs]
-    remat3 = _needed_inputs(body, outs, tangent, opaque=True)
-    exact = _needed_inputs(body, outs, tangent, opaque=False)
-    return [bool(r) and not x and not t for r, x, t in zip(remat3, exact, tangent_inputs)]
-
-
-def _reading(body: Program, new: list, at: int) -> Program:
-    """`body` with inputs `new` inserted at `at` and read: its first float
-    output multiplied by 1 + sum over x in `new` of (sum(x) - sum(x)),
-    exactly 1 (the values are never computed: only what is read matters)."""
-    from spec import ops
-    from spec.core import building
-    from spec.ir import is_float
-    from spec.remat import _clone
-    k = next((k for k, a in enumerate(body.outputs) if is_float(a.type.dtype)), None)
-    if k is None:
-        return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns, body.outputs)
-    out = body.outputs[k]
-    with building() as b:
-        xs = [b.new_input(v.type) for v in new]
-        t = b.new_input(out.type)
-        factor = None
-        for x in xs:
-            x = ops.convert_element_type(x, out.type.dtype) if x.dtype != out.type.dtype else x
-            s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
-            d = ops.sub(s, s)
-            factor = d if factor is None else ops.add(factor, d)
-        one = ops.add(ops.exp(ops.sub(factor, factor)), factor)     # exp(0) + 0
-        y = ops.mul(t, ops.broadcast_in_dim(one, out.type.shape, ()) if out.type.shape else one)
-        piece = b.build(xs + [t], [y])
-    env = {v.id: a for v, a in zip(piece.inputs, new + [out])}
-    eqns = _clone(piece.eqns, env)
-    outputs = list(body.outputs)
-    outputs[k] = env[piece.outputs[0].id]
-    return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns + eqns, outputs)
-
-
-def _with_inputs_read_through_grandchildren(staged: Eqn, eqn: Eqn, in_unknowns) -> Eqn:
-    """The staged checkpoint also reading the inputs remat3 reads through
-    an opaque grandchild (after its other primal inputs)."""
-    extra = [a for a, x in zip(eqn.inputs, _inputs_read_through_grandchildren(eqn.params["jaxpr"], in_unknowns))
-             if x and isinstance(a, Var) and all(a is not b for b in staged.inputs)]
-    extra = [a for k, a in enumerate(extra) if all(a is not b for b in extra[:k])]
-    if not extra:
-        return staged
-    outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
-    at = max((k + 1 for k, a in enumerate(staged.inputs) if isinstance(a, Var) and a.id in outer), default=0)
-    new = [Var(a.type) for a in extra]
-    params = dict(staged.params, jaxpr=_reading(staged.params["jaxpr"], new, at))
-    if isinstance(params["prevent_cse"], tuple):
-        p = params["prevent_cse"]
-        params["prevent_cse"] = p[:at] + (True,) * len(new) + p[at:]
-    return Eqn(staged.primitive, staged.inputs[:at] + extra + staged.inputs[at:], staged.outputs, params,
-               why=staged.why, residual_outputs=staged.residual_outputs)
-
-
-def _is_checkpoint(e) -> bool:
-    return e.primitive is remat_p or (e.primitive in _REMAT3_CHECKPOINTS.values()
-                                      and e.primitive.name == "remat")
-
-
-def map_policies(prog: Program, transform: Callable) -> Program:
-    """`prog` with every checkpoint's policy p replaced by transform(p)."""
-    return map_params(prog, lambda e, params: dict(params, policy=transform(params["policy"]))
-                      if e.primitive is remat_p else params)
-
-
-def _policies_in(prog: Program) -> list:
-    out = []
-    for e in prog.eqns:
-        if e.primitive is remat_p:
-            out.append(e.params["policy"])
-        for _, sub in subprograms(e.params):
-            out += _policies_in(sub)
-    return out
-
-
-# -- how remat3 (jax/_src/interpreters/remat.py, 0.10.2) treats policies -----
-# Only two rules consult the policy (every other primitive is recomputed):
-#   dot_general (lax._dot_general_remat): saved iff the policy is a
-#       DotsSaveable object and says yes;
-#   checkpoint_name (CheckpointName.remat): saved iff the policy is a
-#       SaveOnlyTheseNames / SaveAnyNamesButThese object and says yes, or
-#       is everything_saveable itself.
-# Any other policy object (user callables, save_from_both_policies, the
-# offload policies, save_anything_except_these_names) is consulted by no one.
-# A checkpoint nested in a checkpoint is a hi-primitive whose remat rule is
-# the default full remat (hijax.VJPHiPrimitive.remat): the enclosing policy
-# is not consulted inside it (its own policy acts later, inside the
-# enclosing checkpoint's backward pass, out of saved_residuals' sight).
-
-def _remat3_recognises(policy) -> bool:
-    return policy is None or isinstance(policy, (
-        sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
-        sp.save_only_these_names, sp.save_any_names_but_these))
-
-
-@dataclass(frozen=True)
-class _Remat3View(sp._Policy):
-    """The policy remat3 effectively applies (see above)."""
-    policy: Any
-
-    def __call__(self, prim, *in_types, **params):
-        p = self.policy
-        if prim.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
-            return sp.ask(p, prim, in_types, params) is sp.Saveable
-        if prim.name == "name":
-            if isinstance(p, (sp.save_only_these_names, sp.save_any_names_but_these)):
-                return sp.ask(p, prim, in_types, params) is sp.Saveable
-            return p is sp.everything_saveable
-        return False
-
-
-def _remat3_effective(policy):
-    return _Remat3View(policy)
-
-
-# in the order a difference is attributed to them (and DIVERGENCES lists them)
-REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "view", "opaque_outputs", "instantiated_inputs",
-                  "inputs_first", "scan_rule", "jit_rule", "linearized_body")
-
-
-def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
-                 instantiated_inputs=True, inputs_first=True, scan_rule=True,
-                 custom_opaque=True, linearized_body=True, jit_rule=True,
-                 grandchildren_opaque=True) -> Program:
-    """The program whose spec residuals are remat3's (jax 0.10.2), up to
-    naming: every checkpoint is the model's (`_remat3_checkpoint`); with
-    `view` it applies its policy as remat3 does; with `custom_opaque` a
-    custom_jvp/custom_vjp call inside a checkpoint is a checkpoint of its
-    own (remat3's RematTrace.process_custom_*_call rebinds it whole in the
-    recomputation: the policy never sees inside its rules). Each flag
-    switches on one defect, to tell whether it mattered."""
-    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body, jit_rule, grandchildren_opaque)
-    if custom_opaque:
-        prog = _custom_calls_as_checkpoints(prog)
-    if view:
-        prog = map_policies(prog, _remat3_effective)
-    return map_params(prog, lambda e, params: params, primitive=lambda e: prim if e.primitive is remat_p
-                      else e.primitive)
-
-
-def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program:
-    """Every custom_jvp_call / custom_vjp_call inside a checkpoint wrapped in
-    a checkpoint (policy None) of its own."""
-    from spec.core import bind
-    eqns = []
-    for e in prog.eqns:
-        params = map_subprograms(e.params, lambda sub: _custom_calls_as_checkpoints(
-            sub, inside or e.primitive is remat_p))
-        if inside and e.primitive.name in ("custom_jvp_call", "custom_vjp_call"):
-            body = spec.trace(lambda *xs, e=e: bind(e.primitive, *xs, **e.params), *[a.type for a in e.inputs])
-            eqns.append(Eqn(remat_p, e.inputs, e.outputs,
-                            dict(jaxpr=body, policy=None, prevent_cse=False, differentiated=False)))
-        else:
-            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why,
-                            residual_outputs=e.residual_outputs))
-    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
-
-
-# -- remat3's tangents of non-float checkpoint outputs (jax 0.10.2) ---------
-# hijax._call_hi_primitive_linearize: RematTraced.lin returns no output
-# nonzeros, so `nzs_out = ... else True` marks every output's tangent
-# nonzero, a non-float one too (a float0 value,
-# _call_hi_primitive_linearized_abstract_eval: "TODO(dougalm): handle
-# nonzeros"). Where that float0 tangent reaches an output of the
-# differentiated function, passed on unchanged by calls (jit, a checkpoint,
-# a scan's outputs: any primitive, convert_element_type or reshape too,
-# makes it a symbolic zero, measured), the checkpoint's one linearized
-# equation stays live, and with it every residual it reads: what the
-# tangents of the checkpoint's float outputs need, though their cotangents
-# are zeros (the backward pass reads them only in dead code:
-# `cos(optimization_barrier(x))`, unused). The model: those float outputs
-# made outputs of the program, passed out through every enclosing call.
-
-_FORWARDING_CALLS = ("call", "remat", "scan")
-
-
-def _float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, list]:
-    """`prog` with extra outputs appended: the float outputs of every
-    checkpoint of which a non-float output is, passed on through calls
-    only, one of `prog`'s outputs flagged in `live`; how many; and which of
-    `prog`'s inputs are so passed on to a flagged output."""
-    from spec.ir import is_float
-    live_ids = {a.id for a, l in zip(prog.outputs, live)
-                if l and isinstance(a, Var) and not is_float(a.type.dtype)}
-    eqns, extra = [], []
-    for e in reversed(prog.eqns):      # liveness flows from the outputs back
-        out_live = [v.id in live_ids for v in e.outputs]
-        if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
-            eqns.append(e)
-            continue
-        body, n, in_live = _float0_tangent_outputs(e.params["jaxpr"], out_live)
-        live_ids.update(a.id for a, l in zip(e.inputs, in_live) if l and isinstance(a, Var))
-        if e.primitive is remat_p:
-            body = Program(body.inputs, body.eqns, body.outputs + [
-                a for a in e.params["jaxpr"].outputs if is_float(a.type.dtype)], input_names=body.input_names)
-        new = body.out_types[len(e.outputs):]
-        if e.primitive.name == "scan":      # extra body outputs are stacked ys
-            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
-        outs = [Var(t) for t in new]
-        eqns.append(Eqn(e.primitive, e.inputs, e.outputs + outs, dict(e.params, jaxpr=body), why=e.why,
-                        residual_outputs=e.residual_outputs))
-        extra = outs + extra
-    in_live = [v.id in live_ids for v in prog.inputs]
-    return (Program(prog.inputs, eqns[::-1], prog.outputs + extra, input_names=prog.input_names),
-            len(extra), in_live)
-
-
 def _remat3_float0_tangents(ctx):
     """JAX's residuals are the full remat3 model's (`remat3_model`, every
     defect on) of the program whose checkpoints' float outputs are live as
     above, and that liveness changes the model's answer."""
     if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
-    exposed, n, _ = _float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
+    exposed, n, _ = float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
     if not n:
         return False
     modelled = producer_sources(remat3_model(exposed))
     return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
-
-
-def remat3_variants(prog: Program) -> list:
-    """`prog`, and the programs whose remat3-model residuals JAX's are where
-    a structural remat3 defect holds: with its unused checkpoint outputs
-    used (remat3-saves-for-unused-checkpoint-outputs), with the float
-    outputs of checkpoints whose non-float output is live made outputs
-    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), and both."""
-    used, n_unused = unused_checkpoint_outputs_out(prog)
-    variants = [prog] + ([used] if n_unused else [])
-    for p in list(variants):
-        exposed, n_live, _ = _float0_tangent_outputs(p, [True] * len(p.outputs))
-        if n_live:
-            variants.append(exposed)
-    return variants
 
 
 def _remat3_reverse_raises_as_modelled(ctx):
@@ -902,12 +231,12 @@ def _remat3_nested_opaque(ctx):
 
 
 def _remat3_restricted(ctx):
-    return (all(_remat3_recognises(p) for p in _policies_in(ctx.program))
+    return (all(remat3_recognises(p) for p in policies_in(ctx.program))
             and ctx.remat3_defect_mattered("view"))
 
 
 def _remat3_unrecognised(ctx):
-    return (any(not _remat3_recognises(p) for p in _policies_in(ctx.program))
+    return (any(not remat3_recognises(p) for p in policies_in(ctx.program))
             and (ctx.remat3_defect_mattered("view") or _remat3_never_asks_refused_policy(ctx)))
 
 
@@ -971,7 +300,7 @@ def _remat3_nested_provenance(ctx):
 
 
 def _anything_except_stub(ctx):
-    pols = _policies_in(ctx.program)
+    pols = policies_in(ctx.program)
     return (ctx.implementation == "remat2" and ctx.property == "residuals"
             and any(isinstance(p, sp.save_anything_except_these_names) for p in pols)
             and _residuals_equal_to(ctx, lambda p: sp.everything_saveable
@@ -1041,99 +370,9 @@ def _remat3_unused_scanned_input(ctx):
             and _unused_scanned_checkpoint_inputs(ctx.program))
 
 
-@dataclass(frozen=True)
-class _Tagged(sp._Policy):
-    """`policy` unchanged, carrying a tag that survives differentiation
-    (JVP and partial evaluation copy a checkpoint's params)."""
-    policy: Any
-    tag: int
-
-    def __call__(self, prim, *in_types, **params):
-        return sp.ask(self.policy or sp.nothing_saveable, prim, in_types, params)
-
-
-def _live_checkpoints(prog: Program) -> set:
-    """The checkpoints (equations of `prog`, at any depth) whose backward
-    pass is live: their staged half survives in the spec's linearization.
-    A checkpoint whose input cotangents are symbolic zeros, or whose output
-    cotangent is, has a backward pass XLA removes as dead code, barrier
-    and all."""
-    eqns = list(_remats(prog))
-    tags = {id(e): k for k, e in enumerate(eqns)}
-    tagged = map_params(prog, lambda e, params: dict(params, policy=_Tagged(params["policy"], tags[id(e)]))
-                        if id(e) in tags else params)
-    live = set()
-
-    def walk(p):
-        for e in p.eqns:
-            pol = e.params.get("policy")
-            if e.primitive is remat_p and e.params.get("differentiated") and isinstance(pol, _Tagged):
-                live.add(pol.tag)
-            for _, sub in subprograms(e.params):
-                walk(sub)
-    walk(spec.linearize(tagged).linear)
-    return {id(e) for e in eqns if tags[id(e)] in live}
-
-
-def remat3_barrier_model(prog: Program) -> bool:
-    """remat3 (RematTraced.vjp_bwd/linearized, jax 0.10.2) puts an
-    optimization barrier on the checkpoint's inputs that its backward pass
-    reads, whatever prevent_cse says: a barrier exists iff some checkpoint
-    with a live backward pass (see `_live_checkpoints`), linearized on its
-    own under remat3's view of its policy, saves one of its own inputs.
-    Only its outputs something reads count: the backward pass of an
-    unused output has a zero cotangent, and XLA removes it as dead code,
-    barrier and all."""
-    from spec.core import Tracer, bind
-    live = _live_checkpoints(prog)
-    read = _read_anywhere(prog)
-    for e in _remats(prog):
-        if id(e) not in live:
-            continue
-        body = e.params["jaxpr"]
-        keep = [k for k, v in enumerate(e.outputs) if v.id in read]
-        if not keep:
-            continue
-        alone = remat3_model(spec.trace(lambda *xs, e=e: [bind(remat_p, *xs, **e.params)[k] for k in keep],
-                                        *body.in_types),
-                             opaque_outputs=False, instantiated_inputs=False)
-        if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
-            return True
-    return False
-
-
-def _read_anywhere(prog: Program) -> set:
-    """Ids of the vars some equation of `prog` (at any depth) reads, or
-    some (sub-)program returns."""
-    out = {a.id for a in prog.outputs if isinstance(a, Var)}
-    for e in prog.eqns:
-        out |= {a.id for a in e.inputs if isinstance(a, Var)}
-        for _, sub in subprograms(e.params):
-            out |= _read_anywhere(sub)
-    return out
-
-
-def _remats(prog: Program):
-    for e in prog.eqns:
-        if e.primitive is remat_p:
-            yield e
-        for _, sub in subprograms(e.params):
-            yield from _remats(sub)
-
-
 def _remat3_barriers(ctx):
     return (ctx.implementation == "remat3" and ctx.property == "prevent_cse" and ctx.barriers is not None
             and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
-
-
-def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
-    """Apply fn(eqn, params) -> params (and primitive(eqn) -> primitive) to
-    every equation, sub-programs too."""
-    eqns = []
-    for e in prog.eqns:
-        params = map_subprograms(e.params, lambda sub: map_params(sub, fn, primitive))
-        eqns.append(Eqn(primitive(e), e.inputs, e.outputs, fn(e, params)))
-    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
 def additive(explains: Callable) -> Callable:
@@ -1174,7 +413,7 @@ def _jit_linearize_zero(got, want, ctx):
 def _checkpoint_in_cond_branch(prog: Program) -> bool:
     """Some cond branch of `prog` (at any depth) holds a checkpoint."""
     for e in prog.eqns:
-        if e.primitive.name == "cond" and any(True for b in e.params["branches"] for _ in _remats(b)):
+        if e.primitive.name == "cond" and any(True for b in e.params["branches"] for _ in remats(b)):
             return True
         if any(_checkpoint_in_cond_branch(sub) for _, sub in subprograms(e.params)):
             return True
@@ -1191,111 +430,6 @@ def _remat3_float0_residual(ctx):
     if ctx.property == "residuals":
         return isinstance(ctx.error, Unsupported) and "float0" in str(ctx.error)
     return ctx.property == "vjp_leaves" and any("float0" in dtype for _, dtype in ctx.jax_residuals or ())
-
-
-def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
-    """`prog` with every float output of a checkpoint that nothing reads
-    made an output of the program (threaded out through the checkpoints,
-    calls, cond branches and scan bodies around it: a cond's other branches
-    return zeros there, a scan stacks it), and how many were: remat3's
-    backward pass of a checkpoint runs whole, as if every output had a
-    cotangent. Only live checkpoints count (an output needed by the
-    program's outputs), and only reads by live equations: a checkpoint
-    none of whose outputs is needed is dead code that JAX's partial
-    evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
-    on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
-    found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
-    return unused_outputs_out(prog, lambda e: e.primitive is remat_p, lambda e: True)
-
-
-def _staged_whole(e: Eqn) -> bool:
-    """`e` is a checkpoint, call, scan or cond: an equation whose JVP JAX's
-    partial evaluation stages as one equation computing every output's tangent."""
-    from spec.prims_call import call_p
-    from spec.prims_control import cond_p
-    from spec.prims_scan import scan_p
-    return e.primitive in (remat_p, call_p, scan_p, cond_p)
-
-
-def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
-    """`prog` with every float output nothing reads of each checkpoint,
-    call, scan and cond that the program's outputs depend on made a program
-    output (threaded out through the calls, cond branches and scan bodies
-    around it, not through checkpoints), and how many were: linearization
-    before direct linearization (pe.JaxprTrace, jax <= 0.6.2) stages the
-    tangent of such an equation as one equation for every output, unused or
-    not, and keeps the residuals that needs; a checkpoint's own body is
-    partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
-    pe.dce_jaxpr), so nothing inside one is kept."""
-    return unused_outputs_out(prog, _staged_whole,
-                              lambda e: e.primitive is not remat_p)
-
-
-def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
-    """`prog` with every float output that nothing live reads of each live
-    equation e with selects(e) made an output of the program, threaded out
-    through the sub-programs of the live equations with enters(e)
-    (`_unused_outputs_threaded`), and how many were. Dead equations (no
-    program output depends on them, no effect) are left as they are."""
-    from spec.ir import is_float
-    live, used = _live(prog)
-    eqns, extra = [], []
-    for e in prog.eqns:
-        if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
-            eqns.append(e)
-            continue
-        params, new_types = _unused_outputs_threaded(e, selects, enters) if enters(e) else (e.params, [])
-        new = [Var(t) for t in new_types]
-        extra += new
-        if selects(e):
-            extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
-        eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
-    return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
-
-
-def _live(prog: Program) -> tuple[set, set]:
-    """The ids of `prog`'s live equations (an output needed, transitively,
-    by the program's outputs, or an effect) and of the variables that the
-    live equations and the outputs read."""
-    from spec.core import has_effects
-    read = {a.id for a in prog.outputs if isinstance(a, Var)}
-    live = set()
-    for e in reversed(prog.eqns):
-        if any(v.id in read for v in e.outputs) or has_effects(e):
-            live.add(id(e))
-            read |= {a.id for a in e.inputs if isinstance(a, Var)}
-    return live, read
-
-
-def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tuple[dict, list]:
-    """`e`'s params with the unused outputs of its sub-programs made their
-    outputs (`unused_outputs_out`), and the types of the outputs that adds
-    to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
-    cond's branches (the other branches return zeros there)."""
-    from spec.prims_call import call_p
-    from spec.prims_control import cond_p
-    from spec.prims_scan import scan_p
-    if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
-        if not n:
-            return e.params, []
-        new = body.out_types[len(body.outputs) - n:]
-        if e.primitive is scan_p:      # extra body outputs are stacked ys
-            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
-        return dict(e.params, jaxpr=body), new
-    if e.primitive is cond_p:
-        split = [unused_outputs_out(b, selects, enters) for b in e.params["branches"]]
-        if not any(n for _, n in split):
-            return e.params, []
-        extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
-        branches = []
-        for i, (b, n) in enumerate(split):
-            mine = [a if j == i else spec.ir.Literal(np.zeros(a.type.shape, a.type.dtype), a.type)
-                    for j, outs in enumerate(extras) for a in outs]
-            branches.append(Program(b.inputs, b.eqns, b.outputs[:len(b.outputs) - n] + mine,
-                                    input_names=b.input_names))
-        return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
-    return e.params, []
 
 
 def _linearize_keeps_unused_outputs(ctx):
@@ -1341,41 +475,6 @@ def _remat3_unused_outputs_read(ctx):
             and ctx.jax_residuals != ctx.residuals_with(**flags))
 
 
-# -- remat3's derivatives of checkpoints (jax 0.10.2) -------------------------
-# A checkpoint differentiated inside the checked function (jax.grad,
-# jax.jvp, jax.jacfwd, jax.jacrev of a checkpoint, the function then
-# differentiated again by the check) is staged by remat3 as plain
-# equations: RematTraced's jvp and linearize rules (jax/_src/interpreters/
-# remat.py) emit the body's derivative inline (with optimization barriers
-# on a linearization's inputs and outputs), not as a checkpoint, so the
-# outer differentiation saves the derivative's intermediates. remat2 keeps
-# a checkpoint around it (ad_checkpoint.remat_jvp: a remat2 of the JVP
-# program; remat_partial_eval: a differentiated=True remat2), and so does
-# the spec.
-
-def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
-    """`prog` with every checkpoint replaced by its body's equations (the
-    top-level ones kept, with theirs inlined, if `keep_top_level`)."""
-    env = {}
-    sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
-    eqns = []
-    for e in prog.eqns:
-        params = map_subprograms(e.params, lambda s: inline_checkpoints(s, False))
-        inputs = [sub(a) for a in e.inputs]
-        if e.primitive is remat_p and not keep_top_level:
-            body_env = dict(zip(params["jaxpr"].inputs, inputs))
-            body_sub = lambda a: body_env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
-            for b in params["jaxpr"].eqns:
-                outs = [Var(v.type) for v in b.outputs]
-                eqns.append(Eqn(b.primitive, [body_sub(a) for a in b.inputs], outs, b.params))
-                body_env.update(zip(b.outputs, outs))
-            env.update(zip(e.outputs, [body_sub(a) for a in params["jaxpr"].outputs]))
-        else:
-            eqns.append(Eqn(e.primitive, inputs, e.outputs, params, why=e.why,
-                            residual_outputs=e.residual_outputs))
-    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
-
-
 def _nested_checkpoints(prog: Program, as_written: bool) -> bool:
     """The checked function itself holds a checkpoint (as written: any; under
     the check's own checkpoint: one inside it)."""
@@ -1411,6 +510,7 @@ def _remat3_inlined_derivatives(ctx):
 _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the remat3 model (the "
                     "spec with every remat3 defect below modelled, `remat3_model`), and this is "
                     "the first defect, in the model's order, whose removal changes them.")
+
 
 def _literals_left_out(got: list, want: list) -> bool:
     """`got` is `want` with some "from a literal" entries left out."""
@@ -1510,7 +610,7 @@ def _missing_rule(kind: str):
     def applies(ctx):
         return (isinstance(ctx.error, NotImplementedError)
                 and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
-                and _has_primitive(ctx.program, "optimization_barrier"))
+                and has_primitive(ctx.program, "optimization_barrier"))
     return applies
 
 
@@ -1637,36 +737,15 @@ def _residual_counted_once(ctx):
     return len({v.id for v in saved if isinstance(v, Var)}) < len(saved)
 
 
-def without_roundings(prog: Program) -> Program:
-    """`prog` with the reduce_precision equations a checkpoint's partial
-    evaluation added (spec.remat.ROUNDED) removed, their readers reading
-    the unrounded value (at every depth)."""
-    env = {}
-    sub = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
-    eqns = []
-    for e in prog.eqns:
-        if e.why == ROUNDED:
-            env[e.outputs[0].id] = sub(e.inputs[0])
-            continue
-        params = map_subprograms(e.params, without_roundings)
-        eqns.append(Eqn(e.primitive, [sub(a) for a in e.inputs], e.outputs, params, why=e.why,
-                        residual_outputs=e.residual_outputs))
-    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
-
-
 def _residuals_unrounded(ctx):
     """JAX's residuals are the spec's for the program without the roundings
     of checkpoint residuals (before jax 0.4.31 remat's partial evaluation
     rounds nothing: a value and its rounding, saved twice by a second
     differentiation, are one residual there)."""
-    if ctx.property != "residuals" or ctx.jax_residuals is None or not _has_rounding(ctx.program):
+    if ctx.property != "residuals" or ctx.jax_residuals is None or not has_rounding(ctx.program):
         return False
     unrounded = [(str(r.type), str(r.source)) for r in spec.saved_residuals(without_roundings(ctx.program))]
     return ctx.jax_residuals == unrounded
-
-
-def _has_rounding(prog: Program) -> bool:
-    return any(e.why == ROUNDED or any(_has_rounding(b) for _, b in subprograms(e.params)) for e in prog.eqns)
 
 
 def _eqns(prog: Program):

@@ -27,7 +27,7 @@ import spec
 from spec.barriers import optimization_barriers
 from spec.ir import DTYPES, Program, is_float, subprograms
 
-from oracle import divergences, tolerances
+from oracle import divergences, normalizations, tolerances
 from oracle.conventions import Call, spec_value_of
 from oracle.jax_params import spec_type
 from oracle.upcast import up, upcast
@@ -189,7 +189,7 @@ def normalized(case, impl, got, spec_res) -> tuple[list, list[str]]:
     and the names of those that changed something."""
     applied = []
     aliases = dict(zip(case.call.remat3_names(), case.prog.input_names or ()))
-    for norm in divergences.NORMALIZATIONS:
+    for norm in normalizations.NORMALIZATIONS:
         if not divergences.holds(norm.releases):
             continue
         new = norm.apply(impl, got, spec_res, case.prog, aliases)

@@ -201,7 +201,7 @@ def test_non_float_checkpoint_output_divergence_is_exactly_the_forwarded_case(ro
     name = "remat3-non-float-checkpoint-output-keeps-its-tangents-live"
     _remat3_expected(report, "residuals", "known divergence" if triggers else "ok", name, triggers)
     prog = trace_jax(f, *args)
-    _, exposed, _ = dv._float0_tangent_outputs(prog, [True] * len(prog.outputs))
+    _, exposed, _ = dv.float0_tangent_outputs(prog, [True] * len(prog.outputs))
     assert (exposed > 0) == triggers
 
 

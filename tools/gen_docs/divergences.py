@@ -32,28 +32,28 @@ def _flag(d) -> str:
     return "" if d.flag is None else f"{d.flag} {'on' if d.flag_value else 'off (or absent)'}"
 
 
-def _releases_table(dv) -> list[str]:
+def _releases_table(dv, normalizations) -> list[str]:
     rows = ["| entry | kind | JAX releases | flag |", "|---|---|---|---|"]
     rows += [f"| `{d.name}` | divergence | {d.releases} | {_flag(d)} |" for d in dv.DIVERGENCES]
-    rows += [f"| `{n.name}` | normalization | {n.releases} | |" for n in dv.NORMALIZATIONS]
+    rows += [f"| `{n.name}` | normalization | {n.releases} | |" for n in normalizations.NORMALIZATIONS]
     return rows
 
 
 def render_divergences() -> str:
-    from oracle import divergences as dv
-    out = [header("oracle/divergences.py (DIVERGENCES and NORMALIZATIONS)"),
+    from oracle import divergences as dv, normalizations
+    out = [header("oracle/divergences.py (DIVERGENCES) and oracle/normalizations.py (NORMALIZATIONS)"),
            "# Known divergences of JAX from the spec", "", *INTRO, "",
-           "## Releases", "", *RELEASES_INTRO, "", *_releases_table(dv), "",
+           "## Releases", "", *RELEASES_INTRO, "", *_releases_table(dv, normalizations), "",
            f"## Divergences ({len(dv.DIVERGENCES)})", ""]
     for d in dv.DIVERGENCES:
         out += [f"### `{d.name}`", "", d.reason, "",
                 f"JAX releases: {d.releases}" + (f", with {_flag(d)}" if d.flag else "") + ".", "",
                 f"Predicate: `{d.applies.__name__}`.", "",
                 "```python", dv.REPRO_PREAMBLE + d.repro.rstrip(), "```", ""]
-    out += [f"## Normalizations ({len(dv.NORMALIZATIONS)})", "",
+    out += [f"## Normalizations ({len(normalizations.NORMALIZATIONS)})", "",
             "Naming differences of one implementation, undone before residual lists are compared "
             "(and reported as known divergences whenever they changed something).", ""]
-    for n in dv.NORMALIZATIONS:
+    for n in normalizations.NORMALIZATIONS:
         out += [f"### `{n.name}`", "", n.reason, "", f"JAX releases: {n.releases}.", "",
                 f"Applied by `{n.apply.__name__}`.", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,165 @@
+"""Normalisations of JAX's saved_residuals names: where a release names
+the same value, in the same memory, otherwise than the spec does (a
+`named` input, `output of reduce_precision`, `output of pjit`, remat3's
+`args[i]`), JAX's entry takes the spec's name before the lists are
+compared. Each says which releases it holds for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+from spec.ir import Program, Var, subprograms
+
+from oracle.jax_api.versions import ALL, REMAT3, Releases
+from oracle.program_variants import has_primitive
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """A naming difference of one implementation, undone before comparing
+    (and reported as a known divergence whenever it changed something)."""
+    name: str
+    reason: str
+    apply: Callable   # (implementation, jax residuals, spec residuals, program, argument aliases)
+                      # -> jax residuals
+    releases: Releases = ALL   # the JAX releases it holds for (verified by its repro on each)
+
+
+def _remat3_arg_names(impl, jax_res, spec_res, prog, aliases):
+    """`from the argument args[0]['w']` -> `from the argument params['w']`:
+    `aliases` maps the names JAX gives a `(*args, **kwargs)` signature to
+    the leaves' names (oracle.conventions.Call.remat3_names)."""
+    if impl != "remat3":
+        return jax_res
+    prefix = "from the argument "
+    return [(t, prefix + aliases[s[len(prefix):]] if s.startswith(prefix) and s[len(prefix):] in aliases else s)
+            for t, s in jax_res]
+
+
+def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
+    if impl != "remat3":
+        return jax_res
+    out = []
+    for i, (t, s) in enumerate(jax_res):
+        if s == "output of jitted function '_remat3'" and i < len(spec_res) and spec_res[i][0] == t \
+                and spec_res[i][1].startswith("output of jitted function "):
+            s = spec_res[i][1]
+        out.append((t, s))
+    return out
+
+
+def _rename_unmatched(jax_res, spec_res, accepts):
+    """Each JAX entry the spec's list lacks takes, in order, the name of a
+    spec entry of the same type that JAX's list lacks, where
+    accepts(JAX's name, the spec's name)."""
+    import collections
+    unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
+    extra = collections.Counter(jax_res) - collections.Counter(spec_res)
+    free = []
+    for r in spec_res:
+        if unmatched[r] > 0:
+            unmatched[r] -= 1
+            free.append(r)
+    out = []
+    for t, s in jax_res:
+        match = None
+        if extra[(t, s)] > 0:
+            match = next((r for r in free if r[0] == t and accepts(s, r[1])), None)
+        if match is not None:
+            extra[(t, s)] -= 1
+            free.remove(match)
+            s = match[1]
+        out.append((t, s))
+    return out
+
+
+def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
+    """A normalisation apply(): JAX's entries named `jax_name` take the
+    names of the spec's entries starting with `spec_prefix` (see
+    _rename_unmatched). Programs that have a `unless_primitive` equation of
+    their own are left alone (then the name may be JAX's honest answer)."""
+    def apply(impl, jax_res, spec_res, prog, aliases):
+        if unless_primitive and has_primitive(prog, unless_primitive):
+            return jax_res
+        return _rename_unmatched(jax_res, spec_res, lambda j, s: j == jax_name and s.startswith(spec_prefix))
+    apply.__name__ = f"_misnamed({jax_name!r})"
+    return apply
+
+
+def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `named 'n'` for a value the spec names by its producer (or
+    argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
+    from spec.partial_eval import source_of
+    wrapped: dict = {}
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(str(source_of(e.inputs[0], p)))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    if not wrapped:
+        return jax_res
+    return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
+
+
+def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
+    the spec saves `from a constant`, in a program with a jit (see
+    _rename_unmatched)."""
+    if not has_primitive(prog, "call"):
+        return jax_res
+    jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
+    renamed = _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
+    if renamed == jax_res:
+        return jax_res
+    # where saved_residuals lists a constant: after the literals, before the
+    # arguments and equation outputs (jax/_src/ad_checkpoint.py:_saved_residuals)
+    place = {"from a literal": 0, "from a constant": 1}
+    return sorted(renamed, key=lambda r: place.get(r[1], 2))
+
+
+NORMALIZATIONS = [
+    Normalization("saved-residuals-names-the-input-of-a-name",
+                  "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
+                  "checkpoint_name names') to 0.10.2 (bf1e6d9b49 removed it) saved_residuals calls "
+                  "a saved value that is the *input* of a checkpoint_name `named 'n'`, where the "
+                  "spec names its producer: e.g. save_anything_except_these_names('h') saving "
+                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
+                  "same memory.",
+                  _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
+    Normalization("saved-residuals-names-reduce_precision",
+                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
+                  "saved float value through reduce_precision (against XLA's excess precision), and "
+                  "saved_residuals names the residual `output of reduce_precision` instead of the "
+                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
+                  "print_saved_residuals'). Same value, same memory.",
+                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
+                  releases=Releases("0.4.31", "0.10.2")),
+    Normalization("saved-residuals-names-jitted-functions-pjit",
+                  "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
+                  "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
+                  "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
+                  _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
+    Normalization("saved-residuals-names-a-jits-constant-its-output",
+                  "Before jax 0.10.2 (verified on 0.4.25, 0.4.36 and 0.6.2, with direct "
+                  "linearization on or off; not bisected between 0.6.2 and 0.10.2) pjit's partial "
+                  "evaluation passes an array a jitted function closes over, where a tangent "
+                  "equation reads it, out of the known jit as a residual output, so saved_residuals "
+                  "names it `output of jitted function 'f'` (`output of pjit` before 0.4.34); "
+                  "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
+                  "does. Same value, one entry either way.",
+                  _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
+    Normalization("remat3-names-arguments-args[i]",
+                  "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
+                  "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "
+                  "without the function's signature); the spec uses the parameter names.",
+                  _remat3_arg_names, releases=REMAT3),
+    Normalization("remat3-names-jitted-checkpoints-_remat3",
+                  "Under jax_remat3 (jax 0.10.2) jax.jit(jax.checkpoint(f)) is a jitted function "
+                  "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
+                  _remat3_jit_names, releases=REMAT3),
+]

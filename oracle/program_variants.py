@@ -1,0 +1,221 @@
+"""Programs derived from a checked program, which the known divergences
+(oracle/divergences.py) and the remat3 model (oracle/remat3_model.py)
+compute the spec's answer for: every checkpoint's policy mapped, nested
+checkpoints inlined, unused outputs of checkpoints or staged equations
+made used, the roundings of checkpoint residuals removed.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+import spec
+from spec.core import has_effects
+from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.remat import ROUNDED, remat_p
+
+
+
+def has_primitive(prog: Program, name: str) -> bool:
+    """The program binds `name` itself (not counting the roundings a
+    checkpoint's partial evaluation adds: spec.remat.ROUNDED)."""
+    return any((e.primitive.name == name and e.why != ROUNDED)
+               or any(has_primitive(b, name) for _, b in subprograms(e.params)) for e in prog.eqns)
+
+
+# name -> a primitive of a model's own standing for the spec's primitive of
+# that name (oracle/remat3_model.py `_model_of`): still a checkpoint, a scan, a call
+MODEL_PRIMITIVES: dict = {}
+
+
+def is_checkpoint(e) -> bool:
+    return e.primitive is remat_p or (e.primitive in MODEL_PRIMITIVES.values()
+                                      and e.primitive.name == "remat")
+
+
+def map_policies(prog: Program, transform: Callable) -> Program:
+    """`prog` with every checkpoint's policy p replaced by transform(p)."""
+    return map_params(prog, lambda e, params: dict(params, policy=transform(params["policy"]))
+                      if e.primitive is remat_p else params)
+
+
+def policies_in(prog: Program) -> list:
+    out = []
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            out.append(e.params["policy"])
+        for _, sub in subprograms(e.params):
+            out += policies_in(sub)
+    return out
+
+
+def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
+    """Apply fn(eqn, params) -> params (and primitive(eqn) -> primitive) to
+    every equation, sub-programs too."""
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda sub: map_params(sub, fn, primitive))
+        eqns.append(Eqn(primitive(e), e.inputs, e.outputs, fn(e, params)))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
+def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float output of a checkpoint that nothing reads
+    made an output of the program (threaded out through the checkpoints,
+    calls, cond branches and scan bodies around it: a cond's other branches
+    return zeros there, a scan stacks it), and how many were: remat3's
+    backward pass of a checkpoint runs whole, as if every output had a
+    cotangent. Only live checkpoints count (an output needed by the
+    program's outputs), and only reads by live equations: a checkpoint
+    none of whose outputs is needed is dead code that JAX's partial
+    evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
+    on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
+    found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
+    return unused_outputs_out(prog, lambda e: e.primitive is remat_p, lambda e: True)
+
+
+def _staged_whole(e: Eqn) -> bool:
+    """`e` is a checkpoint, call, scan or cond: an equation whose JVP JAX's
+    partial evaluation stages as one equation computing every output's tangent."""
+    from spec.prims_call import call_p
+    from spec.prims_control import cond_p
+    from spec.prims_scan import scan_p
+    return e.primitive in (remat_p, call_p, scan_p, cond_p)
+
+
+def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float output nothing reads of each checkpoint,
+    call, scan and cond that the program's outputs depend on made a program
+    output (threaded out through the calls, cond branches and scan bodies
+    around it, not through checkpoints), and how many were: linearization
+    before direct linearization (pe.JaxprTrace, jax <= 0.6.2) stages the
+    tangent of such an equation as one equation for every output, unused or
+    not, and keeps the residuals that needs; a checkpoint's own body is
+    partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
+    pe.dce_jaxpr), so nothing inside one is kept."""
+    return unused_outputs_out(prog, _staged_whole,
+                              lambda e: e.primitive is not remat_p)
+
+
+def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
+    """`prog` with every float output that nothing live reads of each live
+    equation e with selects(e) made an output of the program, threaded out
+    through the sub-programs of the live equations with enters(e)
+    (`_unused_outputs_threaded`), and how many were. Dead equations (no
+    program output depends on them, no effect) are left as they are."""
+    from spec.ir import is_float
+    live, used = _live(prog)
+    eqns, extra = [], []
+    for e in prog.eqns:
+        if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
+            eqns.append(e)
+            continue
+        params, new_types = _unused_outputs_threaded(e, selects, enters) if enters(e) else (e.params, [])
+        new = [Var(t) for t in new_types]
+        extra += new
+        if selects(e):
+            extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
+        eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
+    return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _live(prog: Program) -> tuple[set, set]:
+    """The ids of `prog`'s live equations (an output needed, transitively,
+    by the program's outputs, or an effect) and of the variables that the
+    live equations and the outputs read."""
+    from spec.core import has_effects
+    read = {a.id for a in prog.outputs if isinstance(a, Var)}
+    live = set()
+    for e in reversed(prog.eqns):
+        if any(v.id in read for v in e.outputs) or has_effects(e):
+            live.add(id(e))
+            read |= {a.id for a in e.inputs if isinstance(a, Var)}
+    return live, read
+
+
+def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tuple[dict, list]:
+    """`e`'s params with the unused outputs of its sub-programs made their
+    outputs (`unused_outputs_out`), and the types of the outputs that adds
+    to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
+    cond's branches (the other branches return zeros there)."""
+    from spec.prims_call import call_p
+    from spec.prims_control import cond_p
+    from spec.prims_scan import scan_p
+    if e.primitive in (remat_p, call_p, scan_p):
+        body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
+        if not n:
+            return e.params, []
+        new = body.out_types[len(body.outputs) - n:]
+        if e.primitive is scan_p:      # extra body outputs are stacked ys
+            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
+        return dict(e.params, jaxpr=body), new
+    if e.primitive is cond_p:
+        split = [unused_outputs_out(b, selects, enters) for b in e.params["branches"]]
+        if not any(n for _, n in split):
+            return e.params, []
+        extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
+        branches = []
+        for i, (b, n) in enumerate(split):
+            mine = [a if j == i else spec.ir.Literal(np.zeros(a.type.shape, a.type.dtype), a.type)
+                    for j, outs in enumerate(extras) for a in outs]
+            branches.append(Program(b.inputs, b.eqns, b.outputs[:len(b.outputs) - n] + mine,
+                                    input_names=b.input_names))
+        return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
+    return e.params, []
+
+
+# -- remat3's derivatives of checkpoints (jax 0.10.2) -------------------------
+# A checkpoint differentiated inside the checked function (jax.grad,
+# jax.jvp, jax.jacfwd, jax.jacrev of a checkpoint, the function then
+# differentiated again by the check) is staged by remat3 as plain
+# equations: RematTraced's jvp and linearize rules (jax/_src/interpreters/
+# remat.py) emit the body's derivative inline (with optimization barriers
+# on a linearization's inputs and outputs), not as a checkpoint, so the
+# outer differentiation saves the derivative's intermediates. remat2 keeps
+# a checkpoint around it (ad_checkpoint.remat_jvp: a remat2 of the JVP
+# program; remat_partial_eval: a differentiated=True remat2), and so does
+# the spec.
+
+def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
+    """`prog` with every checkpoint replaced by its body's equations (the
+    top-level ones kept, with theirs inlined, if `keep_top_level`)."""
+    env = {}
+    sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda s: inline_checkpoints(s, False))
+        inputs = [sub(a) for a in e.inputs]
+        if e.primitive is remat_p and not keep_top_level:
+            body_env = dict(zip(params["jaxpr"].inputs, inputs))
+            body_sub = lambda a: body_env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+            for b in params["jaxpr"].eqns:
+                outs = [Var(v.type) for v in b.outputs]
+                eqns.append(Eqn(b.primitive, [body_sub(a) for a in b.inputs], outs, b.params))
+                body_env.update(zip(b.outputs, outs))
+            env.update(zip(e.outputs, [body_sub(a) for a in params["jaxpr"].outputs]))
+        else:
+            eqns.append(Eqn(e.primitive, inputs, e.outputs, params, why=e.why,
+                            residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def without_roundings(prog: Program) -> Program:
+    """`prog` with the reduce_precision equations a checkpoint's partial
+    evaluation added (spec.remat.ROUNDED) removed, their readers reading
+    the unrounded value (at every depth)."""
+    env = {}
+    sub = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        if e.why == ROUNDED:
+            env[e.outputs[0].id] = sub(e.inputs[0])
+            continue
+        params = map_subprograms(e.params, without_roundings)
+        eqns.append(Eqn(e.primitive, [sub(a) for a in e.inputs], e.outputs, params, why=e.why,
+                        residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def has_rounding(prog: Program) -> bool:
+    return any(e.why == ROUNDED or any(has_rounding(b) for _, b in subprograms(e.params)) for e in prog.eqns)

@@ -1,0 +1,593 @@
+"""The remat3 model: jax_remat3's differentiation of a checkpoint (jax
+0.10.2, jax/_src/interpreters/remat.py and hijax.py), written as spec
+rules, defect by defect (REMAT3_DEFECTS), so that a known divergence can
+say JAX's answer is exactly the model's (oracle/divergences.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+import spec
+from spec import policies as sp
+from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.remat import remat_p
+
+from oracle.program_variants import (MODEL_PRIMITIVES, is_checkpoint, map_params, map_policies,
+                                     unused_checkpoint_outputs_out)
+
+
+def producer_sources(prog: Program) -> list:
+    """The spec's residuals with each "output of remat2" (a value saved out
+    of a checkpoint nested in a checkpoint, forwarded through the inner
+    checkpoint's known half) named by the equation that produced it inside
+    the nested checkpoint, or by the argument it forwards."""
+    from spec.partial_eval import source_of
+    lin = spec.linearize(prog)
+
+    def resolve(atom, p: Program):
+        """(the value saved, its provenance)."""
+        for e in p.eqns:
+            for k, v in enumerate(e.outputs):
+                if v is atom and is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
+                    # the nested checkpoint's own output: remat3 names its hi-primitive
+                    from spec.partial_eval import Source
+                    return atom, Source("output", primitive="call_hi_primitive")
+                if v is atom and is_checkpoint(e):
+                    body = e.params["jaxpr"]
+                    inner = body.outputs[k]
+                    for i, bv in enumerate(body.inputs):
+                        if bv is inner:
+                            return resolve(e.inputs[i], p)
+                    return resolve(inner, body)
+        return atom, source_of(atom, p)
+    out, seen = [], set()
+    for r in lin.residuals:
+        src, value = r.source, r.var
+        if src.kind == "output" and src.primitive == "remat2":
+            value, src = resolve(r.var, lin.forward)
+            if id(value) in seen:      # an input the nested checkpoint forwards, saved already:
+                continue               # remat3 saves the one value once
+        seen.add(id(value))
+        out.append((str(r.type), str(src)))
+    return out
+
+
+# -- how remat3 differentiates a checkpoint (RematTraced, jax 0.10.2) --------
+# `lin` linearizes the body as a whole (api.linearize of the rematerialized
+# function: a tangent a rule computes from primals alone is a symbolic
+# zero inside), and `linearized` instantiates the input tangents
+# (`map(ad_util.instantiate, tangents)  # TODO`); to the enclosing
+# computation every output tangent is a value (the hi-primitive's
+# linearization is opaque). remat2's remat_jvp is a plain jvp_jaxpr of the
+# body with symbolic zeros in and out. The model is a checkpoint primitive
+# of the oracle's own, never registered in spec.primitives, whose JVP rule
+# does what remat3 does; its other rules are remat's.
+
+def _model_of(base, partial_eval_rule):
+    """A primitive of the model's own, named as `base` is, with `base`'s
+    rules except its partial-eval rule, `partial_eval_rule`; (re)registered
+    when a test has restored the rule tables since."""
+    from spec import core
+    from spec.jvp import dependence_rules
+    from spec.partial_eval import source_rules
+    prim = MODEL_PRIMITIVES.get(base.name)
+    if prim is not None and prim in core.partial_eval_rules:
+        return prim
+    prim = prim or core.Primitive(base.name, base.multiple_results)
+    core.param_specs[prim] = core.param_specs[base]
+    for table in (core.shape_rules, core.eval_rules, core.dce_rules, core.jvp_rules, dependence_rules,
+                  source_rules, core.cost_rules):
+        if base in table:
+            table[prim] = table[base]
+    core.partial_eval_rules[prim] = partial_eval_rule
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES[base.name] = prim
+    return prim
+
+
+def _remat3_scan():
+    """The model's scan: scan's rules, except that split inside a checkpoint
+    it hoists nothing and its known half is the scan itself (jax_remat3's
+    `_scan_remat`: the forward scan returns every residual as an extra,
+    stacked output), so saved values are "output of scan", never "output
+    of closed_call"."""
+    from spec.prims_scan import _scan_partial_eval, scan_p
+    return _model_of(scan_p, lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False))
+
+
+def _remat3_call():
+    """The model's call (jit): call's rules, except that split inside a
+    checkpoint its constants are residuals, returned by the known call
+    (jax_remat3's `_pjit_remat`: remat.remat_jaxpr makes every constant the
+    rematerialization reads one of `rem_consts`, outputs of the forward
+    jit), where remat2's closed_call_partial_eval_custom_rule closes both
+    halves over them and saves nothing."""
+    from spec.prims_call import _call_partial_eval, call_p
+    return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
+
+
+def _with_model(prog: Program, base, model) -> Program:
+    """`prog` with every `base` equation (at any depth) the model's `model`."""
+    return map_params(prog, lambda e, params: params,
+                      primitive=lambda e: model if e.primitive is base else e.primitive)
+
+
+def _with_remat3_scans(prog: Program) -> Program:
+    from spec.prims_scan import scan_p
+    return _with_model(prog, scan_p, _remat3_scan())
+
+
+def _with_remat3_calls(prog: Program) -> Program:
+    from spec.prims_call import call_p
+    return _with_model(prog, call_p, _remat3_call())
+
+
+def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
+                       scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
+                       jit_rule: bool = True, grandchildren_opaque: bool = True):
+    """The model's checkpoint primitive; each flag switches one defect on."""
+    from spec import core
+    key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
+           jit_rule, grandchildren_opaque)
+    prim = MODEL_PRIMITIVES.get(key)
+    if prim is not None and prim in core.jvp_rules:
+        return prim
+    # (re)register: a test may have restored the rule tables since
+    from spec.core import Primitive, Zero, bind, instantiate
+    from spec.ir import is_float
+    from spec.partial_eval import source_rules
+    prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
+    core.param_specs[prim] = core.param_specs[remat_p]
+
+    def zero_reading(tangents):
+        """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
+        so a value plus it is unknown to partial evaluation and saves nothing."""
+        from spec import ops
+        zero = None
+        for t in tangents:
+            s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
+            d = ops.sub(s, s)
+            zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
+        return zero
+
+    def zeros_from(zero, type_):
+        """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
+        from spec import ops
+        z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
+        return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
+
+    def plus(x, zero):
+        from spec import ops
+        return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
+
+    def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
+        """The body's linearization (known tangents are zeros); with
+        opaque_outputs every float output tangent is returned, made to read
+        the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
+        that partial evaluation cannot hoist it as known either."""
+        from spec import ops
+        from spec.core import building
+        from spec.jvp import jvp_traced
+        with building() as b:
+            primals = [b.new_input(t) for t in body.in_types]
+            tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
+            it = iter(tangent_ins)
+            tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
+            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
+            if opaque_outputs and tangent_ins:
+                zero = zero_reading(tangent_ins)
+                out_ts = [plus(instantiate(t), zero) if is_float(o.dtype) else t
+                          for t, o in zip(out_ts, body.out_types)]
+            out_nz = [not isinstance(t, Zero) for t in out_ts]
+            prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
+        return prog, out_nz
+
+    def jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
+        if instantiated_inputs and any(not isinstance(t, Zero) for t in tangents):
+            # an instantiated zero lives on the tangent side (made in `linearized`):
+            # zeros + z, with z read from the nonzero tangents, is exactly that
+            zero = zero_reading([t for t in tangents if not isinstance(t, Zero)])
+            tangents = [zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
+                        for t in tangents]
+        nonzeros = [not isinstance(t, Zero) for t in tangents]
+        body, out_nz = body_jvp(jaxpr, nonzeros)
+        nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
+        if isinstance(prevent_cse, tuple):
+            prevent_cse = prevent_cse + (True,) * len(nz_tangents)
+        outs = bind(prim, *primals, *nz_tangents, jaxpr=body, policy=policy,
+                    prevent_cse=prevent_cse, differentiated=differentiated)
+        n = len(jaxpr.outputs)
+        it = iter(outs[n:])
+        return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+    def partial_eval(eqn, in_unknowns, in_inst, *, saveable, linearize):
+        """remat's rule, except that the staged half reads the checkpoint's
+        inputs before its residuals: `linearized(primals_rem, ...)` takes
+        (used primals, rem's residuals) in that order, which is the order a
+        linearized scan or jit body first reads (and so stacks or returns)
+        them."""
+        for on, model in ((scan_rule, _with_remat3_scans), (jit_rule, _with_remat3_calls)):
+            if on:
+                eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
+                          dict(eqn.params, jaxpr=model(eqn.params["jaxpr"])), why=eqn.why,
+                          residual_outputs=eqn.residual_outputs)
+        if nested_opaque and not linearize:
+            # nested in a checkpoint being split: remat3's default hi-primitive
+            # rule is full remat, the enclosing policy is not asked inside
+            saveable = lambda e: sp.Recompute
+        known, staged, *rest = core.partial_eval_rules[remat_p](
+            eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
+        if grandchildren_opaque and linearize and staged:
+            staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
+        if inputs_first and linearize and staged:
+            (s,) = staged
+            outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
+            is_primal = [isinstance(a, Var) and a.id in outer for a in s.inputs]
+            order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
+            body = s.params["jaxpr"]
+            params = dict(s.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
+            if isinstance(params["prevent_cse"], tuple):
+                params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
+            staged = [Eqn(s.primitive, [s.inputs[i] for i in order], s.outputs, params, why=s.why,
+                          residual_outputs=s.residual_outputs)]
+        return (known, staged, *rest)
+
+    for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):
+        table[prim] = table[remat_p]
+    core.partial_eval_rules[prim] = partial_eval
+    core.jvp_rules[prim] = jvp
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES[key] = prim
+    return prim
+
+
+# -- which inputs remat3's backward pass of a checkpoint reads (jax 0.10.2) --
+# RematTraced.vjp_fwd/lin: `used, rem = dce(jit(lambda *xs: vjp(fwd2, *xs)[1])
+# .trace(*primals))`: the checkpoint C saves the inputs that pe.dce_jaxpr finds
+# read by the residuals of fwd2's linearization. In that trace a child
+# checkpoint K is linearized by its own vjp_fwd: its residuals are its own
+# used inputs (its own dce), and its primal outputs are computed by
+# remat_transform of K's body, where K's children (C's grandchildren) are
+# rebound whole (hijax.VJPHiPrimitive.remat: "full remat by default"), and
+# a call_hi_primitive's dce rule (VJPHiPrimitive.dce) reads every input if
+# any output is used. So C reads every primal input of a grandchild whose
+# primal output C's linearization needs, e.g. an input the grandchild only
+# forwards. The analysis colours what each value is needed for: "L" a
+# tangent; "P0" a primal of this body's own linearization; "P1" a primal of
+# the enclosing checkpoint's linearization (through this body, inline).
+
+def _tangent_vars(body: Program, tangent_inputs: list) -> set:
+    """Ids of the vars of `body` computed from a tangent input (those
+    flagged), at any depth of its checkpoints."""
+    tangent = {v.id for v, t in zip(body.inputs, tangent_inputs) if t}
+    for e in body.eqns:
+        ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
+        if is_checkpoint(e):
+            sub = e.params["jaxpr"]
+            inner = _tangent_vars(sub, ins)
+            tangent |= {v.id for v, o in zip(e.outputs, sub.outputs) if isinstance(o, Var) and o.id in inner}
+        elif any(ins):
+            tangent |= {v.id for v in e.outputs}
+    return tangent
+
+
+def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool) -> list:
+    """The colours each input of `body` is needed with, given its outputs'
+    (see above); with `opaque`, remat3's: a checkpoint whose primal output
+    the enclosing linearization needs ("P1") reads every primal input."""
+    need = {}
+    for a, c in zip(body.outputs, out_colours):
+        if isinstance(a, Var):
+            need.setdefault(a.id, set()).update(c)
+    for e in reversed(body.eqns):
+        outs = [need.get(v.id, set()) for v in e.outputs]
+        if not any(outs):
+            continue
+        if is_checkpoint(e):
+            sub = e.params["jaxpr"]
+            if opaque and any("P1" in c for c in outs):
+                for a in e.inputs:
+                    if isinstance(a, Var) and a.id not in tangent:
+                        need.setdefault(a.id, set()).add("P1")
+            sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
+            sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
+            ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque)
+            ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
+        else:
+            c = set().union(*outs)
+            residual = {"P0"} if "L" in c else set()
+            ins = [(c if isinstance(a, Var) and a.id in tangent else (c - {"L"}) | residual) for a in e.inputs]
+        for a, ci in zip(e.inputs, ins):
+            if isinstance(a, Var) and ci:
+                need.setdefault(a.id, set()).update(ci)
+    return [need.get(v.id, set()) for v in body.inputs]
+
+
+def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:
+    """Which primal inputs of the linearized checkpoint body `body` remat3
+    reads only because a grandchild checkpoint is opaque (see above)."""
+    tangent = _tangent_vars(body, tangent_inputs)
+    outs = [{"L"} if isinstance(a, Var) and a.id in tangent else set() for a in body.outputs]
+    remat3 = _needed_inputs(body, outs, tangent, opaque=True)
+    exact = _needed_inputs(body, outs, tangent, opaque=False)
+    return [bool(r) and not x and not t for r, x, t in zip(remat3, exact, tangent_inputs)]
+
+
+def _reading(body: Program, new: list, at: int) -> Program:
+    """`body` with inputs `new` inserted at `at` and read: its first float
+    output multiplied by 1 + sum over x in `new` of (sum(x) - sum(x)),
+    exactly 1 (the values are never computed: only what is read matters)."""
+    from spec import ops
+    from spec.core import building
+    from spec.ir import is_float
+    from spec.remat import _clone
+    k = next((k for k, a in enumerate(body.outputs) if is_float(a.type.dtype)), None)
+    if k is None:
+        return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns, body.outputs)
+    out = body.outputs[k]
+    with building() as b:
+        xs = [b.new_input(v.type) for v in new]
+        t = b.new_input(out.type)
+        factor = None
+        for x in xs:
+            x = ops.convert_element_type(x, out.type.dtype) if x.dtype != out.type.dtype else x
+            s = ops.reduce_sum(x, tuple(range(x.ndim))) if x.ndim else x
+            d = ops.sub(s, s)
+            factor = d if factor is None else ops.add(factor, d)
+        one = ops.add(ops.exp(ops.sub(factor, factor)), factor)     # exp(0) + 0
+        y = ops.mul(t, ops.broadcast_in_dim(one, out.type.shape, ()) if out.type.shape else one)
+        piece = b.build(xs + [t], [y])
+    env = {v.id: a for v, a in zip(piece.inputs, new + [out])}
+    eqns = _clone(piece.eqns, env)
+    outputs = list(body.outputs)
+    outputs[k] = env[piece.outputs[0].id]
+    return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns + eqns, outputs)
+
+
+def _with_inputs_read_through_grandchildren(staged: Eqn, eqn: Eqn, in_unknowns) -> Eqn:
+    """The staged checkpoint also reading the inputs remat3 reads through
+    an opaque grandchild (after its other primal inputs)."""
+    extra = [a for a, x in zip(eqn.inputs, _inputs_read_through_grandchildren(eqn.params["jaxpr"], in_unknowns))
+             if x and isinstance(a, Var) and all(a is not b for b in staged.inputs)]
+    extra = [a for k, a in enumerate(extra) if all(a is not b for b in extra[:k])]
+    if not extra:
+        return staged
+    outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
+    at = max((k + 1 for k, a in enumerate(staged.inputs) if isinstance(a, Var) and a.id in outer), default=0)
+    new = [Var(a.type) for a in extra]
+    params = dict(staged.params, jaxpr=_reading(staged.params["jaxpr"], new, at))
+    if isinstance(params["prevent_cse"], tuple):
+        p = params["prevent_cse"]
+        params["prevent_cse"] = p[:at] + (True,) * len(new) + p[at:]
+    return Eqn(staged.primitive, staged.inputs[:at] + extra + staged.inputs[at:], staged.outputs, params,
+               why=staged.why, residual_outputs=staged.residual_outputs)
+
+
+# -- how remat3 (jax/_src/interpreters/remat.py, 0.10.2) treats policies -----
+# Only two rules consult the policy (every other primitive is recomputed):
+#   dot_general (lax._dot_general_remat): saved iff the policy is a
+#       DotsSaveable object and says yes;
+#   checkpoint_name (CheckpointName.remat): saved iff the policy is a
+#       SaveOnlyTheseNames / SaveAnyNamesButThese object and says yes, or
+#       is everything_saveable itself.
+# Any other policy object (user callables, save_from_both_policies, the
+# offload policies, save_anything_except_these_names) is consulted by no one.
+# A checkpoint nested in a checkpoint is a hi-primitive whose remat rule is
+# the default full remat (hijax.VJPHiPrimitive.remat): the enclosing policy
+# is not consulted inside it (its own policy acts later, inside the
+# enclosing checkpoint's backward pass, out of saved_residuals' sight).
+
+def remat3_recognises(policy) -> bool:
+    return policy is None or isinstance(policy, (
+        sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
+        sp.save_only_these_names, sp.save_any_names_but_these))
+
+
+@dataclass(frozen=True)
+class _Remat3View(sp._Policy):
+    """The policy remat3 effectively applies (see above)."""
+    policy: Any
+
+    def __call__(self, prim, *in_types, **params):
+        p = self.policy
+        if prim.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
+            return sp.ask(p, prim, in_types, params) is sp.Saveable
+        if prim.name == "name":
+            if isinstance(p, (sp.save_only_these_names, sp.save_any_names_but_these)):
+                return sp.ask(p, prim, in_types, params) is sp.Saveable
+            return p is sp.everything_saveable
+        return False
+
+
+def remat3_effective(policy):
+    return _Remat3View(policy)
+
+
+# in the order a difference is attributed to them (and DIVERGENCES lists them)
+REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "view", "opaque_outputs", "instantiated_inputs",
+                  "inputs_first", "scan_rule", "jit_rule", "linearized_body")
+
+
+def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
+                 instantiated_inputs=True, inputs_first=True, scan_rule=True,
+                 custom_opaque=True, linearized_body=True, jit_rule=True,
+                 grandchildren_opaque=True) -> Program:
+    """The program whose spec residuals are remat3's (jax 0.10.2), up to
+    naming: every checkpoint is the model's (`_remat3_checkpoint`); with
+    `view` it applies its policy as remat3 does; with `custom_opaque` a
+    custom_jvp/custom_vjp call inside a checkpoint is a checkpoint of its
+    own (remat3's RematTrace.process_custom_*_call rebinds it whole in the
+    recomputation: the policy never sees inside its rules). Each flag
+    switches on one defect, to tell whether it mattered."""
+    prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
+                              linearized_body, jit_rule, grandchildren_opaque)
+    if custom_opaque:
+        prog = _custom_calls_as_checkpoints(prog)
+    if view:
+        prog = map_policies(prog, remat3_effective)
+    return map_params(prog, lambda e, params: params, primitive=lambda e: prim if e.primitive is remat_p
+                      else e.primitive)
+
+
+def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program:
+    """Every custom_jvp_call / custom_vjp_call inside a checkpoint wrapped in
+    a checkpoint (policy None) of its own."""
+    from spec.core import bind
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda sub: _custom_calls_as_checkpoints(
+            sub, inside or e.primitive is remat_p))
+        if inside and e.primitive.name in ("custom_jvp_call", "custom_vjp_call"):
+            body = spec.trace(lambda *xs, e=e: bind(e.primitive, *xs, **e.params), *[a.type for a in e.inputs])
+            eqns.append(Eqn(remat_p, e.inputs, e.outputs,
+                            dict(jaxpr=body, policy=None, prevent_cse=False, differentiated=False)))
+        else:
+            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why,
+                            residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
+# -- remat3's tangents of non-float checkpoint outputs (jax 0.10.2) ---------
+# hijax._call_hi_primitive_linearize: RematTraced.lin returns no output
+# nonzeros, so `nzs_out = ... else True` marks every output's tangent
+# nonzero, a non-float one too (a float0 value,
+# _call_hi_primitive_linearized_abstract_eval: "TODO(dougalm): handle
+# nonzeros"). Where that float0 tangent reaches an output of the
+# differentiated function, passed on unchanged by calls (jit, a checkpoint,
+# a scan's outputs: any primitive, convert_element_type or reshape too,
+# makes it a symbolic zero, measured), the checkpoint's one linearized
+# equation stays live, and with it every residual it reads: what the
+# tangents of the checkpoint's float outputs need, though their cotangents
+# are zeros (the backward pass reads them only in dead code:
+# `cos(optimization_barrier(x))`, unused). The model: those float outputs
+# made outputs of the program, passed out through every enclosing call.
+
+_FORWARDING_CALLS = ("call", "remat", "scan")
+
+
+def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, list]:
+    """`prog` with extra outputs appended: the float outputs of every
+    checkpoint of which a non-float output is, passed on through calls
+    only, one of `prog`'s outputs flagged in `live`; how many; and which of
+    `prog`'s inputs are so passed on to a flagged output."""
+    from spec.ir import is_float
+    live_ids = {a.id for a, l in zip(prog.outputs, live)
+                if l and isinstance(a, Var) and not is_float(a.type.dtype)}
+    eqns, extra = [], []
+    for e in reversed(prog.eqns):      # liveness flows from the outputs back
+        out_live = [v.id in live_ids for v in e.outputs]
+        if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
+            eqns.append(e)
+            continue
+        body, n, in_live = float0_tangent_outputs(e.params["jaxpr"], out_live)
+        live_ids.update(a.id for a, l in zip(e.inputs, in_live) if l and isinstance(a, Var))
+        if e.primitive is remat_p:
+            body = Program(body.inputs, body.eqns, body.outputs + [
+                a for a in e.params["jaxpr"].outputs if is_float(a.type.dtype)], input_names=body.input_names)
+        new = body.out_types[len(e.outputs):]
+        if e.primitive.name == "scan":      # extra body outputs are stacked ys
+            new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
+        outs = [Var(t) for t in new]
+        eqns.append(Eqn(e.primitive, e.inputs, e.outputs + outs, dict(e.params, jaxpr=body), why=e.why,
+                        residual_outputs=e.residual_outputs))
+        extra = outs + extra
+    in_live = [v.id in live_ids for v in prog.inputs]
+    return (Program(prog.inputs, eqns[::-1], prog.outputs + extra, input_names=prog.input_names),
+            len(extra), in_live)
+
+
+def remat3_variants(prog: Program) -> list:
+    """`prog`, and the programs whose remat3-model residuals JAX's are where
+    a structural remat3 defect holds: with its unused checkpoint outputs
+    used (remat3-saves-for-unused-checkpoint-outputs), with the float
+    outputs of checkpoints whose non-float output is live made outputs
+    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), and both."""
+    used, n_unused = unused_checkpoint_outputs_out(prog)
+    variants = [prog] + ([used] if n_unused else [])
+    for p in list(variants):
+        exposed, n_live, _ = float0_tangent_outputs(p, [True] * len(p.outputs))
+        if n_live:
+            variants.append(exposed)
+    return variants
+
+
+@dataclass(frozen=True)
+class _Tagged(sp._Policy):
+    """`policy` unchanged, carrying a tag that survives differentiation
+    (JVP and partial evaluation copy a checkpoint's params)."""
+    policy: Any
+    tag: int
+
+    def __call__(self, prim, *in_types, **params):
+        return sp.ask(self.policy or sp.nothing_saveable, prim, in_types, params)
+
+
+def _live_checkpoints(prog: Program) -> set:
+    """The checkpoints (equations of `prog`, at any depth) whose backward
+    pass is live: their staged half survives in the spec's linearization.
+    A checkpoint whose input cotangents are symbolic zeros, or whose output
+    cotangent is, has a backward pass XLA removes as dead code, barrier
+    and all."""
+    eqns = list(remats(prog))
+    tags = {id(e): k for k, e in enumerate(eqns)}
+    tagged = map_params(prog, lambda e, params: dict(params, policy=_Tagged(params["policy"], tags[id(e)]))
+                        if id(e) in tags else params)
+    live = set()
+
+    def walk(p):
+        for e in p.eqns:
+            pol = e.params.get("policy")
+            if e.primitive is remat_p and e.params.get("differentiated") and isinstance(pol, _Tagged):
+                live.add(pol.tag)
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(spec.linearize(tagged).linear)
+    return {id(e) for e in eqns if tags[id(e)] in live}
+
+
+def remat3_barrier_model(prog: Program) -> bool:
+    """remat3 (RematTraced.vjp_bwd/linearized, jax 0.10.2) puts an
+    optimization barrier on the checkpoint's inputs that its backward pass
+    reads, whatever prevent_cse says: a barrier exists iff some checkpoint
+    with a live backward pass (see `_live_checkpoints`), linearized on its
+    own under remat3's view of its policy, saves one of its own inputs.
+    Only its outputs something reads count: the backward pass of an
+    unused output has a zero cotangent, and XLA removes it as dead code,
+    barrier and all."""
+    from spec.core import Tracer, bind
+    live = _live_checkpoints(prog)
+    read = _read_anywhere(prog)
+    for e in remats(prog):
+        if id(e) not in live:
+            continue
+        body = e.params["jaxpr"]
+        keep = [k for k, v in enumerate(e.outputs) if v.id in read]
+        if not keep:
+            continue
+        alone = remat3_model(spec.trace(lambda *xs, e=e: [bind(remat_p, *xs, **e.params)[k] for k in keep],
+                                        *body.in_types),
+                             opaque_outputs=False, instantiated_inputs=False)
+        if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
+            return True
+    return False
+
+
+def _read_anywhere(prog: Program) -> set:
+    """Ids of the vars some equation of `prog` (at any depth) reads, or
+    some (sub-)program returns."""
+    out = {a.id for a in prog.outputs if isinstance(a, Var)}
+    for e in prog.eqns:
+        out |= {a.id for a in e.inputs if isinstance(a, Var)}
+        for _, sub in subprograms(e.params):
+            out |= _read_anywhere(sub)
+    return out
+
+
+def remats(prog: Program):
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            yield e
+        for _, sub in subprograms(e.params):
+            yield from remats(sub)

@@ -2,7 +2,7 @@
 (oracle/divergences.py) and the remat3 model (oracle/remat3_model.py)
 compute the spec's answer for: every checkpoint's policy mapped, nested
 checkpoints inlined, unused outputs of checkpoints or staged equations
-made used, the roundings of checkpoint residuals removed.
+made used.
 """
 from __future__ import annotations
 
@@ -198,24 +198,3 @@ def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
             eqns.append(Eqn(e.primitive, inputs, e.outputs, params, why=e.why,
                             residual_outputs=e.residual_outputs))
     return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
-
-
-def without_roundings(prog: Program) -> Program:
-    """`prog` with the reduce_precision equations a checkpoint's partial
-    evaluation added (spec.remat.ROUNDED) removed, their readers reading
-    the unrounded value (at every depth)."""
-    env = {}
-    sub = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
-    eqns = []
-    for e in prog.eqns:
-        if e.why == ROUNDED:
-            env[e.outputs[0].id] = sub(e.inputs[0])
-            continue
-        params = map_subprograms(e.params, without_roundings)
-        eqns.append(Eqn(e.primitive, [sub(a) for a in e.inputs], e.outputs, params, why=e.why,
-                        residual_outputs=e.residual_outputs))
-    return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
-
-
-def has_rounding(prog: Program) -> bool:
-    return any(e.why == ROUNDED or any(has_rounding(b) for _, b in subprograms(e.params)) for e in prog.eqns)

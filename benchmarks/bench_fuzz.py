@@ -1,17 +1,23 @@
 """Fuzzing throughput: programs fully checked per second, and where the time goes.
 
-    python benchmarks/bench_fuzz.py [--programs N] [--seed S]
+    python -m benchmarks.bench_fuzz [--programs N] [--seed S] [--scaling K]
 
 Draws N programs with Hypothesis (timed), then runs on each, one process:
   full      oracle.check, remat2 and remat3, every property (one XLA
             compilation per implementation)
+  naive     the baseline (benchmarks/naive_check.py): the same properties,
+            each its own jax.jit per implementation, against the spec
+            evaluated eagerly
   jaxpr     oracle.check restricted to the jaxpr tier (residuals,
             prevent_cse): no XLA compilation of the numbers
   spec      the spec-only fuzz properties (no JAX at all)
-and prints programs/second for each with the split of the full check's
-time between Hypothesis generation, the spec, JAX tracing/lowering, XLA
-compilation and execution. `remat-oracle fuzz --jobs 2` runs two such
-processes, so its rate is about twice the "full" figure on 2 cores.
+and prints programs/second for each, full against naive on the same
+programs, with the split of the full check's time between Hypothesis
+generation, the spec, JAX tracing/lowering, XLA compilation and execution.
+With --scaling K it also draws K programs of each size (max_steps 2, 6, 24)
+and prints how full and naive grow with the number of equations.
+`remat-oracle fuzz --jobs 2` runs two such processes, so its rate is about
+twice the "full" figure on 2 cores.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import warnings
 import numpy as np
 
 
-def draw_programs(n: int, seed: int, dtype=np.float32):
+def draw_programs(n: int, seed: int, dtype=np.float32, max_steps: int = 6):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hyp_seed
     from fuzz.strategies import programs
@@ -31,7 +37,7 @@ def draw_programs(n: int, seed: int, dtype=np.float32):
 
     @hyp_seed(seed)
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(programs(dtype=dtype))
+    @given(programs(dtype=dtype, max_steps=max_steps))
     def collect(p):
         out.append(p)
     collect()
@@ -43,6 +49,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scaling", type=int, default=0, help="programs per size for the scaling table (0: none)")
     args = ap.parse_args(argv)
 
     import oracle
@@ -67,12 +74,14 @@ def main(argv=None):
         return label, dt, split
 
     full = run("full", lambda p: properties.oracle_agrees(p))
+    naive = run("naive", _naive)
     jaxpr = run("jaxpr", lambda p: properties.oracle_agrees(p, properties=("residuals", "prevent_cse")))
     spec_only = run("spec", lambda p: (properties.vjp_is_transpose_of_jvp(p),
                                        properties.vmap_matches_loop(p)) and None, progs64)
     print(f"{n} programs (generation: {t_gen:.2f} s, {n / t_gen:.1f} programs/s)")
-    for label, dt, split in (full, jaxpr, spec_only):
+    for label, dt, split in (full, naive, jaxpr, spec_only):
         print(f"{label:6} {n / dt:7.2f} programs/s  ({dt:.1f} s)")
+    print(f"full / naive: {naive[1] / full[1]:.2f}x")
     label, dt, split = full
     other = dt - sum(split.values())
     print("full check time split (per program):")
@@ -81,6 +90,39 @@ def main(argv=None):
     for k, v in [("hypothesis generation", gen_pp)] + [(k, v / n) for k, v in sorted(split.items())] + [
             ("other (policies, comparisons, reports)", other / n)]:
         print(f"  {k:40} {v * 1e3:8.1f} ms  {100 * v / total:5.1f} %")
+    if args.scaling:
+        scaling(args.scaling, args.seed)
+
+
+def _naive(p):
+    from benchmarks.naive_check import naive_check
+    from fuzz.strategies import inputs
+    naive_check(p, inputs(p))
+
+
+def equations(prog) -> int:
+    """Equations at every depth."""
+    from spec.ir import subprograms
+    return sum(1 + sum(equations(b) for _, b in subprograms(e.params)) for e in prog.eqns)
+
+
+def scaling(k: int, seed: int):
+    """Full and naive programs/s for programs of three sizes."""
+    from fuzz import properties
+    print("size (max_steps)  equations (mean)  full programs/s  naive programs/s  full / naive")
+    for max_steps in (2, 6, 24):
+        progs = draw_programs(k, seed, max_steps=max_steps)
+        t = time.perf_counter()
+        for p in progs:
+            properties.oracle_agrees(p)
+        full = time.perf_counter() - t
+        t = time.perf_counter()
+        for p in progs:
+            _naive(p)
+        naive = time.perf_counter() - t
+        eqns = np.mean([equations(p) for p in progs])
+        print(f"{max_steps:16d}  {eqns:16.1f}  {len(progs) / full:15.2f}  {len(progs) / naive:16.2f}  "
+              f"{naive / full:11.2f}x")
 
 
 if __name__ == "__main__":

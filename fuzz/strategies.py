@@ -218,6 +218,7 @@ class Usable:
 
 
 _USABLE: dict = {}          # (id(example), dtype) -> (example, Usable | None)
+UNBINDABLE: dict = {}       # id(example) -> why the installed JAX cannot bind it (see usable)
 
 
 def usable(ex, dtype) -> Usable | None:
@@ -230,6 +231,17 @@ def usable(ex, dtype) -> Usable | None:
     if hit is None or hit[0] is not ex:
         hit = _USABLE[key] = (ex, _inspect(ex, np.dtype(dtype)))
     return hit[1]
+
+
+def _unbindable(prog):
+    """oracle.to_jax.unbindable where JAX is installed (else nothing to bind
+    to: the spec-only properties draw every example)."""
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return None
+    from oracle.to_jax import unbindable
+    return unbindable(prog)
 
 
 def _inspect(ex, dtype):
@@ -260,6 +272,10 @@ def _inspect(ex, dtype):
         ad = str(e) != LINEARIZATION_ERROR
     except Exception:               # a bug in a rule: drawn, so that the properties report it
         ad = True
+    missing = _unbindable(prog)          # the installed JAX lacks an API it calls (probed per release)
+    if missing is not None:
+        UNBINDABLE[id(ex)] = missing
+        return None
     prims = primitives_in(prog) | primitives_in(prog, inside=True)
     return Usable(tuple(types), ad, "stop_gradient" in prims, any(not is_float(t.dtype) for t in types))
 
@@ -273,6 +289,15 @@ NOT_DRAWN = {
                       "reshape`), the inlined model names it `output of jitted function` (the fuzzer's "
                       "branch cover, 2026-12-03; the callback only keeps the checkpoint from DCE)",
 }
+
+
+def unbindable_primitives() -> dict:
+    """primitive name -> why the installed JAX can bind none of its examples
+    (an API the release lacks: lax.unstack before jax 0.4.3x, ...); the
+    generator cannot draw them on this release."""
+    drawable = drawable_examples(np.float32, partial_ad=True)
+    return {p.name: UNBINDABLE[id(exs[0])] for p, exs in spec.core.examples.items()
+            if p.name not in drawable and exs and id(exs[0]) in UNBINDABLE}
 
 
 def drawable_examples(dtype, partial_ad=False, stop_gradient=True, int_inputs=True, shapes=None) -> dict:

@@ -18,11 +18,14 @@ from hypothesis import given, settings
 
 import spec
 from fuzz import profiles, properties
-from fuzz.strategies import NOT_DRAWN, drawable_examples, policies, primitives_in, programs
+from fuzz.strategies import NOT_DRAWN, drawable_examples, policies, primitives_in, programs, unbindable_primitives
 from spec.ir import subprograms
 
 MUST_APPEAR = {"scan", "cond", "while", "custom_jvp_call", "custom_vjp_call", "remat", "name", "call"}
-EXAMPLE_PRIMITIVES = sorted({p.name for p in spec.core.examples} - set(NOT_DRAWN))
+# every primitive with an example, except those not drawn yet (NOT_DRAWN says
+# why) and those the installed JAX release cannot bind (none on 0.10.2:
+# tests/test_release_examples.py)
+EXAMPLE_PRIMITIVES = sorted({p.name for p in spec.core.examples} - set(NOT_DRAWN) - set(unbindable_primitives()))
 
 
 def _inside(prog, out=None, within=()):

@@ -37,6 +37,24 @@ def to_jax(prog: Program, *, spelling: Spelling = CANONICAL):
     return fn
 
 
+def unbindable(prog: Program) -> str | None:
+    """Why the installed JAX cannot bind `prog` as its primitives' emitters
+    call it: an API this release lacks (an AttributeError while tracing,
+    e.g. lax.unstack before jax 0.4.3x), else None. The fuzzer draws only
+    what binds (fuzz/strategies.py); anything else that goes wrong is left
+    for the check to report."""
+    import jax
+    if any(is_key(t.dtype) for t in prog.in_types):
+        return None
+    try:
+        jax.make_jaxpr(to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types])
+    except AttributeError as e:
+        return f"jax {jax.__version__}: {e}"
+    except Exception:  # noqa: BLE001 -- not this probe's question; oracle.check reports it
+        return None
+    return None
+
+
 class _Table(dict):
     """The emitter table, and the spelling the program is written in."""
 

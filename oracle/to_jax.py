@@ -12,7 +12,7 @@ from spec.ir import Literal, Program, Var, is_key
 from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument, Unsupported
 from oracle.jax_api import internals as jx
-from oracle.jax_names import emitters
+from oracle.jax_names import JAX_NAME, emitters
 from oracle.spellings import CANONICAL, Spelling, checkpointed, jnp_call
 
 
@@ -47,12 +47,28 @@ def unbindable(prog: Program) -> str | None:
     if any(is_key(t.dtype) for t in prog.in_types):
         return None
     try:
-        jax.make_jaxpr(to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types])
+        closed = jax.make_jaxpr(to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types])
     except AttributeError as e:
         return f"jax {jax.__version__}: {e}"
     except Exception:  # noqa: BLE001 -- not this probe's question; oracle.check reports it
         return None
+    lacking = _jax_names(prog) - _bound(closed.jaxpr)
+    if lacking:      # e.g. lax.square binds integer_pow before jax 0.4.36
+        return f"jax {jax.__version__}: binds no {', '.join(sorted(lacking))} for its emitters"
     return None
+
+
+def _jax_names(prog: Program) -> set:
+    """JAX's names of the primitives `prog` binds, at every depth."""
+    from spec.ir import subprograms
+    return {JAX_NAME.get(e.primitive.name, e.primitive.name) for e in prog.eqns} | {
+        n for e in prog.eqns for _, b in subprograms(e.params) for n in _jax_names(b)}
+
+
+def _bound(jaxpr) -> set:
+    """The primitive names a jaxpr binds, at every depth."""
+    from oracle.from_jax import subjaxprs
+    return {e.primitive.name for e in jaxpr.eqns} | {n for e in jaxpr.eqns for j in subjaxprs(e) for n in _bound(j)}
 
 
 class _Table(dict):

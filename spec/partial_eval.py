@@ -409,18 +409,21 @@ _KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}
 
 def residual_order(residuals: list[Residual], known: Program) -> list[int]:
     """JAX's `saved_residuals` order: literals, constants, arguments (in
-    argument order), then equation outputs in the known program's order."""
+    argument order), then equation outputs in the known program's order; a
+    `looked_through` residual where the value it names is."""
     position = {}
     for i, v in enumerate(known.inputs):
         position[v.id] = (2, i, 0)
     for j, e in enumerate(known.eqns):
         for k, v in enumerate(e.outputs):
             position[v.id] = (3, j, k)
+    producers = {v.id: e for e in known.eqns for v in e.outputs}
 
     def key(i):
         r = residuals[i]
-        if isinstance(r.var, Var) and r.var.id in position:
-            return position[r.var.id]
+        named = looked_through_value(r.var, producers)
+        if isinstance(named, Var) and named.id in position:
+            return position[named.id]
         return (_KIND_ORDER.get(r.source.kind, 3), i, 0)
     return sorted(range(len(residuals)), key=key)
 

@@ -288,10 +288,10 @@ def test_explicit_optimization_barrier_prevent_cse():
     oracle.check(f, oracle.AS_IS, _normal(4, 3), properties=("prevent_cse",))
 
 
-@pytest.mark.xfail(strict=True, reason="jax.ad_checkpoint.saved_residuals names a residual made by "
-                                       "reduce_precision by its operand's producer; the spec's source rules "
-                                       "see only the equation (spec/partial_eval.py source_of)")
 def test_reduce_precision_residual_named_through():
+    """saved_residuals (jax 0.10.2) names a residual a user's reduce_precision
+    made by its operand's producer; so does the spec (spec/partial_eval.py
+    `looked_through`)."""
     jax = _jax()
     import oracle
 

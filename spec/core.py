@@ -113,6 +113,11 @@ class Example:
     cond      number of summed terms (the evaluation tolerance grows with it)
     tangent   "fd" (finite differences), or "zero" (a piecewise-constant
               function: the JVP is zero)
+    abs_scale the evaluation error is measured at the scale of
+              reference(|operands|), i.e. sum|terms| for sums and dots
+              (otherwise at max(1, |reference|))
+    kept      indices of float operands whose dtype the tests keep (not
+              cast to the float dtype a test draws in: a mixed-precision use)
     """
     name: str
     operands: tuple
@@ -121,6 +126,8 @@ class Example:
     linear: tuple = ()
     cond: float = 1.0
     tangent: str = "fd"
+    abs_scale: bool = False
+    kept: tuple = ()
 
 
 examples: dict[Primitive, list[Example]] = {}

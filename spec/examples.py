@@ -47,17 +47,46 @@ def _ints(rng, shape):
     return rng.integers(-3, 4, size=shape)
 
 
+def _divisors(rng, shape):           # integer divisors: +-2 .. +-5 (truncation differs from floor)
+    return rng.integers(2, 6, size=shape) * rng.choice([-1, 1], size=shape)
+
+
 DOMAINS = {"normal": _normal, "positive": _positive, "away_from_zero": _away_from_zero,
-           "unit": _unit, "distinct": _distinct, "halves": _halves, "bools": _bools, "ints": _ints}
+           "unit": _unit, "distinct": _distinct, "halves": _halves, "bools": _bools, "ints": _ints,
+           "divisors": _divisors}
+
+
+def _indices(rng, shape, n):         # "indices:N": ints in [0, N)
+    return rng.integers(0, int(n), size=shape)
+
+
+def _int_range(rng, shape, lo, hi):  # "ints:LO:HI": ints in [LO, HI)
+    return rng.integers(int(lo), int(hi), size=shape)
+
+
+def _uniform(rng, shape, lo, hi):    # "uniform:LO:HI": floats in [LO, HI) (log1p's domain, casts)
+    return rng.uniform(float(lo), float(hi), size=shape)
+
+
+def _grid(rng, shape, offset):
+    """"grid:OFFSET": k/2 + OFFSET + noise(< 0.05), k in -4..4. Operands on
+    grids 0 and 0.25 never come closer than 0.15: max/min have no ties,
+    even under finite-difference steps."""
+    return rng.integers(-4, 5, size=shape) * 0.5 + float(offset) + rng.uniform(-0.05, 0.05, size=shape)
+
+
+PARAMETRIC_DOMAINS = {"indices": _indices, "ints": _int_range, "uniform": _uniform, "grid": _grid}
 
 
 def draw_operand(domain: str, shape, dtype: str, rng) -> np.ndarray:
-    """One operand: a domain of DOMAINS, or "indices:N" (ints in [0, N)),
-    or "bits" (uniform uint32)."""
-    if domain.startswith("indices:"):
-        value = rng.integers(0, int(domain.split(":")[1]), size=shape)
-    elif domain == "bits":
+    """One operand: a domain of DOMAINS, a parametric one of
+    PARAMETRIC_DOMAINS ("indices:N", "ints:LO:HI", "uniform:LO:HI",
+    "grid:OFFSET"), or "bits" (uniform uint32)."""
+    name, *args = domain.split(":")
+    if domain == "bits":
         value = rng.integers(0, 2 ** 32, size=shape, dtype=np.uint64)
+    elif args:
+        value = PARAMETRIC_DOMAINS[name](rng, shape, *args)
     else:
         value = DOMAINS[domain](rng, shape)
     return np.asarray(value).astype(DTYPES[dtype])
@@ -68,10 +97,11 @@ def draw(domains, types, rng) -> list[np.ndarray]:
 
 
 def inputs(example: Example, rng, float_dtype: str | None = None) -> list[np.ndarray]:
-    """The example's operands; float ones in `float_dtype` if given."""
+    """The example's operands; float ones in `float_dtype` if given
+    (except those the example keeps at their own dtype)."""
     out = []
-    for shape, dtype, domain in example.operands:
-        if float_dtype is not None and dtype in ("f16", "bf16", "f32", "f64"):
+    for i, (shape, dtype, domain) in enumerate(example.operands):
+        if float_dtype is not None and dtype in ("f16", "bf16", "f32", "f64") and i not in example.kept:
             dtype = float_dtype
         out.append(draw_operand(domain, shape, dtype, rng))
     return out

@@ -14,11 +14,15 @@ them, and are forwarded as they are by a linearization.
 """
 from __future__ import annotations
 
-from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
+import numpy as np
+
+from spec.core import (Example, JaxFacts, examples, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
-                       shape_rules, transpose_rules)
+                       shape_rules, transpose_rules, trace)
 from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
+from spec.prims_elementwise import mul, sin, sub, tanh
+from spec.prims_structural import reduce_sum
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
 # a named call is a `jit` equation (name=None: JAX's closed_call); sub-programs are
@@ -188,3 +192,45 @@ def _register_batch_rule():
 
 
 _register_batch_rule()
+
+
+# --------------------------------------------------------------------------
+# examples (checked by tests/test_primitive_examples.py): each reference is
+# numpy, written independently of the rules; the body is traced at the
+# example's types
+
+def _call_sin_mul(x, y):
+    body = trace(lambda a, b: mul(sin(a), b), x.type, y.type)
+    return call(body, x, y, name="f")[0]
+
+
+def _call_two_outputs(x, y):
+    body = trace(lambda a, b: (tanh(a) + b, reduce_sum(a * b, (0,))), x.type, y.type)
+    return tuple(call(body, x, y, name="g"))
+
+
+def _call_linear(x, y):
+    body = trace(lambda a, b: (sub(a * 2.0, b), reduce_sum(b, (1,))), x.type, y.type)
+    return tuple(call(body, x, y, name="lin"))
+
+
+def _call_linear_in_first(x, y):
+    body = trace(lambda a, b: a * b, x.type, y.type)
+    return call(body, x, y, name="scale")[0]
+
+
+def _tanh_reference(x):
+    e = np.exp(2.0 * x)
+    return (e - 1.0) / (e + 1.0)
+
+
+examples[call_p] = [
+    Example("call", (((3,), "f32", "normal"), ((3,), "f32", "normal")), _call_sin_mul,
+            lambda x, y: np.sin(x) * y),
+    Example("two-outputs", (((3, 2), "f32", "normal"), ((3, 2), "f32", "normal")), _call_two_outputs,
+            lambda x, y: (_tanh_reference(x) + y, np.sum(x * y, axis=0)), cond=3),
+    Example("linear", (((2, 3), "f32", "normal"), ((2, 3), "f32", "normal")), _call_linear,
+            lambda x, y: (2.0 * x - y, y.sum(1)), linear=((True, True),), cond=3),
+    Example("linear-in-first", (((4,), "f32", "normal"), ((4,), "f32", "normal")), _call_linear_in_first,
+            lambda x, y: x * y, linear=((True, False),)),
+]

@@ -352,6 +352,44 @@ def _transpose_neg(ct, x):
 transpose_rules[neg_p] = _transpose_neg
 
 
+# examples (checked by tests/test_primitive_examples.py): each reference is
+# numpy, written independently of the rules above
+_X34 = ((3, 4), "f32", "normal")
+_AWAY34 = ((3, 4), "f32", "away_from_zero")
+_POSITIVE34 = ((3, 4), "f32", "positive")
+
+
+def _tanh_reference(x):
+    e = np.exp(2.0 * x)
+    return (e - 1.0) / (e + 1.0)
+
+
+def _logistic_reference(x):          # another formula than the rule's 1 / (1 + exp(-x))
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+examples[neg_p] = [Example("neg", (_X34,), neg, lambda x: -x, linear=((True,),))]
+examples[sin_p] = [Example("sin", (_X34,), sin, np.sin)]
+examples[cos_p] = [Example("cos", (_X34,), cos, np.cos)]
+examples[tanh_p] = [Example("tanh", (_X34,), tanh, _tanh_reference)]
+examples[exp_p] = [Example("exp", (_X34,), exp, np.exp)]
+examples[log_p] = [Example("log", (_POSITIVE34,), log, np.log)]
+examples[log1p_p] = [Example("log1p", (((3, 4), "f32", "uniform:-0.5:2"),), log1p, lambda x: np.log(1.0 + x))]
+examples[logistic_p] = [Example("logistic", (_X34,), logistic, _logistic_reference)]
+examples[sqrt_p] = [Example("sqrt", (_POSITIVE34,), sqrt, lambda x: x ** 0.5)]
+examples[rsqrt_p] = [Example("rsqrt", (_POSITIVE34,), rsqrt, lambda x: x ** -0.5)]
+examples[square_p] = [Example("square", (_X34,), square, lambda x: x * x)]
+examples[abs_p] = [Example("abs", (_AWAY34,), abs, lambda x: np.where(x < 0, -x, x))]
+examples[integer_pow_p] = [
+    Example("y0", (_X34,), lambda x: integer_pow(x, 0), lambda x: np.ones_like(x)),
+    Example("y1", (_X34,), lambda x: integer_pow(x, 1), lambda x: x),
+    Example("y2", (_X34,), lambda x: integer_pow(x, 2), lambda x: x * x),
+    Example("y3", (_X34,), lambda x: integer_pow(x, 3), lambda x: x * x * x),
+    Example("y-2", (_AWAY34,), lambda x: integer_pow(x, -2), lambda x: 1.0 / (x * x)),
+    Example("i32-y3", (((5,), "i32", "ints:-5:6"),), lambda x: integer_pow(x, 3), lambda x: x * x * x),
+]
+
+
 # ==========================================================================
 # binary arithmetic
 
@@ -534,6 +572,57 @@ transpose_rules.update({
 })
 
 
+def _add_reference(x, y): return x + y
+def _sub_reference(x, y): return x - y
+def _mul_reference(x, y): return x * y
+def _div_reference(x, y): return x / y
+def _max_reference(x, y): return np.where(x > y, x, y)
+def _min_reference(x, y): return np.where(x < y, x, y)
+
+
+def _truncating_div_reference(x, y):  # C's integer division: rounds toward zero
+    return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(np.int32)
+
+
+_S = ((), "f32", "normal")
+_X31, _X14, _X23 = ((3, 1), "f32", "normal"), ((1, 4), "f32", "normal"), ((2, 3), "f32", "normal")
+_BOTH, _FIRST, _SECOND = ((True, True),), ((True, False),), ((False, True),)
+# grids 0 and 0.25 (spec.examples): max/min operands never tie
+_GRID34, _GRID34_OFF = ((3, 4), "f32", "grid:0"), ((3, 4), "f32", "grid:0.25")
+examples[add_p] = [
+    Example("add", (_X34, _X34), add, _add_reference, linear=_BOTH),
+    Example("scalar", (_X34, _S), add, _add_reference, linear=_BOTH),
+    Example("size1-dims", (_X31, _X14), add, _add_reference, linear=_BOTH),
+]
+examples[sub_p] = [
+    Example("sub", (_X34, _X34), sub, _sub_reference, linear=_BOTH),
+    Example("size1-dims", (_X14, _X31), sub, _sub_reference, linear=_BOTH),
+    Example("scalar", (_S, _X23), sub, _sub_reference, linear=_BOTH),
+]
+examples[mul_p] = [
+    Example("mul", (_X34, _X34), mul, _mul_reference, linear=_FIRST + _SECOND),
+    Example("size1-dims", (_X31, _X14), mul, _mul_reference, linear=_FIRST + _SECOND),
+    Example("scalar", (_S, _X23), mul, _mul_reference, linear=_FIRST + _SECOND),
+    Example("python-literal", (((3,), "f32", "normal"),), lambda x: x * 2.5, lambda x: 2.5 * x,
+            linear=((True,),)),
+]
+examples[div_p] = [
+    Example("div", (_X34, _AWAY34), div, _div_reference, linear=_FIRST),
+    Example("size1-dims", (_X31, ((1, 4), "f32", "away_from_zero")), div, _div_reference, linear=_FIRST),
+    Example("scalar-divisor", (_X23, ((), "f32", "away_from_zero")), div, _div_reference, linear=_FIRST),
+    Example("i32-truncates", (((6,), "i32", "ints:-9:10"), ((6,), "i32", "divisors")), div,
+            _truncating_div_reference),
+]
+examples[max_p] = [
+    Example("max", (_GRID34, _GRID34_OFF), max, _max_reference),
+    Example("size1-dims", (((3, 1), "f32", "grid:0"), ((1, 4), "f32", "grid:0.25")), max, _max_reference),
+]
+examples[min_p] = [
+    Example("min", (_GRID34, _GRID34_OFF), min, _min_reference),
+    Example("scalar", (_GRID34, ((), "f32", "grid:0.25")), min, _min_reference),
+]
+
+
 # ==========================================================================
 # comparisons (bool results, no tangents) and select_n
 
@@ -627,6 +716,26 @@ jvp_rules[select_n_p] = _jvp_select_n
 transpose_rules[select_n_p] = _transpose_select_n
 
 
+# comparisons on halves (exact, and often equal): bool results, exact
+_HALVES45 = ((4, 5), "f32", "halves")
+examples[gt_p] = [Example("gt", (_HALVES45, _HALVES45), gt, lambda x, y: x > y),
+                  Example("scalar", (_HALVES45, ((), "f32", "halves")), gt, lambda x, y: x > y)]
+examples[lt_p] = [Example("lt", (_HALVES45, _HALVES45), lt, lambda x, y: x < y)]
+examples[ge_p] = [Example("ge", (_HALVES45, _HALVES45), ge, lambda x, y: x >= y)]
+examples[le_p] = [Example("le", (_HALVES45, _HALVES45), le, lambda x, y: x <= y)]
+examples[eq_p] = [Example("eq", (_HALVES45, _HALVES45), eq, lambda x, y: x == y),
+                  Example("i32", (((8,), "i32", "ints:0:3"), ((8,), "i32", "ints:0:3")), eq, lambda x, y: x == y)]
+examples[ne_p] = [Example("ne", (_HALVES45, _HALVES45), ne, lambda x, y: x != y)]
+examples[select_n_p] = [
+    Example("bool", (((3, 4), "bool", "bools"), _X34, _X34), select_n, lambda p, a, b: np.where(p, b, a),
+            linear=((False, True, True),)),
+    Example("bool-scalar-pred", (((), "bool", "bools"), _X34, _X34), select_n, lambda p, a, b: b if p else a,
+            linear=((False, True, True),)),
+    Example("i32", (((3, 4), "i32", "indices:3"), _X34, _X34, _X34), select_n,
+            lambda w, a, b, c: np.where(w == 0, a, np.where(w == 1, b, c)), linear=((False, True, True, True),)),
+]
+
+
 # ==========================================================================
 # dtype conversion and stop_gradient
 
@@ -699,6 +808,27 @@ shape_rules[stop_gradient_p] = lambda x: [x]
 eval_rules[stop_gradient_p] = lambda x: x
 # its tangent is a symbolic zero (ad.defjvp_zero): nothing flows back through it
 jvp_rules[stop_gradient_p] = lambda primals, tangents: (stop_gradient(primals[0]), None)
+
+
+def _to_f64(x): return x.astype(np.float64)
+
+
+examples[convert_element_type_p] = [
+    Example("f64", (_X34,), lambda x: convert_element_type(x, np.float64), _to_f64, linear=((True,),)),
+    Example("from-f32-to-f64", (_X34,), lambda x: convert_element_type(x, np.float64), _to_f64,
+            linear=((True,),), kept=(0,)),
+    # from float64 (kept: a float32 operand would make it the identity, which JAX's bind drops,
+    # jax/_src/lax/lax.py:5333 _convert_element_type_bind_with_trace)
+    Example("to-f32", (((3, 4), "f64", "normal"),), lambda x: convert_element_type(x, np.float32), _to_f64,
+            kept=(0,)),
+    Example("to-i32", (((3, 4), "f32", "uniform:-5:5"),), lambda x: convert_element_type(x, np.int32),
+            lambda x: np.trunc(x).astype(np.int32)),
+    Example("i32-to-f64", (((3, 4), "i32", "ints:-100:100"),), lambda x: convert_element_type(x, np.float64),
+            _to_f64),
+    Example("to-bool", (((3, 4), "f32", "halves"),), lambda x: convert_element_type(x, np.bool_),
+            lambda x: x != 0),
+]
+examples[stop_gradient_p] = [Example("stop_gradient", (_X34,), stop_gradient, lambda x: x, tangent="zero")]
 
 
 # ==========================================================================

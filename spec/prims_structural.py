@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spec.core import (JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined, linear_jvp,
-                       jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
+from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined, linear_jvp,
+                       examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_lit_like, add_tangents,
@@ -73,6 +73,20 @@ shape_rules[broadcast_in_dim_p] = _broadcast_in_dim_shape
 eval_rules[broadcast_in_dim_p] = _broadcast_in_dim_eval
 jvp_rules[broadcast_in_dim_p] = linear_jvp(lambda x, **p: broadcast_in_dim(x, **p))
 transpose_rules[broadcast_in_dim_p] = _broadcast_in_dim_transpose
+
+# examples (checked by tests/test_primitive_examples.py): each reference is
+# numpy, written independently of the rules
+_LINEAR = ((True,),)
+examples[broadcast_in_dim_p] = [
+    Example("new-leading", (((3,), "f32", "normal"),), lambda x: broadcast_in_dim(x, (2, 3), (1,)),
+            lambda x: np.stack([x, x]), linear=_LINEAR),
+    Example("new-trailing", (((3,), "f32", "normal"),), lambda x: broadcast_in_dim(x, (3, 2, 4), (0,)),
+            lambda x: np.repeat(np.repeat(x[:, None, None], 2, 1), 4, 2), linear=_LINEAR),
+    Example("size1", (((3, 1), "f32", "normal"),), lambda x: broadcast_in_dim(x, (3, 4), (0, 1)),
+            lambda x: np.repeat(x, 4, axis=1), linear=_LINEAR),
+    Example("scalar", (((), "f32", "normal"),), lambda x: broadcast_in_dim(x, (2, 3), ()),
+            lambda x: np.full((2, 3), x), linear=_LINEAR),
+]
 
 
 def expand_dims(x, dimensions):
@@ -151,6 +165,23 @@ transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
     Zero(x.type) if isinstance(ct, Zero) else transpose(ct, tuple(np.argsort(permutation)))]
 transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [   # lax: expand_dims(t, dimensions)
     Zero(x.type) if isinstance(ct, Zero) else expand_dims(ct, dimensions)]
+
+examples[reshape_p] = [
+    Example("reshape", (((2, 3, 4), "f32", "normal"),), lambda x: reshape(x, (6, 4)), lambda x: x.reshape(6, 4),
+            linear=_LINEAR),
+    Example("to-scalar", (((1, 1), "f32", "normal"),), lambda x: reshape(x, ()), lambda x: x.reshape(()),
+            linear=_LINEAR),
+]
+examples[transpose_p] = [
+    Example("transpose", (((2, 3, 4), "f32", "normal"),), lambda x: transpose(x, (2, 0, 1)),
+            lambda x: np.einsum("abc->cab", x), linear=_LINEAR),
+    Example("2d", (((3, 5), "f32", "normal"),), lambda x: transpose(x, (1, 0)), lambda x: x.T, linear=_LINEAR),
+]
+examples[squeeze_p] = [
+    Example("squeeze", (((3, 1, 1), "f32", "normal"),), lambda x: squeeze(x, (1, 2)), lambda x: x[:, 0, 0],
+            linear=_LINEAR),
+    Example("leading", (((1, 4), "f32", "normal"),), lambda x: squeeze(x, (0,)), lambda x: x[0], linear=_LINEAR),
+]
 
 
 # ==========================================================================
@@ -333,6 +364,58 @@ jvp_rules[pad_p] = _jvp_pad
 transpose_rules[pad_p] = _transpose_pad
 
 
+def _pad_reference(x, v, config):
+    """lax.pad in numpy: interior-dilate, then pad (or crop) each edge."""
+    x = np.asarray(x)
+    for axis, (lo, hi, interior) in enumerate(config):
+        n = x.shape[axis]
+        idx = np.arange(n) * (interior + 1)
+        size = (n - 1) * (interior + 1) + 1 if n else 0
+        shape = list(x.shape)
+        shape[axis] = size
+        out = np.full(shape, v, dtype=x.dtype)
+        np.put_along_axis(out, idx.reshape([-1 if a == axis else 1 for a in range(x.ndim)]), x, axis=axis)
+        if lo >= 0:
+            out = np.concatenate([np.full(shape[:axis] + [lo] + shape[axis + 1:], v, x.dtype), out], axis)
+        else:
+            out = np.take(out, np.arange(-lo, out.shape[axis]), axis=axis)
+        shape = list(out.shape)
+        if hi >= 0:
+            out = np.concatenate([out, np.full(shape[:axis] + [hi] + shape[axis + 1:], v, x.dtype)], axis)
+        else:
+            out = np.take(out, np.arange(0, out.shape[axis] + hi), axis=axis)
+        x = out
+    return x
+
+
+_PAD_GROW = ((1, 2, 0), (0, 1, 2))
+_PAD_CROP = ((-1, 1, 1), (2, -2, 0))       # negative padding crops, after interior dilation
+_X34, _S = ((3, 4), "f32", "normal"), ((), "f32", "normal")
+examples[concatenate_p] = [
+    Example("dim0", (((2, 3), "f32", "normal"), ((4, 3), "f32", "normal")), lambda x, y: concatenate([x, y], 0),
+            lambda x, y: np.vstack([x, y]), linear=((True, True),)),
+    Example("dim1-three", (((2, 1), "f32", "normal"), ((2, 3), "f32", "normal"), ((2, 2), "f32", "normal")),
+            lambda x, y, z: concatenate([x, y, z], 1), lambda x, y, z: np.hstack([x, y, z]),
+            linear=((True, True, True),)),
+]
+examples[slice_p] = [
+    Example("slice", (((5, 6), "f32", "normal"),), lambda x: slice(x, (1, 0), (4, 6)), lambda x: x[1:4, 0:6],
+            linear=_LINEAR),
+    Example("strided", (((5, 6), "f32", "normal"),), lambda x: slice(x, (0, 1), (5, 6), (2, 3)),
+            lambda x: x[0:5:2, 1:6:3], linear=_LINEAR),
+    Example("strided-unaligned", (((7, 8), "f32", "normal"),), lambda x: slice(x, (1, 2), (6, 7), (2, 2)),
+            lambda x: x[1:6:2, 2:7:2], linear=_LINEAR),
+]
+examples[pad_p] = [
+    Example("pad", (_X34, _S), lambda x, v: pad(x, v, _PAD_GROW), lambda x, v: _pad_reference(x, v, _PAD_GROW),
+            linear=((True, True),)),
+    Example("crop-interior", (_X34, _S), lambda x, v: pad(x, v, _PAD_CROP),
+            lambda x, v: _pad_reference(x, v, _PAD_CROP), linear=((True, True),)),
+    Example("zero-literal", (_X34,), lambda x: pad(x, np.asarray(0, x.dtype), _PAD_GROW),
+            lambda x: _pad_reference(x, 0.0, _PAD_GROW), linear=_LINEAR),
+]
+
+
 # ==========================================================================
 # reductions
 
@@ -394,6 +477,20 @@ eval_rules[reduce_max_p] = lambda x, *, axes: namespace(x).result(namespace(x).r
 jvp_rules[reduce_sum_p] = linear_jvp(lambda x, *, axes: reduce_sum(x, axes))
 jvp_rules[reduce_max_p] = _jvp_reduce_max
 transpose_rules[reduce_sum_p] = _transpose_reduce_sum
+
+# sums of n terms: the evaluation error is measured against sum|terms| (cond=n)
+examples[reduce_sum_p] = [
+    Example("axis0", (_X34,), lambda x: reduce_sum(x, (0,)), lambda x: x.sum(0), linear=_LINEAR,
+            cond=3, abs_scale=True),
+    Example("axes02", (((2, 3, 4), "f32", "normal"),), lambda x: reduce_sum(x, (0, 2)), lambda x: x.sum((0, 2)),
+            linear=_LINEAR, cond=8, abs_scale=True),
+    Example("all", (_X34,), lambda x: reduce_sum(x, (0, 1)), lambda x: x.sum(), linear=_LINEAR,
+            cond=12, abs_scale=True),
+]
+examples[reduce_max_p] = [
+    Example("axis1", (((3, 4), "f32", "distinct"),), lambda x: reduce_max(x, (1,)), lambda x: x.max(1)),
+    Example("all", (((3, 4), "f32", "distinct"),), lambda x: reduce_max(x, (0, 1)), lambda x: x.max()),
+]
 
 
 # ==========================================================================
@@ -646,6 +743,44 @@ jax_facts[dot_general_p] = JaxFacts(
     "dot_general", "lambda x, y, dimension_numbers, precision, preferred_element_type: lax.dot_general("
     f"x, y, dimension_numbers, precision={PRECISION_TO_JAX}(precision), "
     "preferred_element_type=preferred_element_type)", from_jax=_dot_general_from_jax)
+
+
+def _dot_example(name, operands, dimension_numbers, reference, preferred_element_type=None, **kw):
+    return Example(name, operands, lambda x, y: dot_general(x, y, dimension_numbers,
+                                                            preferred_element_type=preferred_element_type),
+                   reference, **kw)
+
+
+_MATMUL = (((1,), (0,)), ((), ()))
+_BATCH_0 = (((2,), (1,)), ((0,), (0,)))              # [2,3,4] . [2,4,5] -> [2,3,5]
+_BATCH_MID = (((2,), (0,)), ((1,), (1,)))            # [3,2,4] . [4,2,5] -> [2,3,5]
+_CONTRACT_2 = (((1, 2), (1, 0)), ((), ()))           # [3,4,2] . [2,4,5] -> [3,5]
+_EITHER = ((True, False), (False, True))
+_N = lambda *shape: (shape, "f32", "normal")        # noqa: E731
+_I = lambda *shape: (shape, "i32", "ints")          # noqa: E731
+# cond = the number of summed terms; the error is measured against sum|terms|
+examples[dot_general_p] = [
+    _dot_example("matmul", (_N(3, 4), _N(4, 5)), _MATMUL, lambda x, y: x @ y,
+                 linear=_EITHER, cond=4, abs_scale=True),
+    _dot_example("vector", (_N(6), _N(6)), (((0,), (0,)), ((), ())), lambda x, y: np.sum(x * y),
+                 linear=_EITHER, cond=6, abs_scale=True),
+    _dot_example("batch", (_N(2, 3, 4), _N(2, 4, 5)), _BATCH_0, lambda x, y: np.einsum("bij,bjk->bik", x, y),
+                 linear=_EITHER, cond=4, abs_scale=True),
+    _dot_example("batch-middle", (_N(3, 2, 4), _N(4, 2, 5)), _BATCH_MID,
+                 lambda x, y: np.einsum("ibj,jbk->bik", x, y), linear=_EITHER, cond=4, abs_scale=True),
+    _dot_example("contract-2-dims", (_N(3, 4, 2), _N(2, 4, 5)), _CONTRACT_2,
+                 lambda x, y: np.einsum("ijk,kjl->il", x, y), linear=_EITHER, cond=8, abs_scale=True),
+    _dot_example("preferred-f64", (_N(3, 4), _N(4, 5)), _MATMUL, lambda x, y: x @ y, np.float64,
+                 kept=(0, 1), linear=_EITHER, cond=4, abs_scale=True),
+    _dot_example("i32-preferred-f32", (_I(3, 4), _I(4, 2)), _MATMUL, lambda x, y: (x @ y).astype(np.float64),
+                 np.float32),
+    # mixed operand dtypes, as jnp.dot(bool_mask, w) and int_ids @ w bind them (lax._dot_general_dtype_rule)
+    _dot_example("bool-by-float", (((3, 4), "bool", "bools"), _N(4, 5)), _MATMUL,
+                 lambda x, y: x.astype(np.float64) @ y, np.float32, linear=((False, True),), cond=4, abs_scale=True),
+    _dot_example("float-by-i32", (_N(2, 3, 4), _I(2, 4, 5)), _BATCH_0,
+                 lambda x, y: np.einsum("bij,bjk->bik", x, y.astype(np.float64)), linear=((True, False),),
+                 cond=4, abs_scale=True),
+]
 
 
 def _dot_general_cost(x, y, *, dimension_numbers, **_):

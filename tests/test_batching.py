@@ -26,7 +26,11 @@ from spec import ops, policies as P
 from spec.core import eval_program_traced
 from spec.ir import ArrayType, is_float, subprograms
 
-from test_primitives import BATCH_0, BATCH_MID, CASES, MATMUL, normal
+from spec.examples import draw_operand
+from test_primitives import MATMUL, normal
+
+BATCH_0 = (((2,), (1,)), ((0,), (0,)))              # [2,3,4] . [2,4,5] -> [2,3,5]
+BATCH_MID = (((2,), (0,)), ((1,), (1,)))            # [3,2,4] . [4,2,5] -> [2,3,5]
 
 B = 3   # batch size used throughout (small: the loop reference is O(B))
 
@@ -121,8 +125,21 @@ class VCase:
         return vals
 
 
-# ---- programs for the primitives that test_primitives' table lacks, and
-# for call/remat/name in the combinations batching must handle
+def example_case(prim, ex) -> VCase:
+    """A registered primitive example (`spec.core.examples`): its operands
+    drawn as tests/test_primitive_examples.py draws them, float ones in
+    float32 (or their own dtype where the example keeps it)."""
+    def gen(i, shape, dtype, domain):
+        floats = dtype in ("f16", "bf16", "f32", "f64") and i not in ex.kept
+        return lambda rng: draw_operand(domain, shape, "f32" if floats else dtype, rng)
+    gens = [gen(i, *op) for i, op in enumerate(ex.operands)]
+    return VCase(f"{prim.name}-{ex.name}", ex.fn, gens,
+                 {i: np.dtype(spec.ir.DTYPES[d]) for i, (_, d, _) in enumerate(ex.operands) if i in ex.kept})
+
+
+# ---- programs beyond the registered examples: primitives without any
+# (add_any's batcher, device_put, sub-programs), and call/remat/name in the
+# combinations batching must handle
 
 device_put_p = spec.primitives["device_put"]
 
@@ -297,7 +314,7 @@ EXTRA = [
         lambda c: ops.reduce_sum(c, (0,)) < 10.0, lambda c: ops.abs(c) * 1.5 + 1.0, x), [normal(3)]),
 ]
 
-VCASES = [VCase(c.id, c.fn, c.gens, dict(c.fixed)) for c in CASES] + EXTRA
+VCASES = [example_case(p, ex) for p, exs in spec.core.examples.items() for ex in exs] + EXTRA
 assert len({c.id for c in VCASES}) == len(VCASES)
 
 

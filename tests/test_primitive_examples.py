@@ -9,7 +9,9 @@ primitive's block) is checked against its independent numpy reference:
   reference, the program imports back from JAX's jaxpr to the same
   program, and `oracle.check` agrees on the residuals and values.
 
-Tolerances are those of tests/test_primitives.py (written down there once).
+Tolerances are those of tests/test_primitives.py (written down there once);
+tests/test_batching.py checks vmap of every example at more batch axes
+(last, alternating, unbatched operands).
 """
 from __future__ import annotations
 
@@ -36,13 +38,18 @@ def _exact(vals):
 def test_eval_f32_matches_reference(prim, ex):
     vals = inputs(ex, np.random.default_rng(0), "f32")
     prog = program(ex, vals)
+    spec.check_program(prog)
     assert any(e.primitive is prim for e in prog.eqns), f"{ex.name} does not use {prim.name}"
     got = spec.evaluate(prog, *vals)
-    want = as_list(ex.reference(*_exact(vals)))
+    exact = _exact(vals)        # the reference sees the same values, exactly, in float64
+    want = as_list(ex.reference(*exact))
+    scales = ([float(np.max(np.abs(s))) for s in as_list(ex.reference(*[np.abs(v) for v in exact]))]
+              if ex.abs_scale else [None] * len(want))
     assert len(got) == len(want)
-    for g, w, t in zip(got, want, prog.out_types):
+    for g, w, t, s in zip(got, want, prog.out_types, scales):
         assert g.dtype == t.dtype and g.shape == t.shape
-        assert_eval_close(g, w if is_float(g.dtype) else np.asarray(w).astype(g.dtype), g.dtype, cond=ex.cond)
+        assert_eval_close(g, w if is_float(g.dtype) else np.asarray(w).astype(g.dtype), g.dtype,
+                          cond=ex.cond, scale=s)
 
 
 @pytest.mark.parametrize("prim,ex", EXAMPLES, ids=IDS)
@@ -51,16 +58,21 @@ def test_jvp_matches_finite_differences(prim, ex):
     vals = inputs(ex, rng, "f64")
     prog = program(ex, vals)
     jp = spec.jvp(prog)
+    spec.check_program(jp)
     float_idx = [i for i, v in enumerate(vals) if is_float(v.dtype)]
-    ts = [rng.normal(size=vals[i].shape) for i in float_idx]
+    ts = [rng.normal(size=vals[i].shape).astype(vals[i].dtype) for i in float_idx]
+    assert jp.in_types == prog.in_types + [prog.in_types[i] for i in float_idx]
     outs = spec.evaluate(jp, *vals, *ts)
-    tangents = outs[len(prog.outputs):]
+    primals, tangents = outs[:len(prog.outputs)], outs[len(prog.outputs):]
     float_outs = [t for t in prog.out_types if is_float(t.dtype)]
     assert [ArrayType(t.shape, t.dtype) for t in tangents] == float_outs
+    exact = _exact(vals)
+    for p, w in zip(primals, as_list(ex.reference(*exact))):     # the JVP's primal outputs are the values
+        assert_fd_close(p, w) if is_float(p.dtype) else np.testing.assert_array_equal(p, w)
     if ex.tangent == "zero" or not float_idx:
         want = [np.zeros(t.shape) for t in float_outs]
     else:
-        fd = fd_jvp(ex.reference, _exact(vals), ts, float_idx)
+        fd = fd_jvp(ex.reference, exact, [t.astype(np.float64) for t in ts], float_idx)
         want = [d for d, t in zip(fd, prog.out_types) if is_float(t.dtype)]
     for g, w in zip(tangents, want):
         assert_fd_close(g, w)
@@ -76,20 +88,23 @@ def test_transpose_dot_product_identity(prim, ex, mask):
     rng = np.random.default_rng(2)
     vals = inputs(ex, rng, "f64")
     prog = program(ex, vals)
-    for i, lin in enumerate(mask):
+    for i, lin in enumerate(mask):      # linear inputs get random directions t (the others keep their values)
         if lin:
             vals[i] = rng.normal(size=vals[i].shape).astype(vals[i].dtype)
     tp = spec.transpose(prog, mask)
+    spec.check_program(tp)
     jt = spec.evaluate(prog, *vals)
     ybar = [rng.normal(size=t.shape).astype(t.dtype) for t in prog.out_types]
     tbar = spec.evaluate(tp, *[v for v, lin in zip(vals, mask) if not lin], *ybar)
     lin_vals = [v for v, lin in zip(vals, mask) if lin]
+    assert [ArrayType(b.shape, b.dtype) for b in tbar] == [ArrayType(v.shape, v.dtype) for v in lin_vals]
 
     def inner(a, b):
         prods = [np.asarray(x, np.float64) * np.asarray(y, np.float64) for x, y in zip(a, b)]
         return sum(float(p.sum()) for p in prods), sum(float(np.abs(p).sum()) for p in prods)
     (lhs, lhs_abs), (rhs, rhs_abs) = inner(ybar, jt), inner(tbar, lin_vals)
-    assert abs(lhs - rhs) <= TRANSPOSE_EPS_FACTOR * np.finfo(np.float64).eps * (lhs_abs + rhs_abs) + 1e-300
+    eps = max(float(np.finfo(v.dtype).eps) for v in vals + jt if is_float(v.dtype))   # the least precise dtype
+    assert abs(lhs - rhs) <= TRANSPOSE_EPS_FACTOR * eps * (lhs_abs + rhs_abs) + 1e-300, (lhs, rhs)
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -128,6 +143,13 @@ def test_jax_agrees(prim, ex):
     import oracle
     vals = inputs(ex, np.random.default_rng(4), "f32")
     prog = program(ex, vals)
+    # float64 operands or results need x64 (without it JAX makes them float32)
+    wide = any(t.dtype == np.float64 for t in prog.in_types + prog.out_types)
+    with jax.enable_x64(wide):
+        _jax_agrees(jax, oracle, ex, prog, vals)
+
+
+def _jax_agrees(jax, oracle, ex, prog, vals):
     fn = oracle.to_jax(prog)
     got = jax.jit(lambda *a: fn(*a))(*vals)
     for g, w in zip(got, as_list(ex.reference(*_exact(vals)))):

@@ -6,25 +6,20 @@ every fact other layers need (spec/core.py's registries).
 * JaxFacts: JAX's name, and an emitter whose source compiles, except for the
   primitives the oracle binds structurally (sub-programs: call, remat,
   scan, cond, while, custom rules) or never emits (device_put);
-* examples: registered Examples (checked by tests/test_primitive_examples.py),
-  or a case of tests/test_primitives.py's CASES table (the primitives
-  declared before Examples existed), or the primitive's own test module
+* examples: registered Examples (checked by tests/test_primitive_examples.py
+  and tests/test_batching.py), or the primitive's own test module
   (OWN_TESTS: sub-programs, names, offloading).
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import spec
 from spec.core import examples, jax_facts
-from spec.ir import subprograms
-
-import test_primitives
 
 STRUCTURAL = {"call", "remat", "scan", "cond", "while", "custom_jvp_call", "custom_vjp_call",
               "custom_lin", "device_put", "reduce_window"}
-OWN_TESTS = {"call": "test_primitives.py", "remat": "test_remat.py", "scan": "test_scan.py",
+OWN_TESTS = {"remat": "test_remat.py", "scan": "test_scan.py",
              "cond": "test_control.py", "while": "test_control.py", "custom_jvp_call": "test_custom_rules.py",
              "custom_vjp_call": "test_custom_rules.py", "custom_lin": "test_custom_rules.py",
              "device_put": "test_batching.py", "name": "test_remat.py",
@@ -47,18 +42,12 @@ def test_every_primitive_has_jax_facts(name):
 
 
 @pytest.mark.parametrize("name", sorted(spec.primitives))
-def test_every_primitive_has_examples_or_cases(name):
+def test_every_primitive_has_examples_or_own_tests(name):
     p = spec.primitives[name]
-    if p in examples or name in OWN_TESTS:
-        return
-    rng = np.random.default_rng(0)
-    used = {e.primitive.name for c in test_primitives.CASES for e in _eqns(c.program(c.make(rng, np.float32)))}
-    assert name in used, (f"primitive {name!r} has no Example (spec.core.examples) and no case in "
-                          f"tests/test_primitives.py")
+    assert p in examples or name in OWN_TESTS, (
+        f"primitive {name!r} has no Example (spec.core.examples) and no own test module (OWN_TESTS)")
 
 
-def _eqns(prog):
-    for e in prog.eqns:
-        yield e
-        for _, sub in subprograms(e.params):
-            yield from _eqns(sub)
+def test_own_tests_are_not_stale():
+    """A primitive with Examples needs no OWN_TESTS entry."""
+    assert not [n for n in OWN_TESTS if spec.primitives[n] in examples]

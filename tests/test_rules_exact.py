@@ -20,7 +20,8 @@ derivative rules under test:
     of the evaluated expression, exactly.
 
 Float64 finite-difference tests of the same rules are in
-tests/test_primitives.py; this file needs no tolerance.
+tests/test_primitive_examples.py (each primitive's registered examples);
+this file needs no tolerance.
 """
 from __future__ import annotations
 
@@ -324,18 +325,21 @@ JVP_CONVENTIONS = {
 # the float64 finite-difference test that covers it instead. (None today.)
 JVP_EXCEPTIONS: dict[str, str] = {}
 
-# Parameterisations not proved here (the primitive itself is): case id in
-# tests/test_primitives.py's CASES -> reason. Finite differences cover them
-# in test_jvp_matches_finite_differences[<id>].
+# Parameterisations not proved here (the primitive itself is): example id
+# ("<primitive>-<example name>", spec.core.examples) -> reason. Finite
+# differences cover them in tests/test_primitive_examples.py's
+# test_jvp_matches_finite_differences[<id>].
 NOT_SYMBOLIC_PARAMS = {
-    "convert-to-i32": "rounding to an integer has no symbolic meaning (SymbolicError); the JVP has no tangent",
-    "convert-to-bool": "a cast to bool has no symbolic meaning (SymbolicError); the JVP has no tangent",
+    "convert_element_type-to-i32": "rounding to an integer has no symbolic meaning (SymbolicError); "
+                                   "the JVP has no tangent",
+    "convert_element_type-to-bool": "a cast to bool has no symbolic meaning (SymbolicError); the JVP has no tangent",
     "integer_pow-i32-y3": "integer operands carry no tangent",
     "div-i32-truncates": "integer division rounds; integer operands carry no tangent",
     "dot_general-i32-preferred-f32": "integer operands carry no tangent",
 }
 
-FD_TESTS = Path(__file__).with_name("test_primitives.py")
+FD_TESTS = Path(__file__).with_name("test_primitive_examples.py")
+EXAMPLE_IDS = {f"{p.name}-{ex.name}" for p, exs in spec.core.examples.items() for ex in exs}
 
 # Primitives with no forward-mode derivative at all, as in JAX: the JVP of a
 # custom_vjp function is `custom_lin` (the forward rule's residuals and bwd),
@@ -458,9 +462,9 @@ def test_exceptions_name_their_finite_difference_tests():
         refs = re.findall(r"test_\w+\[([\w-]+)\]", reason)
         assert refs, f"{name}: the reason must name a finite-difference test, test_...[case-id]"
         for r in refs:
-            assert f'Case("{r}"' in src, f"{name}: no FD case {r!r} in {FD_TESTS.name}"
-    for case_id, reason in NOT_SYMBOLIC_PARAMS.items():
-        assert reason.strip() and f'Case("{case_id}"' in src, case_id
+            assert r in EXAMPLE_IDS, f"{name}: no example {r!r} (checked by {FD_TESTS.name})"
+    for example_id, reason in NOT_SYMBOLIC_PARAMS.items():
+        assert reason.strip() and example_id in EXAMPLE_IDS, example_id
 
 
 # -- JAX's conventions at kinks (not derivatives: stated and checked) ------

@@ -212,14 +212,14 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
         jp, _ = spec.jvp_program(prog, nonzeros=list(level.diff))
         return _select(jp, range(n, len(jp.outputs)))
     if layer.kind == "grad":
-        return spec.grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
+        return spec.traced_grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
     if layer.kind in REVERSE_KINDS:
         # the level's other inputs are closed over by the stack's jax.vjp, so
         # held constant: linearized with zero tangents, not differentiated
         # and their cotangents dropped (which would leave the tangent
         # equations they need in the program as dead code, and change which
         # values the next layer's linearization saves, and in what order)
-        return spec.vjp_program(_select(prog, level.float_outputs), diff=level.diff)
+        return spec.traced_vjp_program(_select(prog, level.float_outputs), diff=level.diff)
     return spec.vmap(prog, list(layer.in_axes), list(layer.out_axes), axis_size=layer.size)
 
 

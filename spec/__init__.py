@@ -25,7 +25,7 @@ from spec.evaluate import evaluate, EvaluationError  # noqa: F401
 from spec.jvp import jvp, jvp_program  # noqa: F401
 from spec.partial_eval import partial_eval, dce, Residual, Source, PartialEval  # noqa: F401
 from spec.transpose import transpose  # noqa: F401
-from spec.vjp import linearize, vjp, vjp_program, grad, saved_residuals, Linearized  # noqa: F401
+from spec.vjp import linearize, vjp, vjp_program, grad, saved_residuals, Linearized, traced_grad, traced_vjp_program  # noqa: F401
 from spec.explain import explain, Explanation  # noqa: F401
 from spec.batching import vmap, vmap_program, BatchingError  # noqa: F401
 from spec import symbolic  # noqa: F401

@@ -685,14 +685,17 @@ def _select_n_eval(which, *cases):
 
 
 def _jvp_select_n(primals, tangents):
-    # lax._select_jvp: select the tangents with the same predicate
+    # lax._select_jvp (jax/_src/lax/lax.py:8169): select the tangents with the
+    # same predicate; every zero case tangent is one shared zero (`z =
+    # _zeros(...)`, made once), so a linearization saves it once
     which, *cases = primals
     _, *case_ts = tangents
     ans = select_n(which, *cases)
     if all(isinstance(t, Zero) for t in case_ts):
         return ans, None
     from spec.core import instantiate
-    return ans, select_n(which, *[instantiate(t) for t in case_ts])
+    zero = next((instantiate(t) for t in case_ts if isinstance(t, Zero)), None)
+    return ans, select_n(which, *[zero if isinstance(t, Zero) else t for t in case_ts])
 
 
 def _transpose_select_n(ct, which, *cases):

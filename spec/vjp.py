@@ -118,7 +118,18 @@ def vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:
     """The whole reverse pass as one program: (primals..., cotangents of the
     float outputs...) -> cotangents of the differentiated inputs (`diff`, as
     in `linearize`: by default every float input). Composable with every
-    other transformation (jvp of it is forward-over-reverse)."""
+    other transformation (jvp of it is forward-over-reverse). Dead code
+    removed: `traced_vjp_program` is the program as JAX traces it."""
+    from spec.partial_eval import dce
+    return dce(traced_vjp_program(prog, diff))[0]
+
+
+def traced_vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:
+    """`vjp_program` as `jax.make_jaxpr` of a function calling jax.vjp and
+    its pullback traces it: the forward pass whole, the primal outputs the
+    pullback does not read included (dead code that a further
+    differentiation of the program still sees: the order in which a jit's
+    residuals are first read depends on it)."""
     lin = linearize(prog, diff)
     n_res = len(lin.residuals)
     backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
@@ -130,15 +141,21 @@ def vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:
         outs = eval_program_traced(backward, *fwd[n_out:], *cts)
         names = (prog.input_names + tuple(f"ct[{i}]" for i in range(len(cts)))
                  if prog.input_names else None)
-        prog_vjp = b.build(ins + cts, outs, input_names=names)
-    from spec.partial_eval import dce
-    return dce(prog_vjp)[0]
+        return b.build(ins + cts, outs, input_names=names)
 
 
 def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
     """The gradient program of a program with one scalar float output:
     same inputs, outputs d out / d inputs[argnums]; the other inputs are
-    held constant (linearized with zero tangents), as jax.grad holds them."""
+    held constant (linearized with zero tangents), as jax.grad holds them.
+    Dead code removed: `traced_grad` is the program as JAX traces it."""
+    from spec.partial_eval import dce
+    return dce(traced_grad(prog, argnums))[0]
+
+
+def traced_grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
+    """`grad` as `jax.make_jaxpr(jax.grad(f))` traces it: the forward pass
+    whole, the value of f included (dead code, see `traced_vjp_program`)."""
     if len(prog.outputs) != 1 or prog.out_types[0].shape != () or not is_differentiable(prog.out_types[0]):
         raise TypeError(f"grad needs a program with one scalar float output, got {prog.out_types}")
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
@@ -159,6 +176,4 @@ def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
         cts = iter(eval_program_traced(backward, *res, one))
         all_cts = [next(cts) if d else None for d in lin.diff_inputs]
         outs = [all_cts[i] for i in nums]
-        prog_grad = b.build(ins, outs, input_names=prog.input_names)
-    from spec.partial_eval import dce
-    return dce(prog_grad)[0]
+        return b.build(ins, outs, input_names=prog.input_names)

@@ -343,3 +343,23 @@ def test_bad_input_raises_primitive_error(name, build):
         build()
     assert isinstance(info.value, TypeError)
     assert str(info.value).startswith(f"{name}:"), str(info.value)
+
+
+def test_select_n_jvp_shares_one_zero_among_constant_cases():
+    """lax._select_jvp makes one zero for every case whose tangent is zero;
+    jax 0.10.2's linearization of select_n(i, x, c, c) (c a constant) reads
+    `h = broadcast_in_dim 0.0` twice: `select_n g b h h` (make_jaxpr of
+    jax.linearize, recorded by hand; the fuzzer's finding: the spec saved
+    two zeros)."""
+    c = np.array([0.5, 0.75, 1.0], np.float32)
+
+    def f(x):
+        which = ops.convert_element_type(ops.gt(x, c), np.int32)
+        return ops.select_n(which, x, c, c)
+    jp, _ = spec.jvp_program(spec.trace(f, spec.f32[3]))
+    tangent_select = jp.eqns[-1]
+    assert tangent_select.primitive.name == "select_n"
+    zeros = tangent_select.inputs[2:]
+    assert zeros[0] is zeros[1]
+    assert [r.source.primitive for r in spec.saved_residuals(spec.trace(f, spec.f32[3]))].count(
+        "broadcast_in_dim") == 1

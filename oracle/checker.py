@@ -210,7 +210,7 @@ def judge(prop: Property, case: Case, impl: str, jax_outcome, spec_outcome) -> R
                           f"both raise {type(jax_error).__name__}: {_first_line(jax_error)[:120]}")
         raise Disagreement(f"JAX raised {type(jax_error).__name__}: {_first_line(jax_error)}\n"
                            f"the spec raised {type(spec_error).__name__}: {_first_line(spec_error)}",
-                           prop.context(case, impl, error=jax_error))
+                           prop.context(case, impl, error=jax_error, spec_error_too=spec_error))
     if jax_error is not None:
         raise Disagreement(_raised(jax_error), prop.context(case, impl, error=jax_error))
     if spec_error is not None:

@@ -41,6 +41,7 @@ class Context:
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
     spec_error: BaseException | None = None   # the spec raised where JAX computed
+    spec_error_too: BaseException | None = None   # the spec raised too, for another reason than JAX's `error`
 
     def residuals_with(self, transform: Callable | None = None, **model) -> list:
         """The spec's residual list for a modelled program: every
@@ -757,6 +758,16 @@ def _residuals_unrounded(ctx):
     return len(unrounded) < len(lin.residuals) and ctx.jax_residuals == unrounded
 
 
+def _pad_transposed_for_its_padding_value_alone(ctx):
+    """JAX raised its TypeError from `_pad_transpose` (jax/_src/lax/lax.py:
+    `t_operand = t_op() if ad.is_undefined_primal(operand) else None`, then
+    `total(t_operand)`: reduce_sum of None) where the spec refuses that
+    transpose by name (spec/prims_structural.py)."""
+    return (isinstance(ctx.error, TypeError) and "reduce_sum" in str(ctx.error) and "NoneType" in str(ctx.error)
+            and ctx.spec_error_too is not None
+            and "pad: transpose with respect to the padding value alone" in str(ctx.spec_error_too))
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -1346,6 +1357,16 @@ DIVERGENCES = [
         "jax.config.update('jax_remat3', True)\n"
         "print('remat3:', len(saved_residuals(f, jnp.ones(3))))  # remat2: 2, remat3: 6",
         _remat3_inlined_derivatives, releases=REMAT3),
+    Divergence(
+        "pad-cannot-be-transposed-for-its-padding-value-alone",
+        "JAX's pad transpose rule (`_pad_transpose`, jax/_src/lax/lax.py, every release checked) "
+        "assumes the operand is linear: where only the padding value is (the operand holds no "
+        "tangent, e.g. an integer dot_general made float), it sums a None cotangent and raises "
+        "a TypeError. The spec refuses that transpose by name. Found by the fuzzer (grad of a "
+        "pad of a constant operand with a differentiated padding value). The predicate: JAX "
+        "raised that TypeError and the spec its refusal.",
+        "jax.grad(lambda v: jax.lax.pad(jnp.ones(2), v, ((1, 1, 0),)).sum())(1.0)  # TypeError",
+        _pad_transposed_for_its_padding_value_alone),
     Divergence(
         "checkpoint-residuals-are-not-rounded",
         "Before jax 0.4.31 (jax-ml/jax f498d7a3ba, #22244) remat's partial evaluation does not "

@@ -21,6 +21,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
           "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes": "object has no attribute 'val'",
           "saved-residuals-counts-a-value-saved-beside-its-rounding-once": "assert len(results) == len(jaxpr.outvars)",
+          "pad-cannot-be-transposed-for-its-padding-value-alone": "Error interpreting argument to reduce_sum",
           "linearized-function-with-a-zero-output-fails-under-jit":
               ("UnexpectedTracerError", "unhashable type: 'Literal'")}   # 0.4.x, 0.6.x
 
@@ -986,3 +987,19 @@ def test_a_value_saved_beside_its_rounding_is_the_saved_residuals_assertion():
         assert result.status == expected, str(report)
         if expected != "ok":
             assert divergence in str(report)
+
+
+def test_pad_transposed_for_its_padding_value_alone_is_named():
+    """Found by the ci draws: grad of pad(constant operand, differentiated
+    padding value): JAX's _pad_transpose sums a None cotangent (TypeError),
+    the spec refuses; the divergence names exactly that pair of errors."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+    report = oracle.check(lambda v: jnp.sum(jax.lax.pad(jnp.ones(2, jnp.float32), v, ((1, 1, 0),))),
+                          oracle.AS_IS, np.float32(1.0), implementations=("remat2",), properties=("vjp",))
+    result, = report.results
+    assert result.status == "known divergence", str(report)
+    assert "pad-cannot-be-transposed-for-its-padding-value-alone" in str(report)

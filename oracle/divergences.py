@@ -763,7 +763,7 @@ def _pad_transposed_for_its_padding_value_alone(ctx):
     `t_operand = t_op() if ad.is_undefined_primal(operand) else None`, then
     `total(t_operand)`: reduce_sum of None) where the spec refuses that
     transpose by name (spec/prims_structural.py)."""
-    return (isinstance(ctx.error, TypeError) and "reduce_sum" in str(ctx.error) and "NoneType" in str(ctx.error)
+    return (isinstance(ctx.error, TypeError) and "NoneType" in str(ctx.error)   # its wording varies by release
             and ctx.spec_error_too is not None
             and "pad: transpose with respect to the padding value alone" in str(ctx.spec_error_too))
 

@@ -642,6 +642,19 @@ def _known_part(prog: Program, unknowns, n_outs: int) -> Program:
     return dce(known)[0]
 
 
+def _ask_body_policies(body: Program, unknowns: list, saveable) -> None:
+    """A step of JAX's carry fixpoint when linearizing: each iteration
+    partially evaluates the body (`pe.partial_eval_jaxpr_nounits(body_jaxpr,
+    ...)` in `_while_partial_eval`, jax/_src/lax/control_flow/loops.py), so
+    every checkpoint in it that reads an unknown value is split by its own
+    policy, which is asked about its equations (and may refuse, as a
+    save_from_both_policies of a bool and a Recompute answer does: the
+    fuzzer's finding), whatever the loop then stages. The spec's fixpoint
+    is a dependence analysis; this asks the same questions."""
+    from spec.partial_eval import partial_eval
+    partial_eval(body, unknowns, saveable=saveable, linearize=True)
+
+
 def _while_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     """_while_partial_eval (linearize) / _while_partial_eval_custom: the
     unknown carries are found by a fixpoint through the body; a known loop
@@ -654,6 +667,8 @@ def _while_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     cond_uk, body_uk, carry_uk = _split(list(in_unknowns), nc, nb)
     body = p["body_jaxpr"]
     for _ in range(1 + len(carry_uk)):
+        if linearize:
+            _ask_body_policies(body, body_uk + carry_uk, saveable)
         out_uk = _program_dependence(body, body_uk + carry_uk)
         new = [a or b for a, b in zip(carry_uk, out_uk)]
         if new == carry_uk:

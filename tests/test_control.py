@@ -291,3 +291,26 @@ def test_oracle_check_passes_on_an_offloading_cond():
                           properties=("residuals", "vjp", "second_order"))
     assert {report.status(p, "remat2") for p in ("residuals", "vjp")} == {"ok"}
     assert ("cond-jvp-instantiates-host-tangents-on-device", "second_order", "remat2") in report.known_divergences
+
+
+def test_linearizing_a_while_asks_the_policies_of_its_body_checkpoints():
+    """JAX's carry fixpoint partially evaluates the loop body
+    (`_while_partial_eval`: pe.partial_eval_jaxpr_nounits), so a checkpoint
+    in the body is split by its own policy even though the whole loop is
+    then staged: a save_from_both_policies of a bool policy and an offload
+    policy raises JAX's ValueError (measured on jax 0.10.2; found by the
+    fuzzer). The spec asks the same questions and raises too."""
+    from spec import policies as SP
+    pol = SP.save_from_both_policies(SP.nothing_saveable, SP.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["a"], offload_src="device",
+        offload_dst="pinned_host"))
+
+    def f(x):
+        def body(i, v):
+            w = ops.checkpoint(lambda u: ops.add(u, ops.checkpoint_name(u, "a")), policy=pol)(v)
+            return ops.add(i, np.int32(1)), w
+        return spec.while_loop(lambda carry: ops.lt(carry[0], np.int32(1)), lambda carry: body(*carry),
+                               (np.int32(0), x))[1]
+    prog = spec.trace(f, spec.f32[3])
+    with pytest.raises(SP.PolicyCombinationError):
+        spec.saved_residuals(prog)

@@ -93,3 +93,21 @@ def test_ci_draws_every_example_primitive(prim):
                 properties.jvp_matches_finite_differences(prog)
     check()
     assert seen[prim], f"{prim} never drawn"
+
+
+def test_step_primitives_are_exactly_what_the_step_kinds_bind():
+    """STEP_PRIMITIVES (whose examples example steps leave out) is the set
+    of primitives programs without example steps bind, besides the
+    structural ones (checkpoints, names, calls, control flow, custom rules):
+    each is drawn, and nothing else is."""
+    from fuzz.strategies import STEP_PRIMITIVES
+    structural = {"remat", "name", "call", "cond", "while", "scan", "custom_jvp_call", "custom_vjp_call"}
+    seen = collections.Counter()
+
+    @settings(max_examples=1000, derandomize=True, database=None)
+    @given(programs(example_weight=0, partial_ad=True))
+    def draw(prog):
+        seen.update(primitives_in(prog) | primitives_in(prog, inside=True))
+    draw()
+    assert set(seen) - structural == set(STEP_PRIMITIVES), (
+        sorted(set(seen) - structural - STEP_PRIMITIVES), sorted(STEP_PRIMITIVES - set(seen)))

@@ -66,9 +66,11 @@ def _jax_names(prog: Program) -> set:
 
 
 def _bound(jaxpr) -> set:
-    """The primitive names a jaxpr binds, at every depth."""
+    """The primitive names a jaxpr binds, at every depth, as jax 0.10.2
+    names them (`pjit` is `jit`: the version layer's canonical names)."""
     from oracle.from_jax import subjaxprs
-    return {e.primitive.name for e in jaxpr.eqns} | {n for e in jaxpr.eqns for j in subjaxprs(e) for n in _bound(j)}
+    return {jx.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])[0] for e in jaxpr.eqns} | {
+        n for e in jaxpr.eqns for j in subjaxprs(e) for n in _bound(j)}
 
 
 class _Table(dict):

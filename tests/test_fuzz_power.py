@@ -72,8 +72,10 @@ CASES = [
     # (12 policy kinds and their pairs) seeds 0-3 found it at 586, 439, 63,
     # 150 examples, shrunk to 6, 5, 8, 4 equations; with each pair of policy
     # families drawn as often as a single kind (2026-12-03) seed 0 at 234 (2
-    # equations), seed 1 not within 300
-    Case("policy_ignores_sin", ("residuals",), seed=0, max_examples=300),
+    # equations), seed 1 not within 300; with the original primitives'
+    # examples registered and example steps leaving out STEP_PRIMITIVES
+    # (2026-12-03, later) seeds 0-3 at 216 (7 equations), none, 3 (7), 186 (2)
+    Case("policy_ignores_sin", ("residuals",), seed=3, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),
@@ -81,8 +83,10 @@ CASES = [
     # with it) whose named value is a residual (regions bind the names their
     # policy mentions). Seeds 0-2: found at 196 (9 equations), 112 (3), not
     # within 1200; with the even policy-pair draws and debug_callback not
-    # drawn (2026-12-03) seed 0 at 154 (3 equations), 4 not within 300, 5 at 213
-    Case("save_only_these_names_inverted", ("residuals",), seed=0, max_examples=300),
+    # drawn (2026-12-03) seed 0 at 154 (3 equations), 4 not within 300, 5 at 213;
+    # after STEP_PRIMITIVES (later that day) seeds 0-7: 251 (3), none, none, 99 (3),
+    # none, none, none, none
+    Case("save_only_these_names_inverted", ("residuals",), seed=3, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 
@@ -112,11 +116,14 @@ class _Plant:
 
 
 def _agrees(prog, case) -> bool:
+    """The oracle compares the case's properties and agrees (a property
+    both sides refuse, "not applicable", is not compared: its reproducer
+    could not pass on pristine JAX)."""
     try:
-        properties.oracle_agrees(prog, implementations=(IMPLEMENTATION,), properties=case.properties)
+        report = properties.oracle_agrees(prog, implementations=(IMPLEMENTATION,), properties=case.properties)
     except oracle.Mismatch:
         return False
-    return True
+    return report is not None and all(r.status in ("ok", "known divergence") for r in report.results)
 
 
 @dataclass

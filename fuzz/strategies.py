@@ -397,6 +397,13 @@ def _inline(prog):
     return lambda *xs: eval_program_traced(prog, *xs)
 
 
+def _square(x):
+    """x squared: lax.square where the installed JAX binds it, else x * x
+    (before jax 0.4.36 lax.square binds integer_pow: unbindable_primitives),
+    so that the steps built on it are drawn on every release."""
+    return ops.mul(x, x) if "square" in unbindable_primitives() else ops.square(x)
+
+
 class _Builder:
     """Draws steps into the current trace."""
 
@@ -483,7 +490,7 @@ class _Builder:
             pool.append(ops.checkpoint_name(self.pick(self.floats(pool)), name))
 
     def one_plus_square(self, x):
-        return ops.add(ops.square(x), np.asarray(1, x.dtype))
+        return ops.add(_square(x), np.asarray(1, x.dtype))
 
     def step(self, pool, depth):
         draw = self.draw
@@ -495,7 +502,7 @@ class _Builder:
         if x is None:
             return None
         if kind == "unary":
-            op = draw(st.sampled_from([ops.sin, ops.cos, ops.tanh, ops.logistic, ops.neg, ops.square, ops.abs]))
+            op = draw(st.sampled_from([ops.sin, ops.cos, ops.tanh, ops.logistic, ops.neg, _square, ops.abs]))
             return op(x)
         if kind == "binary":
             return self.binary_step(fl, x)
@@ -504,7 +511,7 @@ class _Builder:
             if op == "exp":
                 return ops.exp(ops.tanh(x))
             if op == "log1p":
-                return ops.log1p(ops.square(x))
+                return ops.log1p(_square(x))
             return {"log": ops.log, "sqrt": ops.sqrt, "rsqrt": ops.rsqrt}[op](self.one_plus_square(x))
         if kind == "pow":
             # lax._integer_pow_jvp: y == 0, 1, 2 and the general y (> 2 or < 0) take different paths
@@ -962,8 +969,8 @@ class _Builder:
         one (JAX and the spec have no forward mode for it)."""
         draw = self.draw
         fn, d = draw(st.sampled_from([
-            (ops.sin, ops.cos), (ops.tanh, lambda v: 1.0 - ops.square(ops.tanh(v))),
-            (ops.square, lambda v: 2.0 * v)]))
+            (ops.sin, ops.cos), (ops.tanh, lambda v: 1.0 - _square(ops.tanh(v))),
+            (_square, lambda v: 2.0 * v)]))
         if self.no_reverse_mode and draw(st.booleans()):
             f = spec.custom_vjp(lambda v: fn(v), lambda v: (fn(v), d(v)), lambda r, ct: (ct * r,))
         else:

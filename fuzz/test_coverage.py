@@ -99,7 +99,7 @@ def test_step_primitives_are_exactly_what_the_step_kinds_bind():
     """STEP_PRIMITIVES (whose examples example steps leave out) is the set
     of primitives programs without example steps bind, besides the
     structural ones (checkpoints, names, calls, control flow, custom rules):
-    each is drawn, and nothing else is."""
+    each the installed JAX can bind is drawn, and nothing else is."""
     from fuzz.strategies import STEP_PRIMITIVES
     structural = {"remat", "name", "call", "cond", "while", "scan", "custom_jvp_call", "custom_vjp_call"}
     seen = collections.Counter()
@@ -109,5 +109,6 @@ def test_step_primitives_are_exactly_what_the_step_kinds_bind():
     def draw(prog):
         seen.update(primitives_in(prog) | primitives_in(prog, inside=True))
     draw()
-    assert set(seen) - structural == set(STEP_PRIMITIVES), (
-        sorted(set(seen) - structural - STEP_PRIMITIVES), sorted(STEP_PRIMITIVES - set(seen)))
+    bindable = set(STEP_PRIMITIVES) - set(unbindable_primitives())    # all of them on jax 0.10.2
+    assert set(seen) - structural == bindable, (
+        sorted(set(seen) - structural - bindable), sorted(bindable - set(seen)))

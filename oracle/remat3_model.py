@@ -12,7 +12,7 @@ from typing import Any
 import spec
 from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
-from spec.remat import remat_p
+from spec.remat import remat_of_body_jvp, remat_p
 
 from oracle.program_variants import (MODEL_PRIMITIVES, is_checkpoint, map_params, map_policies,
                                      unused_checkpoint_outputs_out)
@@ -135,7 +135,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     if prim is not None and prim in core.jvp_rules:
         return prim
     # (re)register: a test may have restored the rule tables since
-    from spec.core import Primitive, Zero, bind, instantiate
+    from spec.core import Primitive, Zero, instantiate
     from spec.ir import is_float
     from spec.partial_eval import source_rules
     prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
@@ -191,16 +191,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             zero = zero_reading([t for t in tangents if not isinstance(t, Zero)])
             tangents = [zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
                         for t in tangents]
-        nonzeros = [not isinstance(t, Zero) for t in tangents]
-        body, out_nz = body_jvp(jaxpr, nonzeros)
-        nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
-        if isinstance(prevent_cse, tuple):
-            prevent_cse = prevent_cse + (True,) * len(nz_tangents)
-        outs = bind(prim, *primals, *nz_tangents, jaxpr=body, policy=policy,
-                    prevent_cse=prevent_cse, differentiated=differentiated)
-        n = len(jaxpr.outputs)
-        it = iter(outs[n:])
-        return outs[:n], [next(it) if nz else None for nz in out_nz]
+        return remat_of_body_jvp(prim, body_jvp, primals, tangents, jaxpr=jaxpr, policy=policy,
+                                 prevent_cse=prevent_cse, differentiated=differentiated)
 
     def partial_eval(eqn, in_unknowns, in_inst, *, saveable, linearize):
         """remat's rule, except that the staged half reads the checkpoint's

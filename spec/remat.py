@@ -207,12 +207,21 @@ def _remat_eval(*args, jaxpr, **params):
 def _remat_jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
     """remat_jvp: a remat of the body's JVP, with the same policy."""
     from spec.jvp import jvp_program
+    return remat_of_body_jvp(remat_p, lambda body, nonzeros: jvp_program(body, nonzeros, instantiate_zeros=False),
+                             primals, tangents, jaxpr=jaxpr, policy=policy, prevent_cse=prevent_cse,
+                             differentiated=differentiated)
+
+
+def remat_of_body_jvp(prim, body_jvp, primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
+    """A checkpoint `prim` of `body_jvp(jaxpr, nonzeros) -> (JVP program,
+    which output tangents it returns)`, applied to the primals and the
+    nonzero tangents: (primal outputs, output tangents, None for a zero)."""
     nonzeros = [not isinstance(t, Zero) for t in tangents]
-    body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False)
+    body, out_nz = body_jvp(jaxpr, nonzeros)
     nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
     if isinstance(prevent_cse, tuple):
         prevent_cse = prevent_cse + (True,) * len(nz_tangents)
-    outs = bind(remat_p, *primals, *nz_tangents, jaxpr=body, policy=policy,
+    outs = bind(prim, *primals, *nz_tangents, jaxpr=body, policy=policy,
                 prevent_cse=prevent_cse, differentiated=differentiated)
     n = len(jaxpr.outputs)
     it = iter(outs[n:])

@@ -1,12 +1,15 @@
 """`remat-oracle fuzz`: a fuzz campaign of spec programs against JAX.
 
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
-                      [--jax-impl remat2,remat3] [--out DIR] [--fail-fast]
+                      [--jax-impl remat2,remat3] [--out DIR] [--fail-fast] [--no-corpus]
                       [--backend NAME] [--ray ADDRESS|auto|local [--gpus-per-worker G]]
 
 Each job is a worker (a local process, or with --ray a Ray task on a
-cluster: fuzz/cluster.py) running Hypothesis on `fuzz.stacks.checked_programs()`
-(a program, its spelling and a transformation stack, as `pytest fuzz/`)
+cluster: fuzz/cluster.py). Half of them first check the JAX-derived
+corpus (fuzz/corpus.py: JAX's own remat tests, restated; --no-corpus
+skips it); then each runs Hypothesis on `fuzz.stacks.checked_programs()`
+(a program, its spelling and a transformation stack, as `pytest fuzz/`),
+checking the drawn programs that bring something new (fuzz/novelty.py),
 with the differential property (oracle.check: values, JVP, VJP, vmap,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
 shrunk by Hypothesis, and every distinct finding (property +
@@ -48,8 +51,11 @@ def _shape_key(prog) -> str:
 
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
-            fail_fast: bool, results, control_flow: bool = True, first_round: int = 0):
-    """One campaign worker: rounds of 20 drawn programs (each round its own
+            fail_fast: bool, results, control_flow: bool = True, first_round: int = 0,
+            corpus: tuple = ()):
+    """One campaign worker: first its share `corpus` of the corpus cases
+    (`_corpus_phase`), then rounds of ROUND_DRAWS drawn programs, checking
+    those fuzz/novelty.py selects (each round its own
     Hypothesis seed, so that every finding replays from `seed`, its job and
     its round) until `deadline` or `max_examples`. It tells the driver
     (`results.put`) the JAX it checks against, when it starts checking a
@@ -63,12 +69,14 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
 
     results.put(("hello", job, dict(host=socket.gethostname(), **jax_api.environment())))
     db = database.open(results, job)
-    checked, round_ = 0, first_round
-    while time.time() < deadline and checked < max_examples:
+    from fuzz.novelty import Novelty
+    checked, found = _corpus_phase(job, corpus, deadline, max_examples, results, fail_fast)
+    round_, novelty = first_round, Novelty()
+    while time.time() < deadline and checked < max_examples and not (found and fail_fast):
         round_ += 1
         failures: list = []
-        test = _round(job, seed, round_, min(20, max_examples - checked), deadline, impls, db,
-                      results, control_flow, failures)
+        test = _round(job, seed, round_, max_examples - checked, deadline, impls, db,
+                      results, control_flow, failures, novelty)
         try:
             checked += test()
         except Exception as e:   # a Mismatch, a hang or an error of ours (or JAX's): never hidden
@@ -82,6 +90,50 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
     results.put(("done", job, checked))
 
 
+def _corpus_phase(job: int, names: tuple, deadline: float, max_examples: int, results,
+                  fail_fast: bool) -> tuple[int, bool]:
+    """Check the corpus cases `names` (fuzz/corpus.py), as the campaign's
+    first programs: (how many were checked, whether one was a finding).
+    A case's finding is reported as it is (a case does not shrink)."""
+    from fuzz import corpus
+    checked, found = 0, False
+    for name in names:
+        if time.time() >= deadline or checked >= max_examples or (found and fail_fast):
+            break
+        case = corpus.by_name(name)
+        results.put(("start", job, (f"corpus case {name}", 0)))
+        try:
+            report = corpus.seed_outcome(case)
+        except Exception as e:          # a Mismatch, a hang or an error: a finding
+            results.put(("finding", job, _corpus_finding(case, e)))
+            found = True
+            continue
+        if report is None:               # refused, or raised as the case expects
+            results.put(("idle", job, None))
+            continue
+        checked += 1
+        results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]))
+    return checked, found
+
+
+def _corpus_finding(case, err) -> dict:
+    """What the driver writes for a corpus case that failed: the Mismatch's
+    reproducer, or a script that checks the case again."""
+    import oracle
+    from fuzz import corpus, watchdog
+    program = f"corpus case {case.name} (fuzz/corpus.py), after jax-ml/jax {case.source}"
+    if isinstance(err, oracle.Mismatch):
+        prop_name, impl = err.failed[0] if err.failed else _property_of(err)
+        repro = err.repro.text if err.repro else corpus.replay_script(case)
+        return dict(key=f"{prop_name}/{impl}/corpus:{case.name}", property=prop_name, implementation=impl,
+                    program=program, message=str(err).split("\nreproducer:\n")[0], repro=repro,
+                    seed=0, round=0)
+    kind = ("hang", "-") if isinstance(err, watchdog.ExampleTimeout) else ("error", type(err).__name__)
+    return dict(key=f"{kind[0]}/{kind[1]}/corpus:{case.name}", property=kind[0], implementation="-",
+                program=program, message=f"{type(err).__name__}: {err}", repro=corpus.replay_script(case),
+                seed=0, round=0)
+
+
 @dataclasses.dataclass(frozen=True)
 class _DirectoryDatabase:
     """The example database of workers on the driver's machine: its
@@ -93,10 +145,17 @@ class _DirectoryDatabase:
         return DirectoryBasedExampleDatabase(self.path)
 
 
-def _round(job, seed, round_, examples, deadline, impls, db, results, control_flow, failures):
+# programs drawn per round; fuzz/novelty.py selects about one in five to check
+ROUND_DRAWS = 100
+
+
+def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flow, failures, novelty):
     """The Hypothesis test of one round; calling it returns how many
-    programs it checked. `failures` keeps the last failing (program, error)
-    for the caller (the shrunk one when Hypothesis re-raises)."""
+    programs it checked. Of ROUND_DRAWS drawn programs it checks those
+    `novelty` (fuzz/novelty.py, the worker's) wants, `at_most` of them, and
+    every shrink step.
+    `failures` keeps the last failing (program, error) for the caller (the
+    shrunk one when Hypothesis re-raises)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hyp_seed
 
@@ -112,7 +171,7 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
 
     # `settings` above `seed`: @seed sets database=None for the test
     # (hypothesis/core.py, seed.accept); settings applied after it keep ours
-    @settings(max_examples=examples, deadline=None, database=db, print_blob=False,
+    @settings(max_examples=ROUND_DRAWS, deadline=None, database=db, print_blob=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               phases=replay + [Phase.generate, Phase.shrink])
     @hyp_seed(seed * 100003 + job * 1009 + round_)
@@ -122,6 +181,8 @@ def _round(job, seed, round_, examples, deadline, impls, db, results, control_fl
         prog, spelling, stack = checked_program
         if time.time() > deadline and not failures:
             return                # out of time: let Hypothesis finish the round quickly
+        if not failures and (checked >= at_most or not novelty.wanted(prog, spelling, stack)):
+            return                # nothing new in it (or enough checked): draw the next one
         results.put(("start", job, (str(prog), round_)))
         try:
             report = focus.check(prog, stack=stack, spelling=spelling)
@@ -287,14 +348,23 @@ class _Campaign:
     database: object = None                                        # the driver's example database
     done: int = 0
 
-    def spawn(self, job: int, first_round: int = 0):
+    def spawn(self, job: int, first_round: int = 0, corpus: bool = True):
+        """Start worker `job`. The first half of the workers (at least one)
+        share the corpus cases (with `corpus`: none after a hang, a fresh
+        worker goes on with drawn programs) and then draw programs; the
+        others draw programs from the start, so that both kinds of check
+        begin at once."""
         a = self.args
         per_job = -(-a.examples // self.jobs)
+        share, corpus_jobs = (), max(1, self.jobs // 2)
+        if corpus and not a.no_corpus and job < corpus_jobs:
+            from fuzz.corpus import seeds
+            share = tuple(c.name for c in seeds()[job::corpus_jobs])
         # workers stop drawing 2 s early, so that the last checks end by the deadline
         self.workers.start(job=job, seed=a.seed, deadline=self.deadline - 2.0, max_examples=per_job,
                            impls=self.impls, database=self.workers.database(self.database),
                            fail_fast=a.fail_fast, control_flow=not a.no_control_flow,
-                           first_round=first_round)
+                           first_round=first_round, corpus=share)
 
     def record(self, job: int, payload: dict, note: str = "") -> None:
         """Write a finding the first time its key is seen; count every hit."""
@@ -361,7 +431,7 @@ class _Campaign:
             self.unshrunk.pop(job, None)
             if self.args.fail_fast:
                 return True
-            self.spawn(job, first_round=round_)
+            self.spawn(job, first_round=round_, corpus=False)
         return False
 
     def finish(self) -> None:
@@ -494,6 +564,9 @@ def main(argv=None) -> int:
     f.add_argument("--jax-impl", default="remat2,remat3")
     f.add_argument("--out", default="fuzz-findings")
     f.add_argument("--fail-fast", action="store_true", help="stop at the first (shrunk) finding")
+    f.add_argument("--no-corpus", action="store_true",
+                   help="draw programs from the start (by default the workers first check the "
+                        "JAX-derived corpus, fuzz/corpus.py, split among them)")
     f.add_argument("--no-control-flow", action="store_true",
                    help="leave scan, cond, while and custom_jvp/custom_vjp out of the programs")
     f.add_argument("--backend", default=None, metavar="NAME",

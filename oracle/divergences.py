@@ -1350,7 +1350,7 @@ DIVERGENCES = [
         "exactly those of the program with the function's own checkpoints inlined (the "
         "check's own checkpoint kept), under the spec or the full remat3 model, up to scalar "
         "literals JAX leaves out; for prevent_cse, JAX has no barrier and that program "
-        "predicts none (found by the JAX-derived corpus: tests/jax_corpus).",
+        "predicts none (found by the JAX-derived corpus: fuzz/corpus.py).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda x: jax.jacrev(jax.checkpoint(lambda y: jnp.sin(jnp.sin(y))))(x)\n"
         "print('remat2:', len(saved_residuals(f, jnp.ones(3))))\n"

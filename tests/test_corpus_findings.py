@@ -1,4 +1,4 @@
-"""The oracle's fixes for what the JAX-derived corpus (tests/jax_corpus)
+"""The oracle's fixes for what the JAX-derived corpus (fuzz/corpus.py)
 found, each on the class of calls, not the corpus case:
 
 * a sharding param that places nothing (fully replicated) is the unset one;

@@ -54,7 +54,7 @@ def test_ray_campaign_finds_and_deduplicates_a_planted_bug(tmp_path, capsys):
                      "PLANTED_BUG": BUG, "JAX_PLATFORMS": "cpu"}})
     try:
         rc = cli.main(["fuzz", "--ray", "local", "--minutes", "0.6", "--seed", "0",
-                       "--jax-impl", "remat2", "--out", str(out)])
+                       "--jax-impl", "remat2", "--no-corpus", "--out", str(out)])
     finally:
         ray.shutdown()
     stdout, stderr = capsys.readouterr()

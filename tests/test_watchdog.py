@@ -91,7 +91,7 @@ def _campaign(tmp_path, minutes: float):
     env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
     t0 = time.time()
     proc = subprocess.run([sys.executable, str(driver), "fuzz", "--minutes", str(minutes), "--jobs", "1",
-                           "--jax-impl", "remat2", "--out", str(out)],
+                           "--jax-impl", "remat2", "--no-corpus", "--out", str(out)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     return proc, out, time.time() - t0
 

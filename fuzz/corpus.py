@@ -23,6 +23,16 @@ listed in oracle/divergences.py):
 (under remat2, the default), is that number: the spec's
 `oracle.expected_residuals` must agree with it (an independent source:
 JAX's test authors' statement, not the code under test).
+
+The corpus is also every campaign's first programs (`seeds`, run by
+fuzz/cli.py before it draws any): JAX's own tests reach JAX by the paths
+users take (decorators, omitted policies, pytrees, static arguments,
+vmap/jit/grad around a checkpoint), and checked by the oracle on every
+property they find in seconds what drawn programs reach in minutes. On
+any release a case is a finding when it raises a Mismatch, hangs, or
+raises anything but what it expects or a named refusal
+(`seed_outcome`); `fuzz/test_corpus.py` also holds each case to its
+exact 0.10.2 outcome there.
 """
 from __future__ import annotations
 
@@ -1102,3 +1112,50 @@ def _apply_outcomes():
 
 
 _apply_outcomes()
+
+
+# --------------------------------------------------------------------------
+# the corpus as a campaign's seeds
+
+def seeds() -> list[JaxCase]:
+    """The cases a campaign checks before it draws programs: the fast ones,
+    then the slow ones, each in the corpus's order (fixed: a finding
+    replays from its case's name)."""
+    return [c for c in CASES if not c.slow] + [c for c in CASES if c.slow]
+
+
+def by_name(name: str) -> JaxCase:
+    """The case called `name` (a finding's replay)."""
+    found = [c for c in CASES if c.name == name]
+    if not found:
+        raise KeyError(f"no corpus case {name!r} (fuzz/corpus.py has {len(CASES)})")
+    return found[0]
+
+
+def seed_outcome(case: JaxCase):
+    """oracle.check of `case` under the campaign's wall-clock limit: its
+    Report, or None where it raised what the case expects or one of the
+    oracle's named refusals (another release may refuse a call 0.10.2
+    takes). A Mismatch, a hang (watchdog.ExampleTimeout) or any other
+    error propagates: each is a finding."""
+    from fuzz import watchdog
+    try:
+        with watchdog.time_limit():
+            return case.check()
+    except (oracle.Unsupported, oracle.InvalidArgument):
+        return None
+    except oracle.Mismatch:
+        raise
+    except Exception as e:
+        if case.expect.error is not None and isinstance(e, case.expect.error):
+            return None
+        raise
+
+
+def replay_script(case: JaxCase) -> str:
+    """A runnable script that checks `case` again (a finding's repro.py
+    where oracle.check raised no Mismatch with a reproducer of its own)."""
+    return (f"# corpus case {case.name} (fuzz/corpus.py, after jax-ml/jax {case.source}):\n"
+            f"# oracle.check of it, as the campaign ran it (needs this repository installed)\n"
+            f"from fuzz.corpus import by_name\n\n"
+            f"print(by_name({case.name!r}).check())\n")

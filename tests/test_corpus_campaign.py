@@ -1,0 +1,72 @@
+"""The corpus phase of a campaign (fuzz/cli.py `_corpus_phase`): each
+worker checks its share of fuzz/corpus.py before drawing programs. On
+pristine JAX it reports every case checked or refused as expected and no
+finding; with a bug planted it reports the first failing case as a
+finding whose repro.py is valid Python and names the case."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from planted_bugs import BUGS  # noqa: E402
+
+from fuzz import cli  # noqa: E402
+from fuzz.corpus import CASES, by_name, seeds  # noqa: E402
+
+FAR = 1e12          # a deadline that never comes
+
+
+class _Messages(list):
+    def put(self, message):
+        self.append(message)
+
+
+def _phase(names, *, fail_fast=True, max_examples=10 ** 9):
+    results = _Messages()
+    checked, found = cli._corpus_phase(0, tuple(names), FAR, max_examples, results, fail_fast)
+    return checked, found, results
+
+
+def test_seeds_are_every_case_fast_first():
+    order = seeds()
+    assert sorted(c.name for c in order) == sorted(c.name for c in CASES)
+    slow = [c.slow for c in order]
+    assert slow == sorted(slow)                 # no fast case after a slow one
+    assert by_name(order[0].name) is order[0]
+    with pytest.raises(KeyError, match="no corpus case"):
+        by_name("no-such-case")
+
+
+def test_pristine_cases_are_checked_without_a_finding():
+    names = [c.name for c in seeds()[:6]]
+    checked, found, messages = _phase(names)
+    assert not found
+    kinds = [k for k, _, _ in messages]
+    assert kinds.count("start") == len(names)
+    assert checked == kinds.count("checked") and checked + kinds.count("idle") == len(names)
+    assert all(status in ("ok", "known divergence", "not compared", "not applicable")
+               for k, _, payload in messages if k == "checked" for _, _, status in payload)
+
+
+def test_the_phase_stops_at_max_examples():
+    checked, _, messages = _phase([c.name for c in seeds()[:5]], max_examples=2)
+    assert checked == 2 and [k for k, _, _ in messages].count("start") == 2
+
+
+def test_a_planted_bug_is_a_finding_of_a_corpus_case():
+    """policy_ignores_sin: remat2 never saves a sine; some fast case whose
+    policy saves one fails, and the phase stops there (fail-fast)."""
+    with BUGS["policy_ignores_sin"]():
+        checked, found, messages = _phase([c.name for c in seeds() if not c.slow])
+    assert found
+    findings = [payload for k, _, payload in messages if k == "finding"]
+    assert len(findings) == 1 and messages[-1][0] == "finding"
+    f = findings[0]
+    case_name = f["key"].split("corpus:", 1)[1]
+    assert by_name(case_name).name in f["program"] and "after jax-ml/jax tests/" in f["program"]
+    assert f["property"] != "error" and f["implementation"] == "remat2", f
+    ast.parse(f["repro"])
+    assert "jax" in f["repro"]

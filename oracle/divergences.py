@@ -345,16 +345,23 @@ def _remat3_constant_output_under_jit_vmap(ctx):
     return type(ctx.error) is AssertionError and not str(ctx.error) and ctx.property == "vmap"
 
 
-def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
-    """Some checkpoint (at any depth) has an input its body never reads that
-    is, or is computed from, a stacked output (a ys) of a scan."""
-    from spec.partial_eval import dce
+def _computed_from_scanned(prog: Program) -> set:
+    """The ids of `prog`'s vars that are, or are computed from, a stacked
+    output (a ys) of a scan of `prog` (its own equations, not sub-programs')."""
     ys_of_scan = set()
     for e in prog.eqns:
         if e.primitive.name == "scan":
             ys_of_scan.update(v.id for v in e.outputs[e.params["num_carry"]:])
         elif any(isinstance(a, Var) and a.id in ys_of_scan for a in e.inputs):
             ys_of_scan.update(v.id for v in e.outputs)
+    return ys_of_scan
+
+
+def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
+    """Some checkpoint (at any depth) has an input its body never reads that
+    is, or is computed from, a stacked output (a ys) of a scan."""
+    from spec.partial_eval import dce
+    ys_of_scan = _computed_from_scanned(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
             _, used = dce(e.params["jaxpr"])
@@ -365,10 +372,35 @@ def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
     return False
 
 
-def _remat3_unused_scanned_input(ctx):
+def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
+    """Some checkpoint (at any depth) has an output nothing reads (no
+    equation, not the program's outputs) that its body computes from a
+    stacked output (a ys) of a scan in the body."""
+    read = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
+    read |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            body = e.params["jaxpr"]
+            scanned = _computed_from_scanned(body)
+            if any(v.id not in read and isinstance(o, Var) and o.id in scanned
+                   for v, o in zip(e.outputs, body.outputs)):
+                return True
+        if any(_unused_scanned_checkpoint_outputs(b) for _, b in subprograms(e.params)):
+            return True
+    return False
+
+
+def _remat3_scanned_cotangent_error(ctx) -> bool:
     return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order")
-            and isinstance(ctx.error, ValueError) and "Expected cotangent type" in str(ctx.error)
-            and _unused_scanned_checkpoint_inputs(ctx.program))
+            and isinstance(ctx.error, ValueError) and "Expected cotangent type" in str(ctx.error))
+
+
+def _remat3_unused_scanned_input(ctx):
+    return _remat3_scanned_cotangent_error(ctx) and _unused_scanned_checkpoint_inputs(ctx.program)
+
+
+def _remat3_unused_scanned_output(ctx):
+    return _remat3_scanned_cotangent_error(ctx) and _unused_scanned_checkpoint_outputs(ctx.program)
 
 
 def _remat3_barriers(ctx):
@@ -395,20 +427,28 @@ def _difference(got: list, want: list):
     return collections.Counter(got) - collections.Counter(want), collections.Counter(want) - collections.Counter(got)
 
 
-@additive
-def _jit_linearize_zero(got, want, ctx):
-    """The only entries JAX has and the baseline lacks are scalar outputs of
-    jitted functions, and the only ones the baseline has and JAX lacks are
-    scalar literals, at most one per such output of their type (the zero
-    the spec reads as a literal where JAX's known jit returns it)."""
-    import collections
-    only_jax, only_spec = _difference(got, want)
-    if not only_jax or not all(t.endswith("[]") and s.startswith("output of jitted function")
-                               for t, s in only_jax):
-        return False
-    outputs = collections.Counter(t for t, _ in only_jax.elements())
-    literals = collections.Counter(t for t, s in only_spec.elements() if s == "from a literal")
-    return sum(only_spec.values()) == sum(literals.values()) and not (literals - outputs)
+def _linearize_saved_zero(source: str):
+    """The predicate of a divergence where linearizing a sub-jaxpr (a jit's
+    body, a cond's branches) saves a zero a JVP rule instantiated: the only
+    entries JAX has and the baseline lacks are scalar `source` outputs
+    ("output of jitted function", "output of cond"), and the only ones the
+    baseline has and JAX lacks are scalar literals, at most one per such
+    output of their type (the zero the spec reads as a literal where JAX's
+    known half returns it)."""
+    @additive
+    def explains(got, want, ctx):
+        import collections
+        only_jax, only_spec = _difference(got, want)
+        if not only_jax or not all(t.endswith("[]") and s.startswith(source) for t, s in only_jax):
+            return False
+        outputs = collections.Counter(t for t, _ in only_jax.elements())
+        literals = collections.Counter(t for t, s in only_spec.elements() if s == "from a literal")
+        return sum(only_spec.values()) == sum(literals.values()) and not (literals - outputs)
+    return explains
+
+
+_jit_linearize_zero = _linearize_saved_zero("output of jitted function")
+_cond_linearize_zero = _linearize_saved_zero("output of cond")
 
 
 def _checkpoint_in_cond_branch(prog: Program) -> bool:
@@ -997,6 +1037,21 @@ DIVERGENCES = [
         "jax.grad(f)(0.5)  # ValueError",
         _remat3_unused_scanned_input, releases=REMAT3),
     Divergence(
+        "remat3-grad-raises-for-an-unused-scanned-checkpoint-output",
+        "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "
+        "type float32[] but got float32[n]` when a checkpoint has an output nothing reads that "
+        "its body computes from a stacked output of a scan (found by the fuzzer, with the "
+        "campaign's coverage-guided selection); remat2 and the spec differentiate it (its "
+        "cotangent is zero). A used output, or an unused scan carry, differentiates. The "
+        "predicate: remat3, that error, and such an output in the program.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def body(a):\n"
+        "    c, ys = lax.scan(lambda c, _: (jnp.sin(c), jnp.sin(c)), a, None, length=1)\n"
+        "    return ys[0], a * 2\n"
+        "jax.grad(lambda a: jax.checkpoint(body)(a)[1])(-0.5)  # ValueError",
+        _remat3_unused_scanned_output, releases=REMAT3),
+    Divergence(
         "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) reverse mode pulls an instantiated (zero) cotangent back "
         "into every float input of a checkpoint, read by its body's derivative or not "
@@ -1074,6 +1129,22 @@ DIVERGENCES = [
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
         _jit_linearize_zero, releases=Releases("0.4.36"), flag="jax_use_direct_linearize"),
+    Divergence(
+        "cond-linearize-saves-an-instantiated-zero",
+        "Linearizing a cond's branches (cond's linearize rule, ad.linearize_jaxpr of each branch, "
+        "jax 0.10.2 with direct linearization) saves a zero tangent that a JVP rule instantiated "
+        "as a known scalar (pad's padding value under ad.deflinear2, as in reduce_prod's product "
+        "tree) as an output of the known cond, as jit's linearize does "
+        "(jit-linearize-saves-an-instantiated-zero). The spec keeps such zeros inline and saves "
+        "nothing (found by the fuzzer, with the campaign's coverage-guided selection: reduce_prod "
+        "in a cond branch). Wasted memory (a scalar); gradients are right. The predicate: the "
+        "only residuals JAX has and the spec lacks are scalar outputs of cond, and the only ones "
+        "the spec has and JAX lacks are scalar literals, at most one per such output of their type.",
+        "from jax import lax\n"
+        "f = lambda x: lax.cond(x.sum() > 0, lambda x: lax.pad(x, 1.0, ((0, 1, 0),)).sum() * x,\n"
+        "                       lambda x: x, x)\n"
+        "print_saved_residuals(f, jnp.ones(3))  # f32[] output of cond",
+        _cond_linearize_zero, releases=Releases("0.4.36"), flag="jax_use_direct_linearize"),
     Divergence(
         "remat3-saves-for-unused-checkpoint-outputs",
         "Under jax_remat3 (jax 0.10.2) the backward pass of a checkpoint runs whole "

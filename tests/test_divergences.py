@@ -14,6 +14,7 @@ from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
 RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
+          "remat3-grad-raises-for-an-unused-scanned-checkpoint-output": "Expected cotangent type",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
           "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",

@@ -1,16 +1,16 @@
 """`remat-oracle fuzz`: a fuzz campaign of spec programs against JAX.
 
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
-                      [--jax-impl remat2,remat3] [--out DIR] [--fail-fast] [--no-corpus]
+                      [--jax-impl remat2,remat3] [--out DIR] [--fail-fast] [--no-corpus] [--novelty]
                       [--backend NAME] [--ray ADDRESS|auto|local [--gpus-per-worker G]]
 
 Each job is a worker (a local process, or with --ray a Ray task on a
 cluster: fuzz/cluster.py). Half of them first check the JAX-derived
 corpus (fuzz/corpus.py: JAX's own remat tests, restated; --no-corpus
 skips it); then each runs Hypothesis on `fuzz.stacks.checked_programs()`
-(a program, its spelling and a transformation stack, as `pytest fuzz/`),
-checking the drawn programs that bring something new (fuzz/novelty.py),
-with the differential property (oracle.check: values, JVP, VJP, vmap,
+(a program, its spelling and a transformation stack, as `pytest fuzz/`;
+with --novelty only the drawn programs that bring something new,
+fuzz/novelty.py) with the differential property (oracle.check: values, JVP, VJP, vmap,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
 shrunk by Hypothesis, and every distinct finding (property +
 implementation + the shrunk program's shape) gets DIR/<id>/ with
@@ -52,10 +52,10 @@ def _shape_key(prog) -> str:
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
             fail_fast: bool, results, control_flow: bool = True, first_round: int = 0,
-            corpus: tuple = ()):
+            corpus: tuple = (), novelty: bool = False):
     """One campaign worker: first its share `corpus` of the corpus cases
     (`_corpus_phase`), then rounds of ROUND_DRAWS drawn programs, checking
-    those fuzz/novelty.py selects (each round its own
+    every one, or with `novelty` those fuzz/novelty.py selects (each round its own
     Hypothesis seed, so that every finding replays from `seed`, its job and
     its round) until `deadline` or `max_examples`. It tells the driver
     (`results.put`) the JAX it checks against, when it starts checking a
@@ -71,7 +71,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
     db = database.open(results, job)
     from fuzz.novelty import Novelty
     checked, found = _corpus_phase(job, corpus, deadline, max_examples, results, fail_fast)
-    round_, novelty = first_round, Novelty()
+    round_, novelty = first_round, Novelty() if novelty else None
     while time.time() < deadline and checked < max_examples and not (found and fail_fast):
         round_ += 1
         failures: list = []
@@ -145,15 +145,17 @@ class _DirectoryDatabase:
         return DirectoryBasedExampleDatabase(self.path)
 
 
-# programs drawn per round; fuzz/novelty.py selects about one in five to check
-ROUND_DRAWS = 100
+# programs drawn per round (with --novelty, fuzz/novelty.py selects about one in five to check)
+ROUND_DRAWS = 20
+NOVELTY_ROUND_DRAWS = 100
 
 
 def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flow, failures, novelty):
     """The Hypothesis test of one round; calling it returns how many
-    programs it checked. Of ROUND_DRAWS drawn programs it checks those
-    `novelty` (fuzz/novelty.py, the worker's) wants, `at_most` of them, and
-    every shrink step.
+    programs it checked. It draws ROUND_DRAWS programs and checks each, or
+    NOVELTY_ROUND_DRAWS and checks those `novelty` (fuzz/novelty.py, the
+    worker's; None: every one) wants; `at_most` of them, and every shrink
+    step.
     `failures` keeps the last failing (program, error) for the caller (the
     shrunk one when Hypothesis re-raises)."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -171,7 +173,7 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
 
     # `settings` above `seed`: @seed sets database=None for the test
     # (hypothesis/core.py, seed.accept); settings applied after it keep ours
-    @settings(max_examples=ROUND_DRAWS, deadline=None, database=db, print_blob=False,
+    @settings(max_examples=ROUND_DRAWS if novelty is None else NOVELTY_ROUND_DRAWS, deadline=None, database=db, print_blob=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
               phases=replay + [Phase.generate, Phase.shrink])
     @hyp_seed(seed * 100003 + job * 1009 + round_)
@@ -181,7 +183,8 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
         prog, spelling, stack = checked_program
         if time.time() > deadline and not failures:
             return                # out of time: let Hypothesis finish the round quickly
-        if not failures and (checked >= at_most or not novelty.wanted(prog, spelling, stack)):
+        if not failures and (checked >= at_most
+                             or (novelty is not None and not novelty.wanted(prog, spelling, stack))):
             return                # nothing new in it (or enough checked): draw the next one
         results.put(("start", job, (str(prog), round_)))
         try:
@@ -364,7 +367,7 @@ class _Campaign:
         self.workers.start(job=job, seed=a.seed, deadline=self.deadline - 2.0, max_examples=per_job,
                            impls=self.impls, database=self.workers.database(self.database),
                            fail_fast=a.fail_fast, control_flow=not a.no_control_flow,
-                           first_round=first_round, corpus=share)
+                           first_round=first_round, corpus=share, novelty=a.novelty)
 
     def record(self, job: int, payload: dict, note: str = "") -> None:
         """Write a finding the first time its key is seen; count every hit."""
@@ -567,6 +570,10 @@ def main(argv=None) -> int:
     f.add_argument("--no-corpus", action="store_true",
                    help="draw programs from the start (by default the workers first check the "
                         "JAX-derived corpus, fuzz/corpus.py, split among them)")
+    f.add_argument("--novelty", action="store_true",
+                   help="check only the drawn programs that bring a rule branch, primitive, stack layer "
+                        "or spelling field not yet checked often (fuzz/novelty.py): reaches rare programs "
+                        "sooner, and with them the cases the spec does not model yet")
     f.add_argument("--no-control-flow", action="store_true",
                    help="leave scan, cond, while and custom_jvp/custom_vjp out of the programs")
     f.add_argument("--backend", default=None, metavar="NAME",

@@ -112,12 +112,16 @@ def _kept(s, side):
     return nd - len((lc, rc)[side]) - len((lb, rb)[side])
 
 
-def _perm_class(s):
-    perm = tuple(s.params["permutation"])
+PERM_CLASSES = ("identity", "involution", "non-involutive")
+
+
+def perm_class(perm) -> str:
+    """A permutation's class in PERM_CLASSES: _transpose_transpose_rule
+    applies its inverse, which differs from it only when non-involutive."""
+    perm = tuple(perm)
     if perm == tuple(range(len(perm))):
         return "identity"
-    inv = tuple(np.argsort(perm))
-    return "involution" if inv == perm else "non-involutive"
+    return "involution" if tuple(np.argsort(perm)) == perm else "non-involutive"
 
 
 def _unit_dims_expanded(s):
@@ -337,7 +341,7 @@ BRANCHES: tuple[Branch, ...] = tuple(
        Branch("broadcast_in_dim", "transpose", "scalar operand", f"{L}:_broadcast_in_dim_transpose_rule",
               _is("broadcast_in_dim", lambda s: s.in_types[0].ndim == 0 and not s.const[0]))]
     + [Branch("transpose", "transpose", f"{c} permutation", f"{L}:_transpose_transpose_rule",
-              _is("transpose", (lambda c: lambda s: _perm_class(s) == c)(c)))
+              _is("transpose", (lambda c: lambda s: perm_class(s.params["permutation"]) == c)(c)))
        for c in ("involution", "non-involutive")]
     + [Branch("dot_general", "transpose", ">= 2 contracting dims, out of order between sides",
               f"{L}:_dot_general_transpose_lhs", _is("dot_general", _contract_out_of_order)),

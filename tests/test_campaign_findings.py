@@ -83,3 +83,22 @@ def test_a_cond_branch_saves_an_instantiated_zero():
     assert [n for n, _, _ in report.known_divergences] == ["cond-linearize-saves-an-instantiated-zero"]
     top = oracle.check(_pad_then_scale, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals",))
     assert not top.known_divergences and {r.status for r in top.results} == {"ok"}
+
+
+def _window_product(a):
+    return lax.reduce_window(a, 1.0, lax.mul, (1, 3), (1, 1), "VALID")   # generic: no linearization
+
+
+def test_a_modelled_program_without_linearization_explains_nothing():
+    """A predicate's model may make a generic reduce_window live (the float
+    outputs of a checkpoint with a bool output, for the remat3 float0
+    predicate): its linearization fails as JAX's does, and the model then
+    explains no residuals; `find` goes on (it raised, found by the campaign)."""
+    from oracle import divergences as D
+    x, b = np.ones((2, 5), np.float32), np.ones((2, 3), bool)
+    ck = jax.checkpoint(lambda x, b: (_window_product(x), jnp.sin(x), b & b))
+    prog = trace_jax(lambda x, b: ck(x, b)[1:], x, b)
+    ctx = D.Context("remat3", "residuals", None, prog, jax_residuals=[("f32[2,5]", "x")], spec_residuals=[])
+    with pytest.raises(ValueError, match="Linearization failed"):
+        D._remat3_float0_tangents(ctx)
+    assert D.find(ctx) is None

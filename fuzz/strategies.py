@@ -116,6 +116,18 @@ def mentioned_names(policy) -> set:
     return out
 
 
+def mentioned_primitives(policy) -> set:
+    """The primitives a (drawn) policy answers about by name, its parts'
+    included: dots_saveable's (spec.policies.DOT_PRIMITIVES, conv among
+    them), a user policy's saved and offloaded ones."""
+    out = set()
+    for p in (policy, getattr(policy, "policy_1", None), getattr(policy, "policy_2", None)):
+        if p is P.dots_saveable:
+            out |= P.DOT_PRIMITIVES
+        out |= set(getattr(p, "prims", ())) | set(getattr(p, "offload", ()))
+    return out
+
+
 # the policy kinds `policies()` draws: every built-in one (offload ones
 # included), save_from_both_policies of any two of them, and user policies
 POLICY_KINDS = ("none", "nothing", "everything", "dots", "dots_no_batch", "only", "any_but", "except",
@@ -842,10 +854,15 @@ class _Builder:
         k = draw(st.integers(1, min(2, len(fl))))
         ins = [self.pick(fl) for _ in range(k)]
         to_bind = []        # names the region's policy mentions: the body binds each
+        named_examples = []     # example primitives it names: the body may bind each
         n_out = []
 
         def body(*xs):
             inner = list(xs)
+            for prim in named_examples:     # so that the policy is asked about them
+                out = self.example_step(inner, self.floats(inner), prim) if draw(st.booleans()) else None
+                if out is not None:
+                    inner.append(out)
             if depth + 1 < self.max_depth and draw(st.integers(0, 3)) == 0:    # a region directly nested
                 nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
                 inner.append(nested)
@@ -859,9 +876,15 @@ class _Builder:
                                                                   name=f"f{depth}"), n_out[0]))
         policy = draw(policies(tuple(NAMES), REGION_POLICY_KINDS, raising=True))
         to_bind.extend(sorted(mentioned_names(policy)))
+        # the example-only primitives the policy names (dots_saveable's conv):
+        # rare among example steps, drawn in its body
+        if self.example_kinds:      # programs that draw example steps at all
+            named_examples.extend(sorted(mentioned_primitives(policy) - STEP_PRIMITIVES))
         prevent_cse = draw(st.booleans())
         t = self.trace_scope(body, [v.type for v in ins])
         args = ins + self.pass_in(t)
+        if draw(st.integers(0, 3)) == 0:    # jax.checkpoint's prevent_cse: a bool, or one per argument
+            prevent_cse = tuple(draw(st.booleans()) for _ in args)
         try:
             outs = ops.checkpoint(_inline(t.program), policy=policy, prevent_cse=prevent_cse)(*args)
         except P.PolicyError:   # a name policy naming names the region never binds
@@ -1004,6 +1027,8 @@ class _Builder:
         draw = self.draw
         table = drawable_examples(self.dtype, self.no_reverse_mode, self.stop_gradient, self.int_inputs,
                                   self.example_shapes)
+        if prim is not None and prim not in table:     # not drawable here (dtype, modes)
+            return None
         if prim is None:
             names = sorted(n for n in table if (n in self.example_prims if self.example_prims is not None
                                                 else n not in STEP_PRIMITIVES))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import re
+
 import numpy as np
 
 import spec
@@ -808,6 +810,24 @@ def _pad_transposed_for_its_padding_value_alone(ctx):
             and "pad: transpose with respect to the padding value alone" in str(ctx.spec_error_too))
 
 
+# remat_dce's zip of a checkpoint's prevent_cse flags with its used inputs
+SAFE_ZIP_LENGTHS = re.compile(r"safe_zip\(\) argument 1 has length (\d+) but argument 0 has length (\d+)")
+
+
+def _nested_per_argument_prevent_cse(ctx):
+    """remat2 reverse mode raised JAX's safe_zip length error (more inputs
+    than flags) where the spec computes, and a checkpoint with a
+    per-argument prevent_cse sits in another checkpoint's body (at any
+    depth): the enclosing partial evaluation stages it with residual
+    inputs that get no flags."""
+    m = SAFE_ZIP_LENGTHS.search(str(ctx.error)) if isinstance(ctx.error, ValueError) else None
+    if ctx.implementation != "remat2" or ctx.spec_error is not None or m is None or int(m[1]) <= int(m[2]):
+        return False
+    return any(isinstance(inner.params["prevent_cse"], tuple)
+               for outer in _eqns(ctx.program) if outer.primitive is remat_p
+               for inner in _eqns(outer.params["jaxpr"]) if inner.primitive is remat_p)
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -1298,6 +1318,29 @@ DIVERGENCES = [
         "    computed = False\n"
         "print('computed:', computed)  # computed: True",
         _save_from_both_unchecked, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "nested-per-argument-prevent-cse-loses-its-residual-flags",
+        "jax.checkpoint's prevent_cse may be one flag per argument (a tuple, from jax 0.7.2: "
+        "jax-ml/jax eb92beb6c6). A checkpoint with such flags nested in another checkpoint is "
+        "split by the enclosing partial evaluation (pe.partial_eval_jaxpr_custom, "
+        "call_partial_eval_custom_rule), and its staged half reads the residuals first; but "
+        "remat_partial_eval_custom_params_updater (jax/_src/ad_checkpoint.py) gives it only "
+        "the flags of its instantiated inputs, none for the residuals, so remat_dce's "
+        "safe_zip of flags and used inputs raises `safe_zip() argument 1 has length N but "
+        "argument 0 has length M` and reverse mode fails (found by the fuzzer once it drew "
+        "per-argument flags; the same code at jax-ml/jax HEAD of 2026-08). The spec gives the "
+        "staged half a True flag per residual, as remat_partial_eval does for its own "
+        "(`(True,) * len(res_tracers)`). The predicate: remat2, JAX raised that ValueError "
+        "(more inputs than flags) where the spec computes, and a checkpoint with per-argument "
+        "flags sits in another checkpoint's body.",
+        "inner = jax.checkpoint(jnp.sin, prevent_cse=(True,))\n"
+        "f = jax.checkpoint(lambda x: inner(x) * 2.0, policy=jax.checkpoint_policies.everything_saveable)\n"
+        "try:\n"
+        "    raised = jax.grad(f)(1.0) is None\n"
+        "except ValueError:   # safe_zip() argument 1 has length 2 but argument 0 has length 1\n"
+        "    raised = True\n"
+        "print('raised:', raised)  # raised: True",
+        _nested_per_argument_prevent_cse, releases=Releases("0.7.2")),
     Divergence(
         "sort-jvp-permutation-is-int32",
         "Before jax 0.4.38 sort's JVP rule (jax/_src/lax/lax.py _sort_jvp) sorts an int64 iota "

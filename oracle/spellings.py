@@ -58,7 +58,7 @@ def _saves_nothing(policy) -> bool:
     return policy is None or policy is sp.nothing_saveable
 
 
-def checkpoint_kwargs(spelling: Spelling, policy, prevent_cse: bool) -> dict:
+def checkpoint_kwargs(spelling: Spelling, policy, prevent_cse: bool | tuple) -> dict:
     """jax.checkpoint's keyword arguments as (name -> ("policy", spec policy)
     | value): the policy is given as the program has it, or, for one that
     saves nothing, as the spelling says."""
@@ -70,14 +70,16 @@ def checkpoint_kwargs(spelling: Spelling, policy, prevent_cse: bool) -> dict:
             kw["policy"] = ("policy", sp.nothing_saveable)
     else:
         kw["policy"] = ("policy", policy)
-    if not prevent_cse or spelling.default_prevent_cse:
+    if isinstance(prevent_cse, tuple):      # one flag per argument: always written out
+        kw["prevent_cse"] = prevent_cse
+    elif not prevent_cse or spelling.default_prevent_cse:
         kw["prevent_cse"] = bool(prevent_cse)
     if spelling.static_argnums:
         kw["static_argnums"] = (0,)
     return kw
 
 
-def checkpointed(spelling: Spelling, body: Callable, n_out: int, policy, prevent_cse: bool) -> Callable:
+def checkpointed(spelling: Spelling, body: Callable, n_out: int, policy, prevent_cse: bool | tuple) -> Callable:
     """The checkpointed `body` (a function of the operands returning a list)
     as this spelling makes it; call it with the operands."""
     import functools
@@ -96,7 +98,7 @@ def checkpointed(spelling: Spelling, body: Callable, n_out: int, policy, prevent
 
 
 def checkpoint_source(spelling: Spelling, fn: str, n_out: int, policy_source: Callable, policy,
-                      prevent_cse: bool) -> tuple[list[str], str]:
+                      prevent_cse: bool | tuple) -> tuple[list[str], str]:
     """(lines decorating the def of `fn`, the expression to call with the
     operands) for a checkpoint of `fn` in this spelling; `policy_source`
     writes a spec policy as source."""

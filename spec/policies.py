@@ -80,6 +80,11 @@ def policy_name(policy) -> str:
     return getattr(policy, "__name__", repr(policy))
 
 
+# what dots_saveable saves: ad_checkpoint.DotsSaveable(False), `prim in
+# {dot_general_p, conv_general_dilated_p}`
+DOT_PRIMITIVES = frozenset({"dot_general", "conv_general_dilated"})
+
+
 def _is_dot(prim) -> bool:
     return prim.name == "dot_general"
 
@@ -123,8 +128,7 @@ class _NothingSaveable(_Policy):
 class _DotsSaveable(_Policy):
     """Save the outputs of matrix multiplications (dot_general)."""
     def __call__(self, prim, *in_types, **params):
-        # ad_checkpoint.DotsSaveable(False): `prim in {dot_general_p, conv_general_dilated_p}`
-        return _is_dot(prim) or prim.name == "conv_general_dilated"
+        return prim.name in DOT_PRIMITIVES
 
     def __repr__(self):
         return "dots_saveable"

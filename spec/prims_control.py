@@ -219,9 +219,23 @@ def _branch_jvp(branch: Program, nonzeros, instantiate_out, linearizing: bool):
         outs, out_ts = jvp_traced(branch, primals, tans, known_tangents_are_zero=linearizing)
         out_nz = [not isinstance(t, Zero) for t in out_ts]
         flags = out_nz if instantiate_out is None else instantiate_out
-        kept = [instantiate_tangent(t) for t, f in zip(out_ts, flags) if f]
+        kept = [_known_zero(t) if isinstance(t, Zero) else instantiate_tangent(t)
+                for t, f in zip(out_ts, flags) if f]
         prog = b.build(primals + [t for t in tans if not isinstance(t, Zero)], outs + kept)
     return prog, out_nz
+
+
+def _known_zero(t: Zero):
+    """A branch's zero tangent instantiated because another branch's is
+    nonzero, made as a known value (not on the tangent side): JAX
+    instantiates it with the branch's primal computation (`instantiate_zeros`
+    under ad.linearize_jaxpr's LinearizeTrace in _cond_linearize; under
+    jvp_jaxpr before partial eval in _cond_jvp), so the tangent branch reads
+    it as a residual: `cond(p, lambda x: 2.0 * ones_like(x), lambda x: x, x)`
+    saves an f32[n] zero as an output of the cond."""
+    import numpy as np
+    from spec.prims_structural import broadcast_in_dim
+    return broadcast_in_dim(np.zeros((), t.type.dtype), t.type.shape, ())
 
 
 def _register_jaxpr_linearized():

@@ -219,6 +219,16 @@ def rule_zero_branch_spec(x):
                      lambda f: ops.integer_pow(f, 0), x)
 
 
+# one branch's tangent is a symbolic zero (a constant), the other's needs no residual
+def constant_branch_jax(x):
+    return jnp.sum(lax.cond(jnp.sum(x) > 0.0, lambda x: jnp.ones_like(x) * 2.0, lambda x: x, x) * 3.0)
+
+
+def constant_branch_spec(x):
+    y = spec.cond(ops.reduce_sum(x, (0,)) > 0.0, lambda x: ops.mul(ops.broadcast_in_dim(np.float32(1.0), x.shape, ()), 2.0), lambda x: x, x)
+    return ops.reduce_sum(ops.mul(y, 3.0), (0,))
+
+
 def _p(name, pair, in_types, note=""):
     return TestProgram(name, pair[0], pair[1], in_types, note)
 
@@ -244,6 +254,9 @@ PROGRAMS: list[TestProgram] = [
        "merges residual slots before DCE)"),
     _p("cond_rule_made_zero_tangent", (rule_zero_branch_jax, rule_zero_branch_spec), ((F32, ()),),
        "a constant tangent one branch makes (x ** 0) is a residual output of the cond"),
+    _p("cond_constant_branch", (constant_branch_jax, constant_branch_spec), X3,
+       "the constant branch's zero tangent, instantiated since the other's is nonzero, is a "
+       "residual output of the cond (made on the primal side)"),
     _p("checkpoint_in_branch", (ckpt_in_branch_jax, ckpt_in_branch_spec), PX),
     _p("cond_in_jit", (cond_in_jit_jax, cond_in_jit_spec), PX),
     _p("vmap_cond", (vmap_cond_jax, vmap_cond_spec), ((F32, (2, 3)),),

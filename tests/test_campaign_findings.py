@@ -102,3 +102,37 @@ def test_a_modelled_program_without_linearization_explains_nothing():
     with pytest.raises(ValueError, match="Linearization failed"):
         D._remat3_float0_tangents(ctx)
     assert D.find(ctx) is None
+
+
+_inner_sin = {cse: jax.checkpoint(jnp.sin, prevent_cse=cse) for cse in [(True,), True]}
+PREVENT_CSE_CLASS = {   # label -> (f, whether remat2's grad raises): measured on jax 0.10.2
+    "per-argument flags nested, saving outer":
+        (lambda x: jax.checkpoint(lambda a: _inner_sin[(True,)](a) * 2.0,
+                                  policy=jax.checkpoint_policies.everything_saveable)(x), True),
+    "per-argument flags nested, saving nothing":
+        (lambda x: jax.checkpoint(lambda a: _inner_sin[(True,)](a) * 2.0)(x), False),
+    "a bool nested, saving outer":
+        (lambda x: jax.checkpoint(lambda a: _inner_sin[True](a) * 2.0,
+                                  policy=jax.checkpoint_policies.everything_saveable)(x), False),
+    "per-argument flags at top level": (lambda x: _inner_sin[(True,)](x) * 2.0, False),
+}
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="measured on jax 0.10.2")
+@pytest.mark.parametrize("label", sorted(PREVENT_CSE_CLASS))
+def test_nested_per_argument_prevent_cse(label):
+    """JAX's remat2 raises exactly for the class (a tuple prevent_cse staged
+    with residuals by an enclosing checkpoint); the check names the known
+    divergence there, and agrees on the neighbours."""
+    f, raises = PREVENT_CSE_CLASS[label]
+    x = np.float32(0.7)
+    try:
+        jax.grad(f)(x)
+        raised = False
+    except ValueError as e:
+        assert "safe_zip() argument 1 has length" in str(e)
+        raised = True
+    assert raised is raises
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",))
+    names = {n for n, _, _ in report.known_divergences}
+    assert names == ({"nested-per-argument-prevent-cse-loses-its-residual-flags"} if raises else set())

@@ -157,12 +157,38 @@ def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tup
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]
         branches = []
         for i, (b, n) in enumerate(split):
-            mine = [a if j == i else spec.ir.Literal(np.zeros(a.type.shape, a.type.dtype), a.type)
-                    for j, outs in enumerate(extras) for a in outs]
-            branches.append(Program(b.inputs, b.eqns, b.outputs[:len(b.outputs) - n] + mine,
+            eqns, mine = list(b.eqns), []
+            for j, outs in enumerate(extras):
+                for a in outs:
+                    if j == i:
+                        mine.append(a)
+                    else:
+                        zero_eqns, zero = _zeros_read_linearly(b, a.type)
+                        eqns += zero_eqns
+                        mine.append(zero)
+            branches.append(Program(b.inputs, eqns, b.outputs[:len(b.outputs) - n] + mine,
                                     input_names=b.input_names))
         return dict(e.params, branches=tuple(branches)), branches[0].out_types[len(e.outputs):]
     return e.params, []
+
+
+def _zeros_read_linearly(branch: Program, t: ArrayType) -> tuple[list, object]:
+    """(equations, atom): zeros of type `t` for a branch that only passes a
+    threaded output on, computed as 0 * sum(x) from a float input x of the
+    branch (or a literal where it has none). So the threaded output's
+    tangent there is linear in x's (no residual), not a symbolic zero, which
+    the cond's linearization would instantiate and save: JAX's real cond
+    has no such output."""
+    from spec.prims_elementwise import mul_p
+    from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
+    x = next((v for v in branch.inputs if v.type.dtype == t.dtype), None)
+    if x is None:
+        return [], spec.ir.Literal(np.zeros(t.shape, t.dtype), t)
+    total, scaled, zeros = Var(ArrayType((), t.dtype)), Var(ArrayType((), t.dtype)), Var(t)
+    zero = spec.ir.Literal(np.zeros((), t.dtype), ArrayType((), t.dtype))
+    return [Eqn(reduce_sum_p, [x], [total], dict(axes=tuple(range(x.type.ndim)))),
+            Eqn(mul_p, [total, zero], [scaled], {}),
+            Eqn(broadcast_in_dim_p, [scaled], [zeros], dict(shape=t.shape, broadcast_dimensions=()))], zeros
 
 
 # -- remat3's derivatives of checkpoints (jax 0.10.2) -------------------------

@@ -18,6 +18,7 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
+from jax.ad_checkpoint import checkpoint_name  # noqa: E402
 
 import oracle  # noqa: E402
 from oracle.checker import implementation  # noqa: E402
@@ -136,3 +137,23 @@ def test_nested_per_argument_prevent_cse(label):
     report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",))
     names = {n for n, _, _ in report.known_divergences}
     assert names == ({"nested-per-argument-prevent-cse-loses-its-residual-flags"} if raises else set())
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="measured on jax 0.10.2")
+def test_remat3_jvps_a_checkpoint_in_a_while_body():
+    """remat3 JVPs a checkpoint met through a JVP (a while body), so a
+    generic reduce_window there (no linearization) does not stop it; the
+    remat3 model then JVPs the bodies too, and the unrecognised policy's
+    divergence explains JAX's residuals (a campaign's finding: the model
+    raised, and another divergence was named or none)."""
+    from spec import policies as sp
+    def body(l, m):     # the checkpoints are made per call: under remat3 when it is checked
+        inner = jax.checkpoint(lambda v, m: (checkpoint_name(_window_product(m), "b"), jnp.sin(v)))
+        t = lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, inner(c[1], m)[1]),
+                           (0, checkpoint_name(l, "b")))[1]
+        return t, jnp.tanh(l)
+    policy = sp.save_from_both_policies(sp.save_anything_except_these_names("b"),
+                                        sp.save_anything_except_these_names("c"))
+    l, m = np.linspace(0.1, 0.9, 3, dtype=np.float32), np.linspace(-1, 1, 10, dtype=np.float32).reshape(2, 5)
+    report = oracle.check(body, policy, l, m, implementations=("remat3",), properties=("residuals",))
+    assert [n for n, _, _ in report.known_divergences] == ["remat3-unrecognised-policy-is-full-remat"]

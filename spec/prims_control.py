@@ -10,7 +10,8 @@ cond
 
     JVP (`_cond_jvp`): a cond of the branches' JVPs, with a tangent output
     wherever *some* branch's tangent is nonzero (the others instantiate
-    zeros). Transpose: a cond of the transposed branches. Partial
+    zeros, on the primal side: under linearization they are residuals).
+    Transpose: a cond of the transposed branches. Partial
     evaluation splits every branch with the same unknowns; each branch's
     residuals become outputs of the known cond, merged across branches by
     type (`_merge_branch_residuals`: a branch fills the slots it does not
@@ -355,8 +356,11 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     linearize (`_cond_linearize`): each branch is linearized as a jaxpr
     (ad.linearize_jaxpr with allow_fwds=False): residuals in the order the
     tangent branch first reads them, inputs of the branch included (never
-    forwarded), literals inline; a tangent output that a branch knows
-    (a zero) is created in its tangent branch, never saved. The staged cond
+    forwarded), literals inline; a zero tangent a rule makes in a branch is
+    created in its tangent branch, never saved (JAX saves a scalar one: the
+    divergence cond-linearize-saves-an-instantiated-zero), while a zero
+    output tangent a branch instantiates because another branch's is
+    nonzero is known (`_known_zero`) and saved. The staged cond
     reads only the index, the residuals and the unknown operands.
 
     inside a checkpoint (`_cond_partial_eval_custom`): each branch is split

@@ -251,6 +251,17 @@ def _unused_output(s):
     return any(v.id not in s.used for v in s.eqn.outputs)
 
 
+def _carries_all_promoted(s):
+    """A while loop whose every carry is float and starts constant (a zero
+    tangent) while a body const varies: _while_loop_jvp's fixpoint promotes
+    them, and needs its last pass after the promotion (no int counter that
+    never promotes leaves it a spare one)."""
+    nc, nb = s.params["cond_nconsts"], s.params["body_nconsts"]
+    carries = range(nc + nb, len(s.in_types))
+    return (all(is_float(s.in_types[i].dtype) and s.const[i] for i in carries)
+            and any(not s.const[i] for i in range(nc, nc + nb)))
+
+
 def _scan_consts(s):
     return s.params["num_consts"] > 0
 
@@ -443,6 +454,8 @@ BRANCHES: tuple[Branch, ...] = tuple(
               "jax/_src/lax/control_flow/loops.py:_scan_partial_eval", _is("scan", _scan_xs)),
        Branch("scan", "dce", "stacked outputs unused", "jax/_src/lax/control_flow/loops.py:_scan_dce_rule",
               _is("scan", _unused_output)),
+       Branch("while", "jvp", "every carry promoted from a zero tangent (the fixpoint's last pass)",
+              "jax/_src/lax/control_flow/loops.py:_while_loop_jvp", _is("while", _carries_all_promoted)),
        Branch("scan", "transpose", "reverse", "jax/_src/lax/control_flow/loops.py:_scan_transpose",
               _is("scan", lambda s: bool(s.params["reverse"]))),
        Branch("second_order", "vjp", "grad of grad through a checkpoint with a policy",

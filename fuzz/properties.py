@@ -167,8 +167,10 @@ def oracle_agrees(prog, seed=0, implementations=("remat2", "remat3"), properties
         if has_while(prog):          # no reverse mode: nothing that pulls cotangents back
             properties = tuple(p for p in properties if p not in ("vjp", "prevent_cse", "second_order"))
     if stack is not None:
-        from oracle.stacks import stack_property, stack_residuals_property
+        from oracle.stacks import stack_barriers_property, stack_property, stack_residuals_property
         properties = tuple(properties) + (stack_property(stack, prog),)
+        if stack.linearized:
+            properties += (stack_barriers_property(stack, prog),)
         if not (stack.linearized or primitives_in(prog) & UNMODELLED_SECOND_ORDER
                 or primitives_in(prog, inside=True) & UNMODELLED_SECOND_ORDER):
             properties += (stack_residuals_property(stack, prog),)

@@ -855,6 +855,17 @@ def _transformed_residuals_check(numeric: dict, code: str) -> str:
                    "assert got == expected, 'saved residuals differ from the spec'\n")
 
 
+def _transformed_barriers_check(numeric: dict, code: str) -> str:
+    """The code counting the optimization barriers in a transformed
+    function's StableHLO (`code` computes `got` from `operands`), and
+    comparing whether there are any with the spec's count."""
+    text = "operands = [" + ", ".join(_array_source(a) for a in numeric.get("operands", [])) + "]\n"
+    text += f"expected = {numeric['barriers']!r}  # the spec's count\n"
+    text += code + "\n"
+    return text + ("print('JAX barriers:', got, ' spec barriers:', expected)\n"
+                   "assert (got > 0) == (expected > 0), 'optimization barriers differ from the spec'\n")
+
+
 def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: str | None = None,
                    message: str = "") -> str:
     """The code computing a numeric property with JAX and comparing it with
@@ -904,6 +915,8 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
     if code and numeric and "residuals" in numeric:     # a transformed function's residuals
         text += _transformed_residuals_check(numeric, code.replace("{f}", _flat_name(prog)))
+    elif code and numeric and "barriers" in numeric:    # a transformed function's barriers
+        text += _transformed_barriers_check(numeric, code.replace("{f}", _flat_name(prog)))
     elif prop in ("residuals", "vjp_leaves", "prevent_cse"):
         text += _residuals_check(prog, prop, message)
     else:

@@ -440,3 +440,52 @@ def stack_residuals_property(stack: Stack, prog: Program):
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
                       operands=lambda case: operands(case.prog, stack, case.args, case.seed))
+
+
+STACK_BARRIERS = "stack_barriers"
+
+
+def stack_barriers_property(stack: Stack, prog: Program):
+    """For a linearize stack: whether the jit of the linearized function with
+    its linear function called (not transposed) has optimization barriers
+    (StableHLO, before XLA) where the spec's linear program has a staged
+    remat with prevent_cse set (spec.barriers.linear_optimization_barriers):
+    the barrier flags remat_jvp gives the tangents are seen only here, as
+    the backward pass's transpose gives the cotangents flags of its own.
+    Under remat2 only: remat3 puts a barrier on a checkpoint's inputs when
+    the linear function reads them (the known divergence
+    remat3-barrier-iff-backward-reads-checkpoint-inputs, backward only)."""
+    from oracle import divergences, properties as P
+    from spec.barriers import linear_optimization_barriers
+    if not stack.linearized:
+        raise InvalidArgument(f"stack {stack}: barriers of the called linear function need a linearize layer")
+    below, top = Stack(stack.layers[:-1]) if stack.layers[:-1] else None, levels(prog, stack)[-2]
+    fn, call_linear = jax_functions(stack, base_level(prog))
+
+    def level_program(case):
+        return case.prog if below is None else spec_program(case.prog, below)
+
+    def spec_side(case):
+        return linear_optimization_barriers(level_program(case), diff=list(top.diff))
+
+    def jax_side(case, f):
+        import jax
+        ops_ = [jax_value_of(a) for a in operands(case.prog, stack, case.args, case.seed)]
+        linearized_then_called = jax.jit(lambda *a: call_linear(*fn(case.call.flat(f))(*a)))
+        return linearized_then_called.lower(*ops_).as_text().count("optimization_barrier")
+
+    def compare(case, impl, got, want):
+        if (want > 0) != (got > 0):
+            raise P.Disagreement(f"optimization barriers of {stack}, its linear function called: "
+                                 f"spec predicts {want}, JAX's HLO has {got}",
+                                 divergences.Context(impl, STACK_BARRIERS, case.policy, level_program(case),
+                                                     barriers=(want, got)),
+                                 numeric=dict(barriers=want,
+                                              operands=operands(case.prog, stack, case.args, case.seed)))
+        return f"barriers of {stack}: spec {want}, HLO {got}"
+    code = stack_source(stack, base_level(prog)).rstrip("\n") + "\n\n\n" + (
+        "got = jax.jit(lambda *a: call_linear(*stack({f})(*a))).lower(*operands).as_text()"
+        ".count('optimization_barrier')")
+    return P.Property(STACK_BARRIERS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
+                      description=str(stack), implementations=("remat2",), program=level_program,
+                      operands=lambda case: operands(case.prog, stack, case.args, case.seed))

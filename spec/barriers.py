@@ -1,4 +1,5 @@
-"""Optimization barriers in the backward pass of a checkpointed program.
+"""Optimization barriers in the backward pass (and in the called linear
+function) of a checkpointed program.
 
 remat2 lowers a differentiated checkpoint whose `prevent_cse` is set with
 an XLA optimization barrier around the recomputation (jax
@@ -37,6 +38,25 @@ def optimization_barriers(prog: Program) -> int:
     # the program's own lax.optimization_barrier equations, forward and backward, lower to barriers too
     explicit = _explicit(lin.forward) + _explicit(backward)
     return _count(lin.linear, linear_inputs) + explicit
+
+
+def linear_optimization_barriers(prog: Program, diff=None) -> int:
+    """The number of barriers in a jit of `jax.linearize(f, *x)` whose
+    linear function is then called (not transposed): one per staged remat
+    equation of the linear program with prevent_cse set that reads a
+    tangent (its flags for the tangents are those remat_jvp appends, True
+    for a per-input tuple), plus the program's own optimization_barrier
+    equations, forward and linear. `diff`: as `linearize`'s.
+
+        >>> import spec
+        >>> from spec import ops
+        >>> body = ops.checkpoint(lambda x: ops.mul(x, 2.0), prevent_cse=(False,))
+        >>> linear_optimization_barriers(spec.trace(body, spec.f32[3]))
+        1
+    """
+    lin = linearize(prog, diff)
+    linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
+    return _count(lin.linear, linear_inputs) + _explicit(lin.forward) + _explicit(lin.linear)
 
 
 def _explicit(prog: Program) -> int:

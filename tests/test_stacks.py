@@ -10,6 +10,8 @@ same stack.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -483,3 +485,69 @@ def test_add_any_instantiates_a_zero_tangent_beside_a_nonzero_one():
     assert report.status(S.STACK_RESIDUALS, "remat2") == "ok"
     assert any("broadcast_in_dim" in s for _, s in
                [(str(r.type), str(r.source)) for r in spec.saved_residuals(S.spec_program(prog, stack))])
+
+
+# --------------------------------------------------------------------------
+# barriers of a linearized function, its linear function called
+
+def _linear_body(x):
+    return ops.mul(x, 2.0)
+
+
+# (checkpoint's prevent_cse, body) -> barriers in the called linear function,
+# by JAX's rules: remat_jvp appends a True flag per nonzero tangent to a
+# per-input tuple, and remat_partial_eval's staged remat is lowered with a
+# barrier on its inputs flagged True; a bool applies to every input
+BARRIER_CASES = {
+    "linear body, tuple (False,)": ((False,), _linear_body, 1),
+    "linear body, tuple (True,)": ((True,), _linear_body, 1),
+    "linear body, True": (True, _linear_body, 1),
+    "linear body, False": (False, _linear_body, 0),
+    "sin body, tuple (False,)": ((False,), ops.sin, 1),
+    "sin body, False": (False, ops.sin, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BARRIER_CASES))
+def test_barriers_of_the_called_linear_function(name):
+    """The spec's count is JAX's rules' (above), and JAX's HLO agrees
+    (oracle.check of the stack_barriers property, linearize alone and over
+    a vmap)."""
+    import oracle
+    from spec.barriers import linear_optimization_barriers
+    prevent_cse, body, want = BARRIER_CASES[name]
+    prog = spec.trace(ops.checkpoint(body, prevent_cse=prevent_cse), spec.f32[3])
+    assert linear_optimization_barriers(prog) == want
+    for layers in [(S.Layer("linearize"),), (_vmap((0,), (0,)), S.Layer("linearize"))]:
+        stack = S.Stack(layers)
+        report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                              properties=(S.stack_barriers_property(stack, prog),))
+        assert [r.status for r in report.results] == ["ok", "not compared"], str(report)
+        assert f"spec {want}," in report.results[0].detail
+
+
+def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):
+    """A reproducer of the stack_barriers property (the spec's count
+    embedded) runs to agreement on pristine JAX, and fails under the
+    one-line mutant of jax's remat_jvp that gives the tangents False flags
+    (benchmarks/mutation: r2_jvp_tangents_unbarriered)."""
+    import subprocess
+    import sys
+    from oracle.repro import write_repro
+    from spec.barriers import linear_optimization_barriers
+    prog = spec.trace(ops.checkpoint(_linear_body, prevent_cse=(False,)), spec.f32[3])
+    stack = S.Stack((S.Layer("linearize"),))
+    args = _args(prog)
+    repro = write_repro(prog, None, args, S.STACK_BARRIERS, "remat2", "msg",
+                        numeric=dict(barriers=linear_optimization_barriers(prog),
+                                     operands=S.operands(prog, stack, args, 0)),
+                        code=S.stack_barriers_property(stack, prog).repro_code)
+    path = tmp_path / "repro.py"
+    path.write_text(repro.text)
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    mutated = subprocess.run([sys.executable, "-m", "benchmarks.mutation.shell", "r2_jvp_tangents_unbarriered",
+                              "--", sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert mutated.returncode != 0 and "optimization barriers differ from the spec" in mutated.stderr, \
+        mutated.stderr[-2000:]

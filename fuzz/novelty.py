@@ -43,6 +43,8 @@ def _stack_features(stack) -> set:
     out = {("stack", " o ".join(l.kind for l in reversed(stack.layers)))}
     for i, layer in enumerate(stack.layers):
         out.add(("layer", i, layer.kind))
+        if layer.argnums is not None:
+            out.add(("layer differentiates a subset", i, layer.kind))
         if layer.kind == "vmap":
             out |= {("vmap in_axes", _axis_class(a)) for a in layer.in_axes}
             out |= {("vmap out_axes", _axis_class(a)) for a in layer.out_axes}

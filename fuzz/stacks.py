@@ -1,6 +1,8 @@
 """Drawn transformation stacks (oracle.stacks) for a drawn program: one to
 three layers among grad, vjp, jvp, linearize (outermost) and vmap with
 drawn in_axes (0, 1, -1, None, mixed per input), out_axes and batch size,
+each AD layer differentiating every input or a drawn subset (argnums: it
+closes over the rest, which an outer layer may differentiate),
 so that vmap of grad, grad of vmap, grad of grad, jvp of grad, ... reach
 JAX through its public transformations. Every choice is a small integer
 drawn from Hypothesis: stacks shrink (to fewer layers, to axis 0) and
@@ -56,6 +58,17 @@ def _vmap_layer(draw, level: S.Level) -> S.Layer:
 
 
 @st.composite
+def _argnums(draw, level: S.Level) -> tuple | None:
+    """None (every differentiated input; what it shrinks to), or, 1 in 3
+    where there are two or more, a proper subset: the layer closes over the
+    rest, which an outer AD layer may differentiate."""
+    d = level.diff_positions
+    if len(d) < 2 or draw(st.integers(0, 2)) < 2:
+        return None
+    return tuple(sorted(draw(st.lists(st.sampled_from(d), min_size=1, max_size=len(d) - 1, unique=True))))
+
+
+@st.composite
 def stacks(draw, prog):
     """A Stack that applies to `prog` (oracle.stacks.levels accepts it), or
     None where none does (key-typed values)."""
@@ -66,7 +79,7 @@ def stacks(draw, prog):
             break
         kinds = _allowed(prog, sum(l.kind in S.AD_KINDS for l in layers), layers[-1].kind if layers else None)
         kind = draw(st.sampled_from(kinds))
-        layer = draw(_vmap_layer(level)) if kind == "vmap" else S.Layer(kind)
+        layer = draw(_vmap_layer(level)) if kind == "vmap" else S.Layer(kind, argnums=draw(_argnums(level)))
         if S.applicable(level, layer) is not None:
             break
         layers.append(layer)

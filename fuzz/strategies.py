@@ -821,28 +821,35 @@ class _Builder:
         as_int = lambda p: ops.convert_element_type(p, np.int32)
         return ops.select_n(ops.add(as_int(predicate()), as_int(predicate())), *cases)
 
-    def body_outputs(self, inner, n_in):
+    def body_outputs(self, inner, n_in, forward_odds=4):
         """A body's own outputs: its last value, sometimes another of its
-        float values too (a multi-output region), sometimes one of its
-        inputs as it is (forwarded: jit's and remat's rules forward it)."""
+        float values too (a multi-output region), sometimes (1 in
+        `forward_odds`) one of its inputs as it is (forwarded: jit's and
+        remat's rules forward it)."""
         draw = self.draw
         outs = [inner[-1]]
         made = [v for v in self.floats(inner[n_in:-1])]
         if made and draw(st.booleans()):
             outs.append(self.pick(made))
-        if draw(st.integers(0, 3)) == 0:
+        if draw(st.integers(0, forward_odds - 1)) == 0:
             outs.append(self.pick(self.floats(inner[:n_in])) or inner[0])
         return outs
 
-    def keep_outputs(self, pool, outs):
+    def keep_outputs(self, pool, outs, forwarded_last=False):
         """The first of a step's outputs is its value; each other joins the
         pool, or is left unused (a dead output for JAX's DCE rules; never
-        made a program output by `dead_ends_out`)."""
-        for o in outs[1:]:
+        made a program output by `dead_ends_out`). A kept output that is
+        one of the body's inputs returned as it is (`forwarded_last`) is,
+        1 in 2, read at once by a product of its own: then the value is a
+        residual, which the region's linearization and partial-eval rules
+        forward as an input, not an output (pjit's in_fwd)."""
+        for k, o in enumerate(outs[1:], 1):
             if self.draw(st.integers(0, 2)) == 0:
                 self.unused.add(o.atom.id)
             else:
                 pool.append(o)
+                if forwarded_last and k == len(outs) - 1 and self.draw(st.booleans()):
+                    pool.append(ops.mul(o, o))
         return outs[0]
 
     def region_step(self, kind, pool, fl, depth):
@@ -855,7 +862,7 @@ class _Builder:
         ins = [self.pick(fl) for _ in range(k)]
         to_bind = []        # names the region's policy mentions: the body binds each
         named_examples = []     # example primitives it names: the body may bind each
-        n_out = []
+        n_out, forwarded = [], []
 
         def body(*xs):
             inner = list(xs)
@@ -867,13 +874,16 @@ class _Builder:
                 nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
                 inner.append(nested)
             self.steps(inner, depth + 1, 4, 2, to_bind)
-            outs = self.body_outputs(inner, len(xs))
+            # a jit forwards its inputs in more rules than remat (pjit's
+            # linearize, partial eval and DCE): 1 in 2 of its bodies forward one
+            outs = self.body_outputs(inner, len(xs), 2 if kind == "call" else 4)
             n_out.append(len(outs))
+            forwarded.append(len(outs) > 1 and any(outs[-1] is x for x in xs))
             return outs
         if kind == "call":
             t = self.trace_scope(body, [v.type for v in ins], names="xs")
             return self.keep_outputs(pool, self.pass_out(ops.call(t.program, *ins, *self.pass_in(t),
-                                                                  name=f"f{depth}"), n_out[0]))
+                                                                  name=f"f{depth}"), n_out[0]), forwarded[0])
         policy = draw(policies(tuple(NAMES), REGION_POLICY_KINDS, raising=True))
         to_bind.extend(sorted(mentioned_names(policy)))
         # the example-only primitives the policy names (dots_saveable's conv):
@@ -889,7 +899,7 @@ class _Builder:
             outs = ops.checkpoint(_inline(t.program), policy=policy, prevent_cse=prevent_cse)(*args)
         except P.PolicyError:   # a name policy naming names the region never binds
             outs = ops.checkpoint(_inline(t.program), policy=None, prevent_cse=prevent_cse)(*args)
-        return self.keep_outputs(pool, self.pass_out(outs, n_out[0]))
+        return self.keep_outputs(pool, self.pass_out(outs, n_out[0]), forwarded[0])
 
     def scan_step(self, pool, fl, carry, depth):
         """A scan whose body is drawn like a region's: carry `carry`, xs a

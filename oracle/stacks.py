@@ -19,7 +19,10 @@ and the spec program computing the same) to the next:
 
 Differentiated inputs: the float inputs of the checked program, and the
 tangents and cotangents that jvp and vjp add (the weights grad adds are
-held constant by any outer AD layer).
+held constant by any outer AD layer). An AD layer differentiates all of
+them, or those its `argnums` name; it closes over the rest, so an outer
+AD layer differentiating one of those reaches the inner transformation
+through a closure, as in `jax.grad(lambda x: jax.grad(lambda y: f(x, y))(y0))(x0)`.
 
 The JAX side is Python source (`stack_source`), executed to check and
 written verbatim into reproducers: the reproducer spells the same stack.
@@ -51,14 +54,19 @@ class Layer:
     in_axes: tuple = ()               # vmap: one entry (int or None) per input of the level below
     out_axes: tuple = ()              # vmap: one int per output of the level below
     size: int = 2                     # vmap: the batch size
+    argnums: tuple | None = None      # AD: the level's inputs it differentiates (None: every
+                                      # differentiated one); the others are closed over
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise InvalidArgument(f"unknown stack layer {self.kind!r}; supported: {KINDS}")
+        if self.argnums is not None and (self.kind not in AD_KINDS or not self.argnums):
+            raise InvalidArgument(f"argnums={self.argnums!r} for a {self.kind} layer: an AD layer "
+                                  "differentiates a non-empty tuple of input positions")
 
     def __str__(self):
         if self.kind != "vmap":
-            return self.kind
+            return self.kind if self.argnums is None else f"{self.kind}(argnums={self.argnums!r})"
         return f"vmap(in_axes={self.in_axes!r}, out_axes={self.out_axes!r}, size={self.size})"
 
 
@@ -117,9 +125,24 @@ def _batched(t: ArrayType, axis, size) -> ArrayType:
     return ArrayType(tuple(shape), t.dtype)
 
 
+def differentiated(level: Level, layer: Layer) -> list[int]:
+    """The positions of `level`'s inputs an AD layer differentiates: its
+    argnums, or every differentiated input. The level's other inputs are
+    closed over by the layer's function (`lambda *dd: f(*with_diff(a, d,
+    dd))`), so an outer AD layer that differentiates one of them reaches
+    the inner transformation as a tracer of its own, not an argument: the
+    setting of perturbation confusion (Siskind & Pearlmutter 2005), which
+    JAX's JVPTrace tells apart by its tag."""
+    return list(layer.argnums) if layer.argnums is not None else level.diff_positions
+
+
+def _mask(level: Level, positions) -> list[bool]:
+    return [i in positions for i in range(len(level.in_types))]
+
+
 def next_level(level: Level, layer: Layer) -> Level:
     """The level a layer makes of `level` (types only: no program is built)."""
-    d = level.diff_positions
+    d = differentiated(level, layer) if layer.kind in AD_KINDS else []
     fl = [level.out_types[j] for j in level.float_outputs]
     if layer.kind in FORWARD_KINDS:
         return Level(level.in_types + tuple(level.in_types[i] for i in d), tuple(fl),
@@ -142,6 +165,8 @@ def applicable(level: Level, layer: Layer) -> str | None:
             return "no differentiated input"
         if not level.float_outputs:
             return "no float output"
+        if layer.argnums is not None and not set(layer.argnums) <= set(level.diff_positions):
+            return f"argnums {layer.argnums!r} not among the differentiable inputs {level.diff_positions!r}"
         return None
     if len(layer.in_axes) != len(level.in_types) or len(layer.out_axes) != len(level.out_types):
         return "in_axes / out_axes do not match the level"
@@ -203,24 +228,26 @@ def _loss_program(prog: Program, level: Level) -> Program:
 
 def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
     n = len(prog.outputs)
+    if layer.kind == "vmap":
+        return spec.vmap(prog, list(layer.in_axes), list(layer.out_axes), axis_size=layer.size)
+    d = differentiated(level, layer)
     if layer.kind in FORWARD_KINDS:
         if layer.kind == "linearize":
             # jax.linearize partially evaluates the JVP, so every checkpoint's
             # policy is asked (and may refuse, as a save_from_both_policies of
             # an offload policy does: ci-draw finding); its values are the JVP's
-            spec.linearize(prog, diff=list(level.diff))
-        jp, _ = spec.jvp_program(prog, nonzeros=list(level.diff))
+            spec.linearize(prog, diff=_mask(level, d))
+        jp, _ = spec.jvp_program(prog, nonzeros=_mask(level, d))
         return _select(jp, range(n, len(jp.outputs)))
     if layer.kind == "grad":
-        return spec.traced_grad(_loss_program(prog, level), argnums=tuple(level.diff_positions))
+        return spec.traced_grad(_loss_program(prog, level), argnums=tuple(d))
     if layer.kind in REVERSE_KINDS:
         # the level's other inputs are closed over by the stack's jax.vjp, so
         # held constant: linearized with zero tangents, not differentiated
         # and their cotangents dropped (which would leave the tangent
         # equations they need in the program as dead code, and change which
         # values the next layer's linearization saves, and in what order)
-        return spec.traced_vjp_program(_select(prog, level.float_outputs), diff=level.diff)
-    return spec.vmap(prog, list(layer.in_axes), list(layer.out_axes), axis_size=layer.size)
+        return spec.traced_vjp_program(_select(prog, level.float_outputs), diff=_mask(level, d))
 
 
 def spec_program(prog: Program, stack: Stack) -> Program:
@@ -245,7 +272,7 @@ def operands(prog: Program, stack: Stack, args, seed: int) -> list[np.ndarray]:
     ops = list(args)
     for level, layer in zip(levels(prog, stack), stack.layers):
         if layer.kind in FORWARD_KINDS:
-            ops += [_normal(rng, level.in_types[i]) for i in level.diff_positions]
+            ops += [_normal(rng, level.in_types[i]) for i in differentiated(level, layer)]
         elif layer.kind in REVERSE_KINDS:
             ops += [_normal(rng, level.out_types[j]) for j in level.float_outputs]
         else:
@@ -296,11 +323,11 @@ def with_diff(full, positions, values):
 
 
 def _layer_source(k: int, level: Level, layer: Layer) -> list[str]:
-    n, d = len(level.in_types), level.diff_positions
     prev, head = f"level{k - 1}", [f"    def level{k}(*a):"]
     if layer.kind == "vmap":
         return [f"    level{k} = jax.vmap(level{k - 1}, in_axes={tuple(layer.in_axes)!r}, "
                 f"out_axes={tuple(layer.out_axes)!r})"]
+    n, d = len(level.in_types), differentiated(level, layer)
     at = f"lambda *dd: {prev}(*with_diff(a[:{n}], {d!r}, dd))"
     primals = f"[a[i] for i in {d!r}]"
     if layer.kind == "jvp":
@@ -460,13 +487,14 @@ def stack_barriers_property(stack: Stack, prog: Program):
     if not stack.linearized:
         raise InvalidArgument(f"stack {stack}: barriers of the called linear function need a linearize layer")
     below, top = Stack(stack.layers[:-1]) if stack.layers[:-1] else None, levels(prog, stack)[-2]
+    diff = _mask(top, differentiated(top, stack.layers[-1]))
     fn, call_linear = jax_functions(stack, base_level(prog))
 
     def level_program(case):
         return case.prog if below is None else spec_program(case.prog, below)
 
     def spec_side(case):
-        return linear_optimization_barriers(level_program(case), diff=list(top.diff))
+        return linear_optimization_barriers(level_program(case), diff=diff)
 
     def jax_side(case, f):
         import jax

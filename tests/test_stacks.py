@@ -45,7 +45,8 @@ EPS = 1e-4
 
 
 def _ref_layer(fn, level: S.Level, layer: S.Layer):
-    n, d = len(level.in_types), level.diff_positions
+    n = len(level.in_types)
+    d = S.differentiated(level, layer) if layer.kind in S.AD_KINDS else []
     fl = level.float_outputs
 
     def shifted(a, t, s):
@@ -113,6 +114,11 @@ STACKS = {
     "jvp o grad": (S.Layer("grad"), S.Layer("jvp")),
     "vjp o jvp": (S.Layer("jvp"), S.Layer("vjp")),
     "linearize o vmap": (_vmap((-1, 0, 0), (0, -1, 0)), S.Layer("linearize")),
+    # an inner layer closing over the input the outer one differentiates
+    "grad(argnums=(0,)) o grad(argnums=(1,))": (S.Layer("grad", argnums=(1,)), S.Layer("grad", argnums=(0,))),
+    "jvp(argnums=(0,)) o jvp(argnums=(1,))": (S.Layer("jvp", argnums=(1,)), S.Layer("jvp", argnums=(0,))),
+    "vjp o jvp(argnums=(0,))": (S.Layer("jvp", argnums=(0,)), S.Layer("vjp")),
+    "linearize(argnums=(1,)) o vmap": (_vmap((-1, 0, 0), (0, -1, 0)), S.Layer("linearize", argnums=(1,))),
     "vmap o vmap o jvp": (S.Layer("jvp"), _vmap((0, 1, None, 0, 2), (1, 0)), _vmap((2, 0, 1, None, 0), (0, 2))),
 }
 

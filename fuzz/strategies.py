@@ -870,6 +870,10 @@ class _Builder:
                 out = self.example_step(inner, self.floats(inner), prim) if draw(st.booleans()) else None
                 if out is not None:
                     inner.append(out)
+                    if out.dtype == self.dtype and draw(st.booleans()):
+                        # read by a product: the output is a residual, which the
+                        # policy's answer saves or leaves to be recomputed
+                        inner.append(ops.mul(out, out))
             if depth + 1 < self.max_depth and draw(st.integers(0, 3)) == 0:    # a region directly nested
                 nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
                 inner.append(nested)

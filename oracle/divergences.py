@@ -842,6 +842,25 @@ def _nested_per_argument_prevent_cse(ctx):
                for inner in _eqns(outer.params["jaxpr"]) if inner.primitive is remat_p)
 
 
+def _vmapped_per_argument_prevent_cse_with_closed_constants(ctx):
+    """remat2, a property that batches (vmap, or a stack), JAX raised a bare
+    AssertionError where the spec computes, and a checkpoint with a
+    per-argument prevent_cse has, at any depth of its body, a control-flow
+    equation whose sub-program reads an array constant (a non-scalar
+    Literal: its ClosedJaxpr has consts, which batching the body hoists)."""
+    if (ctx.implementation != "remat2" or ctx.spec_error is not None or ctx.property not in ("vmap", "stack")
+            or not isinstance(ctx.error, AssertionError) or str(ctx.error)):
+        return False
+    return any(isinstance(outer.params["prevent_cse"], tuple)
+               and any(_reads_array_constant(sub) for e in _eqns(outer.params["jaxpr"])
+                       if e.primitive.name in ("cond", "while", "scan") for _, sub in subprograms(e.params))
+               for outer in _eqns(ctx.program) if outer.primitive is remat_p)
+
+
+def _reads_array_constant(prog: Program) -> bool:
+    return any(isinstance(a, spec.ir.Literal) and not a.is_scalar for e in _eqns(prog) for a in e.inputs)
+
+
 def _eqns(prog: Program):
     for e in prog.eqns:
         yield e
@@ -1355,6 +1374,31 @@ DIVERGENCES = [
         "    raised = True\n"
         "print('raised:', raised)  # raised: True",
         _nested_per_argument_prevent_cse, releases=Releases("0.7.2")),
+    Divergence(
+        "vmap-of-per-argument-prevent-cse-drops-the-batched-body-s-constants",
+        "remat_vmap (jax/_src/ad_checkpoint.py) batches a checkpoint's body with "
+        "batching.batch_jaxpr_axes; where that hoists constants out of the body (an array "
+        "constant a cond branch, while body or scan body closes over: its ClosedJaxpr's "
+        "consts, a form JAX's own transformations build and oracle.to_jax binds as the spec "
+        "program has it), it binds remat_p with the constants as leading arguments but keeps "
+        "the per-argument prevent_cse tuple (jax 0.7.2+) as it was, one flag short per "
+        "constant, and _remat_bind's `assert isinstance(prevent_cse, bool) or "
+        "len(prevent_cse) == len(args)` fails: vmap raises a bare AssertionError (found by "
+        "the fuzzer; the same code at jax-ml/jax HEAD of 2026-08). A bool prevent_cse, or "
+        "remat3, batches it. The spec batches it (the constants stay in the body). The "
+        "predicate: remat2, a batching property (vmap, or a stack), JAX raised a bare "
+        "AssertionError where the spec computes, and a checkpoint with per-argument flags "
+        "has in its body a cond, while or scan whose sub-program reads an array constant.",
+        "from jax._src.lax.control_flow import conditionals\n"
+        "c = jnp.array([0.5, 0.75, 1.0], jnp.float32)\n"
+        "branches = (jax.make_jaxpr(jnp.sin)(c), jax.make_jaxpr(lambda u: c + u)(c))  # the second has consts\n"
+        "body = lambda x: conditionals.cond_p.bind((jnp.sum(x) > 0).astype(jnp.int32), x, branches=branches)[0]\n"
+        "try:\n"
+        "    raised = jax.jit(jax.vmap(jax.checkpoint(body, prevent_cse=(False,))))(jnp.ones((2, 3))) is None\n"
+        "except AssertionError:   # _remat_bind: len(prevent_cse) == len(args)\n"
+        "    raised = True\n"
+        "print('raised:', raised)  # raised: True",
+        _vmapped_per_argument_prevent_cse_with_closed_constants, releases=Releases("0.7.2")),
     Divergence(
         "sort-jvp-permutation-is-int32",
         "Before jax 0.4.38 sort's JVP rule (jax/_src/lax/lax.py _sort_jvp) sorts an int64 iota "

@@ -157,3 +157,48 @@ def test_remat3_jvps_a_checkpoint_in_a_while_body():
     l, m = np.linspace(0.1, 0.9, 3, dtype=np.float32), np.linspace(-1, 1, 10, dtype=np.float32).reshape(2, 5)
     report = oracle.check(body, policy, l, m, implementations=("remat3",), properties=("residuals",))
     assert [n for n, _, _ in report.known_divergences] == ["remat3-unrecognised-policy-is-full-remat"]
+
+
+def _constant_branch_program(prevent_cse, constant):
+    """A checkpoint over a cond whose second branch adds a constant (an
+    array: a non-scalar Literal, a ClosedJaxpr const where oracle.to_jax
+    binds it; or a scalar), and returns its input too."""
+    import spec
+    from spec import ops
+    from spec.prims_control import cond
+
+    def body(x):
+        p = ops.gt(ops.reduce_sum(x, (0,)), np.float32(0.0))
+        return cond(p, ops.sin, lambda v: ops.add(constant, v), x), x
+    return spec.trace(lambda x: ops.checkpoint(body, prevent_cse=prevent_cse)(x)[0], spec.f32[3])
+
+
+ARRAY = np.array([0.5, 0.75, 1.0], np.float32)
+CLOSED_CONSTANT_CLASS = {   # label -> (prevent_cse, constant, whether remat2's vmap raises): measured on 0.10.2
+    "per-argument flags, array constant": ((False,), ARRAY, True),
+    "per-argument flags, scalar constant": ((False,), np.float32(0.5), False),
+    "a bool, array constant": (False, ARRAY, False),
+}
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="measured on jax 0.10.2")
+@pytest.mark.parametrize("label", sorted(CLOSED_CONSTANT_CLASS))
+def test_vmap_of_per_argument_prevent_cse_with_closed_constants(label):
+    """remat2's vmap raises a bare AssertionError exactly for the class (a
+    per-argument prevent_cse over a body whose cond branch closes over an
+    array constant); the check names the known divergence there (and only
+    under vmap), and agrees on the neighbours and under remat3."""
+    prevent_cse, constant, raises = CLOSED_CONSTANT_CLASS[label]
+    prog = _constant_branch_program(prevent_cse, constant)
+    f = oracle.to_jax(prog)
+    try:
+        jax.jit(jax.vmap(f))(np.ones((2, 3), np.float32))
+        raised = False
+    except AssertionError as e:
+        assert not str(e)
+        raised = True
+    assert raised is raises
+    report = oracle.check(f, oracle.AS_IS, np.linspace(-1, 1, 3, dtype=np.float32))
+    name = "vmap-of-per-argument-prevent-cse-drops-the-batched-body-s-constants"
+    known = {(prop, impl) for n, prop, impl in report.known_divergences if n == name}
+    assert known == ({("vmap", "remat2")} if raises else set()), str(report)

@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 
 from oracle.errors import InvalidArgument, Unsupported
+from oracle.jax_api import internals
+from spec.prims_structural import canonicalize_precision
 
 ENV = "REMAT_ORACLE_BACKEND"
 # the backend oracle.check uses when given none: pytest --oracle-backend and
@@ -71,7 +73,6 @@ def _precision_pair(precision, default_matmul_precision):
     """The (lhs, rhs) lax.Precision names an equation runs at, or a preset
     name: its param, else the config's (spec.canonicalize_precision reads
     the same aliases as lax.canonicalize_precision), else DEFAULT."""
-    from spec.prims_structural import canonicalize_precision
     if precision is None:
         precision = canonicalize_precision(default_matmul_precision)
     if precision is None or precision == "DEFAULT":
@@ -149,7 +150,6 @@ class Backend:
 
 def available() -> dict:
     """platform -> its devices, for every backend JAX initialised here."""
-    from oracle.jax_api import internals
     out = {}
     for name in internals.backends():
         try:

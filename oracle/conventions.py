@@ -38,6 +38,8 @@ from typing import Any, Callable
 import numpy as np
 
 from oracle.errors import InvalidArgument, Unsupported
+from spec.ir import canonical_dtype, is_key
+from spec.prims_random import keys_of
 
 AS_IS = type("AS_IS", (), {"__repr__": lambda self: "oracle.AS_IS"})()
 
@@ -102,7 +104,6 @@ def canonical_leaf(leaf, where: str, rng) -> tuple[Any, np.ndarray]:
     (jax.random.PRNGKey) is the uint32[2] array it is. Keys, like integers,
     are inputs without tangents (float0 ones in JAX)."""
     import jax
-    from spec.ir import canonical_dtype
     if isinstance(leaf, (bool, int, float, complex)) and not isinstance(leaf, np.generic):
         value = np.asarray(jax.numpy.asarray(leaf))      # JAX's weak-typed canonical dtype
         jax_value = leaf
@@ -136,7 +137,6 @@ _KEY_IMPLS = {"key<fry>": "threefry2x32"}
 
 
 def _is_spec_key(x) -> bool:
-    from spec.ir import is_key
     return isinstance(x, (np.ndarray, np.generic)) and x.dtype.fields is not None and is_key(x.dtype)
 
 
@@ -146,7 +146,6 @@ def _check_key_impl(where, dtype):
 
 
 def _spec_keys(data) -> np.ndarray:
-    from spec.prims_random import keys_of
     return keys_of(np.asarray(data, np.uint32))
 
 

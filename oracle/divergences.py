@@ -29,6 +29,14 @@ from oracle.program_variants import (has_primitive, inline_checkpoints, map_poli
                                      unused_checkpoint_outputs_out, unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
                                  remat3_model, remat3_recognises, remat3_variants, remats)
+from oracle.conventions import AS_IS
+from oracle.jax_api.flags import flags
+from spec.barriers import optimization_barriers
+from spec.partial_eval import dce, source_of
+from spec.prims_control import BranchTypesError
+from spec.remat import names_in
+import collections
+import dataclasses
 
 
 @dataclass
@@ -77,7 +85,6 @@ class Context:
         staged equations' unused outputs used (found on jax 0.4.25)."""
         if self.spec_residuals is None or not _active("linearize-keeps-unused-outputs-of-staged-equations"):
             return []
-        import dataclasses
         kept, n = unused_linearize_outputs_out(self.program)
         return [dataclasses.replace(self, program=kept).residuals_with(lambda p: p)] if n else []
 
@@ -100,7 +107,6 @@ class Context:
         program and of each of its `remat3_variants` (a variant whose
         modelled policy is refused has none)."""
         if "_remat3_lists" not in self.__dict__:
-            import dataclasses
             flags = dict.fromkeys(REMAT3_DEFECTS, True)
             self._remat3_lists = []
             for variant in remat3_variants(self.program):
@@ -203,7 +209,6 @@ def _cond_tangent_zeros_on_device(ctx):
     memory spaces only (BranchTypesError), and JAX computed: its cond JVP
     instantiates a host output's zero tangent on the device, and
     _cond_abstract_eval takes branch 0's types unchecked."""
-    from spec.prims_control import BranchTypesError
     if not isinstance(ctx.spec_error, BranchTypesError):
         return False
     first, other = ctx.spec_error.types
@@ -224,7 +229,6 @@ class Divergence:
 
     def active(self) -> bool:
         """It can hold on the installed JAX: its release, its flag as needed."""
-        from oracle.jax_api.flags import flags
         return holds(self.releases) and (self.flag is None or flags().get(self.flag, False) == self.flag_value)
 
 
@@ -325,7 +329,6 @@ def _anything_except_stub(ctx):
 
 
 def _has_name(prog: Program) -> bool:
-    from spec.remat import names_in
     return bool(names_in(prog))
 
 
@@ -352,7 +355,6 @@ def _remat3_constant_output_under_jit_vmap(ctx):
     check's own vmap, MLIR lowering's bare `assert isinstance(v, core.Var)`
     (interpreters/mlir.py `read`; JAX filters its frames from the
     traceback, so the predicate sees only the class and the empty message)."""
-    import re
     if ctx.implementation != "remat3" or ctx.error is None or not _constant_checkpoint_output(ctx.program):
         return False
     if isinstance(ctx.error, AttributeError):
@@ -376,7 +378,6 @@ def _computed_from_scanned(prog: Program) -> set:
 def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
     """Some checkpoint (at any depth) has an input its body never reads that
     is, or is computed from, a stacked output (a ys) of a scan."""
-    from spec.partial_eval import dce
     ys_of_scan = _computed_from_scanned(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
@@ -439,7 +440,6 @@ def additive(explains: Callable) -> Callable:
 
 def _difference(got: list, want: list):
     """(entries only `got` has, entries only `want` has), as Counters."""
-    import collections
     return collections.Counter(got) - collections.Counter(want), collections.Counter(want) - collections.Counter(got)
 
 
@@ -453,7 +453,6 @@ def _linearize_saved_zero(source: str):
     known half returns it)."""
     @additive
     def explains(got, want, ctx):
-        import collections
         only_jax, only_spec = _difference(got, want)
         if not only_jax or not all(t.endswith("[]") and s.startswith(source) for t, s in only_jax):
             return False
@@ -481,7 +480,6 @@ def _remat3_float0_residual(ctx):
     """remat3, a residual list that the oracle cannot read for its float0
     entry (or residual leaves with a float0 one), and a checkpoint in a
     cond branch."""
-    from oracle.errors import Unsupported
     if ctx.implementation != "remat3" or not _checkpoint_in_cond_branch(ctx.program):
         return False
     if ctx.property == "residuals":
@@ -494,7 +492,6 @@ def _linearize_keeps_unused_outputs(ctx):
     the spec's of the program with the unused outputs JAX's linearization
     keeps made program outputs (`unused_linearize_outputs_out`), and not
     those of the program itself."""
-    import dataclasses
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     kept, n = unused_linearize_outputs_out(ctx.program)
@@ -521,7 +518,6 @@ def _normalised_against(ctx, want: list) -> list:
 def _remat3_unused_outputs_read(ctx):
     """JAX's residuals are the remat3 model's of the program with every
     unused checkpoint output used, and not those of the program itself."""
-    import dataclasses
     if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     used, n = unused_checkpoint_outputs_out(ctx.program)
@@ -545,8 +541,6 @@ def _remat3_inlined_derivatives(ctx):
     checkpoint kept), under the spec or the full remat3 model, up to
     scalar literals JAX leaves out (literal-residuals-depend-on-the-
     constant-s-python-type composes with this)."""
-    import dataclasses
-    from oracle.conventions import AS_IS
     if ctx.implementation != "remat3":
         return False
     as_written = ctx.policy is AS_IS
@@ -554,7 +548,6 @@ def _remat3_inlined_derivatives(ctx):
         return False
     inlined = inline_checkpoints(ctx.program, keep_top_level=not as_written)
     if ctx.property == "prevent_cse":
-        from spec.barriers import optimization_barriers
         return ctx.barriers is not None and ctx.barriers[1] == 0 and optimization_barriers(inlined) == 0
     if ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
@@ -571,7 +564,6 @@ _MODEL_PREDICATE = ("The predicate: JAX's residuals are exactly those of the rem
 
 def _literals_left_out(got: list, want: list) -> bool:
     """`got` is `want` with some "from a literal" entries left out."""
-    import collections
     strip = lambda rs: [r for r in rs if r[1] != "from a literal"]
     lits = lambda rs: collections.Counter(r for r in rs if r[1] == "from a literal")
     return strip(got) == strip(want) and not (lits(got) - lits(want)) and bool(lits(want) - lits(got))
@@ -606,7 +598,6 @@ def _active(name: str) -> bool:
 def _integer_pow_one_factor(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0)."""
-    import collections
     extra, missing = _difference(got, want)
     powers = collections.Counter((str(e.outputs[0].type), "output of mul") for e in _eqns(ctx.program)
                                  if e.primitive.name == "integer_pow" and e.params["y"] == 1)
@@ -617,7 +608,6 @@ def _integer_pow_one_factor(got, want, ctx):
 def _scan_residual_order(got, want, ctx):
     """Same residuals as the baseline, and only `output of scan` / `output
     of cond` entries are out of place."""
-    import collections
     return (got != want and collections.Counter(got) == collections.Counter(want)
             and all(g[1] in _LOOP_OUTPUTS and w[1] in _LOOP_OUTPUTS for g, w in zip(got, want) if g != w))
 
@@ -630,7 +620,6 @@ def _jit_residual_order(got, want, ctx):
     """Same residuals as the baseline, only outputs of jitted functions
     (and of scans and conds, `_scan_residual_order`'s) out of place, at
     least one jit's."""
-    import collections
     jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
     moved = [(g, w) for g, w in zip(got, want) if g != w]
     return (bool(moved) and collections.Counter(got) == collections.Counter(want)
@@ -645,7 +634,6 @@ def _atan2_old_jvp(got, want, ctx):
     tangent factor) replaced by an `output of neg` and an `output of add`;
     for one in a jit body, whose saved values are all outputs of the jitted
     function, one more of them (found on 0.4.25 under jit)."""
-    import collections
     extra, missing = _difference(got, want)
     in_jits = collections.Counter((str(e.outputs[0].type), _JIT_OUTPUT) for c in _eqns(ctx.program)
                                   if c.primitive.name == "call"
@@ -677,8 +665,6 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
     one in a scan body an `output of scan` (stacked), in a jit body an
     `output of jitted function 'f'`; with `top_level`, of one at the top
     level, what the forward rule (inlined) computes it with."""
-    import collections
-    from spec.partial_eval import source_of
     out = collections.Counter()
     for e in prog.eqns if top_level else ():
         if e.primitive.name == "custom_vjp_call":
@@ -700,7 +686,6 @@ _JIT_OUTPUT = "output of a jitted function"    # `output of jitted function 'f'`
 
 
 def _jit_outputs_alike(entries) -> "collections.Counter":
-    import collections
     jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
     out = collections.Counter()
     for (t, s), n in entries.items():
@@ -763,7 +748,6 @@ def _linearized_zero_output_leaks(ctx):
 def _zero_power_literal(got, want, ctx):
     """JAX's list is the baseline's plus at most one scalar `from a literal`
     of each integer_pow[y=0]'s dtype."""
-    import collections
     extra, missing = _difference(got, want)
     zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
                                 for e in _eqns(ctx.program)

@@ -23,6 +23,7 @@ from oracle.jax_api import internals as jx
 from oracle.errors import Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
+from spec.prims_custom import Rule
 
 
 def _location(eqn) -> str:
@@ -190,7 +191,6 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
     spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
     `fwd_jaxpr_thunk(*nonzeros)`, and `bwd` traced with jax.make_jaxpr at
     the residuals' and cotangents' avals), converted on first use."""
-    from spec.prims_custom import Rule
     if p.get("num_consts", 0):
         raise Unsupported(f"{name}{where}: param num_consts={p['num_consts']} is not supported "
                           f"(the spec models custom functions that close over no traced values: num_consts=0)")

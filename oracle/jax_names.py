@@ -12,6 +12,8 @@ import numpy as np
 
 import spec  # noqa: F401  (registers every primitive, with its JaxFacts)
 from spec.core import jax_facts
+from oracle.errors import Unsupported
+from oracle.jax_api.source import emitter_table_source
 
 # spec name -> JAX name where they differ
 JAX_NAME = {p.name: f.name for p, f in jax_facts.items() if f.name != p.name}
@@ -43,8 +45,6 @@ def ignored_params(spec_name: str) -> dict:
 def emitters():
     """spec primitive name -> fn(*jax_values, **spec_params) calling jax.lax
     (one table per process: the prelude probes the release once)."""
-    from oracle.jax_api.source import emitter_table_source
-    from oracle.errors import Unsupported
     env = {"np": np, "_Unsupported": Unsupported}    # what a call this release lacks raises
     exec(emitter_table_source(EMITTERS_SOURCE), env)
     return env["E"]

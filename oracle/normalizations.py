@@ -14,6 +14,8 @@ from spec.ir import Program, Var, subprograms
 
 from oracle.jax_api.versions import ALL, REMAT3, Releases
 from oracle.program_variants import has_primitive
+from spec.partial_eval import source_of
+import collections
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,6 @@ def _rename_unmatched(jax_res, spec_res, accepts):
     """Each JAX entry the spec's list lacks takes, in order, the name of a
     spec entry of the same type that JAX's list lacks, where
     accepts(JAX's name, the spec's name)."""
-    import collections
     unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
     extra = collections.Counter(jax_res) - collections.Counter(spec_res)
     free = []
@@ -91,7 +92,6 @@ def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None
 def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
     """JAX's `named 'n'` for a value the spec names by its producer (or
     argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
-    from spec.partial_eval import source_of
     wrapped: dict = {}
 
     def walk(p: Program):

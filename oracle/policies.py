@@ -17,6 +17,8 @@ from spec import policies as sp
 from oracle.errors import Unsupported
 from oracle.jax_api import internals as jx
 from oracle.jax_params import spec_params, spec_type
+from oracle.jax_names import JAX_NAME, SPEC_NAME, emitters
+from spec.core import jax_facts, primitives
 
 
 # JAX policies made by to_jax_policy, by id, with the spec policy they came
@@ -106,7 +108,6 @@ def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
     """JAX's (primitive, avals, params) for one spec equation, found by
     tracing the corresponding jax.lax call."""
     import jax
-    from oracle.jax_names import JAX_NAME, emitters
     params = dict(frozen_params)
     if spec_prim_name == "name":
         from jax.ad_checkpoint import checkpoint_name
@@ -146,7 +147,6 @@ def _structural_view(spec_prim_name: str, in_types: tuple):
     avals, without params (JAX's would hold jaxprs the oracle does not
     rebuild; a policy that reads them raises, which is reported)."""
     import jax
-    from oracle.jax_names import JAX_NAME
     prim = jx.primitives().get(JAX_NAME.get(spec_prim_name, spec_prim_name))
     if prim is None:
         raise Unsupported(f"cannot show primitive {spec_prim_name!r} to a JAX policy")
@@ -170,8 +170,6 @@ class SpecPolicyForJax:
 def _spec_view(jax_name: str, params: dict):
     """(spec primitive, spec params) of the equation JAX asks about; a
     primitive with sub-programs is shown without params (see _structural_view)."""
-    from spec.core import jax_facts, primitives
-    from oracle.jax_names import SPEC_NAME
     prim = primitives.get(SPEC_NAME.get(jax_name, jax_name))
     if prim is not None and prim in jax_facts and not jax_facts[prim].emitter and prim.name != "name":
         return prim, {}

@@ -14,6 +14,12 @@ import spec
 from spec.core import has_effects
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import ROUNDED, remat_p
+from spec.ir import is_float
+from spec.prims_call import call_p
+from spec.prims_control import cond_p
+from spec.prims_elementwise import mul_p
+from spec.prims_scan import scan_p
+from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
 
 
 
@@ -78,9 +84,6 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
 def _staged_whole(e: Eqn) -> bool:
     """`e` is a checkpoint, call, scan or cond: an equation whose JVP JAX's
     partial evaluation stages as one equation computing every output's tangent."""
-    from spec.prims_call import call_p
-    from spec.prims_control import cond_p
-    from spec.prims_scan import scan_p
     return e.primitive in (remat_p, call_p, scan_p, cond_p)
 
 
@@ -104,7 +107,6 @@ def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tu
     through the sub-programs of the live equations with enters(e)
     (`_unused_outputs_threaded`), and how many were. Dead equations (no
     program output depends on them, no effect) are left as they are."""
-    from spec.ir import is_float
     live, used = _live(prog)
     eqns, extra = [], []
     for e in prog.eqns:
@@ -124,7 +126,6 @@ def _live(prog: Program) -> tuple[set, set]:
     """The ids of `prog`'s live equations (an output needed, transitively,
     by the program's outputs, or an effect) and of the variables that the
     live equations and the outputs read."""
-    from spec.core import has_effects
     read = {a.id for a in prog.outputs if isinstance(a, Var)}
     live = set()
     for e in reversed(prog.eqns):
@@ -139,9 +140,6 @@ def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tup
     outputs (`unused_outputs_out`), and the types of the outputs that adds
     to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
     cond's branches (the other branches return zeros there)."""
-    from spec.prims_call import call_p
-    from spec.prims_control import cond_p
-    from spec.prims_scan import scan_p
     if e.primitive in (remat_p, call_p, scan_p):
         body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
         if not n:
@@ -179,8 +177,6 @@ def _zeros_read_linearly(branch: Program, t: ArrayType) -> tuple[list, object]:
     tangent there is linear in x's (no residual), not a symbolic zero, which
     the cond's linearization would instantiate and save: JAX's real cond
     has no such output."""
-    from spec.prims_elementwise import mul_p
-    from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
     x = next((v for v in branch.inputs if v.type.dtype == t.dtype), None)
     if x is None:
         return [], spec.ir.Literal(np.zeros(t.shape, t.dtype), t)

@@ -31,6 +31,7 @@ from oracle import divergences, normalizations, tolerances
 from oracle.conventions import Call, spec_value_of
 from oracle.jax_params import spec_type
 from oracle.upcast import up, upcast
+from oracle.jax_api.internals import saved_residuals
 
 BATCH = 2
 NOISE_SAMPLES = 3   # float64 runs with modelled rounding noise (oracle.tolerances)
@@ -135,7 +136,6 @@ _LOCATION = re.compile(r" from .*?:\d+(?::\d+)? \(.*\)$| from $")
 
 def jax_residuals(f, args, kwargs=None) -> list[tuple[str, str]]:
     """jax.ad_checkpoint.saved_residuals as (type, source) strings."""
-    from oracle.jax_api.internals import saved_residuals
     return [(str(spec_type(aval)), _LOCATION.sub("", src))
             for aval, src in saved_residuals(f, *args, **(kwargs or {}))]
 

@@ -16,6 +16,14 @@ from spec.remat import remat_of_body_jvp, remat_p
 
 from oracle.program_variants import (MODEL_PRIMITIVES, is_checkpoint, map_params, map_policies,
                                      unused_checkpoint_outputs_out)
+from spec import core, ops
+from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
+from spec.ir import is_float
+from spec.jvp import dependence_rules, jvp_traced
+from spec.partial_eval import Source, source_of, source_rules
+from spec.prims_call import _call_partial_eval, call_p
+from spec.prims_scan import _scan_partial_eval, scan_p
+from spec.remat import _clone
 
 
 def producer_sources(prog: Program) -> list:
@@ -23,7 +31,6 @@ def producer_sources(prog: Program) -> list:
     of a checkpoint nested in a checkpoint, forwarded through the inner
     checkpoint's known half) named by the equation that produced it inside
     the nested checkpoint, or by the argument it forwards."""
-    from spec.partial_eval import source_of
     lin = spec.linearize(prog)
 
     def resolve(atom, p: Program):
@@ -32,7 +39,6 @@ def producer_sources(prog: Program) -> list:
             for k, v in enumerate(e.outputs):
                 if v is atom and is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
                     # the nested checkpoint's own output: remat3 names its hi-primitive
-                    from spec.partial_eval import Source
                     return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and is_checkpoint(e):
                     body = e.params["jaxpr"]
@@ -69,9 +75,6 @@ def _model_of(base, partial_eval_rule):
     """A primitive of the model's own, named as `base` is, with `base`'s
     rules except its partial-eval rule, `partial_eval_rule`; (re)registered
     when a test has restored the rule tables since."""
-    from spec import core
-    from spec.jvp import dependence_rules
-    from spec.partial_eval import source_rules
     prim = MODEL_PRIMITIVES.get(base.name)
     if prim is not None and prim in core.partial_eval_rules:
         return prim
@@ -93,7 +96,6 @@ def _remat3_scan():
     `_scan_remat`: the forward scan returns every residual as an extra,
     stacked output), so saved values are "output of scan", never "output
     of closed_call"."""
-    from spec.prims_scan import _scan_partial_eval, scan_p
     return _model_of(scan_p, lambda *a, **k: _scan_partial_eval(*a, **k, hoist=False))
 
 
@@ -104,7 +106,6 @@ def _remat3_call():
     rematerialization reads one of `rem_consts`, outputs of the forward
     jit), where remat2's closed_call_partial_eval_custom_rule closes both
     halves over them and saves nothing."""
-    from spec.prims_call import _call_partial_eval, call_p
     return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
 
 
@@ -115,12 +116,10 @@ def _with_model(prog: Program, base, model) -> Program:
 
 
 def _with_remat3_scans(prog: Program) -> Program:
-    from spec.prims_scan import scan_p
     return _with_model(prog, scan_p, _remat3_scan())
 
 
 def _with_remat3_calls(prog: Program) -> Program:
-    from spec.prims_call import call_p
     return _with_model(prog, call_p, _remat3_call())
 
 
@@ -128,23 +127,18 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
                        jit_rule: bool = True, grandchildren_opaque: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
-    from spec import core
     key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
            jit_rule, grandchildren_opaque)
     prim = MODEL_PRIMITIVES.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
     # (re)register: a test may have restored the rule tables since
-    from spec.core import Primitive, Zero, instantiate
-    from spec.ir import is_float
-    from spec.partial_eval import source_rules
     prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
     core.param_specs[prim] = core.param_specs[remat_p]
 
     def zero_reading(tangents):
         """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
         so a value plus it is unknown to partial evaluation and saves nothing."""
-        from spec import ops
         zero = None
         for t in tangents:
             s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
@@ -154,12 +148,10 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
 
     def zeros_from(zero, type_):
         """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
-        from spec import ops
         z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
         return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
 
     def plus(x, zero):
-        from spec import ops
         return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
 
     def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
@@ -167,9 +159,6 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         opaque_outputs every float output tangent is returned, made to read
         the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
         that partial evaluation cannot hoist it as known either."""
-        from spec import ops
-        from spec.core import building
-        from spec.jvp import jvp_traced
         with building() as b:
             primals = [b.new_input(t) for t in body.in_types]
             tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
@@ -311,10 +300,6 @@ def _reading(body: Program, new: list, at: int) -> Program:
     """`body` with inputs `new` inserted at `at` and read: its first float
     output multiplied by 1 + sum over x in `new` of (sum(x) - sum(x)),
     exactly 1 (the values are never computed: only what is read matters)."""
-    from spec import ops
-    from spec.core import building
-    from spec.ir import is_float
-    from spec.remat import _clone
     k = next((k for k, a in enumerate(body.outputs) if is_float(a.type.dtype)), None)
     if k is None:
         return Program(body.inputs[:at] + new + body.inputs[at:], body.eqns, body.outputs)
@@ -426,7 +411,6 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
 def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program:
     """Every custom_jvp_call / custom_vjp_call inside a checkpoint wrapped in
     a checkpoint (policy None) of its own."""
-    from spec.core import bind
     eqns = []
     for e in prog.eqns:
         params = map_subprograms(e.params, lambda sub: _custom_calls_as_checkpoints(
@@ -464,7 +448,6 @@ def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, lis
     checkpoint of which a non-float output is, passed on through calls
     only, one of `prog`'s outputs flagged in `live`; how many; and which of
     `prog`'s inputs are so passed on to a flagged output."""
-    from spec.ir import is_float
     live_ids = {a.id for a, l in zip(prog.outputs, live)
                 if l and isinstance(a, Var) and not is_float(a.type.dtype)}
     eqns, extra = [], []
@@ -548,7 +531,6 @@ def remat3_barrier_model(prog: Program) -> bool:
     Only its outputs something reads count: the backward pass of an
     unused output has a zero cotangent, and XLA removes it as dead code,
     barrier and all."""
-    from spec.core import Tracer, bind
     live = _live_checkpoints(prog)
     read = _read_anywhere(prog)
     for e in remats(prog):

@@ -30,6 +30,10 @@ from oracle.conventions import AS_IS
 from oracle.jax_api import flag_settings_source
 from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
 from oracle.spellings import CANONICAL, Spelling, checkpoint_source, jnp_source
+from oracle.jax_api import environment
+from oracle.jax_api.source import emitter_table_source, helper_source
+import inspect
+import textwrap
 
 
 @dataclass
@@ -233,7 +237,6 @@ _NEEDS = {"custom_jvp_function": ("rule_for",), "custom_vjp_function": ("rule_fo
 
 def _helper_source(name: str) -> str:
     if _HELPERS[name] is None:
-        from oracle.jax_api.source import helper_source
         return helper_source(name)
     return _HELPERS[name].strip("\n")
 
@@ -669,8 +672,6 @@ def _function_source(fn) -> str | None:
     those names) and builtins: it can be pasted into the reproducer. None
     for anything else (closures, lambdas, decorated functions, ...)."""
     import builtins
-    import inspect
-    import textwrap
     import types
     if not isinstance(fn, types.FunctionType) or fn.__closure__ or not fn.__name__.isidentifier():
         return None
@@ -797,7 +798,6 @@ _PROPERTY_CODE = {
 
 def _header(prog: Program, prop: str, impl: str, message: str) -> str:
     """The reproducer's docstring, imports, emitter table and JAX settings."""
-    from oracle.jax_api import environment
     found = ", ".join(f"{k}={v}" for k, v in environment().items())
     text = f'''"""oracle.check reproducer: {prop} differs under {impl}.
 
@@ -825,7 +825,6 @@ def _release_source(impl: str) -> str:
     """The emitter table as this release runs it (oracle/jax_api/source.py),
     and the flag lines selecting `impl` (none where there is no jax_remat3
     flag)."""
-    from oracle.jax_api.source import emitter_table_source
     return emitter_table_source(_EMITTERS) + "\n" + flag_settings_source(impl)
 
 

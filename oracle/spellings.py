@@ -27,6 +27,8 @@ from spec import policies as sp
 from spec.ir import Var
 
 from oracle.errors import InvalidArgument
+from oracle.policies import to_jax_policy
+import functools
 
 CHECKPOINT_FORMS = ("call", "decorator", "remat")
 SAVE_NOTHING = ("given", "omitted", "none", "nothing_saveable")
@@ -82,9 +84,7 @@ def checkpoint_kwargs(spelling: Spelling, policy, prevent_cse: bool | tuple) -> 
 def checkpointed(spelling: Spelling, body: Callable, n_out: int, policy, prevent_cse: bool | tuple) -> Callable:
     """The checkpointed `body` (a function of the operands returning a list)
     as this spelling makes it; call it with the operands."""
-    import functools
     import jax
-    from oracle.policies import to_jax_policy
     kw = {k: (to_jax_policy(v[1]) if isinstance(v, tuple) and v[:1] == ("policy",) else v)
           for k, v in checkpoint_kwargs(spelling, policy, prevent_cse).items()}
     fn = (lambda n, *a: body(*a)[:n]) if spelling.static_argnums else body

@@ -41,6 +41,10 @@ from spec.ir import ArrayType, Program, is_float, is_key
 
 from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument
+from oracle.checker import COMPILER_OPTIONS
+from spec import ops
+from spec.barriers import linear_optimization_barriers
+from spec.core import building, eval_program_traced
 
 AD_KINDS = ("jvp", "linearize", "vjp", "grad")
 KINDS = AD_KINDS + ("vmap",)
@@ -210,8 +214,6 @@ def _loss_program(prog: Program, level: Level) -> Program:
     """(x, w) -> sum_k sum(y_k * w_k) over the float outputs y_k, as the
     stack's source writes it (`total(y * w)`: a mul, a reduce_sum over
     every axis of an array, the terms added in order)."""
-    from spec import ops
-    from spec.core import building, eval_program_traced
     with building() as b:
         xs = [b.new_input(t) for t in level.in_types]
         ws = [b.new_input(level.out_types[j]) for j in level.float_outputs]
@@ -407,7 +409,6 @@ def stack_property(stack: Stack, prog: Program):
     if stack.linearized:
         def after(value):
             import jax
-            from oracle.checker import COMPILER_OPTIONS
             f_lin, tangents = value
             linear = jax.jit(call_linear).lower(f_lin, tangents).compile(compiler_options=COMPILER_OPTIONS)
             return list(jax.block_until_ready(linear(f_lin, tangents)))
@@ -483,7 +484,6 @@ def stack_barriers_property(stack: Stack, prog: Program):
     the linear function reads them (the known divergence
     remat3-barrier-iff-backward-reads-checkpoint-inputs, backward only)."""
     from oracle import divergences, properties as P
-    from spec.barriers import linear_optimization_barriers
     if not stack.linearized:
         raise InvalidArgument(f"stack {stack}: barriers of the called linear function need a linearize layer")
     below, top = Stack(stack.layers[:-1]) if stack.layers[:-1] else None, levels(prog, stack)[-2]

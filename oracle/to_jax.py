@@ -14,6 +14,8 @@ from oracle.errors import InvalidArgument, Unsupported
 from oracle.jax_api import internals as jx
 from oracle.jax_names import JAX_NAME, emitters
 from oracle.spellings import CANONICAL, Spelling, checkpointed, jnp_call
+from oracle.from_jax import subjaxprs
+from spec.ir import is_float, subprograms
 
 
 def to_jax(prog: Program, *, spelling: Spelling = CANONICAL):
@@ -60,7 +62,6 @@ def unbindable(prog: Program) -> str | None:
 
 def _jax_names(prog: Program) -> set:
     """JAX's names of the primitives `prog` binds, at every depth."""
-    from spec.ir import subprograms
     return {JAX_NAME.get(e.primitive.name, e.primitive.name) for e in prog.eqns} | {
         n for e in prog.eqns for _, b in subprograms(e.params) for n in _jax_names(b)}
 
@@ -68,7 +69,6 @@ def _jax_names(prog: Program) -> set:
 def _bound(jaxpr) -> set:
     """The primitive names a jaxpr binds, at every depth, as jax 0.10.2
     names them (`pjit` is `jit`: the version layer's canonical names)."""
-    from oracle.from_jax import subjaxprs
     return {jx.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])[0] for e in jaxpr.eqns} | {
         n for e in jaxpr.eqns for j in subjaxprs(e) for n in _bound(j)}
 
@@ -207,7 +207,6 @@ def _custom_jvp(params, table):
     program for the perturbed inputs."""
     import jax
     from jax.custom_derivatives import SymbolicZero
-    from spec.ir import is_float
     body, rule, sz = params["jaxpr"], params["jvp"], params["symbolic_zeros"]
 
     def fun(*a):
@@ -231,7 +230,6 @@ def _custom_vjp(params, table):
     """jax.custom_vjp of the body, with fwd and bwd running the spec rules' programs."""
     import jax
     from jax.custom_derivatives import SymbolicZero
-    from spec.ir import is_float
     body, fwd_rule, bwd_rule, sz = params["jaxpr"], params["fwd"], params["bwd"], params["symbolic_zeros"]
     n = len(body.outputs)
 

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+from spec.core import eval_rules
 
 ULPS_PER_EQN = 8
 SAFETY = 8.0
@@ -179,7 +180,6 @@ def _operand_noise(eqn, dtype, arithmetic):
 def _operand_spread(eqn, ins):
     """sqrt(sum a_i^2 b_i^2) per result of a dot / convolution: its rule
     evaluated on the squared operands."""
-    from spec.core import eval_rules
     squares = [np.square(x) for x in ins]
     return np.sqrt(np.abs(np.asarray(eval_rules[eqn.primitive](*squares, **eqn.params))))
 
@@ -187,7 +187,6 @@ def _operand_spread(eqn, ins):
 def _scatter_accumulation(eqn, ins):
     """(|operand| + the sum of |updates| landing on each result, the number
     of terms each result sums) of a scatter-add."""
-    from spec.core import eval_rules
     rule, params = eval_rules[eqn.primitive], eqn.params
     operand, indices, updates = ins
     magnitude = np.abs(np.asarray(rule(np.abs(operand), indices, np.abs(updates), **params)))
@@ -212,7 +211,6 @@ def _accumulation(eqn, ins, out):
     """(the sum of |terms| per output element, the number of terms) of an
     accumulation: its rule evaluated on |operands| (a selection's operand
     as it is), and its contracted / windowed size."""
-    from spec.core import eval_rules
     name, params = eqn.primitive.name, eqn.params
     absolute = [np.abs(x) for x in ins] if name != "select_and_scatter_add" else [np.abs(ins[0]), ins[1]]
     magnitude = np.abs(np.asarray(eval_rules[eqn.primitive](*absolute, **params)))

@@ -11,6 +11,8 @@ import numpy as np
 
 from spec.core import bind, building
 from spec.ir import ArrayType, Program, Var, is_float, map_subprograms
+from spec.core import PrimitiveError
+from spec.prims_elementwise import convert_element_type
 
 F64 = np.dtype("float64")
 
@@ -47,8 +49,6 @@ def _bind_up(e, ins):
     """The equation in float64; one whose rule refuses float64 (a bitcast
     of u32 to f32 keeps its width) computes in its own dtypes, its float
     operands rounded to them and its float results widened."""
-    from spec.core import PrimitiveError
-    from spec.prims_elementwise import convert_element_type
     try:
         return bind(e.primitive, *ins, **_up_params(e.params))
     except PrimitiveError:

@@ -165,7 +165,7 @@ _ASSUME = contextvars.ContextVar("assume", default=None)
 
 
 def _sympy():
-    import sympy
+    import sympy  # imported when a symbolic value is met: slow to import, unused by numeric runs
     return sympy
 
 
@@ -351,7 +351,6 @@ def _numeric_key_order(keys):
 def _symbolic_key_order(keys):
     """Row permutations sorting expressions lexicographically, stably, with
     each comparison decided by sympy or at the caller's point."""
-    import functools
     sympy = _sympy()
     lt = _decide("sort", sympy.Lt)
     perm = np.empty(keys[0].shape, dtype=np.int64)

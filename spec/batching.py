@@ -37,7 +37,7 @@ class BatchingError(TypeError):
 
 def moveaxis(x, src: int, dst: int):
     """Move axis `src` of x to position `dst` (a transpose, or nothing)."""
-    from spec.prims_structural import transpose
+    from spec.prims_structural import transpose  # a cycle: prims_structural batches with this module
     if src == dst:
         return x
     perm = [i for i in range(x.ndim) if i != src]
@@ -47,14 +47,14 @@ def moveaxis(x, src: int, dst: int):
 
 def broadcast(x, size: int):
     """A new leading axis of `size` (lax.broadcast(x, (size,)))."""
-    from spec.prims_structural import broadcast_in_dim
+    from spec.prims_structural import broadcast_in_dim  # a cycle: prims_structural batches with this module
     shape = getattr(x, "shape", np.shape(x))
     return broadcast_in_dim(x, (size,) + tuple(shape), tuple(range(1, len(shape) + 1)))
 
 
 def broadcast_at(x, size: int, axis: int):
     """A new axis of `size` at position `axis` (batching.broadcast)."""
-    from spec.prims_structural import broadcast_in_dim
+    from spec.prims_structural import broadcast_in_dim  # a cycle: prims_structural batches with this module
     shape = list(x.shape)
     shape.insert(axis, size)
     return broadcast_in_dim(x, shape, [i for i in range(len(shape)) if i != axis])
@@ -81,7 +81,7 @@ def broadcast_batcher(prim):
     non-scalar operands agree in shape and batch dimension, apply the
     primitive; otherwise move batch axes to the front, give unbatched
     operands a size-1 leading axis and rely on size-1 broadcasting."""
-    from spec.prims_structural import expand_dims
+    from spec.prims_structural import expand_dims  # a cycle: prims_structural batches with this module
 
     def rule(args, dims, **params):
         shape, dim = next((a.shape, d) for a, d in zip(args, dims) if d is not None)

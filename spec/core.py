@@ -271,7 +271,7 @@ class Tracer:
 
 
 def _ops():
-    import spec.ops as ops
+    import spec.ops as ops  # a cycle: every prims module ops gathers registers into this one
     return ops
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from spec.core import eval_rules
 from spec.ir import Program, Var, type_of
+from spec.arrays import _ASSUME
 
 
 class EvaluationError(TypeError):
@@ -38,7 +39,6 @@ def evaluate(prog: Program, *args, hook=None, assume=None) -> list[np.ndarray]:
     comparison (or max, abs, ...) that sympy cannot decide is taken at the
     point `assume` ({symbol: number}) if given, else raises SymbolicError."""
     if assume is not None:
-        from spec.arrays import _ASSUME
         token = _ASSUME.set(assume)
         try:
             return evaluate(prog, *args, hook=hook)

@@ -24,6 +24,7 @@ from spec.ir import Eqn, Program, Var, subprograms
 from spec.partial_eval import Residual, looked_through_value
 from spec.remat import device_put_p, remat_p
 from spec.vjp import linearize
+from spec.partial_eval import eqn_source
 
 
 @dataclass
@@ -74,7 +75,6 @@ def _why_inside(eqn: Eqn, var) -> str | None:
     """Why an output of an equation with a body (a scan, a call) is saved:
     the decision about the body value it returns, e.g. "stacked over the 3
     iterations of a scan: named 'q', policy ... answered Saveable"."""
-    from spec.partial_eval import eqn_source
     subs = subprograms(eqn.params)
     if eqn.why or not subs:
         return eqn.why

@@ -13,6 +13,8 @@ import contextvars
 from spec.core import (Tracer, Zero, bind, building, instantiate,
                        is_differentiable, jvp_rules)
 from spec.ir import Program, Var
+from spec.core import current_builder
+from spec.ir import subprograms
 
 
 class JVPError(TypeError):
@@ -52,7 +54,6 @@ LINEARIZATION_ERROR = ("Linearization failed to produce known values for all out
 
 
 def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
-    from spec.core import current_builder
     primal_env, tangent_env = {}, {}
     builder = current_builder()
     depends: set[int] = {t.atom.id for t in tangents if isinstance(t, Tracer) and isinstance(t.atom, Var)}
@@ -114,7 +115,6 @@ dependence_rules: dict = {}
 def output_dependence(eqn, in_flags) -> list[bool]:
     """Which outputs of `eqn` depend on the inputs flagged in `in_flags`
     (looking through the body of a call or checkpoint)."""
-    from spec.ir import subprograms
     if eqn.primitive in dependence_rules:
         return dependence_rules[eqn.primitive](eqn, in_flags)
     subs = subprograms(eqn.params)

@@ -33,6 +33,9 @@ from typing import Any, Callable, Sequence
 
 from spec.core import dce_rules, has_effects, partial_eval_rules
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, subprograms
+from spec.core import Zero, current_builder
+from spec.policies import Offload, Recompute, Saveable
+import numpy as np
 
 
 # --------------------------------------------------------------------------
@@ -126,9 +129,7 @@ def instantiate_tangent(t):
     """A symbolic zero tangent made an array on the tangent side (its
     equation, also for a scalar, marked TANGENT_ZERO); any other tangent as
     it is."""
-    import numpy as np
-    from spec.core import Zero, current_builder
-    from spec.prims_structural import broadcast_in_dim
+    from spec.prims_structural import broadcast_in_dim  # a cycle: through prims_elementwise's rules
     if not isinstance(t, Zero):
         return t
     builder = current_builder()
@@ -149,7 +150,6 @@ def eqn_source(e: Eqn, var) -> Source:
 
 def everything_saveable(eqn: Eqn):
     """Without remat, every known value may be saved."""
-    from spec.policies import Saveable
     return Saveable
 
 
@@ -227,7 +227,6 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       not-instantiated operands, then its own residuals, as
       call_partial_eval_custom_rule and the scan/cond rules do), and at
       the end `ensure_out_inst` adds the outputs not yet instantiated)."""
-    from spec.policies import Offload, Recompute
     if literals_are_residuals is None:
         literals_are_residuals = linearize
     unknowns = list(unknowns)
@@ -292,7 +291,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                 recomputed.append(e)
                 inst.update(v.id for v in e.outputs)
             elif isinstance(answer, Offload):  # save a copy in memory `dst`
-                from spec.remat import device_put_eqn
+                from spec.remat import device_put_eqn  # a cycle: remat partially evaluates with this module
                 for v in e.outputs:
                     host = Var(v.type.with_memory_space(answer.dst))
                     out_copy = device_put_eqn(v, host, answer.dst)

@@ -23,6 +23,12 @@ from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
 from spec.prims_elementwise import mul, sin, sub, tanh
 from spec.prims_structural import reduce_sum
+from spec.batching import vmap_program
+from spec.core import batch_rules, is_undefined
+from spec.evaluate import evaluate
+from spec.jvp import jvp_program, linearizing
+from spec.partial_eval import Source, constant_key, partial_eval, source_rules
+from spec.transpose import transpose
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
 # a named call is a `jit` equation (name=None: JAX's closed_call); sub-programs are
@@ -49,12 +55,10 @@ def _call_shape(*in_types, jaxpr, name):
 
 
 def _call_eval(*args, jaxpr, name):
-    from spec.evaluate import evaluate
     return evaluate(jaxpr, *args)
 
 
 def _call_jvp(primals, tangents, *, jaxpr, name):
-    from spec.jvp import jvp_program, linearizing
     nonzeros = [not isinstance(t, Zero) for t in tangents]
     # when linearizing, the body is linearized too (pjit's linearize rule)
     body, out_nz = jvp_program(jaxpr, nonzeros, instantiate_zeros=False,
@@ -66,8 +70,6 @@ def _call_jvp(primals, tangents, *, jaxpr, name):
 
 
 def _call_transpose(cts, *args, jaxpr, name):
-    from spec.core import is_undefined
-    from spec.transpose import transpose
     linear = [is_undefined(a) for a in args]
     body = transpose(jaxpr, linear)
     nonlin = [a for a in args if not is_undefined(a)]
@@ -89,7 +91,6 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     jaxpr.consts)`), so never residuals there; with `constants_shared=False`
     (jax_remat3's `_pjit_remat`, whose forward jit returns every constant the
     rematerialization reads) they are residual outputs of the known call."""
-    from spec.partial_eval import constant_key, partial_eval
     body, name = eqn.params["jaxpr"], eqn.params["name"]
     # the known call returns its residuals in the order the staged body first
     # reads them: when linearizing (pjit's linearize rule, via
@@ -150,13 +151,11 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
 def _constants_of(prog: Program) -> set:
     """The non-scalar constants `prog` itself reads or returns (its jaxpr's
     consts; not those of nested programs), by `constant_key`."""
-    from spec.partial_eval import constant_key
     atoms = [a for e in prog.eqns for a in e.inputs] + list(prog.outputs)
     return {constant_key(a) for a in atoms if isinstance(a, Literal) and not a.is_scalar}
 
 
 def _call_source(eqn, var):
-    from spec.partial_eval import Source
     if eqn.params["name"] is None:
         return Source("output", primitive="closed_call")
     return Source("output", primitive="call", name=eqn.params["name"])
@@ -171,7 +170,6 @@ dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
 
 
 def _register_source():
-    from spec.partial_eval import source_rules
     source_rules[call_p] = _call_source
 
 
@@ -180,14 +178,12 @@ _register_source()
 
 def _call_batch(args, dims, *, jaxpr, name):
     """pjit's batcher: batch the body; outputs keep the body's batch axes."""
-    from spec.batching import vmap_program
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     body, out_dims = vmap_program(jaxpr, dims, "any", size)
     return call(body, *args, name=name), out_dims
 
 
 def _register_batch_rule():
-    from spec.core import batch_rules
     batch_rules[call_p] = _call_batch
 
 

@@ -42,6 +42,7 @@ from spec.prims_reductions import reduce_min_p
 from spec.prims_indexing import iota
 from spec.prims_structural import (linear_jvp, _transpose_reduce_sum, broadcast_in_dim, reduce_max_p,
                                    reduce_sum, reduce_sum_p, reshape)
+from spec.batching import current_axis
 
 
 def is_positional(axis) -> bool:
@@ -152,7 +153,6 @@ def pmean(x, axis_name, axis_size=None):
 def _named_size(named, axis_size, what="pmean") -> int:
     """The size of the named axes: `axis_size`, or the innermost vmap's
     (when traced inside a batching rule)."""
-    from spec.batching import current_axis
     if axis_size is not None:
         return int(axis_size)
     axis = current_axis()

@@ -48,6 +48,17 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.arrays import SymbolicError
+from spec.batching import bdim_at_front, broadcast_at, moveaxis, vmap_program
+from spec.core import current_builder, to_atom
+from spec.evaluate import evaluate
+from spec.explain import eqn_flops
+from spec.jvp import dependence_rules, jaxpr_linearized, jvp_traced, linearizing, output_dependence
+from spec.partial_eval import dce, instantiate_tangent, literal_operands_inline, partial_eval
+from spec.prims_elementwise import eq, select_n, stop_gradient
+from spec.prims_structural import broadcast_in_dim
+from spec.remat import device_put_p
+from spec.transpose import transpose
 
 cond_p = primitive("cond", ["branches"], multiple_results=True)
 while_p = primitive("while", ["cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_nconsts"],
@@ -91,7 +102,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     convert_element_type(pred, i32), branches are (false_fn, true_fn), and
     an output that both branches forward from the same operand is not an
     output of the cond (the operand is returned as it is)."""
-    from spec import ops
+    from spec import ops  # a cycle: ops gathers this module's cond
     if isinstance(pred, Tracer) and pred.shape != ():
         raise PrimitiveError(cond_p, f"pred must be a scalar, got {pred.type}")
     if np.dtype(getattr(pred, "dtype", np.asarray(pred).dtype)) != np.bool_:
@@ -108,7 +119,6 @@ def _forwarded_input(prog: Program, out) -> int | None:
 
 
 def _cond(index, fns, operands):
-    from spec.core import current_builder, to_atom
     builder = next((a.builder for a in (index, *operands) if isinstance(a, Tracer)), None) \
         or current_builder()
     types = [to_atom(x, builder).type for x in operands]
@@ -133,7 +143,6 @@ def while_loop(cond_fn: Callable, body_fn: Callable, init, cond_consts=(), body_
     body_fn(*body_consts, carry) -> carry. Values of the enclosing trace
     cannot be closed over: pass them as consts (they become the while's
     cond_consts / body_consts operands, as JAX hoists closed-over values)."""
-    from spec.core import current_builder, to_atom
     multiple = isinstance(init, (tuple, list))
     carry = list(init) if multiple else [init]
     builder = next((a.builder for a in (*carry, *cond_consts, *body_consts) if isinstance(a, Tracer)),
@@ -183,18 +192,15 @@ def _concrete_int(x) -> int:
     try:
         return int(v)
     except TypeError:
-        from spec.arrays import SymbolicError
         raise SymbolicError(f"cond: the index {v} is not a concrete integer") from None
 
 
 def _cond_eval(index, *ops, branches):
-    from spec.evaluate import evaluate
     i = min(max(_concrete_int(index), 0), len(branches) - 1)
     return evaluate(branches[i], *ops)
 
 
 def _program_flops(prog: Program) -> int:
-    from spec.explain import eqn_flops
     return sum(eqn_flops(e) for e in prog.eqns)
 
 
@@ -212,8 +218,6 @@ def _branch_jvp(branch: Program, nonzeros, instantiate_out, linearizing: bool):
     outs, tangent outs). With `instantiate_out`, exactly the flagged tangent
     outputs (symbolic zeros made on the tangent side); else the nonzero
     ones. Returns (program, out nonzeros)."""
-    from spec.jvp import jvp_traced
-    from spec.partial_eval import instantiate_tangent
     with building() as b:
         primals = [b.new_input(t) for t in branch.in_types]
         tans = [b.new_input(t) if nz else Zero(t) for t, nz in zip(branch.in_types, nonzeros)]
@@ -234,13 +238,10 @@ def _known_zero(t: Zero):
     jvp_jaxpr before partial eval in _cond_jvp), so the tangent branch reads
     it as a residual: `cond(p, lambda x: 2.0 * ones_like(x), lambda x: x, x)`
     saves an f32[n] zero as an output of the cond."""
-    import numpy as np
-    from spec.prims_structural import broadcast_in_dim
     return broadcast_in_dim(np.zeros((), t.type.dtype), t.type.shape, ())
 
 
 def _register_jaxpr_linearized():
-    from spec.jvp import jaxpr_linearized
     jaxpr_linearized.add(cond_p)
 
 
@@ -249,7 +250,6 @@ def _cond_jvp(primals, tangents, *, branches):
     tangents; each branch's JVP instantiates zeros for the rest. When
     linearizing (`_cond_linearize` via ad.linearize_jaxpr), a tangent a
     branch computes without reading input tangents is a zero there."""
-    from spec.jvp import linearizing
     index, *ops = primals
     _, *op_ts = tangents
     nonzeros = [not isinstance(t, Zero) for t in op_ts]
@@ -266,7 +266,6 @@ def _cond_jvp(primals, tangents, *, branches):
 
 
 def _program_dependence(prog: Program, in_flags) -> list[bool]:
-    from spec.jvp import output_dependence
     dep = {v.id for v, f in zip(prog.inputs, in_flags) if f}
     for e in prog.eqns:
         flags = [isinstance(a, Var) and a.id in dep for a in e.inputs]
@@ -314,7 +313,6 @@ def _empty_like_type(t: ArrayType):
     space (JAX: `empty2(dtype, memory_space=aval.memory_space)` broadcast),
     so a slot one branch fills with an offloaded residual has the same
     type in every branch (core.typematch compares memory spaces)."""
-    from spec.remat import device_put_p
     zero = zeros_like_type(t)
     if t.memory_space is None:
         return zero
@@ -368,7 +366,6 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     available to the staged branch (in_inst=True) and every output
     instantiated (ensure_out_inst=True), so the staged cond returns all
     outputs, known ones too, and reads every operand."""
-    from spec.partial_eval import partial_eval
     branches = eqn.params["branches"]
     index_uk, *ops_uk = in_unknowns
     n_out = len(eqn.outputs)
@@ -427,7 +424,6 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
 def _cond_dce(eqn: Eqn, used_outputs):
     """_cond_dce_rule: an operand is kept if some branch reads it (the index
     always); every branch is pruned to the kept operands and used outputs."""
-    from spec.partial_eval import dce
     branches = eqn.params["branches"]
     used_inputs = [False] * len(branches[0].inputs)
     for b in branches:
@@ -457,7 +453,6 @@ def _cond_transpose(cts, index, *args, branches):
     """A cond of the transposed branches (`_cond_transpose_fancy`): each
     branch maps (non-linear operands, output cotangents) to the cotangents
     of the linear operands."""
-    from spec.transpose import transpose
     if is_undefined(index):
         raise PrimitiveError(cond_p, "transpose with respect to the index (not linear)")
     linear = [is_undefined(a) for a in args]
@@ -474,16 +469,12 @@ transpose_rules[cond_p] = _cond_transpose
 # cond: batching
 
 def _bcast_select(pred, on_true, on_false):
-    from spec.prims_elementwise import select_n
-    from spec.prims_structural import broadcast_in_dim
     if pred.ndim != on_true.ndim:
         pred = broadcast_in_dim(pred, on_true.shape, tuple(range(pred.ndim)))
     return select_n(pred, on_false, on_true)      # lax.select(pred, on_true, on_false)
 
 
 def _bcast_select_n(pred, *cases):
-    from spec.prims_elementwise import select_n
-    from spec.prims_structural import broadcast_in_dim
     if pred.ndim != cases[0].ndim:
         pred = broadcast_in_dim(pred, cases[0].shape, tuple(range(pred.ndim)))
     return select_n(pred, *cases)
@@ -495,8 +486,6 @@ def _cond_batch(args, dims, *, branches):
     Batched index: every branch runs on all members (its operands selected
     against their stop_gradient copies, for reverse mode's sake) and
     select_n picks each member's branch."""
-    from spec.batching import bdim_at_front, moveaxis, vmap_program
-    from spec.prims_elementwise import eq, stop_gradient
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     index, *ops = args
     index_dim, *op_dims = dims
@@ -555,13 +544,11 @@ def _while_shape(*in_types, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
 
 
 def _while_eval(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    from spec.evaluate import evaluate
     cconsts, bconsts, carry = _split(args, cond_nconsts, body_nconsts)
     while True:
         (pred,) = evaluate(cond_jaxpr, *cconsts, *carry)
         pred = np.asarray(pred)
         if pred.dtype == object:
-            from spec.arrays import SymbolicError
             raise SymbolicError("while: the predicate must be concrete")
         if not pred.any():
             return carry
@@ -587,7 +574,6 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     """_while_loop_jvp: fixpoint over which carries have tangents, then one
     loop over (cconsts, bconsts, bconst tangents, carry, carry tangents);
     the cond ignores the tangents."""
-    from spec.jvp import jvp_traced
     nonzeros = [not isinstance(t, Zero) for t in tangents]
     cconst_nz, bconst_nz, init_nz = _split(nonzeros, cond_nconsts, body_nconsts)
     n_carry = len(init_nz)
@@ -654,7 +640,6 @@ jvp_rules[while_p] = _while_jvp
 def _known_part(prog: Program, unknowns, n_outs: int) -> Program:
     """The known part of `prog` computing its first n_outs outputs (known),
     from its known inputs; nothing is saved (nothing_saveable)."""
-    from spec.partial_eval import dce, partial_eval
     pe = partial_eval(prog, unknowns)
     known = Program(pe.known.inputs, pe.known.eqns, pe.known.outputs[:n_outs])
     return dce(known)[0]
@@ -669,7 +654,6 @@ def _ask_body_policies(body: Program, unknowns: list, saveable) -> None:
     save_from_both_policies of a bool and a Recompute answer does: the
     fuzzer's finding), whatever the loop then stages. The spec's fixpoint
     is a dependence analysis; this asks the same questions."""
-    from spec.partial_eval import partial_eval
     partial_eval(body, unknowns, saveable=saveable, linearize=True)
 
 
@@ -742,7 +726,6 @@ def _while_batch(args, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
     """_while_loop_batching_rule: a fixpoint over which carries are batched;
     if the predicate is then batched, every carry is batched (at axis 0)
     and the loop runs until no member's predicate holds."""
-    from spec.batching import broadcast_at, moveaxis, vmap_program
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     cconsts, bconsts, init = _split(args, cond_nconsts, body_nconsts)
     cconst_dims, bconst_dims, init_dims = _split(dims, cond_nconsts, body_nconsts)
@@ -785,8 +768,6 @@ batch_rules[while_p] = _while_batch
 # ==========================================================================
 
 def _register():
-    from spec.jvp import dependence_rules
-    from spec.partial_eval import literal_operands_inline
     dependence_rules[cond_p] = _cond_dependence
     literal_operands_inline.add(while_p)
     dependence_rules[while_p] = _while_dependence

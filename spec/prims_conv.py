@@ -50,6 +50,7 @@ from spec.prims_structural import (PRECISION_TO_JAX, linear_jvp, _pad_eval, broa
                                    canonicalize_precision, check_precision, pad, precision_from_jax,
                                    reshape, transpose)
 from spec.prims_structural import slice as slice_op
+from spec.prims_indexing import rev
 
 _slice = builtins.slice
 
@@ -373,7 +374,6 @@ def _conv_transpose_lhs(g, lhs, rhs, *, window_strides, padding, lhs_dilation, r
     """_conv_general_dilated_transpose_lhs: convolve the cotangent with the
     spatially reversed kernel (in/out features swapped, the group axis moved
     into its output features), the forward strides as lhs dilation."""
-    from spec.prims_indexing import rev
     lhs_shape, rhs_shape = lhs.type.shape, rhs.shape
     G, B = feature_group_count, batch_group_count
     if G > 1 or B > 1:

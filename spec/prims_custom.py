@@ -51,6 +51,13 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, bind, 
                        is_undefined, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Program
+from spec.batching import BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
+from spec.core import batch_rules
+from spec.evaluate import evaluate
+from spec.ir import Eqn
+from spec.partial_eval import dce
+from spec.prims_structural import reduce_sum
+from spec.transpose import transpose_traced
 
 FWD_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
 
@@ -139,7 +146,6 @@ def _body_shape(prim):
 
 
 def _body_eval(*args, jaxpr, **_):
-    from spec.evaluate import evaluate
     return evaluate(jaxpr, *args)
 
 
@@ -221,7 +227,6 @@ jvp_rules[custom_vjp_call_p] = _custom_vjp_jvp
 
 def _custom_jvp_transpose(cts, *args, jaxpr, jvp, symbolic_zeros, name):
     """_custom_jvp_call_transpose_fancy: transpose the primal body, inlined."""
-    from spec.transpose import transpose_traced
     linear = [is_undefined(a) for a in args]
     nonlin = [a for a in args if not is_undefined(a)]
     cts_in = iter(transpose_traced(jaxpr, linear, nonlin, list(cts)))
@@ -251,7 +256,6 @@ transpose_rules[custom_lin_p] = _custom_lin_transpose
 def _pruned_rule(rule: Rule, keep_out, is_jvp: bool) -> Rule:
     """`rule` with its primal outputs (and, for a jvp rule, their tangents)
     restricted to `keep_out`."""
-    from spec.partial_eval import dce
 
     def trace(key):
         prog, out_nz = rule(key)
@@ -287,8 +291,6 @@ def _bwd_for_used(bwd: Rule, keep_out, out_types, symbolic_zeros) -> Rule:
 
 
 def _custom_dce(eqn, used_outputs):
-    from spec.ir import Eqn
-    from spec.partial_eval import dce
     p = dict(eqn.params)
     body = dce(p["jaxpr"], used_outputs)[0]          # inputs kept
     keep = list(used_outputs)
@@ -314,8 +316,6 @@ dce_rules[custom_vjp_call_p] = _custom_dce
 def _match(x, src, dst, size, sum_match=False):
     """batching.matchaxis: move x's batch axis from src to dst (broadcasting
     an unbatched x; summing it out when dst is None and sum_match)."""
-    from spec.batching import BatchingError, broadcast_at, moveaxis
-    from spec.prims_structural import reduce_sum
     if src == dst:
         return x
     if src is None:
@@ -330,7 +330,6 @@ def _match(x, src, dst, size, sum_match=False):
 def _custom_jvp_batch(args, dims, *, jaxpr, jvp, symbolic_zeros, name):
     """process_custom_jvp_call of BatchTrace: batch the primal; batch the
     rule with the same input dims and move its outputs to the primal's."""
-    from spec.batching import vmap_program
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     body, out_dims = vmap_program(jaxpr, dims, "any", size)
 
@@ -341,7 +340,6 @@ def _custom_jvp_batch(args, dims, *, jaxpr, jvp, symbolic_zeros, name):
             ins = [b.new_input(t) for t in body.in_types]
             t_types = [_batched_type(t, d, size) for t, d, k in zip(jaxpr.in_types, dims, key) if k]
             t_ins = [b.new_input(t) for t in t_types]
-            from spec.batching import vmap_traced
             outs, o_dims = vmap_traced(rule, ins + t_ins, list(dims) + t_dims, size)
             n = len(jaxpr.outputs)
             tgt = list(out_dims) + [d for d, nz in zip(out_dims, out_nz) if nz]
@@ -365,7 +363,6 @@ def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, symbolic_zeros, name):
     (outputs at the primal's dims, residuals wherever they come out); bwd
     is batched at the residuals' and outputs' dims and its cotangents are
     moved to the inputs' dims, summed where an input is unbatched."""
-    from spec.batching import vmap_program, vmap_traced
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     body, out_dims = vmap_program(jaxpr, dims, "any", size)
     n = len(jaxpr.outputs)
@@ -400,7 +397,6 @@ def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, symbolic_zeros, name):
 
 
 def _register_batch_rules():
-    from spec.core import batch_rules
     batch_rules[custom_jvp_call_p] = _custom_jvp_batch
     batch_rules[custom_vjp_call_p] = _custom_vjp_batch
     batch_rules[custom_lin_p] = _raise_fwd     # JAX: ad.raise_custom_vjp_error_on_jvp

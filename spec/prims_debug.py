@@ -40,6 +40,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, batch_rules, bind, eff
 from spec.policies import Recompute
 from spec.prims_reductions import _slice_in_dim
 from spec.prims_structural import squeeze
+from spec.evaluate import evaluate
 
 # --------------------------------------------------------------------------
 # the rules debug_print and debug_callback share (jax/_src/debugging.py)
@@ -239,7 +240,6 @@ def count_effects(prog, *args, primitives=DEBUG_PRIMITIVES) -> int:
     """How many times `prog` runs an effect of `primitives` (prints,
     callbacks): their equations, run (sub-programs included) by
     spec.evaluate on `args` (zeros of the input types if none are given)."""
-    from spec.evaluate import evaluate
     seen = []
 
     def hook(eqn, ins, outs):

@@ -22,6 +22,9 @@ from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPri
                        shape_rules, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, canonical_dtype, is_float, type_of
+from spec.batching import bdim_at_front, broadcast_at, broadcast_batcher, moveaxis, ndim
+from spec.core import instantiate
+from spec.ir import is_key
 
 # --------------------------------------------------------------------------
 # evaluation: every rule is written once against the array namespace of
@@ -101,14 +104,14 @@ def _coerce(x, y):
 
 def _full_like(x, value):
     """lax.full_like: `broadcast_in_dim value` for arrays, a literal for scalars."""
-    from spec.prims_structural import broadcast_in_dim
+    from spec.prims_structural import broadcast_in_dim  # a cycle: prims_structural builds on this module
     v = _lit_like(x, value)
     return v if x.ndim == 0 else broadcast_in_dim(v, x.shape, ())
 
 
 def _maybe_broadcast(shape, t):
     """lax._maybe_broadcast: broadcast a (scalar or size-1) tangent to `shape`."""
-    from spec.prims_structural import broadcast_in_dim, reshape
+    from spec.prims_structural import broadcast_in_dim, reshape  # a cycle: prims_structural builds on this module
     if t.shape == tuple(shape):
         return t
     if t.ndim == 0:
@@ -119,7 +122,7 @@ def _maybe_broadcast(shape, t):
 
 def unbroadcast(type_: ArrayType, ct):
     """lax._unbroadcast: sum a cotangent back down to an operand's shape."""
-    from spec.prims_structural import reduce_sum, reshape
+    from spec.prims_structural import reduce_sum, reshape  # a cycle: prims_structural builds on this module
     if ct.shape == type_.shape:
         return ct
     if type_.ndim == 0:
@@ -693,7 +696,6 @@ def _jvp_select_n(primals, tangents):
     ans = select_n(which, *cases)
     if all(isinstance(t, Zero) for t in case_ts):
         return ans, None
-    from spec.core import instantiate
     zero = next((instantiate(t) for t in case_ts if isinstance(t, Zero)), None)
     return ans, select_n(which, *[zero if isinstance(t, Zero) else t for t in case_ts])
 
@@ -756,7 +758,6 @@ def convert_element_type(x, new_dtype):
 
 
 def _convert_shape(x, *, new_dtype, weak_type):
-    from spec.ir import is_key
     new_dtype = canonical_dtype(new_dtype)
     if (is_key(x.dtype) or is_key(new_dtype)) and x.dtype != new_dtype:
         # keys are not numbers (jax.random.key_data / wrap_key_data convert them)
@@ -839,8 +840,6 @@ examples[stop_gradient_p] = [Example("stop_gradient", (_X34,), stop_gradient, la
 # for n-ary ones, add_batched for add_any, _select_batch_rule for select_n)
 
 def _register_batch_rules():
-    from spec.batching import broadcast_batcher, vectorized_batcher
-    from spec.core import batch_rules
     for p in (neg_p, sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p,
               rsqrt_p, square_p, abs_p, integer_pow_p, convert_element_type_p, stop_gradient_p):
         batch_rules[p] = vectorized_batcher(p)
@@ -852,7 +851,6 @@ def _register_batch_rules():
 
 def _batch_add_any(args, dims):
     """batching.add_batched: align the batch axes, broadcasting an unbatched operand."""
-    from spec.batching import broadcast_at, moveaxis
     (x, y), (dx, dy) = args, dims
     if dx == dy:
         return add_any(x, y), dx
@@ -865,8 +863,7 @@ def _batch_add_any(args, dims):
 
 def _batch_select_n(args, dims):
     """lax._select_batch_rule."""
-    from spec.batching import bdim_at_front, moveaxis, ndim
-    from spec.prims_structural import broadcast_in_dim
+    from spec.prims_structural import broadcast_in_dim  # a cycle: prims_structural builds on this module
     which, *cases = args
     which_bdim, *case_bdims = dims
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)

@@ -316,7 +316,7 @@ def _gather_eval(operand, indices, **params):
 def _fill_of(operand, fill):
     """The fill value in the operand's dtype (NaN for None; exact for sympy operands)."""
     if namespace(operand).name == "sympy":
-        import sympy
+        import sympy  # only for symbolic values (slow to import)
         return sympy.nan if fill is None else namespace(operand).compute(np.asarray(fill, np.float64))[()]
     return np.asarray(_default_fill(operand.dtype) if fill is None else fill, operand.dtype)
 

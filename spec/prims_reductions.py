@@ -32,6 +32,8 @@ from spec.prims_elementwise import (_full_like, _lit_like, abs, add, convert_ele
                                     log1p, max, min, mul, ne, neg, select_n, sub)
 from spec.prims_structural import (_reducer_batcher, broadcast_in_dim, concatenate, pad, reduce_sum,
                                    reshape, reshape_p, slice, squeeze, transpose)
+from spec.prims_indexing import GatherDimensionNumbers, gather, iota, rev
+from spec.prims_structural import expand_dims
 
 # --------------------------------------------------------------------------
 # shared pieces: the lax helpers JAX's rules are written with
@@ -370,7 +372,6 @@ def associative_scan(fn, x, axis=0, reverse=False):
     recursion, as JAX writes it): the odd prefixes are the scan of the
     combined adjacent pairs, the even ones combine those with the elements;
     reverse scans the reversed array (lax.rev) and reverses the result."""
-    from spec.prims_indexing import rev
     if reverse:
         x = rev(x, (axis,))
 
@@ -558,7 +559,6 @@ def _top_k_jvp(primals, tangents, *, k, axis):
         start_indices_batching_dims=tuple(i for i in range(rank) if i != axis), start_index_map=(axis,))
     tangent_out = slicing.gather(tangent, gather_indices, dnums, (1,) * rank)
     return primals_out, (tangent_out, ad_util.p2tz(primals_out[1]))"""
-    from spec.prims_indexing import GatherDimensionNumbers, gather
     (x,), (t,) = primals, tangents
     values, idxs = top_k(x, k, axis)
     rank = idxs.ndim
@@ -652,8 +652,6 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
     idx = expand_dims(sorted_primals_and_idx[-1], (len(shape),))
     tangents_out = [t if type(t) is ad_util.Zero else gather(t, idx, dnums, (1,) * len(shape),
                     mode=GatherScatterMode.PROMISE_IN_BOUNDS) for t in tangents]"""
-    from spec.prims_indexing import GatherDimensionNumbers, gather, iota
-    from spec.prims_structural import expand_dims
     shape = tuple(primals[0].shape)
     *outs, perm = bind(sort_p, *primals, iota(np.uint32, shape, dimension), dimension=dimension,
                        is_stable=is_stable, num_keys=num_keys)

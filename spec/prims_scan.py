@@ -38,6 +38,14 @@ from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, Undefin
 from spec.ir import ArrayType, Eqn, Program, Var
 from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence
 from spec.partial_eval import TANGENT_ZERO, dce, literal_operands_inline, partial_eval
+from spec.batching import move_to, vmap_program
+from spec.evaluate import evaluate
+from spec.explain import eqn_flops
+from spec.jvp import jvp_traced, linearizing
+from spec.prims_call import call, call_p
+from spec.prims_elementwise import add_any
+from spec.transpose import transpose
+import numpy as np
 
 scan_p = primitive("scan", ["jaxpr", "length", "reverse", "num_consts", "num_carry", "unroll"],
                    multiple_results=True)
@@ -110,8 +118,6 @@ def _scan_shape(*in_types, jaxpr, length, reverse, num_consts, num_carry, unroll
 
 
 def _scan_eval(*args, jaxpr, length, reverse, num_consts, num_carry, unroll):
-    import numpy as np
-    from spec.evaluate import evaluate
     consts, carry, xs = _split(args, num_consts, num_carry)
     ys = [[None] * length for _ in jaxpr.outputs[num_carry:]]
     for i in (reversed(range(length)) if reverse else range(length)):
@@ -126,7 +132,6 @@ def _scan_eval(*args, jaxpr, length, reverse, num_consts, num_carry, unroll):
 
 
 def _cost(*in_types, jaxpr, length, **_):
-    from spec.explain import eqn_flops
     return length * sum(eqn_flops(e) for e in jaxpr.eqns)
 
 
@@ -142,7 +147,6 @@ def _body_jvp(body: Program, nonzeros, instantiate_out, known_tangents_are_zero)
     """The body's JVP with inputs (primals, nonzero tangents) and outputs
     (primals, tangents of outputs that are nonzero or instantiated);
     returns (program, which output tangents it returns)."""
-    from spec.jvp import jvp_traced
     with building() as b:
         primals = [b.new_input(t) for t in body.in_types]
         tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
@@ -163,7 +167,6 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carr
     """_scan_jvp: the carries whose tangents are nonzero are a fixpoint
     (nonzero at init, or made nonzero by the body); the JVP scan carries
     (carry, carry_dot) and stacks (ys, ys_dot)."""
-    from spec.jvp import linearizing
     nonzeros = [not isinstance(t, Zero) for t in tangents]
     const_nz, carry_nz, xs_nz = _split(nonzeros, num_consts, num_carry)
     n_ys = len(jaxpr.outputs) - num_carry
@@ -426,7 +429,6 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     models it) the known half is just the scan, every residual stacked, in
     the order the body produces them (`remat_jaxpr`'s rules save a value as
     a constant of the rematerialized trace when they meet it)."""
-    from spec.prims_call import call
     p = eqn.params
     body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
     n_out = len(body.outputs)
@@ -489,7 +491,6 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
 
 
 def call_p_():
-    from spec.prims_call import call_p
     return call_p
 
 
@@ -535,8 +536,6 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
     consts (their cotangents accumulate in extra carries), every carry, some
     xs (their cotangents are the ys); the others are residuals read as they
     are (consts) or per iteration (xs)."""
-    from spec.transpose import transpose
-    from spec.prims_elementwise import add_any
     linear = [is_undefined(a) for a in args]
     c_lin, init_lin, x_lin = _split(linear, num_consts, num_carry)
     # every carry is transposed as linear, also one whose init is a known
@@ -588,7 +587,6 @@ def _scan_batch(args, dims, *, jaxpr, length, reverse, num_consts, num_carry, un
     """_scan_batching_rule: consts and carries batched at axis 0, xs and ys
     at axis 1 (axis 0 is the scan's); a carry is batched if its init is or
     the body makes it so (a fixpoint)."""
-    from spec.batching import move_to, vmap_program
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     c_b, k_b, x_b = _split([d is not None for d in dims], num_consts, num_carry)
     n_ys = len(jaxpr.outputs) - num_carry

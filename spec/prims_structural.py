@@ -4,6 +4,7 @@ primitive to the tangent, and their transpose rules are JAX's.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined, linear_jvp,
@@ -12,6 +13,9 @@ from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_lit_like, add_tangents,
                                     convert_element_type, div, eq, mul)
+from spec.batching import bdim_at_front, broadcast, moveaxis
+from spec.core import batch_rules, instantiate
+from spec.prims_elementwise import select_n, sub
 
 
 def _as_tuple(x, prim, name):
@@ -334,7 +338,6 @@ def _pad_eval(x, v, *, padding_config):
 def _jvp_pad(primals, tangents, *, padding_config):
     # lax._pad_jvp: pad the operand tangent with the padding value's tangent
     (x, v), (tx, tv) = primals, tangents
-    from spec.core import instantiate
     ans = pad(x, v, padding_config)
     return ans, pad(instantiate(tx), instantiate(tv), padding_config)
 
@@ -350,7 +353,6 @@ def _transpose_pad(ct, x, v, *, padding_config):
         t_op = slice(unpadded, [0] * len(lo), unpadded.shape, list(np.add(interior, 1)))
     t_v = None
     if is_undefined(v):
-        from spec.prims_elementwise import sub
         total = lambda a: reduce_sum(a, tuple(range(a.ndim)))
         t_v = sub(total(ct), total(t_op)) if t_op is not None else None
         if t_v is None:
@@ -634,7 +636,6 @@ def _type_properties(dt):
     """lax._dot_general_dtype_rule's type_properties (lax.py:5790): (max
     exponent, mantissa bits) of a float, (-1, -1) otherwise, then the bit
     width (bool: 1) and whether it is signed (the spec has no complex)."""
-    import ml_dtypes
     dt = np.dtype(dt)
     fi = ml_dtypes.finfo(dt) if is_float(dt) else None
     return (fi.maxexp if fi else -1, fi.nmant if fi else -1, _bit_width(dt),
@@ -801,7 +802,6 @@ cost_rules[reduce_sum_p] = cost_rules[reduce_max_p] = lambda x, **_: x.size
 
 def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
     """Move the batch axis to the front and broadcast it through as output dim 0."""
-    from spec.batching import moveaxis
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
     return broadcast_in_dim(x, (x.shape[0],) + tuple(shape),
@@ -810,7 +810,6 @@ def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
 
 def _batch_reshape(args, dims, *, new_sizes, dimensions):
     """Move the batch axis to the front and reshape the rest (output dim 0)."""
-    from spec.batching import moveaxis
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
     return reshape(x, (x.shape[0],) + tuple(new_sizes)), 0
@@ -825,14 +824,12 @@ def _batch_transpose(args, dims, *, permutation):
 
 def _batch_squeeze(args, dims, *, dimensions):
     """Move the batch axis to the front and squeeze the shifted dims (output dim 0)."""
-    from spec.batching import moveaxis
     (x,), (d,) = args, dims
     return squeeze(moveaxis(x, d, 0), tuple(np.add(1, dimensions))), 0
 
 
 def _batch_concatenate(args, dims, *, dimension):
     """Batch axes to the front (unbatched operands broadcast), concatenate along dimension + 1."""
-    from spec.batching import bdim_at_front
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     return concatenate([bdim_at_front(a, d, size) for a, d in zip(args, dims)], dimension + 1), 0
 
@@ -849,8 +846,6 @@ def _batch_slice(args, dims, *, start_indices, limit_indices, strides):
 
 def _batch_pad(args, dims, *, padding_config):
     """No padding along the batch axis; a batched padding value is selected in with a mask."""
-    from spec.batching import broadcast
-    from spec.prims_elementwise import select_n
     (x, v), (dx, dv) = args, dims
     if dx is None:
         x, dx = broadcast(x, v.shape[dv]), 0
@@ -901,7 +896,6 @@ def _batch_dot_general(args, dims, *, dimension_numbers, precision, preferred_el
 
 
 def _register_batch_rules():
-    from spec.core import batch_rules
     batch_rules.update({
         broadcast_in_dim_p: _batch_broadcast_in_dim, reshape_p: _batch_reshape,
         transpose_p: _batch_transpose, squeeze_p: _batch_squeeze,

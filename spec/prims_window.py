@@ -37,6 +37,8 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bin
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program
 from spec.prims_conv import _WINDOW, _ref_windows, _window_from_jax, _window_out_shape, _window_params, _window_views
+from spec.jvp import LINEARIZATION_ERROR, jvp_traced, linearizing
+from spec.partial_eval import instantiate_tangent
 
 reduce_window_p = primitive("reduce_window", ["jaxpr"] + _WINDOW, multiple_results=True)
 
@@ -121,8 +123,6 @@ def _jvp_computation(jaxpr: Program) -> Program:
     """ad.jvp_jaxpr of the computation, all tangents nonzero, arranged as
     reduce_window_jvp's `wrapper`: ((primals, tangents) of the accumulators,
     (primals, tangents) of the elements) -> (primal outs, tangent outs)."""
-    from spec.jvp import jvp_traced
-    from spec.partial_eval import instantiate_tangent
     n = len(jaxpr.outputs)
     types = jaxpr.in_types[:n]
     with building() as b:
@@ -134,8 +134,6 @@ def _jvp_computation(jaxpr: Program) -> Program:
 def _reduce_window_jvp(primals, tangents, *, jaxpr: Program, **window):
     """reduce_window_jvp: one reduce_window of [operands, tangents] with
     init values [inits, zeros] and the JVP of the computation."""
-    from spec.jvp import LINEARIZATION_ERROR, linearizing
-    from spec.partial_eval import instantiate_tangent
     n = len(primals) // 2
     operands, inits = primals[:n], primals[n:]
     if not all(isinstance(t, Zero) for t in tangents[n:]):

@@ -45,6 +45,12 @@ from spec.ir import Eqn, Program, Var, is_float
 from spec.prims_conv import reduce_precision_p
 from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
 from spec import policies as _policies
+from spec.batching import vectorized_batcher, vmap_program
+from spec.core import batch_rules, building
+from spec.evaluate import evaluate
+from spec.ir import subprograms
+from spec.jvp import jvp_program
+from spec.transpose import transpose
 
 # ==========================================================================
 # name (checkpoint_name)
@@ -109,7 +115,6 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
     The remat equation evaluates `jaxpr` on the operands (JAX's `remat2`);
     `policy` and `prevent_cse` only matter to partial evaluation
     (docs/semantics.md)."""
-    from spec.core import building
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if policy is not None and not callable(policy):
         raise TypeError(f"checkpoint policy must be callable or None, got {policy!r}")
@@ -148,7 +153,6 @@ def names_in(prog: Program, _seen=None) -> set[str]:
     rule is walked once per object and once per distinct set of traced
     programs (compared as printed: the same function's rule traces to the
     same programs), which ends the walk where the call recurs."""
-    from spec.ir import subprograms
     seen = set() if _seen is None else _seen
     out = set()
     for e in prog.eqns:
@@ -200,13 +204,11 @@ def _remat_shape(*in_types, jaxpr, policy, prevent_cse, differentiated):
 
 
 def _remat_eval(*args, jaxpr, **params):
-    from spec.evaluate import evaluate
     return evaluate(jaxpr, *args)
 
 
 def _remat_jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
     """remat_jvp: a remat of the body's JVP, with the same policy."""
-    from spec.jvp import jvp_program
     return remat_of_body_jvp(remat_p, lambda body, nonzeros: jvp_program(body, nonzeros, instantiate_zeros=False),
                              primals, tangents, jaxpr=jaxpr, policy=policy, prevent_cse=prevent_cse,
                              differentiated=differentiated)
@@ -352,7 +354,6 @@ def _known_prevent_cse(params, in_unknowns):
 
 def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     """remat_transpose: a remat of the transposed body."""
-    from spec.transpose import transpose
     linear = [is_undefined(a) for a in args]
     body = transpose(jaxpr, linear)
     nonlin = [a for a in args if not is_undefined(a)]
@@ -379,7 +380,6 @@ source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  #
 def _remat_batch(args, dims, *, jaxpr, policy, prevent_cse, differentiated):
     """remat_vmap: batch the body (inputs keep their batch axes, batched
     outputs move to axis 0); policy and prevent_cse are kept."""
-    from spec.batching import vmap_program
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     body, out_dims = vmap_program(jaxpr, dims, "zero_if_mapped", size)
     outs = bind(remat_p, *args, jaxpr=body, policy=policy, prevent_cse=prevent_cse,
@@ -388,8 +388,6 @@ def _remat_batch(args, dims, *, jaxpr, policy, prevent_cse, differentiated):
 
 
 def _register_batch_rules():
-    from spec.batching import vectorized_batcher
-    from spec.core import batch_rules
     batch_rules[remat_p] = _remat_batch
     batch_rules[name_p] = vectorized_batcher(name_p)
     batch_rules[device_put_p] = vectorized_batcher(device_put_p)

@@ -21,10 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from spec.ir import Program
+from spec.evaluate import evaluate
+from spec.vjp import grad
 
 
 def _sympy():
-    import sympy
+    import sympy  # only for symbolic values (slow to import)
     return sympy
 
 
@@ -57,8 +59,6 @@ def to_matrix(values) -> "sympy.Matrix":
 def gradient(prog: Program, args, assume=None) -> list[np.ndarray]:
     """The spec's gradient of a scalar-output program, evaluated on
     symbolic `args` (spec.grad's program, evaluated exactly)."""
-    from spec.evaluate import evaluate
-    from spec.vjp import grad
     g = grad(prog, argnums=tuple(range(len(prog.inputs))))
     return evaluate(g, *args, assume=assume)
 
@@ -66,7 +66,6 @@ def gradient(prog: Program, args, assume=None) -> list[np.ndarray]:
 def sympy_gradient(prog: Program, args, assume=None) -> list[np.ndarray]:
     """The gradient by sympy.diff of the evaluated expression (independent
     of the spec's derivative rules)."""
-    from spec.evaluate import evaluate
     (out,) = evaluate(prog, *args, assume=assume)
     expr = np.asarray(out, dtype=object).item()
     return [np.vectorize(lambda s: _sympy().diff(expr, s), otypes=[object])(a) for a in args]

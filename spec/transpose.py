@@ -18,6 +18,8 @@ from spec.core import (UndefinedPrimal, Zero, bind, building, effectful, instant
                        transpose_rules)
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
+from spec.core import eval_program_traced
+from spec.partial_eval import partial_eval
 
 
 class TransposeError(TypeError):
@@ -41,8 +43,6 @@ def transpose_traced(prog: Program, linear: Sequence[bool], nonlinear_args, cts_
     non-linear part, including the non-linear outputs of a checkpoint or
     call that also has linear outputs, is replayed forward, and only the
     purely linear rest is transposed."""
-    from spec.partial_eval import partial_eval
-    from spec.core import eval_program_traced
     pe = partial_eval(prog, linear, instantiate=True, linearize=True, literals_are_residuals=False)
     n_known = len(prog.outputs) - sum(pe.out_unknowns)
     known_vals = eval_program_traced(_without_hoisted_effects(pe.known, prog), *nonlinear_args)

@@ -21,6 +21,7 @@ from spec.ir import ArrayType, Program, float0
 from spec.jvp import LINEARIZATION_ERROR, jvp_program
 from spec.partial_eval import Residual, partial_eval
 from spec.transpose import transpose
+from spec.partial_eval import dce
 
 
 @dataclass
@@ -120,7 +121,6 @@ def vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:
     in `linearize`: by default every float input). Composable with every
     other transformation (jvp of it is forward-over-reverse). Dead code
     removed: `traced_vjp_program` is the program as JAX traces it."""
-    from spec.partial_eval import dce
     return dce(traced_vjp_program(prog, diff))[0]
 
 
@@ -149,7 +149,6 @@ def grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
     same inputs, outputs d out / d inputs[argnums]; the other inputs are
     held constant (linearized with zero tangents), as jax.grad holds them.
     Dead code removed: `traced_grad` is the program as JAX traces it."""
-    from spec.partial_eval import dce
     return dce(traced_grad(prog, argnums))[0]
 
 

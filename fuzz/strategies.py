@@ -878,9 +878,7 @@ class _Builder:
                 nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
                 inner.append(nested)
             self.steps(inner, depth + 1, 4, 2, to_bind)
-            # a jit forwards its inputs in more rules than remat (pjit's
-            # linearize, partial eval and DCE): 1 in 2 of its bodies forward one
-            outs = self.body_outputs(inner, len(xs), 2 if kind == "call" else 4)
+            outs = self.body_outputs(inner, len(xs))
             n_out.append(len(outs))
             forwarded.append(len(outs) > 1 and any(outs[-1] is x for x in xs))
             return outs

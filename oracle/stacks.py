@@ -45,6 +45,7 @@ from oracle.checker import COMPILER_OPTIONS
 from spec import ops
 from spec.barriers import linear_optimization_barriers
 from spec.core import building, eval_program_traced
+from oracle import divergences, properties as P
 
 AD_KINDS = ("jvp", "linearize", "vjp", "grad")
 KINDS = AD_KINDS + ("vmap",)
@@ -394,7 +395,6 @@ STACK = "stack"
 def stack_property(stack: Stack, prog: Program):
     """The Property comparing the stacked function's values with the spec's
     (tolerances as the other numeric properties, deeper per AD layer)."""
-    from oracle import properties as P
     levels(prog, stack)            # InvalidArgument where a layer does not apply
     level0 = base_level(prog)
     numeric = P.Numeric(lambda p: spec_program(p, stack),
@@ -430,7 +430,6 @@ def stack_residuals_property(stack: Stack, prog: Program):
     the known divergences as the residuals property is; under remat2 (see
     below). Not for a linearize stack (its function returns a linear
     function)."""
-    from oracle import divergences, properties as P
     if stack.linearized:
         raise InvalidArgument(f"stack {stack}: no residuals of a function returning a linear function")
     levels(prog, stack)
@@ -483,7 +482,6 @@ def stack_barriers_property(stack: Stack, prog: Program):
     Under remat2 only: remat3 puts a barrier on a checkpoint's inputs when
     the linear function reads them (the known divergence
     remat3-barrier-iff-backward-reads-checkpoint-inputs, backward only)."""
-    from oracle import divergences, properties as P
     if not stack.linearized:
         raise InvalidArgument(f"stack {stack}: barriers of the called linear function need a linearize layer")
     below, top = Stack(stack.layers[:-1]) if stack.layers[:-1] else None, levels(prog, stack)[-2]

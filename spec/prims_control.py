@@ -57,7 +57,6 @@ from spec.jvp import dependence_rules, jaxpr_linearized, jvp_traced, linearizing
 from spec.partial_eval import dce, instantiate_tangent, literal_operands_inline, partial_eval
 from spec.prims_elementwise import eq, select_n, stop_gradient
 from spec.prims_structural import broadcast_in_dim
-from spec.remat import device_put_p
 from spec.transpose import transpose
 
 cond_p = primitive("cond", ["branches"], multiple_results=True)
@@ -316,6 +315,7 @@ def _empty_like_type(t: ArrayType):
     zero = zeros_like_type(t)
     if t.memory_space is None:
         return zero
+    from spec.remat import device_put_p  # imported here: spec/__init__ registers cond before remat's rules
     return bind(device_put_p, zero, memory_space=t.memory_space)
 
 

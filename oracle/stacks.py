@@ -392,13 +392,18 @@ def jax_functions(stack: Stack, level0: Level):
 STACK = "stack"
 
 
+def _case_operands(stack: Stack):
+    """case -> the stacked function's operands for the case's program and arguments."""
+    return lambda case: operands(case.prog, stack, case.args, case.seed)
+
+
 def stack_property(stack: Stack, prog: Program):
     """The Property comparing the stacked function's values with the spec's
     (tolerances as the other numeric properties, deeper per AD layer)."""
     levels(prog, stack)            # InvalidArgument where a layer does not apply
     level0 = base_level(prog)
     numeric = P.Numeric(lambda p: spec_program(p, stack),
-                        lambda case: operands(case.prog, stack, case.args, case.seed))
+                        _case_operands(stack))
     fn, call_linear = jax_functions(stack, level0)
 
     def term(f, all_operands, diff):
@@ -445,7 +450,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
         return [(str(r.type), str(r.source)) for r in spec.saved_residuals(level_program(case))]
 
     def jax_side(case, f):
-        ops_ = [jax_value_of(a) for a in operands(case.prog, stack, case.args, case.seed)]
+        ops_ = [jax_value_of(a) for a in _case_operands(stack)(case)]
         return P.jax_residuals(fn(case.call.flat(f)), ops_)
 
     def compare(case, impl, got, want):
@@ -455,7 +460,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
                                  divergences.Context(impl, "residuals", case.policy, level_program(case),
                                                      jax_residuals=got, spec_residuals=want),
                                  numeric=dict(residuals=want,
-                                              operands=operands(case.prog, stack, case.args, case.seed)))
+                                              operands=_case_operands(stack)(case)))
         return f"{len(want)} residuals of {stack}"
     code = stack_source(stack, base_level(prog)).rstrip("\n") + "\n\n\n" + (
         "from jax._src.ad_checkpoint import saved_residuals\n"
@@ -466,7 +471,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
     # order only (oracle.divergences' remat3 model)
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
-                      operands=lambda case: operands(case.prog, stack, case.args, case.seed))
+                      operands=_case_operands(stack))
 
 
 STACK_BARRIERS = "stack_barriers"
@@ -496,7 +501,7 @@ def stack_barriers_property(stack: Stack, prog: Program):
 
     def jax_side(case, f):
         import jax
-        ops_ = [jax_value_of(a) for a in operands(case.prog, stack, case.args, case.seed)]
+        ops_ = [jax_value_of(a) for a in _case_operands(stack)(case)]
         linearized_then_called = jax.jit(lambda *a: call_linear(*fn(case.call.flat(f))(*a)))
         return linearized_then_called.lower(*ops_).as_text().count("optimization_barrier")
 
@@ -507,11 +512,11 @@ def stack_barriers_property(stack: Stack, prog: Program):
                                  divergences.Context(impl, STACK_BARRIERS, case.policy, level_program(case),
                                                      barriers=(want, got)),
                                  numeric=dict(barriers=want,
-                                              operands=operands(case.prog, stack, case.args, case.seed)))
+                                              operands=_case_operands(stack)(case)))
         return f"barriers of {stack}: spec {want}, HLO {got}"
     code = stack_source(stack, base_level(prog)).rstrip("\n") + "\n\n\n" + (
         "got = jax.jit(lambda *a: call_linear(*stack({f})(*a))).lower(*operands).as_text()"
         ".count('optimization_barrier')")
     return P.Property(STACK_BARRIERS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
-                      operands=lambda case: operands(case.prog, stack, case.args, case.seed))
+                      operands=_case_operands(stack))

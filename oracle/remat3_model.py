@@ -123,6 +123,42 @@ def _with_remat3_calls(prog: Program) -> Program:
     return _with_model(prog, call_p, _remat3_call())
 
 
+def _zero_reading(tangents):
+    """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
+    so a value plus it is unknown to partial evaluation and saves nothing."""
+    zero = None
+    for t in tangents:
+        s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
+        d = ops.sub(s, s)
+        zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
+    return zero
+
+
+def _zeros_from(zero, type_):
+    """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
+    z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
+    return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
+
+
+def _plus(x, zero):
+    """x + zero, in x's dtype."""
+    return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
+
+
+def _inputs_before_residuals(staged: Eqn, eqn: Eqn) -> Eqn:
+    """The staged checkpoint `staged` of `eqn` taking the checkpoint's
+    inputs before its residuals (remat3's `linearized(primals_rem, ...)`)."""
+    outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
+    is_primal = [isinstance(a, Var) and a.id in outer for a in staged.inputs]
+    order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
+    body = staged.params["jaxpr"]
+    params = dict(staged.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
+    if isinstance(params["prevent_cse"], tuple):
+        params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
+    return Eqn(staged.primitive, [staged.inputs[i] for i in order], staged.outputs, params, why=staged.why,
+               residual_outputs=staged.residual_outputs)
+
+
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
                        jit_rule: bool = True, grandchildren_opaque: bool = True):
@@ -136,24 +172,6 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
     core.param_specs[prim] = core.param_specs[remat_p]
 
-    def zero_reading(tangents):
-        """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
-        so a value plus it is unknown to partial evaluation and saves nothing."""
-        zero = None
-        for t in tangents:
-            s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
-            d = ops.sub(s, s)
-            zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
-        return zero
-
-    def zeros_from(zero, type_):
-        """zeros of `type_` computed from `zero` (no literal: it would be saved)."""
-        z = zero if zero.dtype == type_.dtype else ops.convert_element_type(zero, type_.dtype)
-        return ops.broadcast_in_dim(z, type_.shape, ()) if type_.shape else z
-
-    def plus(x, zero):
-        return ops.add(x, zero if zero.dtype == x.dtype else ops.convert_element_type(zero, x.dtype))
-
     def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
         """The body's linearization (known tangents are zeros); with
         opaque_outputs every float output tangent is returned, made to read
@@ -166,8 +184,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
             outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
             if opaque_outputs and tangent_ins:
-                zero = zero_reading(tangent_ins)
-                out_ts = [plus(instantiate(t), zero) if is_float(o.dtype) else t
+                zero = _zero_reading(tangent_ins)
+                out_ts = [_plus(instantiate(t), zero) if is_float(o.dtype) else t
                           for t, o in zip(out_ts, body.out_types)]
             out_nz = [not isinstance(t, Zero) for t in out_ts]
             prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
@@ -177,8 +195,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         if instantiated_inputs and any(not isinstance(t, Zero) for t in tangents):
             # an instantiated zero lives on the tangent side (made in `linearized`):
             # zeros + z, with z read from the nonzero tangents, is exactly that
-            zero = zero_reading([t for t in tangents if not isinstance(t, Zero)])
-            tangents = [zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
+            zero = _zero_reading([t for t in tangents if not isinstance(t, Zero)])
+            tangents = [_zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
                         for t in tangents]
         return remat_of_body_jvp(prim, body_jvp, primals, tangents, jaxpr=jaxpr, policy=policy,
                                  prevent_cse=prevent_cse, differentiated=differentiated)
@@ -203,16 +221,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         if grandchildren_opaque and linearize and staged:
             staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
         if inputs_first and linearize and staged:
-            (s,) = staged
-            outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
-            is_primal = [isinstance(a, Var) and a.id in outer for a in s.inputs]
-            order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
-            body = s.params["jaxpr"]
-            params = dict(s.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
-            if isinstance(params["prevent_cse"], tuple):
-                params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
-            staged = [Eqn(s.primitive, [s.inputs[i] for i in order], s.outputs, params, why=s.why,
-                          residual_outputs=s.residual_outputs)]
+            staged = [_inputs_before_residuals(staged[0], eqn)]
         return (known, staged, *rest)
 
     for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):

@@ -171,6 +171,113 @@ class PartialEval:
         return iter((self.known, self.staged, self.residuals))
 
 
+@dataclass
+class _Split:
+    """A split in progress, equation by equation: the values that are
+    unknown (computed by the staged program), those the staged program has
+    (`inst`: unknown, or known and recomputed or copied there), and the
+    equations of each side."""
+    unknown: set[int]
+    inst: set[int]
+    known_eqns: list[Eqn] = field(default_factory=list)
+    staged_eqns: list[Eqn] = field(default_factory=list)
+    recomputed: list[Eqn] = field(default_factory=list)
+    decisions: dict[int, Any] = field(default_factory=dict)   # id(eqn) -> policy answer
+    subst: dict[int, Any] = field(default_factory=dict)   # vars a rule replaced (hoisted checkpoint outputs)
+    uses: list = field(default_factory=list)   # atoms in the order the split first needs them
+
+    def is_unknown(self, a) -> bool:
+        return isinstance(a, Var) and a.id in self.unknown
+
+    def is_inst(self, a) -> bool:
+        return not isinstance(a, Var) or a.id in self.inst
+
+    def substituted(self, atoms) -> list:
+        return [self.subst.get(a.id, a) if isinstance(a, Var) else a for a in atoms]
+
+    def reading_substitutes(self, e: Eqn) -> Eqn:
+        if self.subst and any(isinstance(a, Var) and a.id in self.subst for a in e.inputs):
+            return replace(e, inputs=self.substituted(e.inputs))
+        return e
+
+    def classify(self, eqns: list[Eqn], saveable, linearize: bool):
+        """Each equation in program order: staged if an input is unknown,
+        split by its primitive's rule if it has one, known otherwise."""
+        for e in eqns:
+            e = self.reading_substitutes(e)
+            in_unknowns = [self.is_unknown(a) for a in e.inputs]
+            rule = partial_eval_rules.get(e.primitive)
+            if linearize and e.why == TANGENT_ZERO:     # made on the tangent side: staged
+                self.stage(e)
+            elif rule is not None and (any(in_unknowns) or not linearize):
+                # (a trace-based evaluator binds an all-known equation as it is)
+                self.split_by_rule(e, rule, saveable, linearize)
+            elif any(in_unknowns):
+                self.stage(e)
+            else:
+                self.keep_known(e, saveable(e))
+
+    def stage(self, e: Eqn):
+        """`e` runs in the staged program; its outputs are unknown."""
+        self.staged_eqns.append(e)
+        self.uses += e.inputs
+        self.unknown.update(v.id for v in e.outputs)
+        self.inst.update(v.id for v in e.outputs)
+
+    def split_by_rule(self, e: Eqn, rule, saveable, linearize: bool):
+        """`e` split by its primitive's partial-eval rule, which returns the
+        known and staged equations, which outputs are unknown and which
+        the staged program has, the equations recomputed inside a staged
+        body, and the outputs it replaced by other atoms."""
+        if not linearize:   # the rule's `new_inst` come first
+            self.uses += [a for a in e.inputs if isinstance(a, Var) and not self.is_inst(a)]
+        known_es, staged_es, out_unknowns, out_inst, recomputed, subst = rule(
+            e, [self.is_unknown(a) for a in e.inputs], [self.is_inst(a) for a in e.inputs],
+            saveable=saveable, linearize=linearize)
+        self.uses += [a for s_e in staged_es for a in s_e.inputs]
+        self.known_eqns += known_es
+        self.staged_eqns += staged_es
+        self.recomputed += recomputed
+        self.subst.update(subst)
+        self.unknown.update(v.id for v, u in zip(e.outputs, out_unknowns) if u)
+        self.inst.update(v.id for v, i in zip(e.outputs, out_inst) if i)
+
+    def staged_outputs(self, outputs: list, instantiate: list, linearize: bool,
+                       stage_recomputed_outputs: bool) -> list[bool]:
+        """Which of the (substituted) program `outputs` the staged program
+        returns: the unknown and the instantiated ones, and with
+        `stage_recomputed_outputs` those it has anyway. A literal output
+        is available to the staged program as it is, except to trace-based
+        linearization, which makes it a residual like any constant it meets
+        (pjit's linearize rule saves a jit's literal outputs)."""
+        out_inst = [self.is_inst(a) and (isinstance(a, Var) or not linearize) for a in outputs]
+        return [self.is_unknown(a) or i or (stage_recomputed_outputs and r)
+                for a, i, r in zip(outputs, instantiate, out_inst)]
+
+    def keep_known(self, e: Eqn, answer):
+        """An all-known `e`, with the policy's `answer` for it: Saveable
+        (its outputs stay known, and may be saved), Recompute (copied into
+        the staged program too) or Offload (its outputs saved as copies in
+        memory `dst`, and copied back)."""
+        self.known_eqns.append(e)
+        self.decisions[id(e)] = answer
+        if answer is Recompute:
+            self.staged_eqns.append(e)
+            self.uses += e.inputs
+            self.recomputed.append(e)
+            self.inst.update(v.id for v in e.outputs)
+        elif isinstance(answer, Offload):
+            from spec.remat import device_put_eqn  # a cycle: remat partially evaluates with this module
+            for v in e.outputs:
+                host = Var(v.type.with_memory_space(answer.dst))
+                out_copy = device_put_eqn(v, host, answer.dst)
+                self.decisions[id(out_copy)] = answer      # explain: why the copy is saved
+                self.known_eqns.append(out_copy)
+                self.staged_eqns.append(device_put_eqn(host, v, answer.src))
+                self.uses.append(host)
+                self.inst.add(v.id)
+
+
 def partial_eval(prog: Program, unknowns: Sequence[bool], *,
                  instantiate: bool | Sequence[bool] = False,
                  saveable: Callable[[Eqn], Any] = everything_saveable,
@@ -195,38 +302,17 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
       checkpoint met on the way is split by its own policy.
     * `in_inst[i]`: known input i is also an input of the staged program
       (so reading it there does not make it a residual).
-    * `literals_are_residuals` (default: `linearize`) is False inside the
-      body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
-      literals stay inline there.
-    * `constants_are_residuals=False`: a non-scalar constant read by a staged
-      equation stays inline too (a jit's constants are closed over by both
-      halves of a jaxpr-level split: closed_call_partial_eval_custom_rule
-      gives `jaxpr.consts` to the known and the staged jaxpr alike).
+    * `literals_are_residuals`, `constants_are_residuals`,
+      `literal_outputs_are_residuals`: which constants become residuals
+      (`free_atoms`).
     * `stage_recomputed_outputs`: known outputs that the staged program
       recomputes anyway are outputs of the staged program too (as
       `partial_eval_jaxpr_custom` does for a call or checkpoint nested in a
       checkpoint), so that nothing needs to save them.
     * `dce_staged=False` keeps the staged program's dead equations, and
-      the residuals they read.
-    * `literal_outputs_are_residuals`: a literal the staged program returns
-      is a residual (ad.linearize_jaxpr saves a constant tangent).
-    * `order` of the residuals: "production" (literals, constants,
-      arguments, then by producing equation: the order
-      jax.ad_checkpoint.saved_residuals lists them in) or "first_use" (the
-      order in which the split first needs them, which is the order of the
-      known half's residual outputs wherever that half stays one equation
-      (a jit, a nested checkpoint, a scan's known loop, a cond): with
-      `linearize`, the order in which the tangent trace of
-      ad.linearize_jaxpr makes known values its constants (operand order of
-      the staged equations, dead ones included); without, the insertion
-      order of the `residuals` OrderedSet of partial_eval_jaxpr_custom
-      (jax/_src/interpreters/partial_eval.py,
-      _partial_eval_jaxpr_custom_cached): equation by equation, a staged or
-      recomputed equation adds its not-instantiated operands in operand
-      order, a rule adds what it returns (`new_inst`, the equation's
-      not-instantiated operands, then its own residuals, as
-      call_partial_eval_custom_rule and the scan/cond rules do), and at
-      the end `ensure_out_inst` adds the outputs not yet instantiated)."""
+      the residuals they read (as a cond's branches need).
+    * `order` of the residuals: "production" (`residual_order`) or
+      "first_use" (`first_use_order`)."""
     if literals_are_residuals is None:
         literals_are_residuals = linearize
     unknowns = list(unknowns)
@@ -235,94 +321,60 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     in_inst = [False] * len(unknowns) if in_inst is None else list(in_inst)
     if isinstance(instantiate, bool):
         instantiate = [instantiate] * len(prog.outputs)
-    unknown: set[int] = {v.id for v, u in zip(prog.inputs, unknowns) if u}
-    inst: set[int] = {v.id for v, u, i in zip(prog.inputs, unknowns, in_inst) if u or i}
-    known_eqns: list[Eqn] = []
-    staged_eqns: list[Eqn] = []
-    recomputed: list[Eqn] = []
-    decisions: dict[int, Any] = {}
-
-    def is_unknown(a):
-        return isinstance(a, Var) and a.id in unknown
-
-    def is_inst(a):
-        return not isinstance(a, Var) or a.id in inst
-
-    subst: dict[int, Any] = {}   # vars a rule replaced by other atoms (hoisted checkpoint outputs)
-    uses: list = []              # atoms in the order the split first needs them (order="first_use")
-    for e in prog.eqns:
-        if subst and any(isinstance(a, Var) and a.id in subst for a in e.inputs):
-            e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
-        in_unknowns = [is_unknown(a) for a in e.inputs]
-        rule = partial_eval_rules.get(e.primitive)
-        if linearize and e.why == TANGENT_ZERO:     # made on the tangent side: staged
-            staged_eqns.append(e)
-            uses += e.inputs
-            unknown.update(v.id for v in e.outputs)
-            inst.update(v.id for v in e.outputs)
-            continue
-        if linearize and not any(in_unknowns):
-            rule = None     # a trace-based evaluator binds an all-known equation as it is
-        if rule is not None:
-            if not linearize:   # the rule's `new_inst` come first
-                uses += [a for a in e.inputs if isinstance(a, Var) and not is_inst(a)]
-            known_es, staged_es, out_unknowns, out_inst, recomp, new_subst = rule(
-                e, in_unknowns, [is_inst(a) for a in e.inputs],
-                saveable=saveable, linearize=linearize)
-            uses += [a for s_e in staged_es for a in s_e.inputs]
-            known_eqns += known_es
-            staged_eqns += staged_es
-            recomputed += recomp
-            subst.update(new_subst)
-            unknown.update(v.id for v, u in zip(e.outputs, out_unknowns) if u)
-            inst.update(v.id for v, i in zip(e.outputs, out_inst) if i)
-        elif any(in_unknowns):
-            staged_eqns.append(e)
-            uses += e.inputs
-            unknown.update(v.id for v in e.outputs)
-            inst.update(v.id for v in e.outputs)
-        else:
-            known_eqns.append(e)
-            answer = saveable(e)
-            decisions[id(e)] = answer
-            if answer is Recompute:            # recompute it in the backward pass
-                staged_eqns.append(e)
-                uses += e.inputs
-                recomputed.append(e)
-                inst.update(v.id for v in e.outputs)
-            elif isinstance(answer, Offload):  # save a copy in memory `dst`
-                from spec.remat import device_put_eqn  # a cycle: remat partially evaluates with this module
-                for v in e.outputs:
-                    host = Var(v.type.with_memory_space(answer.dst))
-                    out_copy = device_put_eqn(v, host, answer.dst)
-                    decisions[id(out_copy)] = answer      # explain: why the copy is saved
-                    known_eqns.append(out_copy)
-                    staged_eqns.append(device_put_eqn(host, v, answer.src))
-                    uses.append(host)
-                    inst.add(v.id)
-            # Saveable: outputs stay known and not instantiated
-
-    outputs = [subst.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
-    out_unknowns = [is_unknown(a) for a in outputs]
-    # a literal output is available to the staged program as it is, except
-    # to trace-based linearization, which makes it a residual like any
-    # constant it meets (pjit's linearize rule saves a jit's literal outputs)
-    out_inst = [is_inst(a) and (isinstance(a, Var) or not linearize) for a in outputs]
-    staged_out_mask = [u or i or (stage_recomputed_outputs and r)
-                       for u, i, r in zip(out_unknowns, instantiate, out_inst)]
+    split = _Split(unknown={v.id for v, u in zip(prog.inputs, unknowns) if u},
+                   inst={v.id for v, u, i in zip(prog.inputs, unknowns, in_inst) if u or i})
+    split.classify(prog.eqns, saveable, linearize)
+    outputs = split.substituted(prog.outputs)
+    out_unknowns = [split.is_unknown(a) for a in outputs]
+    staged_out_mask = split.staged_outputs(outputs, instantiate, linearize, stage_recomputed_outputs)
     staged_outs = [a for a, m in zip(outputs, staged_out_mask) if m]
     staged_inputs = [u or i for u, i in zip(unknowns, in_inst)]
     staged_ins = [v for v, m in zip(prog.inputs, staged_inputs) if m]
-
     # dead code in the staged program reads nothing: drop it before counting
-    # (unless `dce_staged` is False: a cond's branches are split by
-    # partial_eval_jaxpr_custom, whose residuals include what dead staged
-    # equations read, and merged across branches before any DCE)
-    if dce_staged:
-        staged_eqns = dce_eqns(staged_eqns, staged_outs)
-    recomputed = still_staged(recomputed, staged_eqns)
+    staged_eqns = dce_eqns(split.staged_eqns, staged_outs) if dce_staged else split.staged_eqns
+    recomputed = still_staged(split.recomputed, staged_eqns)
 
-    # residuals = the free variables of the staged program
+    free, lit_subst = free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals,
+                                 constants_are_residuals, literal_outputs_are_residuals)
+    uses = split.uses + staged_outs   # ensure_out_inst: the outputs last, before any literal is replaced
+    staged_eqns, staged_outs = read_constants_through(lit_subst, staged_eqns, staged_outs)
+
+    known_outs = [a for a, u in zip(outputs, out_unknowns) if not u]
+    known_ins = [v for v, u in zip(prog.inputs, unknowns) if not u]
+    names = [n for n, u in zip(prog.input_names, unknowns) if not u] if prog.input_names else None
+    known_all = Program(known_ins, split.known_eqns, known_outs + list(free.values()), input_names=names)
+    residuals = [Residual(a.type, source_of(a, known_all),
+                          var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
+                 for a in free.values()]
+    order = first_use_order(uses, list(free)) if order == "first_use" else residual_order(residuals, known_all)
+    residuals, res_atoms = [residuals[i] for i in order], [list(free.values())[i] for i in order]
+
+    known = Program(known_ins, dce_eqns(split.known_eqns, known_outs + res_atoms),
+                    known_outs + res_atoms, input_names=names)
+    staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
+    return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, split.decisions,
+                       staged_outputs=staged_out_mask)
+
+
+def free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals: bool,
+               constants_are_residuals: bool, literal_outputs_are_residuals: bool) -> tuple[dict, dict]:
+    """The residuals: the free variables of the staged program (keyed
+    ("var", id) -> the known Var), and the constants it reads that become
+    residuals too (keyed ("lit", constant_key) -> the Literal), in order of
+    first use; and for each such constant the residual Var standing for it.
+
+    * `literals_are_residuals` (partial_eval's default: `linearize`): a
+      scalar literal read by a staged equation is a residual. False inside
+      the body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
+      literals stay inline there. Literal operands of primitives in
+      `literal_operands_inline`, and of equations made on the tangent side,
+      stay inline always.
+    * `constants_are_residuals=False`: a non-scalar constant read by a staged
+      equation stays inline too (a jit's constants are closed over by both
+      halves of a jaxpr-level split: closed_call_partial_eval_custom_rule
+      gives `jaxpr.consts` to the known and the staged jaxpr alike).
+    * `literal_outputs_are_residuals`: a literal the staged program returns
+      is a residual (ad.linearize_jaxpr saves a constant tangent)."""
     defined = {v.id for v in staged_ins} | {v.id for e in staged_eqns for v in e.outputs}
     free: dict[tuple, Any] = {}          # key -> known atom, in order of first use
     lit_subst: dict[int, Var] = {}       # constant_key -> the residual var standing for it
@@ -345,37 +397,40 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
             lit_subst[constant_key(a)] = Var(a.type)      # an output the staged half takes from the known one
             free[("lit", constant_key(a))] = a
         need(a)
-    uses += staged_outs     # ensure_out_inst: the outputs last, before any literal is replaced
-    if lit_subst:   # literals and constants are read through residual vars
-        sub = lambda a: lit_subst.get(constant_key(a), a) if isinstance(a, Literal) else a
-        staged_eqns = [replace(e, inputs=[sub(a) for a in e.inputs]) if any(
-            isinstance(a, Literal) and constant_key(a) in lit_subst for a in e.inputs) else e
-            for e in staged_eqns]
-        staged_outs = [sub(a) for a in staged_outs]
+    return free, lit_subst
 
-    known_outs = [a for a, u in zip(outputs, out_unknowns) if not u]
-    known_ins = [v for v, u in zip(prog.inputs, unknowns) if not u]
-    names = [n for n, u in zip(prog.input_names, unknowns) if not u] if prog.input_names else None
-    known_all = Program(known_ins, known_eqns, known_outs + list(free.values()), input_names=names)
-    residuals = [Residual(a.type, source_of(a, known_all),
-                          var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
-                 for a in free.values()]
-    if order == "first_use":
-        first = {}
-        for k, a in enumerate(uses):
-            first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a)), k)
-        keys = list(free)
-        order = sorted(range(len(residuals)), key=lambda i: first.get(keys[i], len(first)))
-    else:
-        order = residual_order(residuals, known_all)
-    residuals = [residuals[i] for i in order]
-    res_atoms = [list(free.values())[i] for i in order]
 
-    known = Program(known_ins, dce_eqns(known_eqns, known_outs + res_atoms),
-                    known_outs + res_atoms, input_names=names)
-    staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
-    return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, decisions,
-                       staged_outputs=staged_out_mask)
+def read_constants_through(lit_subst: dict, staged_eqns: list[Eqn], staged_outs: list) -> tuple[list, list]:
+    """The staged equations and outputs reading each constant that became a
+    residual through the residual Var standing for it."""
+    if not lit_subst:
+        return staged_eqns, staged_outs
+    sub = lambda a: lit_subst.get(constant_key(a), a) if isinstance(a, Literal) else a
+    staged_eqns = [replace(e, inputs=[sub(a) for a in e.inputs]) if any(
+        isinstance(a, Literal) and constant_key(a) in lit_subst for a in e.inputs) else e
+        for e in staged_eqns]
+    return staged_eqns, [sub(a) for a in staged_outs]
+
+
+def first_use_order(uses: list, keys: list) -> list[int]:
+    """The residuals (keyed as `free_atoms` keys them) in the order in which
+    the split first needs them. That is the order of the known half's
+    residual outputs wherever that half stays one equation (a jit, a nested
+    checkpoint, a scan's known loop, a cond): with `linearize`, the order in
+    which the tangent trace of ad.linearize_jaxpr makes known values its
+    constants (operand order of the staged equations, dead ones included);
+    without, the insertion order of the `residuals` OrderedSet of
+    partial_eval_jaxpr_custom (jax/_src/interpreters/partial_eval.py,
+    _partial_eval_jaxpr_custom_cached): equation by equation, a staged or
+    recomputed equation adds its not-instantiated operands in operand
+    order, a rule adds what it returns (`new_inst`, the equation's
+    not-instantiated operands, then its own residuals, as
+    call_partial_eval_custom_rule and the scan/cond rules do), and at the
+    end `ensure_out_inst` adds the outputs not yet instantiated."""
+    first = {}
+    for k, a in enumerate(uses):
+        first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a)), k)
+    return sorted(range(len(keys)), key=lambda i: first.get(keys[i], len(first)))
 
 
 def still_staged(recomputed: list[Eqn], staged_eqns: list[Eqn]) -> list[Eqn]:

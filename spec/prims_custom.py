@@ -491,6 +491,43 @@ def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
     return wrapped
 
 
+def _fwd_rule_pair(pair, body: Program, fwd_name: str, name: str) -> tuple[list, object]:
+    """A custom_vjp fwd rule's answer checked, as JAX checks it: a pair of
+    the primal outputs (the body's types) and the residuals."""
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce a "
+                        f"pair (list or tuple of length two) where the first element represents "
+                        f"the primal output and the second element represents residuals, but "
+                        f"instead of a pair the fwd rule {fwd_name} produced {pair}.")
+    outs, _ = _flat(pair[0])
+    if _types_of(outs) != body.out_types:
+        raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce "
+                        f"primal outputs of types {body.out_types}, got {_types_of(outs)}")
+    return outs, pair[1]
+
+
+def _residual_structure(res) -> tuple[str, list]:
+    """A fwd rule's residuals: their container's kind (none, tuple, list or
+    a single array) and the arrays."""
+    kind = "none" if res is None else ("tuple" if isinstance(res, tuple) else
+                                       "list" if isinstance(res, list) else "single")
+    return kind, [] if res is None else (list(res) if kind in ("tuple", "list") else [res])
+
+
+def _bwd_rule_cotangents(cts_in, n_args: int) -> tuple:
+    """A custom_vjp bwd rule's answer checked, as JAX checks it: one
+    cotangent per argument of the primal function, a tuple (or list)."""
+    if isinstance(cts_in, list):
+        cts_in = tuple(cts_in)
+    if not isinstance(cts_in, tuple) or len(cts_in) != n_args:
+        raise TypeError(f"Custom VJP bwd rule must produce an output with the same container "
+                        f"(pytree) structure as the args tuple of the primal function, "
+                        f"and in particular must produce a tuple of length equal to the "
+                        f"number of arguments to the primal function ({n_args}), "
+                        f"but got {cts_in!r}.")
+    return cts_in
+
+
 def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zeros: bool = False):
     """jax.custom_vjp(fn) with fn.defvjp(fwd_fn, bwd_fn): returns a function
     that applies `fn` as one custom_vjp_call equation.
@@ -528,20 +565,8 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
                 primals = [b.new_input(t) for t in types]
                 given = [CustomVJPPrimal(p, nz) for p, nz in zip(primals, nonzeros)] \
                     if symbolic_zeros else primals
-                pair = fwd_fn(*given)
-                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                    raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce a "
-                                    f"pair (list or tuple of length two) where the first element represents "
-                                    f"the primal output and the second element represents residuals, but "
-                                    f"instead of a pair the fwd rule {fwd_name} produced {pair}.")
-                outs, _ = _flat(pair[0])
-                if _types_of(outs) != body.out_types:
-                    raise TypeError(f"Custom VJP fwd rule {fwd_name} for function {name} must produce "
-                                    f"primal outputs of types {body.out_types}, got {_types_of(outs)}")
-                res = pair[1]
-                kind = "none" if res is None else ("tuple" if isinstance(res, tuple) else
-                                                   "list" if isinstance(res, list) else "single")
-                res_list = [] if res is None else (list(res) if kind in ("tuple", "list") else [res])
+                outs, res = _fwd_rule_pair(fwd_fn(*given), body, fwd_name, name)
+                kind, res_list = _residual_structure(res)
                 res_structure["kind"] = kind
                 res_structure["types"] = _types_of(res_list)
                 return b.build(primals, list(outs) + res_list), [True] * len(outs)
@@ -555,16 +580,7 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
                 cts = [b.new_input(t) if nz else Zero(t) for t, nz in zip(body.out_types, ct_nonzeros)]
                 py_res = None if kind == "none" else (tuple(res) if kind == "tuple" else
                                                       res if kind == "list" else res[0])
-                py_cts = tuple(cts) if multiple else cts[0]
-                cts_in = bwd_fn(py_res, py_cts)
-                if isinstance(cts_in, list):
-                    cts_in = tuple(cts_in)
-                if not isinstance(cts_in, tuple) or len(cts_in) != len(types):
-                    raise TypeError(f"Custom VJP bwd rule must produce an output with the same container "
-                                    f"(pytree) structure as the args tuple of the primal function, "
-                                    f"and in particular must produce a tuple of length equal to the "
-                                    f"number of arguments to the primal function ({len(types)}), "
-                                    f"but got {cts_in!r}.")
+                cts_in = _bwd_rule_cotangents(bwd_fn(py_res, tuple(cts) if multiple else cts[0]), len(types))
                 out_nz = [not (c is None or isinstance(c, Zero)) and is_differentiable(t)
                           for c, t in zip(cts_in, types)]
                 nz = [c for c, k in zip(cts_in, out_nz) if k]

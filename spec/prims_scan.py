@@ -304,10 +304,83 @@ def _clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
     return eqns, [env.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
 
 
+def _known_scan_outputs(eqn: Eqn, pe, carry_uk: list[bool]):
+    """Which of a split scan's outputs are unknown, the known body's outputs
+    for the known ones, and the scan's known outputs. A carry made unknown
+    by the carry fixpoint is not a known output, even where the body
+    computes it from known values."""
+    n_ys = len(eqn.outputs) - len(carry_uk)
+    n_known_outs = sum(not u for u in pe.out_unknowns)
+    known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * n_ys)]
+    keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
+    known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
+    outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    return known_out_uk, known_outs_body, outer_known_outs
+
+
+def _staged_scan_body(staged: Program, intensive: list[bool], n_ins: int) -> tuple[Program, list, list]:
+    """The staged body with its inputs ordered as the staged scan takes
+    them: [intensive residuals (consts), its `n_ins` other inputs,
+    extensive residuals (xs)]; and the intensive and extensive residuals'
+    positions."""
+    n_res = len(intensive)
+    int_ids = [i for i in range(n_res) if intensive[i]]
+    ext_ids = [i for i in range(n_res) if not intensive[i]]
+    order = int_ids + [n_res + i for i in range(n_ins)] + ext_ids
+    return Program([staged.inputs[i] for i in order], staged.eqns, staged.outputs), int_ids, ext_ids
+
+
 def _scan_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, hoist=True):
     if linearize:
         return _scan_linearize(eqn, in_unknowns)
     return _scan_partial_eval_custom(eqn, in_unknowns, saveable, hoist)
+
+
+def _linearized_residual_kinds(pe, known_body_inputs, known_ins, n_kc: int, n_kk: int):
+    """Sort a linearized body's residuals, as `_scan_linearize` does:
+    intensive ones (a known const forwarded: "fwd_const"; a constant;
+    a loop-invariant value, "hoisted" out of the loop) and extensive ones
+    (a known xs forwarded: "fwd_xs"; any other value, "stacked" as an
+    extra ys of the known scan). Returns each residual's (kind, outer atom
+    or index into its list), and the hoisted and stacked body atoms."""
+    kind = {}   # known body input id -> ("const" | "carry" | "xs", outer atom)
+    for i, v in enumerate(known_body_inputs):
+        kind[v.id] = ("const" if i < n_kc else "carry" if i < n_kc + n_kk else "xs", known_ins[i])
+    invariant = _loop_invariant(pe.known, n_kc)
+    n_known_outs = sum(not u for u in pe.out_unknowns)
+    res_kind, hoisted, stacked = [], [], []
+    for a in pe.known.outputs[n_known_outs:]:      # each residual's atom in the known body
+        if not isinstance(a, Var):
+            res_kind.append(("constant", a))
+        elif a.id in kind and kind[a.id][0] != "carry":
+            res_kind.append(("fwd_" + kind[a.id][0], kind[a.id][1]))
+        elif a.id in invariant:
+            res_kind.append(("hoisted", len(hoisted)))
+            hoisted.append(a)
+        else:
+            res_kind.append(("stacked", len(stacked)))
+            stacked.append(a)
+    return res_kind, hoisted, stacked
+
+
+def _staged_tangent_inputs(inputs, unknowns, promoted) -> tuple[list[Eqn], list]:
+    """The staged scan's unknown inputs, where a carry `promoted` (made
+    unknown by the fixpoint) is a tangent that was zero at init,
+    instantiated by the JVP: JAX instantiates it inside the tangent
+    function (`_scan_linearize`'s tangent_fun), so it is made in the staged
+    half (the equations returned) and is never a residual (a scalar zero
+    is an inline literal)."""
+    zeros_eqns, staged_ins = [], []
+    for a, u, pr in zip(inputs, unknowns, promoted):
+        if not u:
+            continue
+        if pr:
+            with building() as b:
+                z = to_atom(zeros_like_type(a.type), b)
+            zeros_eqns += [Eqn(e.primitive, e.inputs, e.outputs, e.params, why=TANGENT_ZERO) for e in b.eqns]
+            a = z
+        staged_ins.append(a)
+    return zeros_eqns, staged_ins
 
 
 def _scan_linearize(eqn: Eqn, in_unknowns):
@@ -324,28 +397,8 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     const_uk, _, xs_uk = _split(uk, nc, nk)
     known_ins = [a for a, u in zip(eqn.inputs, uk) if not u]
     n_kc, n_kk = nc - sum(const_uk), nk - sum(carry_uk)
-    known_body_inputs = [v for v, u in zip(body.inputs, uk) if not u]
-    kind = {}   # known body input id -> ("const" | "carry" | "xs", outer atom)
-    for i, v in enumerate(known_body_inputs):
-        kind[v.id] = ("const" if i < n_kc else "carry" if i < n_kc + n_kk else "xs", known_ins[i])
-    invariant = _loop_invariant(pe.known, n_kc)
-    n_known_outs = sum(not u for u in pe.out_unknowns)
-    res_known = pe.known.outputs[n_known_outs:]      # each residual's atom in the known body
-
-    # sort the residuals: intensive (forwarded consts, hoisted, constants)
-    # and extensive (forwarded xs, stacked by the known scan)
-    res_kind, hoisted, stacked = [], [], []
-    for a in res_known:
-        if not isinstance(a, Var):
-            res_kind.append(("constant", a))
-        elif a.id in kind and kind[a.id][0] != "carry":
-            res_kind.append(("fwd_" + kind[a.id][0], kind[a.id][1]))
-        elif a.id in invariant:
-            res_kind.append(("hoisted", len(hoisted)))
-            hoisted.append(a)
-        else:
-            res_kind.append(("stacked", len(stacked)))
-            stacked.append(a)
+    res_kind, hoisted, stacked = _linearized_residual_kinds(pe, [v for v, u in zip(body.inputs, uk) if not u],
+                                                            known_ins, n_kc, n_kk)
 
     known_eqns = []
     hoisted_atoms = []
@@ -353,12 +406,7 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
         eqns, hoisted_atoms = _clone_into(_hoisted_program(pe.known, n_kc, hoisted), known_ins[:n_kc])
         known_eqns += eqns
     # the known scan: the known carries and ys, then the stacked residuals
-    # (a carry made unknown by the fixpoint is not a known output, even where
-    # the body computes it from known values)
-    known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * n_ys)]
-    keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
-    known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
-    outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    known_out_uk, known_outs_body, outer_known_outs = _known_scan_outputs(eqn, pe, carry_uk)
     stacked_vars = [Var(_stacked(v.type, length)) for v in stacked]
     if outer_known_outs or stacked_vars:
         known_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + stacked))
@@ -375,30 +423,11 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
         else:
             res_atoms.append(stacked_vars[v])
     intensive = [k not in ("fwd_xs", "stacked") for k, _ in res_kind]
-    n_res = len(pe.residuals)
-    # a carry made unknown by the fixpoint is a tangent that was zero at init,
-    # instantiated by the JVP: JAX instantiates it inside the tangent function
-    # (`_scan_linearize`'s tangent_fun), so it is made in the staged half and
-    # is never a residual (a scalar zero is an inline literal)
-    zeros_eqns = []
-    staged_ins = []
     promoted = [False] * nc + [u and not i for u, i in zip(carry_uk, _split(in_unknowns, nc, nk)[1])] + \
         [False] * (len(eqn.inputs) - nc - nk)
-    for a, u, pr in zip(eqn.inputs, uk, promoted):
-        if not u:
-            continue
-        if pr:
-            with building() as b:
-                z = to_atom(zeros_like_type(a.type), b)
-            zeros_eqns += [Eqn(e.primitive, e.inputs, e.outputs, e.params, why=TANGENT_ZERO) for e in b.eqns]
-            a = z
-        staged_ins.append(a)
+    zeros_eqns, staged_ins = _staged_tangent_inputs(eqn.inputs, uk, promoted)
     n_uc, n_ucarry = sum(const_uk), sum(carry_uk)
-    res_ids = list(range(n_res))
-    int_ids = [i for i in res_ids if intensive[i]]
-    ext_ids = [i for i in res_ids if not intensive[i]]
-    order = int_ids + [n_res + i for i in range(len(staged_ins))] + ext_ids
-    staged_body = Program([pe.staged.inputs[i] for i in order], pe.staged.eqns, pe.staged.outputs)
+    staged_body, int_ids, ext_ids = _staged_scan_body(pe.staged, intensive, len(staged_ins))
     staged_outs = [v for v, u in zip(eqn.outputs, known_out_uk) if u]
     staged = Eqn(scan_p, [res_atoms[i] for i in int_ids] + staged_ins + [res_atoms[i] for i in ext_ids],
                  staged_outs, dict(p, jaxpr=staged_body, num_consts=len(int_ids) + n_uc, num_carry=n_ucarry))
@@ -444,10 +473,7 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     invariant = _loop_invariant(pe.known, n_kc) if hoist else set()
     intensive = [hoist and (not isinstance(a, Var) or a.id in invariant) for a in res_known]
 
-    known_out_uk = [u or c for u, c in zip(pe.out_unknowns, carry_uk + [False] * (n_out - nk))]
-    keep = [not ku for ku, u in zip(known_out_uk, pe.out_unknowns) if not u]
-    known_outs_body = [a for a, k in zip(pe.known.outputs[:n_known_outs], keep) if k]
-    outer_known_outs = [v for v, ku in zip(eqn.outputs, known_out_uk) if not ku]
+    known_out_uk, known_outs_body, outer_known_outs = _known_scan_outputs(eqn, pe, carry_uk)
     pe.known = Program(pe.known.inputs, [   # record the policy's answers (spec.explain shows them)
         Eqn(e.primitive, e.inputs, e.outputs, e.params, residual_outputs=e.residual_outputs,
             why=e.why or f"the checkpoint's policy answered {pe.decisions[id(e)]}")
@@ -480,11 +506,7 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
                               dict(jaxpr=closed, name=None)))
 
     # the staged scan: [intensive residuals, every input, extensive residuals]
-    n_res = len(res_known)
-    int_ids = [i for i in range(n_res) if intensive[i]]
-    ext_ids = [i for i in range(n_res) if not intensive[i]]
-    order = int_ids + [n_res + i for i in range(len(body.inputs))] + ext_ids
-    staged_body = Program([pe.staged.inputs[i] for i in order], pe.staged.eqns, pe.staged.outputs)
+    staged_body, _, _ = _staged_scan_body(pe.staged, intensive, len(body.inputs))
     staged = Eqn(scan_p, int_vars + list(eqn.inputs) + ext_vars, list(eqn.outputs),
                  dict(p, jaxpr=staged_body, num_consts=len(int_vars) + nc, num_carry=nk))
     return known_eqns, [staged], known_out_uk, [True] * n_out, pe.recomputed, {}

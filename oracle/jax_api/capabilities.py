@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
 
 
@@ -12,6 +13,7 @@ class Capabilities:
     remat3: bool                    # the jax_remat3 flag exists (0.10.2: RematTraced hi-primitives)
     scan_params: frozenset          # the params lax.scan's equation has (`linear` before 0.10, ...)
     cond_params: frozenset          # the params lax.cond's equation has (`linear` in 0.4.25)
+    optimize_remat: bool            # custom_vjp.defvjp takes optimize_remat= (not in 0.4.25)
 
 
 def _eqn_params(fn, *args) -> frozenset:
@@ -35,4 +37,5 @@ def capabilities() -> Capabilities:
         remat3=hasattr(jax.config, "jax_remat3"),
         scan_params=_eqn_params(lambda a: lax.scan(lambda c, y: (c + y, c), a[0], a), x),
         cond_params=_eqn_params(lambda a: lax.cond(a[0] > 0, lambda b: b, lambda b: -b, a), x),
+        optimize_remat="optimize_remat" in inspect.signature(jax.custom_vjp.defvjp).parameters,
     )

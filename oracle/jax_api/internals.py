@@ -11,6 +11,15 @@ def core():
     return jcore
 
 
+def new_primitive(name: str):
+    """A user-defined primitive: jax.extend.core.Primitive (not in 0.4.25,
+    where it is jax.core.Primitive)."""
+    import jax
+    import jax.extend
+    cls = getattr(getattr(jax.extend, "core", None), "Primitive", None) or jax.core.Primitive
+    return cls(name)
+
+
 def partial_eval():
     """jax._src.interpreters.partial_eval: a policy's answers (Saveable,
     Recompute, Offloadable) and convert_constvars_jaxpr."""

@@ -294,11 +294,10 @@ def offload_kinds(backend=None) -> tuple[str, str] | None:
 
 def check_memory_kinds(backend: Backend, spaces) -> None:
     """Unsupported when residuals go to a memory space (a kind other than
-    device memory) that the backend's device does not address."""
-    if not backend.memory_kinds:
-        return
+    device memory) that the backend's device does not address (none, where
+    the device tells no memory kinds: a release without memories)."""
     missing = sorted({s for s in spaces if s is not None and s not in backend.memory_kinds})
     if missing:
         raise Unsupported(f"the checkpoint policy offloads residuals to memory kind {missing[0]!r}, which "
                           f"device {backend.device} ({backend.platform}) does not address; its memory kinds: "
-                          f"{list(backend.memory_kinds)}")
+                          f"{list(backend.memory_kinds) or 'none it can tell (the release cannot offload there)'}")

@@ -35,6 +35,7 @@ from spec.barriers import optimization_barriers
 from spec.partial_eval import dce, source_of
 from spec.prims_control import BranchTypesError
 from spec.remat import names_in
+from spec.semantics import following
 import collections
 import dataclasses
 
@@ -503,6 +504,20 @@ def _linearize_keeps_unused_outputs(ctx):
             and ctx.jax_residuals != ctx.residuals_with(as_written))
 
 
+def _remat_of_jit_returns_its_inputs(ctx):
+    """remat2, and JAX's residuals are exactly the spec's following the
+    choice of releases whose remat-of-jit forwards no input
+    (spec.semantics: remat_of_jit_forwards_inputs=False), and not the
+    spec's own."""
+    if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    if not has_primitive(ctx.program, "call") or not has_primitive(ctx.program, "remat"):
+        return False
+    with following(remat_of_jit_forwards_inputs=False):
+        want = ctx.residuals_with(lambda policy: policy)
+    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+
+
 def _normalised_against(ctx, want: list) -> list:
     """JAX's list with the installed release's naming normalisations applied
     again, against the modelled list `want` (the check normalised it against
@@ -717,6 +732,20 @@ def _custom_vjp_output_anywhere(got, want, ctx):
 
 
 @additive
+def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
+    """JAX's list is the baseline's plus inputs of top-level checkpoints
+    whose bodies call a custom_vjp (at most one entry per input, at least
+    one entry)."""
+    extra, missing = _difference(got, want)
+    inputs = collections.Counter()
+    for e in ctx.program.eqns:
+        if e.primitive.name == "remat" and any(c.primitive.name == "custom_vjp_call"
+                                               for c in _eqns(e.params["jaxpr"])):
+            inputs.update({(str(a.type), str(source_of(a, ctx.program))) for a in e.inputs if isinstance(a, Var)})
+    return not missing and bool(extra) and not (extra - inputs)
+
+
+@additive
 def _sort_jvp_int32_permutation(got, want, ctx):
     """JAX's list is the baseline's with some `u32[s..., 1]` entries (the
     permutation sort's JVP gathers with, s a sort operand's shape) `i32`
@@ -752,6 +781,22 @@ def _zero_power_literal(got, want, ctx):
     zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
                                 for e in _eqns(ctx.program)
                                 if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    return not missing and bool(extra) and not (extra - zeros)
+
+
+@additive
+def _scan_zero_carry_tangent(got, want, ctx):
+    """JAX's list is the baseline's plus at most one entry per float carry
+    of each top-level scan: the zero its JVP instantiates, a scalar `from a
+    literal` or an array `output of broadcast_in_dim` of the carry's type."""
+    extra, missing = _difference(got, want)
+    zeros = collections.Counter()
+    for e in ctx.program.eqns:
+        if e.primitive.name == "scan":
+            nc, nk = e.params["num_consts"], e.params["num_carry"]
+            for a in e.inputs[nc:nc + nk]:
+                if np.issubdtype(np.dtype(a.type.dtype), np.floating):
+                    zeros[(str(a.type), "from a literal" if not a.type.shape else "output of broadcast_in_dim")] += 1
     return not missing and bool(extra) and not (extra - zeros)
 
 
@@ -1203,6 +1248,27 @@ DIVERGENCES = [
         "print('remat3:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # remat2: 2, remat3: 3",
         _remat3_unused_outputs_read, releases=REMAT3),
     Divergence(
+        "remat-of-jit-saves-its-inputs-again",
+        "Inside a checkpoint, a jit whose backward half reads one of the jit's known inputs "
+        "returns that input from its known half as a residual output of its own (no input "
+        "forwarding in closed_call_partial_eval_custom_rule: `in_fwd`, added by jax-ml/jax "
+        "8224ddd4d0, \"add input-to-output forwarding optimization to remat-of-jit\", in jax "
+        "0.9.1), so the value is saved as `output of pjit` (`output of jitted function`), once "
+        "per jit reading it, instead of once, as itself: two jits closing over sin(x) save it "
+        "twice (found by the corpus case jit_closures_everything_saveable on 0.4.25; JAX's "
+        "test_remat_of_jit_input_to_output_forwarding). Wasted memory; gradients are right. "
+        "RELEASES_NOTE The predicate: remat2, a jit in a checkpoint, and JAX's residuals are "
+        "exactly the spec's following that choice (spec.semantics: "
+        "remat_of_jit_forwards_inputs=False) and not the spec's own.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "def f(x):\n"
+        "    y = jnp.sin(x)\n"
+        "    x = jax.jit(lambda: x * y)()\n"
+        "    return jax.jit(lambda: x * y)()\n"
+        "f = jax.checkpoint(f, policy=jax.checkpoint_policies.everything_saveable)\n"
+        "print('saved:', len(saved_residuals(f, 3.)))  # saved: 5",
+        _remat_of_jit_returns_its_inputs, releases=Releases("0.4.25", "0.9.1")),
+    Divergence(
         "linearize-keeps-unused-outputs-of-staged-equations",
         "Before direct linearization (the default from jax 0.7.0, jax-ml/jax a7ed048afa; verified "
         "on 0.4.25, 0.4.36 and 0.6.2, and gone there with jax_use_direct_linearize on) "
@@ -1420,6 +1486,22 @@ DIVERGENCES = [
         "print('saves its output too' if n == 2 else 'saves only its residual')  # saves its output too",
         _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.36")),
     Divergence(
+        "custom-vjp-in-a-checkpoint-saves-the-checkpoint-s-inputs",
+        "Before jax 0.6 (0.4.25 and 0.4.36 measured; 0.6.2 not) a custom_vjp called inside a "
+        "checkpoint makes the checkpoint save its inputs besides what its policy saves: "
+        "checkpoint(s, policy=save_only_these_names('cos')) of a custom_vjp s whose forward rule "
+        "names cos(x) saves x and cos(x), where the backward pass reads only cos(x); two nested "
+        "custom_vjp identities with symbolic zeros save x where nothing is needed (found by the "
+        "corpus cases after JAX's test_custom_vjp_with_checkpoint_name_in_fwd and "
+        "test_symbolic_zeros_remat, on 0.4.25). Wasted memory; gradients are right. The "
+        "predicate: JAX's list is the spec's plus entries, at most one per input of a top-level "
+        "checkpoint whose body calls a custom_vjp, at least one.",
+        "s = jax.custom_vjp(jnp.sin)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), checkpoint_name(jnp.cos(x), 'cos')), lambda c, g: (c * g,))\n"
+        "f = jax.checkpoint(s, policy=jax.checkpoint_policies.save_only_these_names('cos'))\n"
+        "print(len(jax._src.ad_checkpoint.saved_residuals(f, 1.0)), 'saved')  # 2 saved",
+        _custom_vjp_in_checkpoint_saves_checkpoint_inputs, releases=Releases("0.4.25", "0.6.2")),
+    Divergence(
         "jvp-partial-eval-saves-a-zero-power-s-literal",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "
         "where it is the default since jax-ml/jax a7ed048afa, or absent before 0.4.36) "
@@ -1430,6 +1512,22 @@ DIVERGENCES = [
         "integer_pow[y=0] of its dtype.",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "jvp-partial-eval-saves-a-scan-s-zero-carry-tangent",
+        "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "
+        "where it is the default since jax-ml/jax a7ed048afa) a scan whose carry has a zero "
+        "tangent at the start that the loop makes nonzero gets that zero instantiated by "
+        "_scan_jvp outside the loop (`ad.instantiate_zeros`: a scalar literal 0, or a "
+        "broadcast_in_dim of one), and partial evaluation saves it as a residual the staged "
+        "scan reads as its initial carry; direct linearization (which the spec models) makes "
+        "it in the tangent function, never saved (found by the corpus cases after JAX's "
+        "test_remat_checkpoint_dots_inside_scan and test_dce_jaxpr_scan_overpruning on 0.4.25, "
+        "0.4.36 and 0.6.2). A saved zero: wasted memory, gradients are right. The predicate: "
+        "JAX's list is the spec's plus at most one zero (a scalar `from a literal`, an array "
+        "`output of broadcast_in_dim`) per float carry of a top-level scan, of its type.",
+        "f = lambda w: jax.lax.scan(lambda c, _: (jnp.sin(c + w), None), 1.0, None, length=3)[0]\n"
+        "print_saved_residuals(f, 2.0)  # from a literal",
+        _scan_zero_carry_tangent, flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

@@ -134,7 +134,7 @@ def _elided_view(spec_prim_name: str, want: str, fn, structs):
     kept only on a weak-typed one, which it makes strong; the spec's types
     carry no weak type. Traced again on weak-typed avals."""
     import jax
-    weak = [jax.ShapeDtypeStruct(s.shape, s.dtype, weak_type=True) for s in structs]
+    weak = [jx.weak_typed(s.shape, s.dtype) for s in structs]
     for e in jax.make_jaxpr(fn)(*weak).jaxpr.eqns:
         if e.primitive.name == want:
             return e.primitive, tuple(v.aval for v in e.invars), dict(e.params)

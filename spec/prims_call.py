@@ -28,6 +28,7 @@ from spec.core import batch_rules, is_undefined
 from spec.evaluate import evaluate
 from spec.jvp import jvp_program, linearizing
 from spec.partial_eval import Source, constant_key, partial_eval, source_rules
+from spec.semantics import semantics
 from spec.transpose import transpose
 
 call_p = primitive("call", ["jaxpr", "name"], multiple_results=True)
@@ -115,7 +116,7 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     known_body_outs = pe.known.outputs[:n_known]
     own_constants = _constants_of(body) if linearize else set()
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
-        if r.source.kind == "argument":
+        if r.source.kind == "argument" and (linearize or semantics().remat_of_jit_forwards_inputs):
             res_atoms.append(known_ins[r.source.index])
         elif isinstance(out, Literal) and constant_key(out) in own_constants:
             # one of the body's own constants: pjit's linearize rule forwards it

@@ -188,7 +188,7 @@ jvp_rules[psum_p] = linear_jvp(lambda x, *, axes: bind(psum_p, x, axes=axes))   
 transpose_rules[psum_p] = _psum_transpose
 axis_batch_rules[psum_p] = _collective_batcher(psum_p, _psum_if_unmapped)
 jax_facts[psum_p] = JaxFacts(
-    "psum", "lambda x, axes: jax._src.lax.parallel.psum_p.bind(x, axes=axes, axis_index_groups=None)",
+    "psum", "lambda x, axes: _one(jax._src.lax.parallel.psum_p.bind(x, axes=axes, axis_index_groups=None))",
     ignored=(("axis_index_groups", None),))
 examples[psum_p] = [
     Example("psum-batch-axis", (((3, 2), "f32", "normal"),), lambda x: psum(x, 0),
@@ -239,7 +239,7 @@ for _p, _reducer in ((pmax_p, reduce_max_p), (pmin_p, reduce_min_p)):
     jvp_rules[_p] = _no_jvp(_p.name)
     axis_batch_rules[_p] = _collective_batcher(_p, _keep)
     jax_facts[_p] = JaxFacts(
-        _p.name, f"lambda x, axes: jax._src.lax.parallel.{_p.name}_p.bind(x, axes=axes, axis_index_groups=None)",
+        _p.name, f"lambda x, axes: _one(jax._src.lax.parallel.{_p.name}_p.bind(x, axes=axes, axis_index_groups=None))",
         ignored=(("axis_index_groups", None),))
 
 examples[pmax_p] = [

@@ -290,3 +290,15 @@ def test_offloading_to_a_memory_the_device_lacks_is_unsupported():
     with pytest.raises(oracle.Unsupported, match=r"'pinned_host'.*memory kinds: \['device'\]"):
         checker._check_memory_kinds(case)
     checker._check_memory_kinds(checker.make_case(mlp, policy, (X, W), {}, backend=cpu))   # CPU has it
+
+
+def test_offloading_on_a_device_that_tells_no_memory_kinds_is_unsupported():
+    # jax 0.4.25's CPU device: default_memory() raises UNIMPLEMENTED, and
+    # device_put to a memory kind raises NotImplementedError
+    cpu = backends.resolve("cpu")
+    no_memories = backends.Backend("cpu", cpu.device, cpu.arithmetic, (), None)
+    policy = jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host")
+    case = checker.make_case(mlp, policy, (X, W), {}, backend=no_memories)
+    with pytest.raises(oracle.Unsupported, match=r"'pinned_host'.*memory kinds: none"):
+        checker._check_memory_kinds(case)
+    checker._check_memory_kinds(checker.make_case(mlp, None, (X, W), {}, backend=no_memories))  # no offload

@@ -20,6 +20,16 @@ def new_primitive(name: str):
     return cls(name)
 
 
+def weak_typed(shape, dtype):
+    """An abstract weak-typed argument for make_jaxpr: a ShapeDtypeStruct
+    with weak_type=True, or (0.4.25: no such parameter) a ShapedArray."""
+    import inspect
+    import jax
+    if "weak_type" in inspect.signature(jax.ShapeDtypeStruct).parameters:
+        return jax.ShapeDtypeStruct(shape, dtype, weak_type=True)
+    return core().ShapedArray(shape, dtype, weak_type=True)
+
+
 def partial_eval():
     """jax._src.interpreters.partial_eval: a policy's answers (Saveable,
     Recompute, Offloadable) and convert_constvars_jaxpr."""

@@ -53,6 +53,22 @@ def _binding_without(prim, *names):
     return _Spelled(prim, bind=lambda *xs, **p: prim.bind(*xs, **{k: v for k, v in p.items() if k not in names}))
 
 
+def _one(result):
+    """One array: psum_p, pmax_p and pmin_p bind with multiple_results (a
+    list) in old releases (0.4.25)."""
+    return result[0] if isinstance(result, (list, tuple)) else result
+
+
+def _without_batching_dims(cls):
+    """lax.{Gather,Scatter}DimensionNumbers of a release without batching
+    dims (before jax 0.4.31): the three fields, where none is batched."""
+    def make(*dims):
+        if any(dims[3:]):
+            raise _Unsupported(f'jax {jax.__version__}: {cls.__name__} takes no batching dims')
+        return cls(*dims[:3])
+    return make
+
+
 _convert_params = jax.make_jaxpr(lambda x: lax.convert_element_type(x, np.int32))(np.float32(0)).eqns[0].params
 lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
     'sin', 'cos', 'tan', 'tanh', 'exp', 'exp2', 'expm1', 'log', 'log1p', 'logistic', 'sqrt', 'rsqrt', 'cbrt')
@@ -60,6 +76,8 @@ lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
     **({} if _takes(lax.top_k, 'axis') else {'top_k': _last_axis_top_k(lax.top_k)}),
     **{n: getattr(lax_internal, '_' + n) for n in ('reduce_and', 'reduce_or')
        if not hasattr(lax, n)},                            # private before jax 0.4.3x
+    **{n: _without_batching_dims(getattr(lax, n)) for n in ('GatherDimensionNumbers', 'ScatterDimensionNumbers')
+       if len(getattr(lax, n)._fields) == 3},
     **({} if hasattr(lax, 'optimization_barrier') else     # public from jax 0.4.3x
        {'optimization_barrier': __import__('jax._src.ad_checkpoint', fromlist=['_'])._optimization_barrier}))
 lax_internal = _Spelled(lax_internal, **{n: getattr(lax_internal, '_' + n) for n in (

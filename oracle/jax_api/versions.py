@@ -16,16 +16,20 @@ def parse(version: str) -> tuple:
 @dataclass(frozen=True)
 class Releases:
     """The releases from `first` up to, not including, `fixed` (None: still
-    present in the newest release checked)."""
+    present in the newest release checked); and those of `again`, a later
+    range where a behaviour that went came back (a regression)."""
     first: str = "0.4.25"
     fixed: str | None = None
+    again: "Releases | None" = None
 
     def __contains__(self, version: str) -> bool:
         v = parse(version)
-        return parse(self.first) <= v and (self.fixed is None or v < parse(self.fixed))
+        return (parse(self.first) <= v and (self.fixed is None or v < parse(self.fixed))
+                or self.again is not None and version in self.again)
 
     def __str__(self):
-        return f">= {self.first}" + (f", < {self.fixed}" if self.fixed else "")
+        return (f">= {self.first}" + (f", < {self.fixed}" if self.fixed else "")
+                + (f"; {self.again}" if self.again is not None else ""))
 
 
 ALL = Releases()

@@ -1,0 +1,51 @@
+"""JAX's choices that changed on purpose between releases.
+
+The spec follows jax 0.10.2. Where an older release made another choice
+that JAX later changed deliberately (an optimisation added, not a defect
+fixed), the spec can follow the older one inside `following(...)`; the
+oracle uses that to model the older release's residuals for the known
+divergence each choice names (oracle/divergences.py, docs/divergences.md
+has the version table). Each field says what it switches and cites the
+change.
+
+>>> semantics().remat_of_jit_forwards_inputs
+True
+>>> with following(remat_of_jit_forwards_inputs=False):
+...     semantics().remat_of_jit_forwards_inputs
+False
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Semantics:
+    # Inside a checkpoint, a jit's residual that is one of its known inputs
+    # is read from outside the jit, not returned by the known jit as an
+    # output of its own (closed_call_partial_eval_custom_rule's `in_fwd`,
+    # jax/_src/interpreters/partial_eval.py; added in jax 0.9.1 by
+    # jax-ml/jax 8224ddd4d0, "add input-to-output forwarding optimization to
+    # remat-of-jit"). Before, each jit reading a saved value returned a copy,
+    # saved as `output of pjit`, once per jit.
+    remat_of_jit_forwards_inputs: bool = True
+
+
+_current = contextvars.ContextVar("semantics", default=Semantics())
+
+
+def semantics() -> Semantics:
+    """The choices the spec follows now."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def following(**choices):
+    """The spec follows `choices` (fields of Semantics) for the duration."""
+    token = _current.set(replace(semantics(), **choices))
+    try:
+        yield
+    finally:
+        _current.reset(token)

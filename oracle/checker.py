@@ -386,6 +386,17 @@ def _check(fn, policy, args, kwargs, implementations, properties, static_argnums
     return report
 
 
+def _refuse_what_jax_cannot_run(outcomes: dict):
+    """JAX refused to run the program on this platform (jax 0.4.25 cannot
+    offload to host memory on CPU: `device_put` with a memory kind raises
+    NotImplementedError), so there is nothing to compare: Unsupported."""
+    for _, error in outcomes.values():
+        if isinstance(error, NotImplementedError) and "memory_kind" in str(error):
+            import jax
+            raise Unsupported(f"jax {jax.__version__} cannot run this program on this platform: "
+                              f"{_first_line(error)}")
+
+
 def _refuse_unmodelled(spec_error):
     """The spec met something it does not model only when a property needed
     it (a custom_vjp's fwd rule is converted on first use): that is the
@@ -419,6 +430,7 @@ def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
         outcomes = {p.name: (None, error) for p in checked}
     else:
         outcomes = jax_outcomes(case, f, checked, report.timings)
+    _refuse_what_jax_cannot_run(outcomes)
     secs = (time.perf_counter() - t0) / max(len(checked), 1)
     for p in checked:
         if p.name == "residuals" and outcomes[p.name][1] is None and spec_outcomes[p.name][1] is None:

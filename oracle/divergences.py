@@ -800,6 +800,43 @@ def _scan_zero_carry_tangent(got, want, ctx):
     return not missing and bool(extra) and not (extra - zeros)
 
 
+def _forwarded_input(prog: Program, atom) -> int | None:
+    """The input of `prog` that `atom` is, passed through checkpoint and
+    call outputs that return their own inputs; None if it is none."""
+    producers = {v.id: (e, k) for e in prog.eqns for k, v in enumerate(e.outputs)}
+    while isinstance(atom, Var):
+        for i, v in enumerate(prog.inputs):
+            if v.id == atom.id:
+                return i
+        if atom.id not in producers or producers[atom.id][0].primitive.name not in ("remat", "call"):
+            return None
+        e, k = producers[atom.id]
+        j = _forwarded_input(e.params["jaxpr"], e.params["jaxpr"].outputs[k])
+        if j is None:
+            return None
+        atom = e.inputs[j]
+    return None
+
+
+def _forwards_an_input(prog: Program) -> bool:
+    """Some output of `prog`, or of a program nested in it, is one of its
+    inputs, passed through checkpoints or calls (`_forwarded_input`)."""
+    return (any(_forwarded_input(prog, a) is not None for a in prog.outputs)
+            or any(_forwards_an_input(sub) for e in prog.eqns for _, sub in subprograms(e.params)))
+
+
+def _pjit_residual_forwarding(ctx):
+    """A program with an output that forwards an input (`_forwards_an_input`),
+    and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
+    `subs_list2`, or reverse-mode values (or the residuals it saves) that
+    differ."""
+    if ctx.implementation != "remat2" or not _forwards_an_input(ctx.program):
+        return False
+    if ctx.error is not None:
+        return isinstance(ctx.error, IndexError) and "list index out of range" in str(ctx.error)
+    return ctx.property in ("residuals", "vjp_leaves", "vjp", "second_order", "stack")
+
+
 def _non_partitionable_threefry(ctx):
     """A numeric property of a program that splits, folds or draws bits
     from a key (the key derivations both algorithms define differently)."""
@@ -1257,7 +1294,12 @@ DIVERGENCES = [
         "per jit reading it, instead of once, as itself: two jits closing over sin(x) save it "
         "twice (found by the corpus case jit_closures_everything_saveable on 0.4.25; JAX's "
         "test_remat_of_jit_input_to_output_forwarding). Wasted memory; gradients are right. "
-        "RELEASES_NOTE The predicate: remat2, a jit in a checkpoint, and JAX's residuals are "
+        "Releases (measured on every release with tools/releases.py): 0.4.25 to 0.4.28; from "
+        "0.4.29 to 0.5.3 pjit's staging rule forwarded a jit's outputs that are its inputs "
+        "(jax-ml/jax 0a693faf48, \"add pjit forwarding rule\"), so nothing was saved twice; "
+        "e8038501d0 (a donation fix, jax 0.6.0) kept that forwarding for dynamic shapes only, "
+        "and the copies came back until 0.9.1: a regression. The predicate: remat2, a jit in a "
+        "checkpoint, and JAX's residuals are "
         "exactly the spec's following that choice (spec.semantics: "
         "remat_of_jit_forwards_inputs=False) and not the spec's own.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
@@ -1267,7 +1309,7 @@ DIVERGENCES = [
         "    return jax.jit(lambda: x * y)()\n"
         "f = jax.checkpoint(f, policy=jax.checkpoint_policies.everything_saveable)\n"
         "print('saved:', len(saved_residuals(f, 3.)))  # saved: 5",
-        _remat_of_jit_returns_its_inputs, releases=Releases("0.4.25", "0.9.1")),
+        _remat_of_jit_returns_its_inputs, releases=Releases("0.4.25", "0.4.29", again=Releases("0.6.0", "0.9.1"))),
     Divergence(
         "linearize-keeps-unused-outputs-of-staged-equations",
         "Before direct linearization (the default from jax 0.7.0, jax-ml/jax a7ed048afa; verified "
@@ -1528,6 +1570,28 @@ DIVERGENCES = [
         "f = lambda w: jax.lax.scan(lambda c, _: (jnp.sin(c + w), None), 1.0, None, length=3)[0]\n"
         "print_saved_residuals(f, 2.0)  # from a literal",
         _scan_zero_carry_tangent, flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "jit-residual-forwarding-gives-wrong-gradients",
+        "In jax 0.4.25 pjit's partial evaluation (_pjit_partial_eval) forwards a jitted "
+        "function's residuals that are its inputs or its known outputs, and maps them back "
+        "wrongly when an output of the jit is one of its inputs passed through (here through "
+        "checkpoints that return their input): the reverse pass of jax.jit(f) reads the wrong "
+        "residuals, so jax.vjp's cotangents are wrong (0.4.25: 3.1451 where 3.5704 is right), "
+        "or partial evaluation fails with an IndexError in `subs_list2`. jax-ml/jax#20267, fixed "
+        "by c515f15e01 (\"fix residual forwarding bug\", 2024-03-15) in jax 0.4.26 (found by a "
+        "campaign on 0.4.25: a jitted pair of nested checkpoints returning their input). The "
+        "predicate: remat2, a program (or a jit or checkpoint in it) with an output that is one "
+        "of its inputs passed through, and either that IndexError or reverse-mode values "
+        "(vjp, second order, a stack) or residuals that differ.",
+        "def outer(f):\n"
+        "    h, _ = jax.checkpoint(lambda j: (j + jnp.sin(j), j), prevent_cse=False)(f)\n"
+        "    return f + h, f\n"
+        "fn = jax.jit(lambda a: (*jax.checkpoint(outer)(a), jnp.exp(jnp.tanh(a))))\n"
+        "x = jnp.float32(-1.1369617)\n"
+        "ct = jax.vjp(fn, x)[1]((jnp.float32(1.), jnp.float32(1.), jnp.float32(1.)))[0]\n"
+        "t = jnp.tanh(x)\n"
+        "print('wrong' if abs(ct - (3 + jnp.cos(x) + jnp.exp(t) * (1 - t * t))) > 1e-4 else 'right')  # wrong",
+        _pjit_residual_forwarding, releases=Releases("0.4.25", "0.4.26")),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

@@ -422,7 +422,7 @@ def _gather_from_jax(p: dict) -> dict:
     mode by name, a NaN fill (lax.gather's default) as None."""
     p = dict(p)
     dn = p.pop("dimension_numbers")
-    p.update({k: _ints(getattr(dn, k)) for k in _GATHER_DIMS})
+    p.update({k: _ints(getattr(dn, k, ())) for k in _GATHER_DIMS})   # (no batching dims before jax 0.4.31)
     p["slice_sizes"] = _ints(p["slice_sizes"])
     p["mode"] = _mode_from_jax(p["mode"])
     fill = p.get("fill_value")
@@ -799,7 +799,7 @@ def _scatter_from_jax(p: dict) -> dict:
     left for the import to refuse)."""
     p = dict(p)
     dn = p.pop("dimension_numbers")
-    p.update({k: _ints(getattr(dn, k)) for k in _SCATTER_DIMS})
+    p.update({k: _ints(getattr(dn, k, ())) for k in _SCATTER_DIMS})   # (no batching dims before jax 0.4.31)
     p["mode"] = _mode_from_jax(p["mode"])
     if not p.get("update_consts", ()):
         p.pop("update_consts", None)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import spec
-from spec import ops, policies as P
+from spec import ops, policies as P, prims_call
 
 # Test programs: each a function of spec values plus its input types. Each
 # binds names 'h' and 'a' so every name policy applies.
@@ -277,3 +277,31 @@ def test_a_value_rounded_for_a_checkpoint_keeps_its_exact_value():
     got, = spec.evaluate(spec.grad(prog), x)
     want = np.exp(np.tanh(x.astype(np.float64))) * (1 - np.tanh(x.astype(np.float64)) ** 2)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _two_jits_closing_over_sin():
+    """jax.checkpoint(f, policy=everything_saveable) of f(x): y = sin(x),
+    x1 = jit(lambda: x * y)(), jit(lambda: x1 * y)() (JAX's
+    test_remat_of_jit_input_to_output_forwarding)."""
+    def mul_jit(a, b):
+        body = spec.trace(lambda u, v: ops.mul(u, v), spec.f32[()], spec.f32[()])
+        return prims_call.call(body, a, b, name="<lambda>")[0]
+
+    def f(x):
+        y = ops.sin(x)
+        return mul_jit(mul_jit(x, y), y)
+    return spec.trace(ops.checkpoint(f, policy=P.everything_saveable), spec.f32[()])
+
+
+def test_remat_of_jit_forwards_inputs_as_jax_0_10_2_does():
+    # recorded with tools/releases.py: jax 0.4.29..0.5.x and 0.9.1.. save 4
+    # (x, sin, cos, the first jit's output), 0.4.25..0.4.28 and 0.6.x..0.9.0
+    # save sin(x) again from each jit: 5
+    from spec.semantics import following
+    prog = _two_jits_closing_over_sin()
+    assert [str(r.source) for r in spec.saved_residuals(prog)] == [
+        "from the argument args[0]", "output of sin", "output of cos", "output of jitted function '<lambda>'"]
+    with following(remat_of_jit_forwards_inputs=False):
+        sources = [str(r.source) for r in spec.saved_residuals(prog)]
+    assert sorted(sources) == sorted(["from the argument args[0]", "output of cos"]
+                                     + ["output of jitted function '<lambda>'"] * 3)

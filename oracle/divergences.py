@@ -775,26 +775,33 @@ def _linearized_zero_output_leaks(ctx):
 
 @additive
 def _zero_power_literal(got, want, ctx):
-    """JAX's list is the baseline's plus at most one scalar `from a literal`
-    of each integer_pow[y=0]'s dtype."""
+    """JAX's list is the baseline's plus at most one zero per
+    integer_pow[y=0]: a scalar `from a literal` of its dtype, or (an array
+    power) an `output of broadcast_in_dim` of its type."""
     extra, missing = _difference(got, want)
-    zeros = collections.Counter((str(e.outputs[0].type).split("[")[0] + "[]", "from a literal")
-                                for e in _eqns(ctx.program)
-                                if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    zeros = collections.Counter()
+    for e in _eqns(ctx.program):
+        if e.primitive.name == "integer_pow" and e.params["y"] == 0:
+            t = e.outputs[0].type
+            zeros[(str(t).split("[")[0] + "[]", "from a literal")] += 1
+            if t.shape:
+                zeros[(str(t), "output of broadcast_in_dim")] += 1
     return not missing and bool(extra) and not (extra - zeros)
 
 
 @additive
 def _scan_zero_carry_tangent(got, want, ctx):
     """JAX's list is the baseline's plus at most one entry per float carry
-    of each top-level scan: the zero its JVP instantiates, a scalar `from a
-    literal` or an array `output of broadcast_in_dim` of the carry's type."""
+    of each top-level scan or while loop: the zero its JVP instantiates, a
+    scalar `from a literal` or an array `output of broadcast_in_dim` of the
+    carry's type."""
     extra, missing = _difference(got, want)
     zeros = collections.Counter()
     for e in ctx.program.eqns:
-        if e.primitive.name == "scan":
-            nc, nk = e.params["num_consts"], e.params["num_carry"]
-            for a in e.inputs[nc:nc + nk]:
+        if e.primitive.name in ("scan", "while"):
+            carries = (e.inputs[e.params["num_consts"]:e.params["num_consts"] + e.params["num_carry"]]
+                       if e.primitive.name == "scan" else e.inputs[e.params["cond_nconsts"] + e.params["body_nconsts"]:])
+            for a in carries:
                 if np.issubdtype(np.dtype(a.type.dtype), np.floating):
                     zeros[(str(a.type), "from a literal" if not a.type.shape else "output of broadcast_in_dim")] += 1
     return not missing and bool(extra) and not (extra - zeros)
@@ -1550,14 +1557,15 @@ DIVERGENCES = [
         "linearization is JVP followed by partial evaluation, and the zero tangent of "
         "integer_pow(x, 0) (`_zeros(g)`, a broadcast literal 0) becomes a saved scalar `from a "
         "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
-        "predicate: JAX's list is the spec's plus at most one scalar `from a literal` per "
-        "integer_pow[y=0] of its dtype.",
+        "predicate: JAX's list is the spec's plus at most one zero per integer_pow[y=0]: a scalar "
+        "`from a literal` of its dtype, or for an array power an `output of broadcast_in_dim` of "
+        "its type (found by a campaign on 0.4.25).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "jvp-partial-eval-saves-a-scan-s-zero-carry-tangent",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "
-        "where it is the default since jax-ml/jax a7ed048afa) a scan whose carry has a zero "
+        "where it is the default since jax-ml/jax a7ed048afa) a scan (or while loop) whose carry has a zero "
         "tangent at the start that the loop makes nonzero gets that zero instantiated by "
         "_scan_jvp outside the loop (`ad.instantiate_zeros`: a scalar literal 0, or a "
         "broadcast_in_dim of one), and partial evaluation saves it as a residual the staged "
@@ -1566,7 +1574,7 @@ DIVERGENCES = [
         "test_remat_checkpoint_dots_inside_scan and test_dce_jaxpr_scan_overpruning on 0.4.25, "
         "0.4.36 and 0.6.2). A saved zero: wasted memory, gradients are right. The predicate: "
         "JAX's list is the spec's plus at most one zero (a scalar `from a literal`, an array "
-        "`output of broadcast_in_dim`) per float carry of a top-level scan, of its type.",
+        "`output of broadcast_in_dim`) per float carry of a top-level scan or while loop, of its type.",
         "f = lambda w: jax.lax.scan(lambda c, _: (jnp.sin(c + w), None), 1.0, None, length=3)[0]\n"
         "print_saved_residuals(f, 2.0)  # from a literal",
         _scan_zero_carry_tangent, flag="jax_use_direct_linearize", flag_value=False),

@@ -336,9 +336,39 @@ def _check_memory_kinds(case: Case) -> None:
         return
     try:
         spaces = {r.type.memory_space for r in spec.saved_residuals(case.prog)}
-    except Exception:        # the residuals property reports the spec's error
-        return
+    except Exception:        # the residuals property reports the spec's error; the
+        spaces = _offload_destinations(case.prog)   # policies' own answers decide
     backends.check_memory_kinds(b, spaces)
+
+
+def _offload_destinations(prog: Program) -> set:
+    """The memory spaces the program's checkpoint policies (each part of a
+    save_from_both_policies on its own) answer Offload to, asked about the
+    equations of their checkpoint's body (at any depth)."""
+    out = set()
+
+    def parts(policy):
+        if isinstance(policy, sp._SaveFromBoth):
+            return parts(policy.policy_1) + parts(policy.policy_2)
+        return [policy] if callable(policy) else []
+
+    def eqns(p):
+        for e in p.eqns:
+            yield e
+            for _, sub in spec.ir.subprograms(e.params):
+                yield from eqns(sub)
+    for e in eqns(prog):
+        if e.primitive.name != "remat":
+            continue
+        for policy in parts(e.params.get("policy")):
+            for q in eqns(e.params["jaxpr"]):
+                try:
+                    answer = sp._answer(policy, q.primitive, [a.type for a in q.inputs], q.params)
+                except Exception:    # noqa: BLE001 -- the check reports a policy that raises
+                    continue
+                if isinstance(answer, sp.Offload):
+                    out.add(spec.ir.ArrayType((), "float32").with_memory_space(answer.dst).memory_space)
+    return out
 
 
 def check(fn, policy=None, *args, implementations=IMPLEMENTATIONS, properties=PROPERTIES,

@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS
-from oracle.program_variants import (has_primitive, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (has_primitive, unread_operands_out, inline_checkpoints, map_policies, policies_in,
                                      unused_checkpoint_outputs_out, unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
                                  remat3_model, remat3_recognises, remat3_variants, remats)
@@ -518,6 +518,19 @@ def _remat_of_jit_returns_its_inputs(ctx):
     return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
 
 
+def _linearize_keeps_tangents_of_unread_operands(ctx):
+    """remat2, and JAX's residuals are exactly the spec's of the program
+    with the unread operands of its conds, calls and scans made outputs
+    (`unread_operands_out`), and not the spec's own."""
+    if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
+        return False
+    variant, n = unread_operands_out(ctx.program)
+    if not n:
+        return False
+    want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
+    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+
+
 def _normalised_against(ctx, want: list) -> list:
     """JAX's list with the installed release's naming normalisations applied
     again, against the modelled list `want` (the check normalised it against
@@ -770,11 +783,15 @@ def _linearized_zero_output_leaks(ctx):
     """A transformation stack's numbers (the stack ends in linearize: its
     jit returns the linear function, a second jit calls it), and JAX raised
     the error the known output of such a function raises there: an escaped
-    tracer (before 0.6) or an unhashable Literal in its static data."""
+    tracer (before 0.6), an unhashable Literal in its static data, or a
+    compiled call one argument short."""
     e = ctx.error
     return (ctx.property == "stack" and e is not None and (
         (type(e).__name__ == "UnexpectedTracerError" and "DynamicJaxprTracer" in str(e))
-        or (isinstance(e, TypeError) and "unhashable type: 'Literal'" in str(e))))
+        or (isinstance(e, TypeError) and "unhashable type: 'Literal'" in str(e))
+        # 0.4.36: the known output is a constant of the compiled call, one
+        # argument short (found by a campaign on 0.4.36)
+        or (isinstance(e, TypeError) and re.search(r"Computation compiled for \d+ inputs but called with", str(e)))))
 
 
 @additive
@@ -846,6 +863,17 @@ def _pjit_residual_forwarding(ctx):
     if ctx.error is not None:
         return isinstance(ctx.error, IndexError) and "list index out of range" in str(ctx.error)
     return ctx.property in ("residuals", "vjp_leaves", "vjp", "second_order", "stack")
+
+
+def _generic_reduce_window_refused_otherwise(ctx):
+    """Both sides refuse to linearize a program with a generic reduce_window
+    (the spec with JAX's later linearization error), and JAX with its older
+    error: no JVP rule (NotImplementedError) or a bare AssertionError."""
+    e, spec_error = ctx.error, ctx.spec_error_too
+    return (isinstance(spec_error, ValueError) and str(spec_error) == LINEARIZATION_ERROR
+            and has_primitive(ctx.program, "reduce_window")
+            and (isinstance(e, AssertionError) or (
+                isinstance(e, NotImplementedError) and "rule for 'reduce_window' not implemented" in str(e))))
 
 
 def _non_partitionable_threefry(ctx):
@@ -1324,6 +1352,21 @@ DIVERGENCES = [
         "print('saved:', len(saved_residuals(f, 3.)))  # saved: 5",
         _remat_of_jit_returns_its_inputs, releases=Releases("0.4.25", "0.4.29", again=Releases("0.6.0", "0.9.1"))),
     Divergence(
+        "linearize-computes-tangents-of-unread-operands",
+        "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0) "
+        "linearization is JVP followed by pe.JaxprTrace partial evaluation, which stages a cond, "
+        "jit or scan with the tangents of all its operands, read by its body or not, so the "
+        "tangent of an operand nothing reads is computed and the residuals it needs are saved: "
+        "acos(c) passed to a cond whose branches ignore it saves acos's derivative factor "
+        "(`output of neg`; found by a campaign on 0.4.36). Direct linearization (and the spec) "
+        "prunes the unread operand. Wasted memory; gradients are right. The predicate: remat2, "
+        "and JAX's residuals are exactly the spec's for the program with every unread float "
+        "operand of a top-level cond, call or scan (not a carry) made a program output, and not "
+        "for the program itself.",
+        "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
+        "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
+        _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
         "linearize-keeps-unused-outputs-of-staged-equations",
         "Before direct linearization (the default from jax 0.7.0, jax-ml/jax a7ed048afa; verified "
         "on 0.4.25, 0.4.36 and 0.6.2, and gone there with jax_use_direct_linearize on) "
@@ -1428,10 +1471,12 @@ DIVERGENCES = [
         "output as a known value in its static data (api._lift_linearized's out_pvals): "
         "returned from the jit and called under another jit it raises UnexpectedTracerError "
         "(an escaped DynamicJaxprTracer, 0.4.x) or TypeError: unhashable type: 'Literal' "
-        "(0.6.2). docs/historic_bugs.md has the reproducer (found by a campaign on 0.4.25: "
+        "(0.6.2), or, where its output is all the function returns (integer_pow(x, 0) on "
+        "0.4.36: found by a campaign), TypeError: Computation compiled for 2 inputs but called "
+        "with 1. docs/historic_bugs.md has the reproducer (found by a campaign on 0.4.25: "
         "stack `linearize o grad`). The spec computes the tangents. The predicate: the stack "
         "property (only a stack ending in linearize returns a linear function from its jit), "
-        "and JAX raised exactly one of these two errors.",
+        "and JAX raised exactly one of these errors.",
         "f_lin = jax.jit(lambda x: jax.linearize(lambda x: (jnp.sin(x), jnp.zeros(())), x)[1])(1.0)\n"
         "jax.jit(lambda f, t: f(t))(f_lin, 1.0)  # raises",
         _linearized_zero_output_leaks, releases=Releases("0.4.25", "0.7.0")),
@@ -1607,6 +1652,24 @@ DIVERGENCES = [
         "t = jnp.tanh(x)\n"
         "print('wrong' if abs(ct - (3 + jnp.cos(x) + jnp.exp(t) * (1 - t * t))) > 1e-4 else 'right')  # wrong",
         _pjit_residual_forwarding, releases=Releases("0.4.25", "0.4.26")),
+    Divergence(
+        "generic-reduce-window-refuses-linearization-otherwise",
+        "A generic reduce_window (a window reduction with a jaxpr of its own, lax.reduce_window "
+        "with a Python function) has no linearization: its JVP computes the primal output from "
+        "the tangents. Both JAX and the spec refuse to differentiate it in reverse mode, the "
+        "spec with the error of jax 0.4.38 on (`Linearization failed to produce known values for "
+        "all output primals`); before, JAX refused with other errors: no JVP rule at all "
+        "(NotImplementedError, before 0.4.28, when the generic rule was added), then a bare "
+        "AssertionError (0.4.28 to 0.4.36; every release measured with tools/releases.py; found by a campaign on 0.4.36). The predicate: a program "
+        "with a reduce_window, the spec raised that ValueError, and JAX one of those errors.",
+        "f = lambda b: jax.lax.reduce_window(b, 1.0, jax.lax.mul, (1, 3), (1, 1), 'VALID')\n"
+        "try:\n"
+        "    jax.linearize(f, jnp.ones((2, 5)))\n"
+        "except ValueError:\n"
+        "    print('the linearization error')\n"
+        "except (AssertionError, NotImplementedError):\n"
+        "    print('another error')  # another error",
+        _generic_reduce_window_refused_otherwise, releases=Releases("0.4.25", "0.4.38")),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

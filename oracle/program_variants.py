@@ -101,6 +101,35 @@ def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
                               lambda e: e.primitive is not remat_p)
 
 
+def unread_operands_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every float operand of a top-level cond, call or scan
+    that its body (no branch of a cond) reads made a program output, and how
+    many were: linearization before direct linearization stages such an
+    equation with its operands' tangents whole, read or not, so the
+    tangents of unread operands are computed, and the residuals they need
+    saved (found by a campaign on 0.4.36: acos's output passed to a cond
+    whose branches ignore it saves acos's derivative factor)."""
+    extra = []
+    for e in prog.eqns:
+        bodies = (list(e.params["branches"]) if e.primitive.name == "cond"
+                  else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan") else [])
+        if not bodies:
+            continue
+        operands = e.inputs[1:] if e.primitive.name == "cond" else e.inputs
+        if e.primitive.name == "scan":     # a carry is read by the next iteration
+            nc, nk = e.params["num_consts"], e.params["num_carry"]
+            skip = set(range(nc, nc + nk))
+        else:
+            skip = set()
+        for i, a in enumerate(operands):
+            read = any(b.inputs[i].id in {x.id for q in b.eqns for x in q.inputs if isinstance(x, Var)}
+                       | {x.id for x in b.outputs if isinstance(x, Var)} for b in bodies)
+            if i not in skip and not read and isinstance(a, Var) and is_float(a.type.dtype) \
+                    and all(a is not o for o in extra):
+                extra.append(a)
+    return Program(prog.inputs, prog.eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
 def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
     """`prog` with every float output that nothing live reads of each live
     equation e with selects(e) made an output of the program, threaded out

@@ -1587,7 +1587,9 @@ DIVERGENCES = [
         _custom_vjp_output_anywhere, releases=Releases("0.4.25", "0.4.36")),
     Divergence(
         "custom-vjp-in-a-checkpoint-saves-the-checkpoint-s-inputs",
-        "Before jax 0.6 (0.4.25 and 0.4.36 measured; 0.6.2 not) a custom_vjp called inside a "
+        "Before jax 0.6.1 (every release from 0.4.25 measured with tools/releases.py; fixed with "
+        "custom-vjp-in-scan-or-jit-saves-its-output by 74938be845, which removed lax.tie_p's "
+        "tie of a custom_vjp's primal outputs to its tangents) a custom_vjp called inside a "
         "checkpoint makes the checkpoint save its inputs besides what its policy saves: "
         "checkpoint(s, policy=save_only_these_names('cos')) of a custom_vjp s whose forward rule "
         "names cos(x) saves x and cos(x), where the backward pass reads only cos(x); two nested "
@@ -1601,7 +1603,7 @@ DIVERGENCES = [
         "s.defvjp(lambda x: (jnp.sin(x), checkpoint_name(jnp.cos(x), 'cos')), lambda c, g: (c * g,))\n"
         "f = jax.checkpoint(s, policy=jax.checkpoint_policies.save_only_these_names('cos'))\n"
         "print(len(jax._src.ad_checkpoint.saved_residuals(f, 1.0)), 'saved')  # 2 saved",
-        _custom_vjp_in_checkpoint_saves_checkpoint_inputs, releases=Releases("0.4.25", "0.6.2")),
+        _custom_vjp_in_checkpoint_saves_checkpoint_inputs, releases=Releases("0.4.25", "0.6.1")),
     Divergence(
         "jvp-partial-eval-saves-a-zero-power-s-literal",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "

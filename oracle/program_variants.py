@@ -102,32 +102,55 @@ def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:
-    """`prog` with every float operand of a top-level cond, call or scan
-    that its body (no branch of a cond) reads made a program output, and how
-    many were: linearization before direct linearization stages such an
-    equation with its operands' tangents whole, read or not, so the
-    tangents of unread operands are computed, and the residuals they need
-    saved (found by a campaign on 0.4.36: acos's output passed to a cond
-    whose branches ignore it saves acos's derivative factor)."""
-    extra = []
+    """`prog` with every float operand of a cond, call or scan that its body
+    (no branch of a cond) reads made a program output, threaded out of the
+    calls around it (a jitted program: the spelling's jit), and how many
+    were: linearization before direct linearization stages such an equation
+    with its operands' tangents whole, read or not, so the tangents of
+    unread operands are computed, and the residuals they need saved (found
+    by a campaign on 0.4.36: acos's output passed to a cond whose branches
+    ignore it saves acos's derivative factor)."""
+    eqns, extra = [], []
     for e in prog.eqns:
-        bodies = (list(e.params["branches"]) if e.primitive.name == "cond"
-                  else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan") else [])
-        if not bodies:
-            continue
-        operands = e.inputs[1:] if e.primitive.name == "cond" else e.inputs
-        if e.primitive.name == "scan":     # a carry is read by the next iteration
-            nc, nk = e.params["num_consts"], e.params["num_carry"]
-            skip = set(range(nc, nc + nk))
-        else:
-            skip = set()
-        for i, a in enumerate(operands):
-            read = any(b.inputs[i].id in {x.id for q in b.eqns for x in q.inputs if isinstance(x, Var)}
-                       | {x.id for x in b.outputs if isinstance(x, Var)} for b in bodies)
-            if i not in skip and not read and isinstance(a, Var) and is_float(a.type.dtype) \
-                    and all(a is not o for o in extra):
-                extra.append(a)
-    return Program(prog.inputs, prog.eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+        if e.primitive.name == "call":
+            body, n = unread_operands_out(e.params["jaxpr"])
+            if n:
+                new = [Var(t) for t in body.out_types[len(body.outputs) - n:]]
+                e = Eqn(e.primitive, e.inputs, list(e.outputs) + new, dict(e.params, jaxpr=body), why=e.why)
+                extra += new
+        eqns.append(e)
+        extra += [a for a in _unread_operands(e) if all(a is not o for o in extra)]
+    return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+
+
+def _unread_operands(e: Eqn) -> list:
+    """The float operands (Vars) of a cond, call or scan `e` whose tangents
+    its body's linearization (no branch's) reads: unread by the body, or
+    read only where the derivative does not need them (integer_pow(h, 0));
+    not a scan's carries (the next iteration reads them)."""
+    bodies = (list(e.params["branches"]) if e.primitive.name == "cond"
+              else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan") else [])
+    operands = e.inputs[1:] if e.primitive.name == "cond" else e.inputs
+    carries = set(range(e.params["num_consts"], e.params["num_consts"] + e.params["num_carry"])) \
+        if e.primitive.name == "scan" else set()
+    try:
+        needed = [_tangents_read(b) for b in bodies]
+    except Exception:       # noqa: BLE001 -- a body the spec cannot linearize: nothing to say
+        return []
+    return [a for i, a in enumerate(operands if bodies else ())
+            if i not in carries and isinstance(a, Var) and is_float(a.type.dtype)
+            and not any(i in n for n in needed)]
+
+
+def _tangents_read(body: Program) -> set[int]:
+    """The inputs of `body` whose tangents its linear program reads."""
+    lin = spec.linearize(body)
+    n_res = len(lin.residuals)
+    tangent_ins = lin.linear.inputs[n_res:]
+    positions = [i for i, d in enumerate(lin.diff_inputs) if d]
+    read = {x.id for q in lin.linear.eqns for x in q.inputs if isinstance(x, Var)} | {
+        x.id for x in lin.linear.outputs if isinstance(x, Var)}
+    return {i for i, v in zip(positions, tangent_ins) if v.id in read}
 
 
 def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:

@@ -367,7 +367,7 @@ def _offload_destinations(prog: Program) -> set:
                 except Exception:    # noqa: BLE001 -- the check reports a policy that raises
                     continue
                 if isinstance(answer, sp.Offload):
-                    out.add(spec.ir.ArrayType((), "float32").with_memory_space(answer.dst).memory_space)
+                    out.add(answer.dst)
     return out
 
 

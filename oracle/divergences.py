@@ -77,8 +77,25 @@ class Context:
         if "_baselines" not in self.__dict__:
             lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else
                                              self._kept_outputs_lists())
-            self._baselines = [b for i, b in enumerate(lists) if b is not None and b not in lists[:i]]
+            lists = [b for b in lists if b is not None]
+            # composed with literal-residuals-depend-on-the-constant-s-python-type:
+            # the scalar literals JAX lacks dropped (found on 0.6.2: a scan's saved
+            # zero carry, its unused output's residuals and a numpy scalar at once)
+            lists += [self._literals_jax_lacks_dropped(b) for b in lists]
+            self._baselines = [b for i, b in enumerate(lists) if b not in lists[:i]]
         return self._baselines
+
+    def _literals_jax_lacks_dropped(self, residuals: list) -> list:
+        """`residuals` without the `from a literal` entries JAX's list lacks."""
+        spare = collections.Counter(r for r in self.jax_residuals or () if r[1] == "from a literal")
+        out = []
+        for r in residuals:
+            if r[1] == "from a literal":
+                if spare[r] <= 0:
+                    continue
+                spare[r] -= 1
+            out.append(r)
+        return out
 
     def _kept_outputs_lists(self) -> list:
         """Before direct linearization (linearize-keeps-unused-outputs-of-

@@ -37,6 +37,7 @@ from spec.prims_control import BranchTypesError
 from spec.remat import names_in
 from spec.semantics import following
 import collections
+import functools
 import dataclasses
 
 
@@ -78,12 +79,17 @@ class Context:
             lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else
                                              self._kept_outputs_lists())
             lists = [b for b in lists if b is not None]
-            # composed with literal-residuals-depend-on-the-constant-s-python-type:
-            # the scalar literals JAX lacks dropped (found on 0.6.2: a scan's saved
-            # zero carry, its unused output's residuals and a numpy scalar at once)
-            lists += [self._literals_jax_lacks_dropped(b) for b in lists]
             self._baselines = [b for i, b in enumerate(lists) if b not in lists[:i]]
         return self._baselines
+
+    def baselines_with_python_type_literals(self) -> list:
+        """The baselines, and each composed with literal-residuals-depend-on-
+        the-constant-s-python-type: without the `from a literal` entries
+        JAX's list lacks (for a divergence that says nothing about literals:
+        found on 0.6.2, a scan's saved zero carry, its unused output's
+        residuals and a numpy scalar at once)."""
+        lists = self.baselines() + [self._literals_jax_lacks_dropped(b) for b in self.baselines()]
+        return [b for i, b in enumerate(lists) if b not in lists[:i]]
 
     def _literals_jax_lacks_dropped(self, residuals: list) -> list:
         """`residuals` without the `from a literal` entries JAX's list lacks."""
@@ -443,15 +449,18 @@ def _remat3_barriers(ctx):
             and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
 
 
-def additive(explains: Callable) -> Callable:
+def additive(explains: Callable, *, literals_apart: bool = False) -> Callable:
     """The predicate of an additive divergence: `explains(got, want, ctx)`
     holds of JAX's residual list `got` against one of the context's
     baselines `want` (`Context.baselines`: the spec's, or under remat3 the
-    remat3 model's)."""
+    remat3 model's); with `literals_apart` (a divergence whose entries are
+    never literals) also against those baselines without the literals JAX
+    lacks (`Context.baselines_with_python_type_literals`)."""
     def applies(ctx):
         if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
             return False
-        return any(explains(ctx.jax_residuals, want, ctx) for want in ctx.baselines())
+        wants = ctx.baselines_with_python_type_literals() if literals_apart else ctx.baselines()
+        return any(explains(ctx.jax_residuals, want, ctx) for want in wants)
     applies.__doc__, applies.__name__ = explains.__doc__, explains.__name__
     return applies
 
@@ -847,7 +856,7 @@ def _zero_power_literal(got, want, ctx):
     return not missing and bool(extra) and not (extra - zeros)
 
 
-@additive
+@functools.partial(additive, literals_apart=True)
 def _scan_zero_carry_tangent(got, want, ctx):
     """JAX's list is the baseline's plus at most one entry per float carry
     of each top-level scan or while loop: the zero its JVP instantiates, a

@@ -1407,9 +1407,9 @@ DIVERGENCES = [
         "(`output of neg`; found by a campaign on 0.4.36). Direct linearization (and the spec) "
         "prunes the unread operand. Wasted memory; gradients are right. The predicate: remat2, "
         "and JAX's residuals are the spec's (as a multiset: in a jit the added output moves them "
-        "in the jit's residual order) for the program with every unread float operand of a cond, "
-        "call or scan (not a carry; threaded out of the jits around it) made a program output, "
-        "and not for the program itself.",
+        "in the jit's residual order) for the program with every float operand of a cond, call or "
+        "scan whose tangent the body's linearization does not read (not a carry; threaded out of "
+        "the jits around it) made a program output, and not for the program itself.",
         "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
         "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
         _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),

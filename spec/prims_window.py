@@ -37,7 +37,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bin
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program
 from spec.prims_conv import _WINDOW, _ref_windows, _window_from_jax, _window_out_shape, _window_params, _window_views
-from spec.jvp import LINEARIZATION_ERROR, jvp_traced, linearizing
+from spec.jvp import LINEARIZATION_ERROR, dependence_rules, jvp_traced, linearizing
 from spec.partial_eval import instantiate_tangent
 
 reduce_window_p = primitive("reduce_window", ["jaxpr"] + _WINDOW, multiple_results=True)
@@ -151,6 +151,21 @@ def _reduce_window_jvp(primals, tangents, *, jaxpr: Program, **window):
 
 
 jvp_rules[reduce_window_p] = _reduce_window_jvp
+
+
+def _reduce_window_dependence(eqn, in_flags):
+    """Every output depends on every input: the `jaxpr` param is the window
+    computation, not a body applied to the operands (which the default
+    dependence would look through), and JAX's partial evaluation has no
+    rule of its own for reduce_window, so one unknown operand makes every
+    output unknown: the JVP's primal outputs, computed jointly with the
+    tangents, too. A while loop whose body holds it then has unknown primal
+    carries, and its linearization fails (found by a campaign on 0.6.2;
+    0.10.2 alike)."""
+    return [any(in_flags)] * len(eqn.outputs)
+
+
+dependence_rules[reduce_window_p] = _reduce_window_dependence
 
 
 INIT_BATCH_ERROR = "reduce_window batching is not implemented for initial values"

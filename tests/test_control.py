@@ -314,3 +314,35 @@ def test_linearizing_a_while_asks_the_policies_of_its_body_checkpoints():
     prog = spec.trace(f, spec.f32[3])
     with pytest.raises(SP.PolicyCombinationError):
         spec.saved_residuals(prog)
+
+
+def test_a_while_body_holding_a_generic_reduce_window_has_no_linearization():
+    """JAX (0.6.2 and 0.10.2 measured; asserted below on the installed one)
+    refuses jax.linearize of this loop: the generic reduce_window's JVP
+    computes its primal output jointly with the tangents, so partial
+    evaluation makes the loop's primal carry unknown. The spec computed it,
+    looking through the window computation as if it were a body applied to
+    the operands (found by a campaign on 0.6.2)."""
+    from spec.jvp import LINEARIZATION_ERROR
+    from spec.prims_window import reduce_window
+
+    def f(x, p):
+        def body(p_, q):
+            s = reduce_window(p_, np.float32(0.0), lambda t, u: ops.add(t, ops.mul(u, u)), (2, 2), (1, 1))
+            return ops.add(q, ops.tanh(ops.reduce_sum(s, (0, 1))))
+        return ops.while_loop(lambda q: ops.lt(ops.reduce_sum(q, (0,)), np.float32(3.0)), body, x,
+                              body_consts=(p,))
+    prog = spec.trace(f, spec.f32[3], spec.f32[3, 3])
+    with pytest.raises(ValueError, match=LINEARIZATION_ERROR[:40]):
+        spec.linearize(prog)
+
+    jax = pytest.importorskip("jax")
+    from jax import lax
+
+    def jax_f(x, p):
+        def body(q):
+            s = lax.reduce_window(p, 0.0, lambda t, u: t + u * u, (2, 2), (1, 1), "VALID")
+            return q + jax.numpy.tanh(s.sum())
+        return lax.while_loop(lambda q: q.sum() < 3.0, body, x)
+    with pytest.raises(ValueError, match=LINEARIZATION_ERROR[:40]):
+        jax.linearize(jax_f, np.zeros(3, np.float32), np.ones((3, 3), np.float32))

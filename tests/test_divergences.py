@@ -982,11 +982,16 @@ def test_a_value_saved_beside_its_rounding_is_the_saved_residuals_assertion():
     saves_tanh = lambda prim, *_, **__: prim.name == "tanh"
     stack = S.Stack((S.Layer("grad"),))
     x = np.ones(3, np.float32)
+    from oracle.jax_api.flags import flags
+    direct = flags().get("jax_use_direct_linearize", False)
     for policy, expected in ((saves_tanh, "known divergence"), (None, "ok")):
         prog = oracle.trace_jax(jax.checkpoint(lambda y: (jnp.exp(jnp.tanh(y)), jnp.sin(y)), policy=policy), x)
         report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, x, implementations=("remat2",),
                               properties=(S.stack_residuals_property(stack, prog),))
         result, = report.results
+        if not direct:      # second-order residual sets are compared under direct linearization only
+            assert result.status == "not compared" and "direct linearization" in result.detail, str(report)
+            continue
         assert result.status == expected, str(report)
         if expected != "ok":
             assert divergence in str(report)

@@ -96,6 +96,6 @@ def _same(value, accepted) -> bool:
 
 
 def supported_primitives() -> list[str]:
-    names = [JAX_NAME.get(n, n) for n in SPEC_PRIMS if n not in ("device_put",)]
+    names = [JAX_NAME.get(n, n) for n in SPEC_PRIMS]
     names = [n for n in names if n != "custom_lin"]     # made by differentiation, never imported
     return names + ["call_hi_primitive(RematTraced, CheckpointName)", "pjit", "closed_call"]

@@ -559,6 +559,8 @@ class _Writer:
 
     def emit_device_put(self, e, ins, outs, indent, out, **_):
         space = "Host" if "host" in str(e.params["memory_space"]) else "Device"
+        if space == "Device" and e.inputs[0].type.memory_space is None:    # a copy where it is
+            return _assign(outs, f"jax.device_put({ins[0]})", False)
         return _assign(outs, f"jax.device_put({ins[0]}, jax.memory.Space.{space})", False)
 
     def emit_scan(self, e, ins, outs, indent, out, **_):

@@ -52,6 +52,10 @@ batch_rules: dict[Primitive, Callable] = {}
 axis_batch_rules: dict[Primitive, Callable] = {}
 partial_eval_rules: dict[Primitive, Callable] = {}
 dce_rules: dict[Primitive, Callable] = {}
+# JAX's custom staging rules that rewrite an equation when it is staged again
+# (pe.custom_staging_rules): `rule(eqn) -> (eqn, {output id: the atom it is})`,
+# applied where a release's semantics stage equations again (spec/semantics.py)
+staging_rules: dict[Primitive, Callable] = {}
 param_specs: dict[Primitive, tuple[str, ...]] = {}
 # primitives declared outside spec (not in `primitives`), whose rules are in
 # the tables: the oracle's models of JAX's implementations (oracle/divergences.py)

@@ -14,11 +14,13 @@ them, and are forwarded as they are by a linearization.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from spec.core import (Example, JaxFacts, examples, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
                        instantiate, jvp_rules, partial_eval_rules, primitive,
-                       shape_rules, transpose_rules, trace)
+                       shape_rules, staging_rules, transpose_rules, trace)
 from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
 from spec.prims_elementwise import mul, sin, sub, tanh
@@ -168,6 +170,28 @@ jvp_rules[call_p] = _call_jvp
 transpose_rules[call_p] = _call_transpose
 partial_eval_rules[call_p] = _call_partial_eval
 dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
+
+
+def _call_staging(eqn: Eqn):
+    """pjit's staging rule (`pjit_staging_rule` with `_pjit_forwarding`,
+    jax/_src/pjit.py, jax 0.4.29 to 0.5.3): a jit output that is one of
+    the body's inputs is dropped, and readers read that input. An anonymous
+    closed_call (name None) has no staging rule."""
+    body = eqn.params["jaxpr"]
+    if eqn.params["name"] is None:
+        return eqn, {}
+    forwarded = [next((a for x, a in zip(body.inputs, eqn.inputs) if o is x), None) for o in body.outputs]
+    if all(a is None for a in forwarded):
+        return eqn, {}
+    kept = [a is None for a in forwarded]
+    pruned = replace(body, outputs=[o for o, k in zip(body.outputs, kept) if k])
+    subst = {v.id: a for v, a in zip(eqn.outputs, forwarded) if a is not None}
+    n_res = eqn.residual_outputs
+    return replace(eqn, outputs=[v for v, k in zip(eqn.outputs, kept) if k], params=dict(eqn.params, jaxpr=pruned),
+                   residual_outputs=sum(kept[len(kept) - n_res:]) if n_res else 0), subst
+
+
+staging_rules[call_p] = _call_staging
 
 
 def _register_source():

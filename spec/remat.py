@@ -40,9 +40,10 @@ import ml_dtypes
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
                        instantiate, is_undefined, jvp_rules, partial_eval_rules,
-                       primitive, shape_rules, transpose_rules, Tracer)
+                       primitive, shape_rules, staging_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var, is_float
 from spec.prims_conv import reduce_precision_p
+from spec.semantics import semantics
 from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
 from spec import policies as _policies
 from spec.batching import vectorized_batcher, vmap_program
@@ -76,10 +77,30 @@ source_rules[name_p] = lambda eqn, var: Source("named", name=eqn.params["name"])
 
 
 # ==========================================================================
-# device_put (offloading residuals to another memory space)
+# device_put (offloading residuals to another memory space; a copy where it is)
 
 device_put_p = primitive("device_put", ["memory_space"])
-jax_facts[device_put_p] = JaxFacts("device_put", "")   # made by offload policies, never imported
+
+
+def _device_put_from_jax(params: dict) -> dict:
+    """A JAX device_put that names no device, source or memory kind is a
+    copy where the value is: `jnp.asarray` of a constant binds one before
+    jax 0.7 (`devices=[None], srcs=[None]`, a list of one per operand from
+    jax 0.4.31; `device=None, src=None` before), and `jax.device_put(x)`
+    on every release. An imported program's values live in device memory,
+    so that is `memory_space='device'`. Anything else (a device, a
+    sharding, a memory kind, several operands) is left as JAX's params,
+    which the spec does not model (refused by name)."""
+    places = [params.get("device"), params.get("src")] if "device" in params else [
+        *params.get("devices", ()), *params.get("srcs", ())]
+    if len(places) != 2 or any(p is not None for p in places):
+        return params
+    return dict(memory_space="device")
+
+
+jax_facts[device_put_p] = JaxFacts(
+    "device_put", "lambda x, memory_space: jax.device_put(x) if memory_space == 'device' "
+    "else jax.device_put(x, jax.memory.Space.Host)", from_jax=_device_put_from_jax)
 
 
 def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
@@ -287,6 +308,8 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
         # the checkpoint's known outputs *are* the hoisted values
         known_vars = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
         known_eqns, known_out_atoms = _round_residuals(known_eqns, known_out_atoms, n_known)
+        if semantics().jit_staging_forwards_inputs:
+            known_eqns, known_out_atoms = _staged_again(known_eqns, known_out_atoms)
         subst = {v.id: a for v, a in zip(known_vars, known_out_atoms[:n_known])}
         res_atoms = known_out_atoms[n_known:]
         staged = _staged_remat(pe, eqn, res_atoms, params)
@@ -306,6 +329,24 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
                 residual_outputs=len(res_vars))
     staged = _staged_remat(pe, eqn, res_vars, params)
     return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
+
+
+def _staged_again(known_eqns: list[Eqn], known_outs: list) -> tuple[list[Eqn], list]:
+    """A step of Rule 1 on releases whose staging rules rewrite equations
+    (spec/semantics.py: jit_staging_forwards_inputs): remat_partial_eval
+    evaluates the known jaxpr with `core.eval_jaxpr` under the enclosing
+    trace (jax/_src/ad_checkpoint.py), which stages each hoisted equation
+    again through its primitive's staging rule (spec.core.staging_rules).
+    Equations inside their sub-programs are not staged again."""
+    subst, eqns = {}, []
+    for e in known_eqns:
+        e = replace(e, inputs=[subst.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs])
+        rule = staging_rules.get(e.primitive)
+        if rule is not None:
+            e, forwarded = rule(e)
+            subst.update(forwarded)
+        eqns.append(e)
+    return eqns, [subst.get(a.id, a) if isinstance(a, Var) else a for a in known_outs]
 
 
 # The `why` of the reduce_precision equations _round_residuals adds.

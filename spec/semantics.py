@@ -31,6 +31,16 @@ class Semantics:
     # remat-of-jit"). Before, each jit reading a saved value returned a copy,
     # saved as `output of pjit`, once per jit.
     remat_of_jit_forwards_inputs: bool = True
+    # The hoisted equations of a checkpoint's known part are staged again
+    # (remat_partial_eval evaluates jaxpr_known with core.eval_jaxpr under
+    # the enclosing trace, jax/_src/ad_checkpoint.py), and pjit's staging
+    # rule drops a jit's outputs that are its inputs, the caller reading the
+    # input (`_pjit_forwarding`, added in jax 0.4.29 by jax-ml/jax
+    # 0a693faf48, "add pjit forwarding rule"; from jax 0.6.0, e8038501d0,
+    # only with dynamic shapes). Only those hoisted jits: one in a scan
+    # body, a cond branch, another jit or a nested checkpoint is not staged
+    # again (spec.core.staging_rules).
+    jit_staging_forwards_inputs: bool = False
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

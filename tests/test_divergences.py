@@ -904,6 +904,13 @@ def test_jit_residual_order_predicate():
     assert not dv._jit_residual_order(ctx(spec_list, spec_list))
     args = [("f32[]", "from the argument a"), ("f32[3]", "from the argument b")]
     assert not dv._jit_residual_order(ctx(args[::-1], args))
+    # the constants a jit closes over, in the order of the outputs reading them
+    # (found on 0.4.25: finding ac5bd5de82, two constants of a jitted pair of muls)
+    consts = [("f32[2,3]", "from a constant"), ("f32[1,3]", "from a constant")]
+    assert dv._jit_residual_order(ctx(consts[::-1], consts))
+    no_jit = trace_jax(lambda a, b: (jnp.sin(a), jnp.sin(b))[::-1], np.float32(0.5), np.ones(3, np.float32))
+    assert not dv._jit_residual_order(dv.Context("remat2", "residuals", None, no_jit,
+                                                 jax_residuals=consts[::-1], spec_residuals=consts))
 
 
 def test_atan2_old_jvp_predicate_in_a_jit():
@@ -1011,3 +1018,41 @@ def test_pad_transposed_for_its_padding_value_alone_is_named():
     result, = report.results
     assert result.status == "known divergence", str(report)
     assert "pad-cannot-be-transposed-for-its-padding-value-alone" in str(report)
+
+
+def test_jit_staging_forwarding_model_matches_measured_releases():
+    """spec.semantics' remat-of-jit choices against saved_residuals counts
+    measured with tools/releases.py on jax 0.4.25 to 0.10.2 (the
+    divergence's repro is the `in scan` one): two jits reading sin(x), directly in a checkpoint
+    (`plain`) and in a scan body (`in scan`), under everything_saveable.
+    0.4.25-0.4.28 and 0.6.0-0.9.0: plain 5, in scan 6; 0.4.29-0.5.3: plain
+    4, in scan 6 (pjit's staging rule forwards the hoisted jits' inputs);
+    0.9.1 on: plain 4, in scan 5."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle.from_jax import trace_jax
+    from spec.semantics import following
+
+    def plain(x):
+        y = jnp.sin(x)
+        x = jax.jit(lambda: x * y)()
+        return jax.jit(lambda: x * y)()
+
+    def in_scan(x):
+        def body(c, _):
+            y = jnp.sin(c)
+            c = jax.jit(lambda: c * y)()
+            return jax.jit(lambda: c * y)(), None
+        return jax.lax.scan(body, x, None, length=2)[0]
+
+    ev = jax.checkpoint_policies.everything_saveable
+    progs = [trace_jax(jax.checkpoint(f, policy=ev), np.float32(3.0)) for f in (plain, in_scan)]
+    counts = lambda: [len(spec.saved_residuals(p)) for p in progs]
+    assert counts() == [4, 5]
+    with following(remat_of_jit_forwards_inputs=False):
+        assert counts() == [5, 6]
+    with following(remat_of_jit_forwards_inputs=False, jit_staging_forwards_inputs=True):
+        assert counts() == [4, 6]

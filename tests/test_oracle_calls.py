@@ -417,3 +417,16 @@ def test_policies_asked_about_a_custom_jvp_call():
             return prim.name in ("custom_jvp_call", "cos")
     report = oracle.check(loss, SavesCustomCalls(), f32(3, 3), f32(3), properties=("residuals", "vjp"))
     assert report.status("residuals", "remat2") == "ok"
+
+
+def test_a_device_put_that_places_nothing_is_imported_as_a_copy():
+    """jax.device_put(x) (and, before jax 0.7, jnp.asarray of a numpy
+    constant) binds a device_put naming no device: a copy where the value
+    is. One naming a device is refused, naming the param."""
+    from oracle.from_jax import from_jaxpr
+    prog = from_jaxpr(jax.make_jaxpr(lambda x: jax.device_put(x) * 2.0)(np.ones(3, np.float32)))
+    puts = [e for e in prog.eqns if e.primitive.name == "device_put"]
+    assert [e.params for e in puts] == [{"memory_space": "device"}]
+    assert puts[0].outputs[0].type == puts[0].inputs[0].type
+    with pytest.raises(oracle.Unsupported, match=r"device_put.*param devices?="):
+        from_jaxpr(jax.make_jaxpr(lambda x: jax.device_put(x, jax.devices()[0]) * 2.0)(np.ones(3, np.float32)))

@@ -5,7 +5,7 @@ every fact other layers need (spec/core.py's registries).
   for the linear ones (ditto);
 * JaxFacts: JAX's name, and an emitter whose source compiles, except for the
   primitives the oracle binds structurally (sub-programs: call, remat,
-  scan, cond, while, custom rules) or never emits (device_put);
+  scan, cond, while, custom rules);
 * examples: registered Examples (checked by tests/test_primitive_examples.py
   and tests/test_batching.py), or the primitive's own test module
   (OWN_TESTS: sub-programs, names, offloading).
@@ -18,7 +18,7 @@ import spec
 from spec.core import examples, jax_facts
 
 STRUCTURAL = {"call", "remat", "scan", "cond", "while", "custom_jvp_call", "custom_vjp_call",
-              "custom_lin", "device_put", "reduce_window"}
+              "custom_lin", "reduce_window"}
 OWN_TESTS = {"remat": "test_remat.py", "scan": "test_scan.py",
              "cond": "test_control.py", "while": "test_control.py", "custom_jvp_call": "test_custom_rules.py",
              "custom_vjp_call": "test_custom_rules.py", "custom_lin": "test_custom_rules.py",

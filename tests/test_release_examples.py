@@ -9,6 +9,7 @@ import pytest
 jax = pytest.importorskip("jax")
 
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 import oracle  # noqa: E402
 from oracle import jax_api  # noqa: E402
@@ -62,6 +63,18 @@ def jitted(x):
     return jnp.sum(jax.jit(lambda y: jnp.sin(y) * 2)(x) ** 2)
 
 
+def with_constants(x):
+    """jnp.asarray of numpy constants: a device_put that places nothing
+    before jax 0.7 (tests/test_oracle_calls.py checks its import)."""
+    mask = jnp.asarray(np.tril(np.ones((3, 3), bool)))
+    scale = jnp.asarray(np.arange(3.0, dtype=np.float32))
+    return jnp.sum(jnp.where(mask, jnp.sin(x), 0.0) * scale)
+
+
+def device_put_unplaced(x):
+    return jnp.sum(jnp.sin(jax.device_put(x)) * jax.device_put(jnp.cos(x)))
+
+
 params = {"dense1": {"w": f32(4, 8), "b": f32(8)}, "dense2": {"w": f32(8, 2)}}
 
 
@@ -77,6 +90,8 @@ CASES = [
     ("relu custom_jvp", lambda: oracle.check(lambda x: jnp.sum(jax.nn.relu(x) ** 2), jax.checkpoint_policies.everything_saveable, f32(5))),
     ("scan", lambda: oracle.check(scanned, None, f32(3))),
     ("cond", lambda: oracle.check(conded, None, f32(3))),
+    ("asarray constants", lambda: oracle.check(with_constants, jax.checkpoint_policies.everything_saveable, f32(3, 3))),
+    ("device_put unplaced", lambda: oracle.check(device_put_unplaced, None, f32(3))),
     ("jit inside", lambda: oracle.check(jitted, jax.checkpoint_policies.everything_saveable, f32(3))),
 ]
 

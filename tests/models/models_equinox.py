@@ -3,6 +3,8 @@ quick-start, the RNN of examples/train_rnn with an LSTMCell), with the
 model split by eqx.partition/eqx.filter into its arrays and the rest."""
 from __future__ import annotations
 
+import inspect
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -136,6 +138,12 @@ def equinox_cnn():
 
 # --- docs/examples/stateful.ipynb: BatchNorm and SpectralNorm with eqx.nn.State --
 
+# equinox >= 0.11.11 asks for BatchNorm's statistics mode; earlier releases
+# (the era of jax 0.4.36: tests/models/README.md's release table) have only
+# batch statistics, which mode="batch" selects.
+BATCH_STATISTICS = {"mode": "batch"} if "mode" in inspect.signature(eqx.nn.BatchNorm.__init__).parameters else {}
+
+
 class StatefulModel(eqx.Module):
     """docs/examples/stateful.ipynb's Model (widths scaled down)."""
     norm1: eqx.nn.BatchNorm
@@ -146,10 +154,10 @@ class StatefulModel(eqx.Module):
 
     def __init__(self, key):
         key1, key2, key3, key4 = jax.random.split(key, 4)
-        self.norm1 = eqx.nn.BatchNorm(input_size=3, axis_name="batch", mode="batch")
+        self.norm1 = eqx.nn.BatchNorm(input_size=3, axis_name="batch", **BATCH_STATISTICS)
         self.spectral_linear = eqx.nn.SpectralNorm(
             layer=eqx.nn.Linear(in_features=3, out_features=W, key=key1), weight_name="weight", key=key2)
-        self.norm2 = eqx.nn.BatchNorm(input_size=W, axis_name="batch", mode="batch")
+        self.norm2 = eqx.nn.BatchNorm(input_size=W, axis_name="batch", **BATCH_STATISTICS)
         self.linear1 = eqx.nn.Linear(in_features=W, out_features=W, key=key3)
         self.linear2 = eqx.nn.Linear(in_features=W, out_features=3, key=key4)
 

@@ -37,6 +37,7 @@ from spec.prims_control import BranchTypesError
 from spec.remat import names_in
 from spec.semantics import following
 import collections
+import itertools
 import functools
 import dataclasses
 
@@ -462,6 +463,7 @@ def additive(explains: Callable, *, literals_apart: bool = False) -> Callable:
         wants = ctx.baselines_with_python_type_literals() if literals_apart else ctx.baselines()
         return any(explains(ctx.jax_residuals, want, ctx) for want in wants)
     applies.__doc__, applies.__name__ = explains.__doc__, explains.__name__
+    applies.explains = explains     # for composing two additive divergences (`_composed`)
     return applies
 
 
@@ -553,14 +555,21 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     (`unread_operands_out`), in some order, and not the spec's own."""
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
-    variant, n = unread_operands_out(ctx.program)
-    if not n:
-        return False
-    want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
-    # as multisets: an output added to a jit moves the residuals it needs in
-    # the jit's residual order (found by a campaign on 0.6.2)
-    got = collections.Counter(_normalised_against(ctx, want))
-    return collections.Counter(want) != collections.Counter(ctx.spec_residuals) and got == collections.Counter(want)
+    # the same staging of whole equations keeps their unused outputs too
+    # (linearize-keeps-unused-outputs-of-staged-equations; both at once
+    # found by a campaign on 0.4.25)
+    kept, n_kept = unused_linearize_outputs_out(ctx.program)
+    for prog in [ctx.program] + ([kept] if n_kept else []):
+        variant, n = unread_operands_out(prog)
+        if not n:
+            continue
+        want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
+        # as multisets: an output added to a jit moves the residuals it needs in
+        # the jit's residual order (found by a campaign on 0.6.2)
+        got = collections.Counter(_normalised_against(ctx, want))
+        if collections.Counter(want) != collections.Counter(ctx.spec_residuals) and got == collections.Counter(want):
+            return True
+    return False
 
 
 def _normalised_against(ctx, want: list) -> list:
@@ -654,8 +663,24 @@ def _active(name: str) -> bool:
     return next(d for d in DIVERGENCES if d.name == name).active()
 
 
+def _integer_pow_one_factor(ctx):
+    """JAX's residuals are the spec's following the old rule (spec.semantics:
+    integer_pow_one_jvp_is_the_tangent=False; found on 0.4.25: a checkpoint
+    recomputing the factor saves x instead), or, composing with the other
+    additive divergences, a factor saved beside a baseline
+    (`_integer_pow_one_factor_saved`)."""
+    if _integer_pow_one_factor_saved(ctx):
+        return True
+    if ctx.property != "residuals" or ctx.jax_residuals is None or not any(
+            e.primitive.name == "integer_pow" and e.params["y"] == 1 for e in _eqns(ctx.program)):
+        return False
+    with following(integer_pow_one_jvp_is_the_tangent=False):
+        want = ctx.residuals_with(lambda policy: policy)
+    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+
+
 @additive
-def _integer_pow_one_factor(got, want, ctx):
+def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0; in a
     jit an output of the jit, in a scan body an `output of scan`, stacked:
@@ -822,17 +847,29 @@ def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
 def _sort_jvp_int32_permutation(got, want, ctx):
     """JAX's list is the baseline's with some `u32[s..., 1]` entries (the
     permutation sort's JVP gathers with, s a sort operand's shape) `i32`
-    instead, same provenance, at most one per sort equation."""
-    sorts = [e.inputs[0].type.shape + (1,) for e in _eqns(ctx.program) if e.primitive.name == "sort"]
+    instead, same provenance, at most one per sort equation; for an operand
+    of rank r >= 2 the indices of every dimension, `i32[s..., r]`, an
+    `output of concatenate` (t[idx] with a tuple of index arrays)."""
+    sorts = [e.inputs[0].type.shape for e in _eqns(ctx.program) if e.primitive.name == "sort"]
+    old_indices = {str(ArrayType(sh + (1,), np.uint32)): (str(ArrayType(sh + (len(sh),), np.int32)),
+                                                         "output of concatenate") for sh in sorts}
     changed = [(g, w) for g, w in zip(got, want) if g != w]
     if len(got) != len(want) or not changed or len(changed) > len(sorts):
         return False
     for (gt, gs), (wt, ws) in changed:
-        shape = wt[len("u32"):]
-        if not (gs == ws and wt.startswith("u32[") and gt == "i32" + shape
-                and any(shape == str(ArrayType(sh, np.uint32))[len("u32"):] for sh in sorts)):
+        if wt not in old_indices:
+            return False
+        rank = len(_parse_shape(wt)) - 1
+        if not ((rank == 1 and gs == ws and gt == "i32" + wt[len("u32"):])
+                or (rank >= 2 and ws == "output of broadcast_in_dim" and (gt, gs) == old_indices[wt])):
             return False
     return True
+
+
+def _parse_shape(printed_type: str) -> tuple:
+    """The shape of a printed spec type (`u32[3,5,1]` -> (3, 5, 1))."""
+    dims = printed_type[printed_type.index("[") + 1:-1]
+    return tuple(int(d) for d in dims.split(",") if d)
 
 
 def _linearized_zero_output_leaks(ctx):
@@ -854,16 +891,28 @@ def _linearized_zero_output_leaks(ctx):
 def _zero_power_literal(got, want, ctx):
     """JAX's list is the baseline's plus at most one zero per
     integer_pow[y=0]: a scalar `from a literal` of its dtype, or (an array
-    power) an `output of broadcast_in_dim` of its type."""
+    power) an `output of broadcast_in_dim` of its type, or in a scan body
+    an `output of scan` of its stacked type."""
     extra, missing = _difference(got, want)
     zeros = collections.Counter()
-    for e in _eqns(ctx.program):
+    for e, lengths in _eqns_in_loops(ctx.program):
         if e.primitive.name == "integer_pow" and e.params["y"] == 0:
             t = e.outputs[0].type
             zeros[(str(t).split("[")[0] + "[]", "from a literal")] += 1
             if t.shape:
                 zeros[(str(t), "output of broadcast_in_dim")] += 1
-    return not missing and bool(extra) and not (extra - zeros)
+            if lengths:     # in a scan body: stacked, an output of the scan (found on 0.4.25)
+                zeros[(str(ArrayType(tuple(lengths) + t.shape, t.dtype)), "output of scan")] += 1
+            # the known zero times a primal in a reader's JVP (mul(a, 0) in
+            # a * x**0's: found on 0.4.36), its product saved instead
+            zeros.update({(str(r.outputs[0].type), "output of mul") for r in _readers(ctx.program, e.outputs[0])})
+    return not missing and bool(extra) and not (extra - zeros) and sum(extra.values()) <= sum(
+        1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+
+
+def _readers(prog: Program, v: Var) -> list:
+    """The equations of `prog` (at any depth) that read `v`."""
+    return [e for e in _eqns(prog) if any(a is v for a in e.inputs)]
 
 
 @functools.partial(additive, literals_apart=True)
@@ -1427,7 +1476,9 @@ DIVERGENCES = [
         "and JAX's residuals are the spec's (as a multiset: in a jit the added output moves them "
         "in the jit's residual order) for the program with every float operand of a cond, call or "
         "scan whose tangent the body's linearization does not read (not a carry; threaded out of "
-        "the jits around it) made a program output, and not for the program itself.",
+        "the jits around it) made a program output, and not for the program itself; or so for "
+        "the program with the unused outputs linearize-keeps-unused-outputs-of-staged-equations "
+        "keeps made outputs too.",
         "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
         "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
         _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),
@@ -1472,8 +1523,11 @@ DIVERGENCES = [
         "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "
         "(jax/_src/lax/lax.py _integer_pow_jvp), so for y=1 linearization saves the constant "
         "factor `1 * x**0` (an `output of mul`); jax-ml/jax 30f4c93c00 made y=1 return g. The "
-        "spec has 0.10.2's rule. Same derivative; one extra residual. The predicate: JAX's list "
-        "is the spec's plus at most one `output of mul` of each integer_pow[y=1]'s type.",
+        "spec has 0.10.2's rule. Same derivative; one extra residual (in a checkpoint that "
+        "recomputes the factor, x instead). The predicate: JAX's residuals are the spec's "
+        "following the old rule (spec.semantics: integer_pow_one_jvp_is_the_tangent=False), or "
+        "(composing with other divergences) the spec's plus at most one `output of mul` of each "
+        "integer_pow[y=1]'s type.",
         "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
         _integer_pow_one_factor, releases=Releases("0.4.25", "0.10.1")),
     Divergence(
@@ -1629,7 +1683,8 @@ DIVERGENCES = [
         "lax.py: np.int64 in 0.4.37, np.uint64 in 0.4.38). Same values, same memory. The "
         "predicate: the lists differ only in entries of the same provenance that are `u32[s, "
         "1]` in the spec's and `i32[s, 1]` in JAX's, s a sort operand's shape, at most one per "
-        "sort.",
+        "sort; for an operand of rank r >= 2 JAX gathers with every dimension's indices, "
+        "`i32[s, r]` an `output of concatenate` (found by a campaign on 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
@@ -1678,8 +1733,10 @@ DIVERGENCES = [
         "integer_pow(x, 0) (`_zeros(g)`, a broadcast literal 0) becomes a saved scalar `from a "
         "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
         "predicate: JAX's list is the spec's plus at most one zero per integer_pow[y=0]: a scalar "
-        "`from a literal` of its dtype, or for an array power an `output of broadcast_in_dim` of "
-        "its type (found by a campaign on 0.4.25).",
+        "`from a literal` of its dtype, for an array power an `output of broadcast_in_dim` of "
+        "its type, in a scan body an `output of scan`, stacked, or the zero's product with a "
+        "primal in a reader's JVP, an `output of mul` of the reader's type (found by campaigns "
+        "on 0.4.25 and 0.4.36).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
@@ -1889,9 +1946,58 @@ DIVERGENCES = [
 
 
 def find(ctx: Context) -> Divergence | None:
-    """The first divergence (in DIVERGENCES' order) whose predicate holds.
-    Where several remat3 defects changed one residual list, the first that
-    mattered names the finding; the model they share explains all of it."""
+    """The first divergence (in DIVERGENCES' order) whose predicate holds,
+    else two additive ones together (`_composed`). Where several remat3
+    defects changed one residual list, the first that mattered names the
+    finding; the model they share explains all of it."""
+    return _first_that_applies(ctx) or _composed(ctx)
+
+
+# the most entries a residual difference may have for `_composed` to split it
+# (2**n splits, each asked of every additive divergence)
+COMPOSED_DIFFERENCE_LIMIT = 8
+
+
+def _composed(ctx: Context) -> Divergence | None:
+    """Two active additive divergences that together explain JAX's residual
+    list: the difference between a baseline and JAX's list splits into a part
+    the first explains against the baseline and the rest the second explains
+    on top (e.g. on 0.4.25 a custom_vjp's saved output beside atan2's old
+    JVP factors: found by a campaign). The split moves entries, as
+    multisets; the order-only divergences take no part."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return None
+    parts = [d for d in DIVERGENCES if hasattr(d.applies, "explains") and d.active()]
+    got = ctx.jax_residuals
+    for want in ctx.baselines_with_python_type_literals():
+        extra, missing = _difference(got, want)
+        moves = [(r, +1) for r in extra.elements()] + [(r, -1) for r in missing.elements()]
+        if len(moves) < 2 or len(moves) > COMPOSED_DIFFERENCE_LIMIT:
+            continue
+        for chosen in itertools.product((False, True), repeat=len(moves)):
+            if all(chosen) or not any(chosen):
+                continue
+            middle = _moved(want, [m for m, c in zip(moves, chosen) if c])
+            first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
+            second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)), None)
+            if second:
+                return dataclasses.replace(first, name=f"{first.name} + {second.name}",
+                                           reason=f"{first.reason}\n\nAnd: {second.reason}")
+    return None
+
+
+def _moved(residuals: list, moves: list) -> list:
+    """`residuals` with each (entry, +1) appended and each (entry, -1) removed once."""
+    out = list(residuals)
+    for r, sign in moves:
+        if sign > 0:
+            out.append(r)
+        else:
+            out.remove(r)
+    return out
+
+
+def _first_that_applies(ctx: Context) -> Divergence | None:
     for d in DIVERGENCES:
         if not d.active():
             continue

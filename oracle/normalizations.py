@@ -56,13 +56,22 @@ def _rename_unmatched(jax_res, spec_res, accepts):
     """Each JAX entry the spec's list lacks takes, in order, the name of a
     spec entry of the same type that JAX's list lacks, where
     accepts(JAX's name, the spec's name)."""
-    unmatched = collections.Counter(spec_res) - collections.Counter(jax_res)
     extra = collections.Counter(jax_res) - collections.Counter(spec_res)
-    free = []
-    for r in spec_res:
-        if unmatched[r] > 0:
-            unmatched[r] -= 1
-            free.append(r)
+    # the spec entries JAX's list lacks: those no equal JAX entry matches, an
+    # entry at the same place first (found on 0.4.36: gelu saves two `output
+    # of mul`, the second rounded, and the rounded one took the first's name)
+    taken = [False] * len(spec_res)
+    pending = []
+    for i, r in enumerate(jax_res):
+        if i < len(spec_res) and spec_res[i] == r:
+            taken[i] = True
+        else:
+            pending.append(r)
+    for r in pending:
+        j = next((j for j, s in enumerate(spec_res) if not taken[j] and s == r), None)
+        if j is not None:
+            taken[j] = True
+    free = [r for r, t in zip(spec_res, taken) if not t]
     out = []
     for t, s in jax_res:
         match = None

@@ -160,7 +160,10 @@ class SpecPolicyForJax:
 
     def __call__(self, prim, *avals, **params):
         pe = jx.partial_eval()
-        sprim, sparams = _spec_view(prim.name, params)
+        # as the import reads an equation: 0.10.2's names (dot_general's
+        # out_type is out_sharding before 0.4.3x; found by a campaign on 0.4.36)
+        name, params = jx.canonical_eqn(prim.name, params, avals)
+        sprim, sparams = _spec_view(name, params)
         answer = sp.ask(self.spec_policy, sprim, [spec_type(a) for a in avals], sparams)
         if isinstance(answer, sp.Offload):
             return pe.Offloadable(answer.src, answer.dst)

@@ -24,6 +24,7 @@ from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, canonical_dtype, is_float, type_of
 from spec.batching import bdim_at_front, broadcast_at, broadcast_batcher, moveaxis, ndim
 from spec.core import instantiate
+from spec.semantics import semantics
 from spec.ir import is_key
 
 # --------------------------------------------------------------------------
@@ -329,12 +330,13 @@ def _jvp_abs(primals, tangents):
 
 
 def _jvp_integer_pow(primals, tangents, *, y):
-    # _integer_pow_jvp: g * (y * x**(y-1)); y == 0 gives zeros, y == 1 the tangent
+    # _integer_pow_jvp: g * (y * x**(y-1)); y == 0 gives zeros, y == 1 the
+    # tangent (from jax 0.10.1: spec/semantics.py)
     (x,), (t,) = primals, tangents
     ans = integer_pow(x, y)
     if y == 0:
         return ans, _full_like(t, 0)
-    if y == 1:
+    if y == 1 and semantics().integer_pow_one_jvp_is_the_tangent:
         return ans, t
     coeff = mul(_lit_like(x, y), integer_pow(x, y - 1))
     return ans, mul(t, coeff)

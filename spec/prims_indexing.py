@@ -595,11 +595,21 @@ def _scatter_where(operand, indices, updates, params):
     return tuple(a[keep] for a in where), upd[keep]
 
 
+def _scatter_target(out: np.ndarray, where: tuple, values):
+    """(the array to write into, positions): `out` itself, or for a scalar
+    operand (an empty index vector: `x.at[()].set(v)`, found in flax 0.10's
+    BatchNorm on jax 0.6.2) a one-element view of it, every value at 0."""
+    if out.ndim:
+        return out, where
+    return out.reshape(1), (np.zeros(np.shape(values), dtype=np.intp),)
+
+
 def _scatter_add_eval(operand, indices, updates, **params):
     xp = namespace(operand, updates)
     out = np.array(xp.compute(operand), copy=True)
     where, values = _scatter_where(operand, indices, updates, params)
-    np.add.at(out, where, xp.compute(values))
+    target, where = _scatter_target(out, where, values)
+    np.add.at(target, where, xp.compute(values))
     return xp.result(out, operand.dtype)
 
 
@@ -607,7 +617,8 @@ def _scatter_eval(operand, indices, updates, **params):
     xp = namespace(operand, updates)
     out = np.array(xp.compute(operand) if xp.name == "sympy" else operand, copy=True)
     where, values = _scatter_where(operand, indices, updates, params)
-    out[where] = xp.compute(values) if xp.name == "sympy" else values
+    target, where = _scatter_target(out, where, values)
+    target[where] = xp.compute(values) if xp.name == "sympy" else values
     return out
 
 

@@ -41,6 +41,10 @@ class Semantics:
     # body, a cond branch, another jit or a nested checkpoint is not staged
     # again (spec.core.staging_rules).
     jit_staging_forwards_inputs: bool = False
+    # integer_pow's JVP for y == 1 is the tangent itself (jax-ml/jax
+    # 30f4c93c00, jax 0.10.1); before, `g * (1 * x**0)` as for every y != 0,
+    # whose factor linearization saves (or recomputes from x).
+    integer_pow_one_jvp_is_the_tangent: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

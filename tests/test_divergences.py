@@ -1056,3 +1056,21 @@ def test_jit_staging_forwarding_model_matches_measured_releases():
         assert counts() == [5, 6]
     with following(remat_of_jit_forwards_inputs=False, jit_staging_forwards_inputs=True):
         assert counts() == [4, 6]
+
+
+def test_a_rounded_residual_takes_the_name_of_the_value_at_its_place():
+    """jax 0.4.36's saved_residuals for checkpoint(gelu) under
+    everything_saveable (measured): the argument, `output of mul`,
+    `output of reduce_precision`, `output of sub`, `output of
+    reduce_precision`; the spec's: the argument, mul, tanh, sub, mul. The
+    rounded values are tanh's and the second mul's, in their places: the
+    first mul, which JAX names itself, is not free to be taken."""
+    from oracle.normalizations import _misnamed
+    t = "f32[3]"
+    jax_res = [(t, "from the argument x"), (t, "output of mul"), (t, "output of reduce_precision"),
+               (t, "output of sub"), (t, "output of reduce_precision")]
+    spec_res = [(t, "from the argument x"), (t, "output of mul"), (t, "output of tanh"),
+                (t, "output of sub"), (t, "output of mul")]
+    from spec.ir import Program
+    renamed = _misnamed("output of reduce_precision")("remat2", jax_res, spec_res, Program([], [], []), {})
+    assert renamed == spec_res

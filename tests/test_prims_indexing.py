@@ -367,6 +367,17 @@ def test_scatter_add_drops_out_of_bounds_windows_and_adds_duplicates():
     np.testing.assert_array_equal(out[:, 0], [0, 2, 0, 0])
 
 
+def test_scatter_into_a_scalar_replaces_or_adds_to_it():
+    """x.at[()].set(v) / .add(v): an empty index vector, the whole scalar
+    one window (flax 0.10's BatchNorm binds it; found by the model suite on
+    jax 0.6.2). numpy: x = v, x += v."""
+    dn = pi.ScatterDimensionNumbers((), (), ())
+    for op, expected in ((pi.scatter, -2.0), (pi.scatter_add, -0.5)):
+        prog = spec.trace(lambda x, i, u: op(x, i, u, dn), spec.f32[()], spec.i32[0], spec.f32[()])
+        out = spec.evaluate(prog, np.float32(1.5), np.zeros(0, np.int32), np.float32(-2.0))[0]
+        assert out.shape == () and out == np.float32(expected)
+
+
 def test_scatter_jvp_masks_the_losing_updates():
     """The JVP of a scatter with duplicates: only the winning update's tangent
     lands (JAX's ids scheme), and the primal is its masked scatter-add."""

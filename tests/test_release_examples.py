@@ -75,6 +75,13 @@ def device_put_unplaced(x):
     return jnp.sum(jnp.sin(jax.device_put(x)) * jax.device_put(jnp.cos(x)))
 
 
+def _save_sin():
+    """A user's own spec policy (not one of JAX's): JAX asks it through the
+    oracle's translation of each equation."""
+    from fuzz.strategies import SavePrimitives
+    return SavePrimitives(frozenset({"sin"}))
+
+
 params = {"dense1": {"w": f32(4, 8), "b": f32(8)}, "dense2": {"w": f32(8, 2)}}
 
 
@@ -92,6 +99,9 @@ CASES = [
     ("cond", lambda: oracle.check(conded, None, f32(3))),
     ("asarray constants", lambda: oracle.check(with_constants, jax.checkpoint_policies.everything_saveable, f32(3, 3))),
     ("device_put unplaced", lambda: oracle.check(device_put_unplaced, None, f32(3))),
+    # a spec policy JAX asks about a dot_general (its out_type param before 0.4.3x)
+    ("spec policy asked by JAX", lambda: oracle.check(lambda x: jnp.sin(jax.lax.dot_general(x, x, (((0,), (0,)), ((), ())))),
+                                                      _save_sin(), f32(3))),
     ("jit inside", lambda: oracle.check(jitted, jax.checkpoint_policies.everything_saveable, f32(3))),
 ]
 

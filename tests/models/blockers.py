@@ -52,19 +52,21 @@ def measure(case, jaxpr=None) -> tuple[str, ...]:
     that the oracle's importer refuses, in program order."""
     from oracle.errors import Unsupported
     from oracle.from_jax import subjaxprs
+    from oracle.jax_api import internals
     from oracle.jax_params import spec_params
     jaxpr = trace(case) if jaxpr is None else jaxpr
     found: dict[str, None] = {}
 
     def walk(jx):
         for e in jx.eqns:
-            name = e.primitive.name
+            # as the importer reads it: jax 0.10.2's names on every release
+            name, params = internals.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])
             if name in CONTAINERS:
                 for sub in subjaxprs(e):
                     walk(sub)
                 continue
             try:
-                spec_params(name, dict(e.params))
+                spec_params(name, params)
             except Unsupported as err:
                 found.setdefault(stops_at(str(err)), None)
     walk(jaxpr.jaxpr)

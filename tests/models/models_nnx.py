@@ -6,12 +6,19 @@ from __future__ import annotations
 import functools
 
 import jax
+import flax
 import optax
 from flax import nnx
 from jax.ad_checkpoint import checkpoint_name
 
 from . import data
+from . import zoo
 from .zoo import Case, model
+
+# From flax 0.11 an NNX module is a pytree of its arrays; before, a module is
+# one opaque leaf, which jax transformations take only through nnx.split
+_FLAX_0_11 = tuple(int(p) for p in flax.__version__.split(".")[:2]) >= (0, 11)
+_NNX_MODULES_ARE_PYTREES = not isinstance(jax.tree.leaves(nnx.Linear(1, 1, rngs=nnx.Rngs(0)))[0], nnx.Module)
 
 W = data.WIDTH
 
@@ -147,6 +154,7 @@ def nnx_scan_lm():
     nnx.vmap (dropout on, its per-layer key streams part of the state);
     nnx.split(model, nnx.Param, ...), loss(params, rest, tokens) merges them
     and returns next-token optax.softmax_cross_entropy_with_integer_labels."""
+    zoo.require(_FLAX_0_11, "nnx.scan over nnx.vmap-made blocks that carry Dropout's rng state (flax 0.11)")
     graphdef, params, rest = nnx.split(ScanLM(data.VOCAB, W, 2, 2, rngs=nnx.Rngs(0)), nnx.Param, ...)
     params = data.draw_params(jax.eval_shape(lambda: params))
     seq = data.rng(9).randint(0, data.VOCAB, (data.BATCH, data.SEQ + 1)).astype("int32")
@@ -182,6 +190,7 @@ def nnx_module_arg():
     (NNX modules are pytrees: params, batch statistics, the Dropout's key
     and count are its leaves); one-hot labels, optax.softmax_cross_entropy
     with optax.smooth_labels; returns (loss, logits)."""
+    zoo.require(_NNX_MODULES_ARE_PYTREES, "NNX modules as pytrees, which jax.grad takes whole (flax 0.11)")
     state = data.draw_params(jax.eval_shape(lambda: nnx.state(ConvBN(rngs=nnx.Rngs(0)), nnx.Param)))
     model_ = ConvBN(rngs=nnx.Rngs(0))
     nnx.update(model_, jax.tree.map(jax.numpy.asarray, state))

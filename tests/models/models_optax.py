@@ -16,6 +16,7 @@ from flax import struct
 from jax.ad_checkpoint import checkpoint_name
 
 from . import data
+from . import zoo
 from .zoo import Case, model
 
 W = data.WIDTH
@@ -39,6 +40,7 @@ def optax_losses():
     huber_loss and log_cosh on a regression head; cosine_distance,
     triplet_margin_loss and safe_norm on embeddings; hinge_loss; a bool
     example mask through `where=` and jnp.where."""
+    zoo.require(hasattr(optax.losses, "triplet_margin_loss"), "optax.losses.triplet_margin_loss (optax 0.2.5)")
     r = data.rng(21)
     F, C = 6, data.CLASSES
     n = lambda *s: (r.randn(*s) / np.sqrt(s[0])).astype(np.float32)

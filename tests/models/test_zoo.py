@@ -67,3 +67,10 @@ def test_loss_is_a_float_scalar(name):
     scalar: the model is wired up right, whatever the spec supports."""
     loss = traced(name).out_avals[0]
     assert loss.shape == () and np.issubdtype(loss.dtype, np.floating), traced(name).out_avals
+
+
+def test_model_modules_left_out_on_this_release():
+    """On an older release a module needing a library API of later years is
+    left out (zoo.UNAVAILABLE); on jax 0.10.2 none is (load_all raises)."""
+    if zoo.UNAVAILABLE:
+        pytest.skip(f"left out on this release: {zoo.UNAVAILABLE}")

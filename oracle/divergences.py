@@ -899,6 +899,7 @@ def _zero_power_literal(got, want, ctx):
         if e.primitive.name == "integer_pow" and e.params["y"] == 0:
             t = e.outputs[0].type
             zeros[(str(t).split("[")[0] + "[]", "from a literal")] += 1
+            zeros[(str(t).split("[")[0] + "[]", _JIT_OUTPUT)] += 1   # in a jit: its output (found on 0.6.2)
             if t.shape:
                 zeros[(str(t), "output of broadcast_in_dim")] += 1
             if lengths:     # in a scan body: stacked, an output of the scan (found on 0.4.25)
@@ -906,7 +907,7 @@ def _zero_power_literal(got, want, ctx):
             # the known zero times a primal in a reader's JVP (mul(a, 0) in
             # a * x**0's: found on 0.4.36), its product saved instead
             zeros.update({(str(r.outputs[0].type), "output of mul") for r in _readers(ctx.program, e.outputs[0])})
-    return not missing and bool(extra) and not (extra - zeros) and sum(extra.values()) <= sum(
+    return not missing and bool(extra) and not (_jit_outputs_alike(extra) - zeros) and sum(extra.values()) <= sum(
         1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
 
 
@@ -982,6 +983,23 @@ def _generic_reduce_window_refused_otherwise(ctx):
         return True     # no JVP rule at all (< 0.4.28): forward mode too, where the spec computes
     return (isinstance(spec_error, ValueError) and str(spec_error) == LINEARIZATION_ERROR
             and isinstance(e, AssertionError))
+
+
+def _dead_primal_unlinearizable(ctx):
+    """The spec raised its linearization error where JAX computed, and the
+    program without its dead code (spec.dce: a scan's unused outputs too)
+    linearizes."""
+    if not (isinstance(ctx.spec_error, ValueError) and str(ctx.spec_error) == LINEARIZATION_ERROR
+            and ctx.error is None):
+        return False
+    live, _ = dce(ctx.program)
+    try:
+        spec.linearize(live)
+    except ValueError as e:
+        if str(e) == LINEARIZATION_ERROR:
+            return False
+        raise
+    return True
 
 
 def _non_partitionable_threefry(ctx):
@@ -1734,7 +1752,8 @@ DIVERGENCES = [
         "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
         "predicate: JAX's list is the spec's plus at most one zero per integer_pow[y=0]: a scalar "
         "`from a literal` of its dtype, for an array power an `output of broadcast_in_dim` of "
-        "its type, in a scan body an `output of scan`, stacked, or the zero's product with a "
+        "its type, in a scan body an `output of scan`, stacked, in a jit an output of the jit, or "
+        "the zero's product with a "
         "primal in a reader's JVP, an `output of mul` of the reader's type (found by campaigns "
         "on 0.4.25 and 0.4.36).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
@@ -1777,6 +1796,26 @@ DIVERGENCES = [
         "t = jnp.tanh(x)\n"
         "print('wrong' if abs(ct - (3 + jnp.cos(x) + jnp.exp(t) * (1 - t * t))) > 1e-4 else 'right')  # wrong",
         _pjit_residual_forwarding, releases=Releases("0.4.25", "0.4.26")),
+    Divergence(
+        "linearize-ignores-an-unlinearizable-dead-primal",
+        "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0) "
+        "linearization is JVP followed by partial evaluation, which fails only where a primal "
+        "output the function returns is unknown; a primal no output reads may be unknown. "
+        "Direct linearization (0.10.2, and the spec) linearizes a scan body whole and refuses "
+        "it when any of its primals depends on tangents: a generic reduce_window (whose JVP "
+        "computes the primal from the tangents) with its stacked output unused (found by a "
+        "campaign on 0.6.2; from 0.4.28, when the generic rule was added). The predicate: the "
+        "spec raised its linearization error where JAX computed, and the program without its "
+        "dead code linearizes.",
+        "f = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c), jax.lax.reduce_window(\n"
+        "    b, 1.0, jax.lax.mul, (1, 3), (1, 1), 'VALID')), a, None, length=1)[0]\n"
+        "try:\n"
+        "    jax.linearize(f, 1.0, jnp.ones((2, 5)))\n"
+        "    print('linearized')\n"
+        "except (ValueError, NotImplementedError) as e:   # no JVP rule before 0.4.28\n"
+        "    print(type(e).__name__)  # linearized",
+        _dead_primal_unlinearizable, releases=Releases("0.4.28", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "generic-reduce-window-refuses-linearization-otherwise",
         "A generic reduce_window (a window reduction with a jaxpr of its own, lax.reduce_window "
@@ -2009,6 +2048,8 @@ def _first_that_applies(ctx: Context) -> Divergence | None:
         except Unsupported:     # the model met what the spec does not model: the oracle's refusal
             raise
         except Exception as e:   # a predicate that fails is our bug: never hide it
+            if ctx.spec_error is not None and type(e) is type(ctx.spec_error) and str(e) == str(ctx.spec_error):
+                continue    # the spec's own error again, modelling the program: that error is the finding
             if isinstance(e, ValueError) and str(e) == LINEARIZATION_ERROR:
                 continue    # the modelled program has no linearization (found by the fuzzer: a
                 #             generic reduce_window made live): this model explains no residuals

@@ -20,6 +20,7 @@ from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 
 from oracle.conventions import spec_value_of
 from oracle.jax_api import internals as jx
+from oracle.jax_api.capabilities import capabilities
 from oracle.errors import Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
@@ -186,6 +187,26 @@ def _convert_eqn(e, enclosing=""):
     return spec_params(name, params, where)
 
 
+def _zero_tangents_inlined(prog: Program, n_primals: int, asked, nonzeros) -> Program:
+    """A rule program traced with tangent inputs for `asked`, taking those for
+    `nonzeros` only: each other tangent is a zero literal of its type (the
+    instantiated zero JAX passes)."""
+    if list(asked) == list(nonzeros):
+        return prog
+    tangents = iter(prog.inputs[n_primals:])
+    zeros, kept = {}, list(prog.inputs[:n_primals])
+    for a, nz in zip(asked, nonzeros):
+        if a:
+            v = next(tangents)
+            if nz:
+                kept.append(v)
+            else:
+                zeros[v.id] = Literal(np.zeros(v.type.shape, v.type.dtype), v.type)
+    read = lambda x: zeros.get(x.id, x) if isinstance(x, Var) else x
+    eqns = [Eqn(e.primitive, [read(x) for x in e.inputs], e.outputs, e.params, why=e.why) for e in prog.eqns]
+    return Program(kept, eqns, [read(x) for x in prog.outputs], input_names=None)
+
+
 def _convert_custom(name: str, p: dict, inner: str, where: str):
     """custom_jvp_call / custom_vjp_call: the primal body, and the rules as
     spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
@@ -205,9 +226,16 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
         fun = p["jvp_jaxpr_fun"]
 
         def trace_jvp(nonzeros):
-            jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in nonzeros])
+            asked = list(nonzeros)
+            if not sz and capabilities().custom_jvp_int_tangents_typed:
+                # JAX instantiates every zero tangent before calling such a rule
+                # (ad.process_custom_jvp_call), so it only ever asks the thunk for
+                # none; this release's thunk asked for a zero hands the rule a
+                # SymbolicZero (found by the model suite on 0.4.25: logaddexp)
+                asked = [True] * len(nonzeros)
+            jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in asked])
             prog = from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner)
-            return prog, [not z for z in out_zeros]
+            return _zero_tangents_inlined(prog, len(nonzeros), asked, nonzeros), [not z for z in out_zeros]
         rule = Rule(jx.func_name(fun, "jvp"), trace_jvp, len(body.inputs))
         return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, symbolic_zeros=sz, name=fname)
     thunk, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]

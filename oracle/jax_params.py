@@ -65,8 +65,8 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
         out["padding_config"] = tuple(tuple(int(i) for i in c) for c in out["padding_config"])
     missing = [k for k in wanted if k not in out]
     for k in missing:       # params JAX leaves out when they have their default
-        if k in ("accuracy", "precision", "dimensions", "strides"):
-            out[k] = None
+        if k in ("accuracy", "precision", "dimensions", "strides", "sharding"):
+            out[k] = None       # (no sharding param before jax 0.4.3x: iota, convert_element_type)
         elif k == "weak_type":
             out[k] = False
         else:

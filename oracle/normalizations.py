@@ -103,13 +103,21 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
     argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
     wrapped: dict = {}
 
-    def walk(p: Program):
+    def walk(p: Program, outer: dict):
+        """`outer`: the sources, in the enclosing program, of the inputs of a
+        checkpoint body `p` (a name of a checkpoint's input names the
+        value passed in: found on 0.6.2, `named 'b'` for an exp outside)."""
         for e in p.eqns:
             if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
-                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(str(source_of(e.inputs[0], p)))
+                src = outer.get(e.inputs[0].id) or str(source_of(e.inputs[0], p))
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(src)
             for _, sub in subprograms(e.params):
-                walk(sub)
-    walk(prog)
+                passed = {}
+                if e.primitive.name == "remat":
+                    passed = {v.id: outer.get(a.id) or str(source_of(a, p)) for v, a in zip(sub.inputs, e.inputs)
+                              if isinstance(a, Var)}
+                walk(sub, passed)
+    walk(prog, {})
     if not wrapped:
         return jax_res
     return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))

@@ -1074,3 +1074,77 @@ def test_a_rounded_residual_takes_the_name_of_the_value_at_its_place():
     from spec.ir import Program
     renamed = _misnamed("output of reduce_precision")("remat2", jax_res, spec_res, Program([], [], []), {})
     assert renamed == spec_res
+
+
+def test_a_predicate_meeting_the_specs_own_error_explains_nothing(monkeypatch):
+    """A predicate that models the program and meets the error the spec
+    itself raised on it (found by the model suite on 0.4.25) does not apply:
+    the spec's error is the finding. Any other failure is the oracle's bug."""
+    from oracle import divergences as dv
+    from spec.ir import Program
+
+    def raises(ctx):
+        raise TypeError("boom")
+    monkeypatch.setattr(dv, "DIVERGENCES", [dv.Divergence("raises", "", "", raises)])
+    ctx = dv.Context("remat2", "values", None, Program([], [], []), spec_error=TypeError("boom"))
+    assert dv.find(ctx) is None
+    with pytest.raises(RuntimeError, match="predicate raises failed"):
+        dv.find(dv.Context("remat2", "values", None, Program([], [], [])))
+
+
+def test_a_name_of_a_checkpoint_input_names_the_value_passed_in():
+    """jax 0.6.2 (measured, campaign finding 6a3f6fc4e3): a checkpoint saving
+    its input, which its body names 'b', reports `named 'b'`; the spec names
+    the value by its producer outside, exp."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+
+    from oracle.from_jax import trace_jax
+    from oracle.normalizations import _name_inputs_named
+
+    prog = trace_jax(lambda a: jax.checkpoint(lambda f: checkpoint_name(f, "b") * 2.0)(jnp.exp(a)), np.float32(1.0))
+    got = _name_inputs_named("remat2", [("f32[]", "named 'b'")], [("f32[]", "output of exp")], prog, {})
+    assert got == [("f32[]", "output of exp")]
+    assert _name_inputs_named("remat2", [("f32[]", "named 'b'")], [("f32[]", "output of sin")], prog, {}) == [
+        ("f32[]", "named 'b'")]
+
+
+def test_a_zero_power_in_a_jit_is_saved_as_the_jits_output():
+    """jax 0.6.2 (campaign finding 57698e3c80): jit(scan of integer_pow(d, 0))
+    saves the zero tangent as `output of jitted function`; at most one per power."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(jax.jit(lambda a: jax.numpy.sin(jax.lax.integer_pow(a, 0) * a)), np.float32(1.0))
+    base = [("f32[]", "output of cos")]
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=base)
+    jit_zero = ("f32[]", "output of jitted function '<lambda>'")
+    assert dv._zero_power_literal(ctx(base + [jit_zero]))
+    assert not dv._zero_power_literal(ctx(base + [jit_zero, jit_zero]))
+
+
+def test_a_dead_unlinearizable_primal_is_the_divergence_only_when_dead():
+    """Campaign finding 36620aaf66 (jax 0.6.2): a scan body's generic
+    reduce_window with its stacked output unused. Dead, the program without
+    it linearizes; used, it does not, and the predicate does not hold."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from spec.jvp import LINEARIZATION_ERROR
+
+    window = lambda b: jax.lax.reduce_window(b, 1.0, jax.lax.mul, (1, 3), (1, 1), "VALID")
+    dead = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c), window(b)), a, None, length=1)[0]
+    used = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c) * window(b).sum(), None), a, None, length=1)[0]
+    args = (np.float32(1.0), np.ones((2, 5), np.float32))
+    ctx = lambda f: dv.Context("remat2", "residuals", None, trace_jax(f, *args),
+                               spec_error=ValueError(LINEARIZATION_ERROR))
+    assert dv._dead_primal_unlinearizable(ctx(dead))
+    assert not dv._dead_primal_unlinearizable(ctx(used))

@@ -102,6 +102,9 @@ CASES = [
     # a spec policy JAX asks about a dot_general (its out_type param before 0.4.3x)
     ("spec policy asked by JAX", lambda: oracle.check(lambda x: jnp.sin(jax.lax.dot_general(x, x, (((0,), (0,)), ((), ())))),
                                                       _save_sin(), f32(3))),
+    # a custom_jvp of an int input without symbolic zeros (jnp.logaddexp before it promotes)
+    ("custom_jvp int input", lambda: oracle.check(lambda x: jnp.sum(jnp.logaddexp(jnp.sin(x), 1)),
+                                                  jax.checkpoint_policies.dots_saveable, f32(3))),
     ("jit inside", lambda: oracle.check(jitted, jax.checkpoint_policies.everything_saveable, f32(3))),
 ]
 

@@ -14,6 +14,9 @@ class Capabilities:
     scan_params: frozenset          # the params lax.scan's equation has (`linear` before 0.10, ...)
     cond_params: frozenset          # the params lax.cond's equation has (`linear` in 0.4.25)
     optimize_remat: bool            # custom_vjp.defvjp takes optimize_remat= (not in 0.4.25)
+    # a custom_jvp rule traced with every tangent present gets an integer
+    # input's tangent typed as the input (0.4.x), not float0 (later)
+    custom_jvp_int_tangents_typed: bool
 
 
 def _eqn_params(fn, *args) -> frozenset:
@@ -38,4 +41,23 @@ def capabilities() -> Capabilities:
         scan_params=_eqn_params(lambda a: lax.scan(lambda c, y: (c + y, c), a[0], a), x),
         cond_params=_eqn_params(lambda a: lax.cond(a[0] > 0, lambda b: b, lambda b: -b, a), x),
         optimize_remat="optimize_remat" in inspect.signature(jax.custom_vjp.defvjp).parameters,
+        custom_jvp_int_tangents_typed=_int_tangent_typed(),
     )
+
+
+def _int_tangent_typed() -> bool:
+    """The jaxpr of a custom_jvp rule (its jvp thunk asked with no zero
+    tangents) of a function of an int32 input: is that input's tangent an
+    int32 input of it?"""
+    import jax
+    import numpy as np
+    from oracle.jax_api import internals
+
+    @jax.custom_jvp
+    def f(x, n):
+        return x
+    f.defjvp(lambda primals, tangents: (primals[0], tangents[0]))
+    eqn = jax.make_jaxpr(f)(jax.ShapeDtypeStruct((), np.float32), jax.ShapeDtypeStruct((), np.int32)).jaxpr.eqns[0]
+    _, params = internals.canonical_eqn(eqn.primitive.name, dict(eqn.params))
+    jaxpr, _, _ = internals.call(params["jvp_jaxpr_fun"], False, False)
+    return str(jaxpr.invars[-1].aval.dtype) == "int32"

@@ -17,6 +17,7 @@ from jax.example_libraries import stax
 from jax.scipy.special import logsumexp
 
 from . import data
+from . import zoo
 from .zoo import Case, model
 
 W = data.WIDTH
@@ -190,6 +191,7 @@ def jax_fori_decoder():
     lax.fori_loop (indexing the stack with the loop counter: a scan), a
     causal & padding bool mask, the loss by jax.nn.log_softmax and
     jnp.take_along_axis over int targets, weighted by a bool mask."""
+    zoo.require(hasattr(jnp, "unstack"), "jnp.unstack (jax 0.4.27)")
     L, D, H, F, V = 2, W, 2, 2 * W, data.VOCAB
     r = data.rng(12)
     n = lambda *s: (r.randn(*s) / np.sqrt(s[-2] if len(s) > 1 else 1)).astype(np.float32)

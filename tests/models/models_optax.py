@@ -80,8 +80,9 @@ class TaskBatch:
     query_y: np.ndarray
 
 
-jax.tree_util.register_dataclass(TaskBatch, data_fields=["support_x", "support_y", "query_x", "query_y"],
-                                 meta_fields=[])
+if hasattr(jax.tree_util, "register_dataclass"):      # jax 0.4.26
+    jax.tree_util.register_dataclass(TaskBatch, data_fields=["support_x", "support_y", "query_x", "query_y"],
+                                     meta_fields=[])
 
 
 def mlp(params, x):
@@ -99,6 +100,7 @@ def optax_train_step():
     state from tx.init), optax.apply_updates, then optax.squared_error on
     the query set at the updated params; the outer gradient is second
     order through the checkpoint. params a list of (w, b) tuples."""
+    zoo.require(hasattr(jax.tree_util, "register_dataclass"), "jax.tree_util.register_dataclass (jax 0.4.26)")
     r = data.rng(31)
     params = [(r.randn(3, W).astype(np.float32) / np.sqrt(3), np.zeros(W, np.float32)),
               (r.randn(W, 1).astype(np.float32) / np.sqrt(W), np.zeros(1, np.float32))]

@@ -112,10 +112,13 @@ def load_all() -> dict[str, Model]:
 
     from oracle.jax_api.versions import Releases, holds
     for module in MODULES:
+        before = set(MODELS)
         try:
             importlib.import_module(f"{__package__}.{module}")
         except ImportError as e:
             if holds(Releases("0.10.2")):
                 raise
             UNAVAILABLE[module] = f"{type(e).__name__}: {e}"
+            for name in set(MODELS) - before:    # registered before the import failed
+                del MODELS[name]
     return MODELS

@@ -15,6 +15,7 @@ so that XLA cannot merge the recomputed values with the forward pass's.
 from __future__ import annotations
 
 from spec.ir import Program, Var, subprograms
+from spec.partial_eval import dce
 from spec.transpose import transpose
 from spec.vjp import linearize
 
@@ -46,7 +47,8 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
     equation of the linear program with prevent_cse set that reads a
     tangent (its flags for the tangents are those remat_jvp appends, True
     for a per-input tuple), plus the program's own optimization_barrier
-    equations, forward and linear. `diff`: as `linearize`'s.
+    equations, forward and linear, where the linear function's outputs need
+    them. `diff`: as `linearize`'s.
 
         >>> import spec
         >>> from spec import ops
@@ -56,7 +58,14 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
     """
     lin = linearize(prog, diff)
     linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
-    return _count(lin.linear, linear_inputs) + _explicit(lin.forward) + _explicit(lin.linear)
+    # only what the called linear function needs is left in the jit: jit's
+    # lowering removes dead equations (pxla's `_dce_jaxpr`), barriers too, so
+    # the forward pass keeps what computes the residuals the linear program
+    # reads (found by a campaign: grad's barrier on cotangents, forward only)
+    linear, reads = dce(lin.linear)
+    n_out = len(lin.forward.outputs) - len(lin.residuals)
+    forward, _ = dce(lin.forward, [False] * n_out + reads[:len(lin.residuals)])
+    return _count(linear, linear_inputs) + _explicit(forward) + _explicit(linear)
 
 
 def _explicit(prog: Program) -> int:

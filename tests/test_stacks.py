@@ -532,6 +532,26 @@ def test_barriers_of_the_called_linear_function(name):
         assert f"spec {want}," in report.results[0].detail
 
 
+def test_a_barrier_only_the_primal_outputs_need_is_dead_in_the_called_linear_function():
+    """jit(linearize-then-call) returns the linear function's outputs only:
+    a program's own optimization_barrier on a value only a primal output
+    reads is dead code there, removed before lowering (JAX's HLO: none;
+    campaign finding 068b60410e on 0.6.2, a false alarm on 0.10.2 too). One
+    on a value the linear function reads through a residual stays, and its
+    JVP's barrier on the tangents."""
+    import oracle
+    from spec.barriers import linear_optimization_barriers
+    from spec.prims_conv import optimization_barrier
+    dead = spec.trace(lambda x, w: (ops.sin(x), optimization_barrier(w)[0]), spec.f32[3], spec.f32[3])
+    live = spec.trace(lambda x: ops.sin(optimization_barrier(x)[0]), spec.f32[3])
+    for prog, diff, want in ((dead, [True, False], 0), (live, None, 2)):   # live: forward and tangent
+        assert linear_optimization_barriers(prog, diff=diff) == want
+    stack = S.Stack((S.Layer("linearize", argnums=(0,)),))
+    report = oracle.check(oracle.to_jax(dead), oracle.AS_IS, *_args(dead),
+                          properties=(S.stack_barriers_property(stack, dead),))
+    assert report.results[0].status == "ok", str(report)
+
+
 def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):
     """A reproducer of the stack_barriers property (the spec's count
     embedded) runs to agreement on pristine JAX, and fails under the

@@ -17,7 +17,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import ArrayType, Program, Var, subprograms
+from spec.ir import ArrayType, Literal, Program, Var, is_float, subprograms
 from spec.jvp import LINEARIZATION_ERROR
 from spec.partial_eval import looked_through_value
 from spec.remat import remat_p
@@ -553,6 +553,8 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     """remat2, and JAX's residuals are the spec's of the program with the
     unread operands of its conds, calls and scans made outputs
     (`unread_operands_out`), in some order, and not the spec's own."""
+    if ctx.implementation == "remat2" and ctx.property == "prevent_cse" and ctx.barriers is not None:
+        return _unread_operands_barriers(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     # the same staging of whole equations keeps their unused outputs too
@@ -570,6 +572,17 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
         if collections.Counter(want) != collections.Counter(ctx.spec_residuals) and got == collections.Counter(want):
             return True
     return False
+
+
+def _unread_operands_barriers(ctx) -> bool:
+    """JAX's backward pass has barriers where the spec's has none, or the
+    other way round, and the spec's for the program with the unread
+    operands made outputs agrees with JAX: the tangent of a checkpoint's
+    output that only an unread operand takes is computed, and its
+    recomputation barriered (found by a campaign on 0.4.25)."""
+    variant, n = unread_operands_out(ctx.program)
+    want, got = ctx.barriers
+    return bool(n) and (want > 0) != (got > 0) and (optimization_barriers(variant) > 0) == (got > 0)
 
 
 def _normalised_against(ctx, want: list) -> list:
@@ -696,6 +709,9 @@ def _integer_pow_one_factor_saved(got, want, ctx):
     return not missing and bool(extra) and not (_jit_outputs_alike(extra) - powers)
 
 
+_integer_pow_one_factor.explains = _integer_pow_one_factor_saved.explains   # composes as the additive form
+
+
 def _eqns_in_loops(prog: Program, lengths=()):
     """Every equation of `prog` at any depth, with the lengths of the scans
     around it (outermost first)."""
@@ -772,14 +788,18 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
     """The entries saved_residuals gives a custom_vjp_call's primal outputs
     saved as residuals (lax.tie_p ties them to the tangents): per output of
     one in a scan body an `output of scan` (stacked), in a jit body an
-    `output of jitted function 'f'`; with `top_level`, of one at the top
-    level, what the forward rule (inlined) computes it with."""
+    `output of jitted function 'f'`, in a cond branch an `output of cond`;
+    with `top_level`, of one at the top level, what the forward rule
+    (inlined) computes it with."""
     out = collections.Counter()
     for e in prog.eqns if top_level else ():
         if e.primitive.name == "custom_vjp_call":
             body = e.params["jaxpr"]
             out.update((str(v.type), str(source_of(b, body))) for v, b in zip(e.outputs, body.outputs))
     for e in _eqns(prog):
+        if e.primitive.name == "cond":      # in a cond branch: an output of the cond (found on 0.4.36)
+            out.update((str(v.type), "output of cond") for b in e.params["branches"] for c in _eqns(b)
+                       if c.primitive.name == "custom_vjp_call" for v in c.outputs)
         if e.primitive.name in ("scan", "call"):
             ties = [v for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"
                     for v in c.outputs]
@@ -860,8 +880,10 @@ def _sort_jvp_int32_permutation(got, want, ctx):
         if wt not in old_indices:
             return False
         rank = len(_parse_shape(wt)) - 1
+        in_jit = gs == ws and (gs.startswith("output of jitted function ") or gs == "output of pjit")   # (0.4.36)
         if not ((rank == 1 and gs == ws and gt == "i32" + wt[len("u32"):])
-                or (rank >= 2 and ws == "output of broadcast_in_dim" and (gt, gs) == old_indices[wt])):
+                or (rank >= 2 and ws == "output of broadcast_in_dim" and (gt, gs) == old_indices[wt])
+                or (rank >= 2 and in_jit and gt == old_indices[wt][0])):
             return False
     return True
 
@@ -932,6 +954,49 @@ def _scan_zero_carry_tangent(got, want, ctx):
                 if np.issubdtype(np.dtype(a.type.dtype), np.floating):
                     zeros[(str(a.type), "from a literal" if not a.type.shape else "output of broadcast_in_dim")] += 1
     return not missing and bool(extra) and not (extra - zeros)
+
+
+@additive
+def _cond_weak_residual_slots(got, want, ctx):
+    """JAX's list is the baseline's plus `output of cond` entries, per type
+    at most as many as the weakly typed float values of that type computed
+    in cond branches (`_weak_values`)."""
+    extra, missing = _difference(got, want)
+    if missing or not extra or any(src != "output of cond" for _, src in extra):
+        return False
+    weak = collections.Counter()
+    for e in _eqns(ctx.program):
+        if e.primitive.name == "cond":
+            for branch in e.params["branches"]:
+                weak.update(str(t) for t in _weak_values(branch))
+    return all(n <= weak[t] for (t, _), n in extra.items())
+
+
+def _weak_values(prog: Program) -> list:
+    """The types of the float values `prog` computes (at any depth) that JAX
+    types weakly: made from Python float literals only (oracle.to_jax binds
+    a scalar f32 Literal as a Python float), a convert_element_type with
+    weak_type=True, a loop carry started from one."""
+    weak, types = set(), []
+
+    def is_weak(a):
+        return (isinstance(a, Literal) and a.is_scalar and is_float(a.type.dtype)) or (
+            isinstance(a, Var) and a.id in weak)
+    for e in prog.eqns:
+        if e.primitive.name == "convert_element_type":
+            made = [e.params.get("weak_type", False)] * len(e.outputs)
+        elif e.primitive.name == "while":
+            n_consts = e.params["cond_nconsts"] + e.params["body_nconsts"]
+            made = [is_weak(a) for a in e.inputs[n_consts:]]
+        else:
+            made = [bool(e.inputs) and all(is_weak(a) for a in e.inputs)] * len(e.outputs)
+        for v, w in zip(e.outputs, made):
+            if w and is_float(v.type.dtype):
+                weak.add(v.id)
+                types.append(v.type)
+        for _, sub in subprograms(e.params):
+            types += _weak_values(sub)
+    return types
 
 
 def _forwarded_input(prog: Program, atom) -> int | None:
@@ -1388,6 +1453,26 @@ DIVERGENCES = [
         "print('optimization_barrier' in jax.jit(jax.grad(f)).lower(jnp.ones(3)).as_text())  # True",
         _remat3_barriers, releases=REMAT3),
     Divergence(
+        "cond-residual-slots-differ-by-weak-type",
+        "JAX's cond partial evaluation lets the branches share residual slots of equal avals "
+        "(`_merge_branch_residuals`, jax/_src/lax/control_flow/conditionals.py), and an aval's "
+        "equality includes its weak type: a weakly typed residual of one branch (a value made "
+        "from Python float literals, e.g. a while loop's carry started from "
+        "broadcast(0.0)) takes a slot of its own beside the other branch's strong one of the "
+        "same shape. The spec's types carry no weak type, so it shares the slot. Measured on "
+        "0.10.2 and 0.4.36 (found by a campaign on 0.4.36). One more saved value of that type. "
+        "The predicate: JAX's list is the spec's plus `output of cond` entries, per type at "
+        "most as many as the weakly typed float values of that type the cond's branches "
+        "compute.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "loop = lambda v, z: jax.lax.while_loop(lambda c: c.sum() < 1.5, lambda c: c + jnp.tanh(c.sum() * v.sum()) + 1.0,\n"
+        "                                       jax.lax.broadcast_in_dim(z, (3,), ()))\n"
+        "f = lambda z: lambda a: jax.lax.cond(a.sum() > 0, lambda v: jnp.sin(jnp.sin(v)), lambda v: loop(v, z), a)\n"
+        "import numpy as np\n"
+        "n = [len(saved_residuals(f(z), jnp.ones(3))) for z in (0.0, np.float32(0.0))]\n"
+        "print('weak takes a slot of its own' if n[0] > n[1] else 'shared')  # weak takes a slot of its own",
+        _cond_weak_residual_slots),
+    Divergence(
         "literal-residuals-depend-on-the-constant-s-python-type",
         "JAX (0.10.2) saves a scalar constant that a tangent equation reads (\"from a literal\") "
         "when the user's code wrote it as a Python float or a jax Array, and not when it was a "
@@ -1496,7 +1581,9 @@ DIVERGENCES = [
         "scan whose tangent the body's linearization does not read (not a carry; threaded out of "
         "the jits around it) made a program output, and not for the program itself; or so for "
         "the program with the unused outputs linearize-keeps-unused-outputs-of-staged-equations "
-        "keeps made outputs too.",
+        "keeps made outputs too; or, for the barriers of the backward pass, the spec's count "
+        "for that program agrees with JAX's where its own does not (a checkpoint whose output "
+        "only an unread operand takes is differentiated and its recomputation barriered).",
         "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
         "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
         _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),
@@ -1588,10 +1675,11 @@ DIVERGENCES = [
         "primal outputs to the tangents (`lax.tie_p.bind(primals_out, tangents_out)`), so "
         "linearizing one inside a scan body saves its primal output as a residual the backward "
         "pass never needs (an extra stacked `output of scan`), and inside a jit body as well "
-        "(an extra `output of jitted function`: measured on 0.4.25 and 0.4.36, not on 0.6.2); "
+        "(an extra `output of jitted function`: measured on 0.4.25 and 0.4.36, not on 0.6.2), "
+        "and inside a cond branch (an extra `output of cond`: found by a campaign on 0.4.36); "
         "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
         "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
-        "output of a custom_vjp in a scan or jit body (of the stacked type, or its own).",
+        "output of a custom_vjp in a scan or jit body or a cond branch (of the stacked type, or its own).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"
@@ -1702,7 +1790,8 @@ DIVERGENCES = [
         "predicate: the lists differ only in entries of the same provenance that are `u32[s, "
         "1]` in the spec's and `i32[s, 1]` in JAX's, s a sort operand's shape, at most one per "
         "sort; for an operand of rank r >= 2 JAX gathers with every dimension's indices, "
-        "`i32[s, r]` an `output of concatenate` (found by a campaign on 0.4.36).",
+        "`i32[s, r]` an `output of concatenate` (or, in a jit, the jit's output where the "
+        "spec's is too; found by campaigns on 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",

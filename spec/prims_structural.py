@@ -563,7 +563,7 @@ def precision_from_jax(p):
 # the inverse, as source for emitters (`lax`, `np` in scope)
 PRECISION_TO_JAX = ("(lambda p: None if p is None else lax.DotAlgorithmPreset[p] if isinstance(p, str) "
                     "else lax.DotAlgorithm(*map(np.dtype, p[1:4]), *p[4:]) if p[0] == 'DotAlgorithm' "
-                    "else (lax.Precision[p[0]], lax.Precision[p[1]]))")
+                    "else (getattr(lax.Precision, p[0]), getattr(lax.Precision, p[1])))")   # no [] before 0.4.3x
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):

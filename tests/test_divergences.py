@@ -1148,3 +1148,108 @@ def test_a_dead_unlinearizable_primal_is_the_divergence_only_when_dead():
                                spec_error=ValueError(LINEARIZATION_ERROR))
     assert dv._dead_primal_unlinearizable(ctx(dead))
     assert not dv._dead_primal_unlinearizable(ctx(used))
+
+
+def test_two_additive_divergences_compose(monkeypatch):
+    """Campaign findings 405de95b02 and 77eaaa5bc0 (jax 0.4.25): a custom_vjp
+    saving its output beside integer_pow(a, 1)'s factor `1 * a**0` (each a
+    known divergence of 0.4.25 alone). Together they explain JAX's list;
+    neither alone does, and an entry neither explains is still a Mismatch."""
+    import jax
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: True)   # both hold on 0.4.25 only
+
+    @jax.custom_vjp
+    def s(x):
+        return jax.numpy.sin(x)
+    s.defvjp(lambda x: (jax.numpy.sin(x), jax.numpy.cos(x)), lambda c, g: (g * c,))
+    prog = trace_jax(lambda a: (jax.lax.integer_pow(a, 1), s(a)), np.float32(1.0))
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    both = want + [("f32[]", "output of sin"), ("f32[]", "output of mul")]
+    found = dv.find(ctx(both))
+    assert found is not None and " + " in found.name
+    assert {"integer-pow-one-jvp-saves-its-factor", "custom-vjp-saves-its-output"} == set(found.name.split(" + "))
+    assert dv.find(ctx(both + [("f32[]", "output of exp")])) is None
+
+
+def test_unread_operands_explain_a_barrier_the_spec_does_not_predict():
+    """Campaign finding 14cedb5730 (jax 0.4.25): a checkpoint's output passed
+    to a cond whose branches ignore it. Without direct linearization its
+    tangent is computed, and the checkpoint's recomputation barriered (JAX's
+    HLO: 1); the spec, as 0.10.2, prunes it (0)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from spec.barriers import optimization_barriers
+
+    f = lambda a: jax.lax.cond(a > 0, lambda o, p: jnp.sin(o), lambda o, p: jnp.cos(o), a, jax.checkpoint(jnp.sin)(a))
+    prog = trace_jax(f, np.float32(1.0))
+    assert optimization_barriers(prog) == 0
+    ctx = lambda barriers: dv.Context("remat2", "prevent_cse", None, prog, barriers=barriers)
+    assert dv._linearize_keeps_tangents_of_unread_operands(ctx((0, 1)))
+    assert not dv._linearize_keeps_tangents_of_unread_operands(ctx((1, 0)))
+
+
+def test_old_rule_entries_in_jits_and_cond_branches():
+    """Campaign findings on jax 0.4.36: a rank-2 sort in a jit saves the old
+    rule's concatenated i32 indices as the jit's output (8c96eaa515); a
+    custom_vjp in a cond branch saves its output as the cond's (2fdcc71fce);
+    an operand a branch reads only in dead code is unread (44a454716d)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from oracle.program_variants import unread_operands_out
+
+    ctx = lambda prog, got, want: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    sort = trace_jax(jax.jit(lambda b: jax.lax.sort(b, dimension=1)), np.ones((3, 5), np.float32))
+    jit = "output of jitted function '<lambda>'"
+    assert dv._sort_jvp_int32_permutation.explains([("i32[3,5,2]", jit)], [("u32[3,5,1]", jit)], ctx(sort, [], []))
+    assert not dv._sort_jvp_int32_permutation.explains([("i32[3,5,3]", jit)], [("u32[3,5,1]", jit)], ctx(sort, [], []))
+
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+    cond = trace_jax(lambda a: jax.lax.cond(a.sum() > 0, jnp.sin, s, a), np.ones(3, np.float32))
+    assert dv._custom_vjp_outputs_as_saved(cond, top_level=False)[("f32[3]", "output of cond")] == 1
+
+    window = lambda x: jax.lax.reduce_window(x, 1.0, jax.lax.mul, (3,), (1,), "VALID")
+    dead = trace_jax(lambda a, e, d: jax.lax.cond(a > 0, lambda j, k, l: jnp.sin(j),
+                                                    lambda j, k, l: (window(l), jnp.cos(j))[1], a, e, d),
+                     np.float32(1.0), np.float32(2.0), np.ones(5, np.float32))
+    assert unread_operands_out(dead)[1] == 2     # e: read by neither branch, d only by dead code
+
+
+def test_a_weak_typed_residual_of_a_cond_branch_takes_a_slot_of_its_own():
+    """Campaign finding f527f3a9b3 (jax 0.4.36; 0.10.2 too): a while loop
+    started from broadcast(0.0) in one cond branch: the weakly typed carry
+    is saved in a slot of its own. Bounded by the weak values computed."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    loop = lambda v: jax.lax.while_loop(lambda c: c.sum() < 1.5, lambda c: c + jnp.tanh(c.sum() * v.sum()) + 1.0,
+                                        jax.lax.broadcast_in_dim(0.0, (3,), ()))
+    prog = trace_jax(lambda a: jax.lax.cond(a.sum() > 0, lambda v: jnp.sin(jnp.sin(v)), loop, a),
+                     np.ones(3, np.float32))
+    assert [str(t) for t in dv._weak_values(prog.eqns[-1].params["branches"][0])].count("f32[3]") >= 1   # the false branch
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    assert dv._cond_weak_residual_slots(ctx(want + [("f32[3]", "output of cond")]))
+    assert not dv._cond_weak_residual_slots(ctx(want + [("f32[5]", "output of cond")]))

@@ -133,3 +133,17 @@ def test_every_example_binds_on_the_recorded_release():
         assert missing == {}
     else:
         assert all(why.startswith(f"jax {jax.__version__}:") for why in missing.values()), missing
+
+
+def test_a_precision_pair_binds_on_this_release():
+    """A dot_general's precision pair is emitted through getattr: lax.Precision
+    takes no [] before jax 0.4.3x (found by a campaign on 0.4.25)."""
+    import numpy as np
+
+    import spec
+    from spec.ir import ArrayType
+    from spec.prims_structural import dot_general
+    prog = spec.trace(lambda x, y: dot_general(x, y, (((1,), (0,)), ((), ())), precision=("HIGHEST", "HIGHEST")),
+                      ArrayType((2, 3), np.float32), ArrayType((3, 2), np.float32))
+    eqn = jax.make_jaxpr(oracle.to_jax(prog))(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)).eqns[0]
+    assert [p.name for p in eqn.params["precision"]] == ["HIGHEST", "HIGHEST"]

@@ -33,7 +33,7 @@ from oracle.conventions import AS_IS
 from oracle.jax_api.flags import flags
 from spec.barriers import optimization_barriers
 from spec.partial_eval import dce, source_of
-from spec.prims_control import BranchTypesError
+from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError
 from spec.remat import names_in
 from spec.semantics import following
 import collections
@@ -555,6 +555,10 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     (`unread_operands_out`), in some order, and not the spec's own."""
     if ctx.implementation == "remat2" and ctx.property == "prevent_cse" and ctx.barriers is not None:
         return _unread_operands_barriers(ctx)
+    if ctx.implementation == "remat2" and ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
+        return _unread_operands_leaves(ctx)
+    if ctx.implementation == "remat2" and isinstance(ctx.error, ValueError) and str(ctx.error) == WHILE_TRANSPOSE_ERROR:
+        return _unread_operands_refuse_reverse(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     # the same staging of whole equations keeps their unused outputs too
@@ -583,6 +587,31 @@ def _unread_operands_barriers(ctx) -> bool:
     variant, n = unread_operands_out(ctx.program)
     want, got = ctx.barriers
     return bool(n) and (want > 0) != (got > 0) and (optimization_barriers(variant) > 0) == (got > 0)
+
+
+def _unread_operands_refuse_reverse(ctx) -> bool:
+    """JAX refused to transpose a while loop where the spec computed, and the
+    spec refuses too for the program with the unread operands made outputs:
+    the loop's output reaches only an unread operand, whose tangent JAX
+    computes (found by a campaign on 0.4.25)."""
+    variant, n = unread_operands_out(ctx.program)
+    if not n:
+        return False
+    try:
+        spec.vjp_program(variant)
+    except ValueError as e:
+        return str(e) == WHILE_TRANSPOSE_ERROR
+    return False
+
+
+def _unread_operands_leaves(ctx) -> bool:
+    """jax.vjp's residual leaves are those of the spec's residuals for the
+    program with the unread operands made outputs, and not those for the
+    program itself (found by a campaign on 0.4.25: a cond branch's while
+    loop whose output only a scan's unread operand takes)."""
+    variant, n = unread_operands_out(ctx.program)
+    leaves = lambda prog: sorted((str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog))
+    return bool(n) and sorted(ctx.jax_residuals) == leaves(variant) != leaves(ctx.program)
 
 
 def _normalised_against(ctx, want: list) -> list:
@@ -888,6 +917,27 @@ def _sort_jvp_int32_permutation(got, want, ctx):
     return True
 
 
+@additive
+def _top_k_old_indices(got, want, ctx):
+    """JAX's list is the baseline's with `i32[s, 1]` entries (the indices
+    top_k's JVP gathers the tangent with, s a top_k output's shape) those
+    of every dimension, `i32[s, r]` an `output of concatenate` (r the
+    operand's rank), in the same place."""
+    shapes = {e.outputs[0].type.shape: len(e.inputs[0].type.shape) for e in _eqns(ctx.program)
+              if e.primitive.name == "top_k"}
+    changed = [(g, w) for g, w in zip(got, want) if g != w]
+    if len(got) != len(want) or not changed:
+        return False
+    for (gt, gs), (wt, ws) in changed:
+        if not (wt.startswith("i32[") and gt.startswith("i32[") and ws == "output of reshape"
+                and gs == "output of concatenate"):
+            return False
+        w_shape, g_shape = _parse_shape(wt), _parse_shape(gt)
+        if not (w_shape[-1] == 1 and w_shape[:-1] in shapes and g_shape == w_shape[:-1] + (shapes[w_shape[:-1]],)):
+            return False
+    return True
+
+
 def _parse_shape(printed_type: str) -> tuple:
     """The shape of a printed spec type (`u32[3,5,1]` -> (3, 5, 1))."""
     dims = printed_type[printed_type.index("[") + 1:-1]
@@ -924,6 +974,7 @@ def _zero_power_literal(got, want, ctx):
             zeros[(str(t).split("[")[0] + "[]", _JIT_OUTPUT)] += 1   # in a jit: its output (found on 0.6.2)
             if t.shape:
                 zeros[(str(t), "output of broadcast_in_dim")] += 1
+                zeros[(str(t), _JIT_OUTPUT)] += 1       # the broadcast zero, a jit's output (found on 0.4.36)
             if lengths:     # in a scan body: stacked, an output of the scan (found on 0.4.25)
                 zeros[(str(ArrayType(tuple(lengths) + t.shape, t.dtype)), "output of scan")] += 1
             # the known zero times a primal in a reader's JVP (mul(a, 0) in
@@ -1065,6 +1116,13 @@ def _dead_primal_unlinearizable(ctx):
             return False
         raise
     return True
+
+
+def _threefry_batched_beside_an_unbatched_operand(ctx):
+    """A program with threefry2x32, and JAX raised the loop's carry-type
+    TypeError under vmap (a batched and an unbatched operand)."""
+    return (isinstance(ctx.error, TypeError) and "carry output must have equal types" in str(ctx.error)
+            and has_primitive(ctx.program, "threefry2x32"))
 
 
 def _non_partitionable_threefry(ctx):
@@ -1797,6 +1855,20 @@ DIVERGENCES = [
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
         _sort_jvp_int32_permutation, releases=Releases("0.4.25", "0.4.38")),
     Divergence(
+        "top-k-jvp-gathers-with-every-index",
+        "Before jax 0.4.35 top_k's JVP rule (jax/_src/lax/lax.py _top_k_jvp) gathers the "
+        "tangent with the indices of every dimension, concatenated (`i32[..., k, r]`, an "
+        "`output of concatenate`, r the operand's rank); from 0.4.35 (and in the spec, as "
+        "0.10.2) with the last dimension's alone (`i32[..., k, 1]`, an `output of reshape`). "
+        "Measured on every release with tools/releases.py (found by a campaign on 0.4.25). "
+        "More memory, same values. The predicate: the lists differ only in such entries, in the "
+        "same place.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "r = saved_residuals(lambda b: jax.lax.top_k(b, 2)[0], jnp.ones((3, 5)))\n"
+        "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
+        "# indices: ['output of concatenate']",
+        _top_k_old_indices, releases=Releases("0.4.25", "0.4.35")),
+    Divergence(
         "custom-vjp-saves-its-output",
         "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "
         "tangents (`lax.tie_p`, jax-ml/jax 70b58bbd30; see custom-vjp-in-scan-or-jit-saves-its-output) "
@@ -1925,6 +1997,24 @@ DIVERGENCES = [
         "except (AssertionError, NotImplementedError):\n"
         "    print('another error')  # another error",
         _generic_reduce_window_refused_otherwise, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "threefry-vmap-beside-an-unbatched-operand-fails",
+        "JAX's threefry2x32 batching rule (batching.defbroadcasting, "
+        "jax/_src/random/threefry2x32.py in 0.10.2, prng.py before) leaves an unbatched operand "
+        "unbroadcast, and the rolled loop it lowers to (a fori_loop over the rounds) then has "
+        "a carry whose type changes: vmap with in_axes None for one of its four operands "
+        "raises a TypeError (`carry input and carry output must have equal types`). The spec "
+        "batches it (every operand broadcast). Measured on 0.4.25, 0.4.36, 0.6.2 and 0.10.2 "
+        "(found by a campaign on 0.4.36). The predicate: a program with threefry2x32, and JAX "
+        "raised that TypeError.",
+        "p = __import__('jax.extend.random', fromlist=['random']).threefry2x32_p\n"
+        "try:\n"
+        "    jax.vmap(p.bind, in_axes=(0, None, 0, 0))(jnp.ones(2, jnp.uint32), jnp.uint32(3),\n"
+        "                                              jnp.ones((2, 5), jnp.uint32), jnp.ones((2, 5), jnp.uint32))\n"
+        "    print('computed')\n"
+        "except TypeError:\n"
+        "    print('TypeError')  # TypeError",
+        _threefry_batched_beside_an_unbatched_operand),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

@@ -79,7 +79,7 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
     on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
     found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
-    return unused_outputs_out(prog, lambda e: e.primitive is remat_p, lambda e: True)
+    return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True)
 
 
 def _staged_whole(e: Eqn) -> bool:
@@ -98,7 +98,7 @@ def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
     not, and keeps the residuals that needs; a checkpoint's own body is
     partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
     pe.dce_jaxpr), so nothing inside one is kept."""
-    return unused_outputs_out(prog, _staged_whole,
+    return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
                               lambda e: e.primitive is not remat_p)
 
 
@@ -111,17 +111,11 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     unread operands are computed, and the residuals they need saved (found
     by a campaign on 0.4.36: acos's output passed to a cond whose branches
     ignore it saves acos's derivative factor)."""
-    eqns, extra = [], []
-    for e in prog.eqns:
-        if e.primitive.name == "call":
-            body, n = unread_operands_out(e.params["jaxpr"])
-            if n:
-                new = [Var(t) for t in body.out_types[len(body.outputs) - n:]]
-                e = Eqn(e.primitive, e.inputs, list(e.outputs) + new, dict(e.params, jaxpr=body), why=e.why)
-                extra += new
-        eqns.append(e)
-        extra += [a for a in _unread_operands(e) if all(a is not o for o in extra)]
-    return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
+    # threaded out of the calls, cond branches and scan bodies around them
+    # (a cond branch's while loop whose output only a scan's unread operand
+    # takes: found by a campaign on 0.4.25), not out of checkpoints, whose
+    # partial evaluation prunes their bodies
+    return unused_outputs_out(prog, lambda e, used: _unread_operands(e), lambda e: e.primitive is not remat_p)
 
 
 def _unread_operands(e: Eqn) -> list:
@@ -154,9 +148,15 @@ def _tangents_read(body: Program) -> set[int]:
     return {i for i, v in zip(positions, tangent_ins) if v.id in read}
 
 
-def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tuple[Program, int]:
-    """`prog` with every float output that nothing live reads of each live
-    equation e with selects(e) made an output of the program, threaded out
+def _unused_outputs_of(selects: Callable) -> Callable:
+    """`unused_outputs_out`'s `picks`: the float outputs that nothing live
+    reads of each equation e with selects(e)."""
+    return lambda e, used: [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)] if selects(e) else []
+
+
+def unused_outputs_out(prog: Program, picks: Callable, enters: Callable) -> tuple[Program, int]:
+    """`prog` with the values picks(e, ids the live equations read) of each
+    live equation e made outputs of the program (each once), threaded out
     through the sub-programs of the live equations with enters(e)
     (`_unused_outputs_threaded`), and how many were. Dead equations (no
     program output depends on them, no effect) are left as they are."""
@@ -166,12 +166,11 @@ def unused_outputs_out(prog: Program, selects: Callable, enters: Callable) -> tu
         if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
             eqns.append(e)
             continue
-        params, new_types = _unused_outputs_threaded(e, selects, enters) if enters(e) else (e.params, [])
+        params, new_types = _unused_outputs_threaded(e, picks, enters) if enters(e) else (e.params, [])
         new = [Var(t) for t in new_types]
         extra += new
-        if selects(e):
-            extra += [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)]
-        eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params))
+        extra += [v for v in picks(e, used) if all(v is not o for o in extra)]
+        eqns.append(Eqn(e.primitive, e.inputs, list(e.outputs) + new, params, why=e.why))
     return Program(prog.inputs, eqns, list(prog.outputs) + extra, input_names=prog.input_names), len(extra)
 
 
@@ -188,13 +187,13 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tuple[dict, list]:
+def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable) -> tuple[dict, list]:
     """`e`'s params with the unused outputs of its sub-programs made their
     outputs (`unused_outputs_out`), and the types of the outputs that adds
     to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
     cond's branches (the other branches return zeros there)."""
     if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_outputs_out(e.params["jaxpr"], selects, enters)
+        body, n = unused_outputs_out(e.params["jaxpr"], picks, enters)
         if not n:
             return e.params, []
         new = body.out_types[len(body.outputs) - n:]
@@ -202,7 +201,7 @@ def _unused_outputs_threaded(e: Eqn, selects: Callable, enters: Callable) -> tup
             new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
         return dict(e.params, jaxpr=body), new
     if e.primitive is cond_p:
-        split = [unused_outputs_out(b, selects, enters) for b in e.params["branches"]]
+        split = [unused_outputs_out(b, picks, enters) for b in e.params["branches"]]
         if not any(n for _, n in split):
             return e.params, []
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]

@@ -1253,3 +1253,42 @@ def test_a_weak_typed_residual_of_a_cond_branch_takes_a_slot_of_its_own():
     ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
     assert dv._cond_weak_residual_slots(ctx(want + [("f32[3]", "output of cond")]))
     assert not dv._cond_weak_residual_slots(ctx(want + [("f32[5]", "output of cond")]))
+
+
+def test_campaign_findings_of_the_last_round_on_old_releases():
+    """Campaign findings at 74d4eb4: top_k's old indices (988169516b, jax
+    0.4.25); a cond branch's while loop whose output only a scan's unread
+    operand takes (f6cfc8a9f7: threaded out of the branch, and JAX's refusal
+    to transpose the loop); threefry2x32 batched beside an unbatched operand
+    (cb2d3bc9d6, every release)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from oracle.program_variants import unread_operands_out
+    from spec.prims_control import WHILE_TRANSPOSE_ERROR
+
+    ctx = lambda prog, **kw: dv.Context("remat2", "residuals", None, prog, **kw)
+    top = trace_jax(lambda b: jax.lax.top_k(b, 2)[0], np.ones((3, 5), np.float32))
+    old, new = [("i32[3,2,2]", "output of concatenate")], [("i32[3,2,1]", "output of reshape")]
+    assert dv._top_k_old_indices.explains(old, new, ctx(top))
+    assert not dv._top_k_old_indices.explains([("i32[3,2,3]", "output of concatenate")], new, ctx(top))
+
+    def branch(h):
+        k = jax.lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, h))[1]
+        return jax.lax.scan(lambda u, v: (jnp.sin(u), u), jnp.sin(h), k)[0]
+    prog = trace_jax(lambda a: jax.lax.cond(a.sum() > 0, jnp.sin, branch, a), np.ones(3, np.float32))
+    variant, n = unread_operands_out(prog)
+    assert n == 1 and variant.outputs[-1].type.shape == (3,)
+    assert dv._linearize_keeps_tangents_of_unread_operands(
+        dv.Context("remat2", "vjp", None, prog, error=ValueError(WHILE_TRANSPOSE_ERROR)))
+    spec.vjp_program(prog)      # the spec's own: the loop's tangent is never needed
+
+    tf = trace_jax(lambda a, b: __import__("jax.extend.random", fromlist=["r"]).threefry2x32_p.bind(a, b, a, b),
+                   np.uint32(1), np.uint32(2))
+    carry = TypeError("scan body function carry input and carry output must have equal types")
+    assert dv._threefry_batched_beside_an_unbatched_operand(dv.Context("remat2", "vmap", None, tf, error=carry))
+    assert not dv._threefry_batched_beside_an_unbatched_operand(dv.Context("remat2", "vmap", None, top, error=carry))

@@ -894,27 +894,32 @@ def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
 
 @additive
 def _sort_jvp_int32_permutation(got, want, ctx):
-    """JAX's list is the baseline's with some `u32[s..., 1]` entries (the
-    permutation sort's JVP gathers with, s a sort operand's shape) `i32`
-    instead, same provenance, at most one per sort equation; for an operand
-    of rank r >= 2 the indices of every dimension, `i32[s..., r]`, an
-    `output of concatenate` (t[idx] with a tuple of index arrays)."""
-    sorts = [e.inputs[0].type.shape for e in _eqns(ctx.program) if e.primitive.name == "sort"]
-    old_indices = {str(ArrayType(sh + (1,), np.uint32)): (str(ArrayType(sh + (len(sh),), np.int32)),
-                                                         "output of concatenate") for sh in sorts}
-    changed = [(g, w) for g, w in zip(got, want) if g != w]
-    if len(got) != len(want) or not changed or len(changed) > len(sorts):
-        return False
-    for (gt, gs), (wt, ws) in changed:
-        if wt not in old_indices:
+    """JAX's list is the baseline's with each `u32[s..., 1]` entry (the
+    permutation sort's JVP gathers with, s a sort operand's shape) replaced
+    by the old rule's indices, one per sorted operand: `i32` instead, same
+    provenance, for an operand of rank 1; for rank r >= 2 the indices of
+    every dimension, `i32[s..., r]`, an `output of concatenate` (t[idx]
+    with a tuple of index arrays), or in a jit the jit's output."""
+    extra, missing = _difference(got, want)
+    operands = collections.Counter()
+    for e in _eqns(ctx.program):
+        if e.primitive.name == "sort":
+            operands[e.inputs[0].type.shape] = max(operands[e.inputs[0].type.shape], len(e.inputs))
+    allowed = collections.Counter()
+    for (wt, ws), m in missing.items():
+        shape = _parse_shape(wt)[:-1] if wt.startswith("u32[") else None
+        if shape not in operands or _parse_shape(wt)[-1] != 1:
             return False
-        rank = len(_parse_shape(wt)) - 1
-        in_jit = gs == ws and (gs.startswith("output of jitted function ") or gs == "output of pjit")   # (0.4.36)
-        if not ((rank == 1 and gs == ws and gt == "i32" + wt[len("u32"):])
-                or (rank >= 2 and ws == "output of broadcast_in_dim" and (gt, gs) == old_indices[wt])
-                or (rank >= 2 and in_jit and gt == old_indices[wt][0])):
-            return False
-    return True
+        if len(shape) == 1:
+            allowed[("i32" + wt[len("u32"):], ws)] += m * operands[shape]
+        else:
+            indices = str(ArrayType(shape + (len(shape),), np.int32))
+            jit = _jit_outputs_alike({(wt, ws): 1})
+            allowed[(indices, "output of concatenate")] += m * operands[shape]
+            if (wt, _JIT_OUTPUT) in jit:        # in a jit: the jit's output (found on 0.4.36)
+                allowed[(indices, _JIT_OUTPUT)] += m * operands[shape]
+    return (bool(missing) and sum(extra.values()) >= sum(missing.values())
+            and not (_jit_outputs_alike(extra) - allowed))
 
 
 @additive
@@ -978,8 +983,10 @@ def _zero_power_literal(got, want, ctx):
             if lengths:     # in a scan body: stacked, an output of the scan (found on 0.4.25)
                 zeros[(str(ArrayType(tuple(lengths) + t.shape, t.dtype)), "output of scan")] += 1
             # the known zero times a primal in a reader's JVP (mul(a, 0) in
-            # a * x**0's: found on 0.4.36), its product saved instead
-            zeros.update({(str(r.outputs[0].type), "output of mul") for r in _readers(ctx.program, e.outputs[0])})
+            # a * x**0's, a dot_general's: found on 0.4.36), its product saved instead
+            for r in _readers(ctx.program, e.outputs[0]):   # (dot_general's: found on 0.4.36)
+                zeros.update({(str(r.outputs[0].type), "output of mul"),
+                              (str(r.outputs[0].type), f"output of {r.primitive.name}")})
     return not missing and bool(extra) and not (_jit_outputs_alike(extra) - zeros) and sum(extra.values()) <= sum(
         1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
 
@@ -1845,11 +1852,11 @@ DIVERGENCES = [
         "as 0.10.2) a uint64 one (uint32), so the saved permutation is `i32[..., 1]` where the "
         "spec saves `u32[..., 1]` (found checking jnp.sort on 0.4.36; the release wheels' "
         "lax.py: np.int64 in 0.4.37, np.uint64 in 0.4.38). Same values, same memory. The "
-        "predicate: the lists differ only in entries of the same provenance that are `u32[s, "
-        "1]` in the spec's and `i32[s, 1]` in JAX's, s a sort operand's shape, at most one per "
-        "sort; for an operand of rank r >= 2 JAX gathers with every dimension's indices, "
-        "`i32[s, r]` an `output of concatenate` (or, in a jit, the jit's output where the "
-        "spec's is too; found by campaigns on 0.4.36).",
+        "predicate: each `u32[s, 1]` entry of the spec's (s a sort operand's shape) is in JAX's "
+        "list replaced by up to one entry per sorted operand (each tangent gathered on its "
+        "own): `i32[s, 1]` of the same provenance, or for an operand of rank r >= 2, whose "
+        "tangent is gathered with every dimension's indices, `i32[s, r]` an `output of "
+        "concatenate` (in a jit the jit's output; found by campaigns on 0.4.25 and 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
@@ -1915,7 +1922,7 @@ DIVERGENCES = [
         "`from a literal` of its dtype, for an array power an `output of broadcast_in_dim` of "
         "its type, in a scan body an `output of scan`, stacked, in a jit an output of the jit, or "
         "the zero's product with a "
-        "primal in a reader's JVP, an `output of mul` of the reader's type (found by campaigns "
+        "primal in a reader's JVP, an `output of mul` (or of the reader's primitive) of the reader's type (found by campaigns "
         "on 0.4.25 and 0.4.36).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),

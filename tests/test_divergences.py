@@ -1292,3 +1292,26 @@ def test_campaign_findings_of_the_last_round_on_old_releases():
     carry = TypeError("scan body function carry input and carry output must have equal types")
     assert dv._threefry_batched_beside_an_unbatched_operand(dv.Context("remat2", "vmap", None, tf, error=carry))
     assert not dv._threefry_batched_beside_an_unbatched_operand(dv.Context("remat2", "vmap", None, top, error=carry))
+
+
+def test_old_sort_indices_per_operand_and_a_zero_powers_dot():
+    """Campaign findings: a two-operand rank-2 sort on jax 0.4.25 gathers each
+    tangent with its own concatenated indices (8c96eaa515, x2 for the spec's
+    one u32 entry); on 0.4.36 dot(a, a**0) saves the product of the known
+    zero tangent, an `output of dot_general` (2a82ce53f1)."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    ctx = lambda prog, got, want: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    sort = trace_jax(lambda b, c: jax.lax.sort((b, c), dimension=1, num_keys=1), *[np.ones((2, 5), np.float32)] * 2)
+    want = [("u32[2,5,1]", "output of broadcast_in_dim")]
+    old = ("i32[2,5,2]", "output of concatenate")
+    assert dv._sort_jvp_int32_permutation.explains([old, old], want, ctx(sort, [], []))
+    assert not dv._sort_jvp_int32_permutation.explains([old, old, old], want, ctx(sort, [], []))
+
+    dot = trace_jax(lambda a: jax.lax.dot(a, jax.lax.integer_pow(a, 0)), np.ones(3, np.float32))
+    base = [("f32[3]", "from the argument a")]
+    assert dv._zero_power_literal(ctx(dot, base + [("f32[]", "output of dot_general")], base))

@@ -919,7 +919,7 @@ def _sort_jvp_int32_permutation(got, want, ctx):
             if (wt, _JIT_OUTPUT) in jit:        # in a jit: the jit's output (found on 0.4.36)
                 allowed[(indices, _JIT_OUTPUT)] += m * operands[shape]
     return (bool(missing) and sum(extra.values()) >= sum(missing.values())
-            and not (_jit_outputs_alike(extra) - allowed))
+            and not (_jit_outputs_alike(extra) - _jit_outputs_alike(allowed)))
 
 
 @additive
@@ -969,7 +969,8 @@ def _zero_power_literal(got, want, ctx):
     """JAX's list is the baseline's plus at most one zero per
     integer_pow[y=0]: a scalar `from a literal` of its dtype, or (an array
     power) an `output of broadcast_in_dim` of its type, or in a scan body
-    an `output of scan` of its stacked type."""
+    an `output of scan` of its stacked type, or a later equation's product
+    with it; or a cond branch's zero the spec saves and JAX does not."""
     extra, missing = _difference(got, want)
     zeros = collections.Counter()
     for e, lengths in _eqns_in_loops(ctx.program):
@@ -982,18 +983,46 @@ def _zero_power_literal(got, want, ctx):
                 zeros[(str(t), _JIT_OUTPUT)] += 1       # the broadcast zero, a jit's output (found on 0.4.36)
             if lengths:     # in a scan body: stacked, an output of the scan (found on 0.4.25)
                 zeros[(str(ArrayType(tuple(lengths) + t.shape, t.dtype)), "output of scan")] += 1
-            # the known zero times a primal in a reader's JVP (mul(a, 0) in
-            # a * x**0's, a dot_general's: found on 0.4.36), its product saved instead
-            for r in _readers(ctx.program, e.outputs[0]):   # (dot_general's: found on 0.4.36)
+            # the known zero times a primal in a later equation's JVP (mul(a, 0)
+            # in a * x**0's, a dot_general's, through a checkpoint: found on
+            # 0.4.25 and 0.4.36), its product saved instead
+            for r in _downstream(ctx.program, e.outputs[0]):
                 zeros.update({(str(r.outputs[0].type), "output of mul"),
                               (str(r.outputs[0].type), f"output of {r.primitive.name}")})
-    return not missing and bool(extra) and not (_jit_outputs_alike(extra) - zeros) and sum(extra.values()) <= sum(
-        1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    # in a jit whatever it saves is the jit's output (a scan's stacked one too: found on 0.4.36)
+    zeros |= collections.Counter({(t, _JIT_OUTPUT): n for (t, _), n in zeros.items()})
+    n_pows = sum(1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    # a cond branch's zero power: the spec's cond saves its instantiated zero
+    # tangent, JAX's partial evaluation knows it (found on 0.4.25)
+    branch_zeros = collections.Counter(
+        (str(p.outputs[0].type), "output of cond") for c in _eqns(ctx.program) if c.primitive.name == "cond"
+        for b in c.params["branches"] for p in _eqns(b) if p.primitive.name == "integer_pow" and p.params["y"] == 0)
+    return (bool(extra or missing) and not (missing - branch_zeros) and not (_jit_outputs_alike(extra) - zeros)
+            and sum(extra.values()) + sum(missing.values()) <= n_pows)
 
 
-def _readers(prog: Program, v: Var) -> list:
-    """The equations of `prog` (at any depth) that read `v`."""
-    return [e for e in _eqns(prog) if any(a is v for a in e.inputs)]
+def _downstream(prog: Program, v: Var) -> list:
+    """The equations of `prog` (at any depth) whose outputs depend on `v`:
+    readers, their readers, and an equation whose sub-program holds one."""
+    tainted, found = {v.id}, []
+
+    def walk(p: Program) -> bool:
+        any_here = False
+        for e in p.eqns:
+            inner = False
+            for _, sub in subprograms(e.params):
+                offset = len(e.inputs) - len(sub.inputs)
+                if offset >= 0:
+                    tainted.update(x.id for x, a in zip(sub.inputs, e.inputs[offset:])
+                                   if isinstance(a, Var) and a.id in tainted)
+                inner = walk(sub) or inner
+            if inner or any(isinstance(a, Var) and a.id in tainted for a in e.inputs):
+                found.append(e)
+                tainted.update(o.id for o in e.outputs)
+                any_here = True
+        return any_here
+    walk(prog)
+    return [e for e in found if not any(o is v for o in e.outputs)]
 
 
 @functools.partial(additive, literals_apart=True)
@@ -1922,7 +1951,7 @@ DIVERGENCES = [
         "`from a literal` of its dtype, for an array power an `output of broadcast_in_dim` of "
         "its type, in a scan body an `output of scan`, stacked, in a jit an output of the jit, or "
         "the zero's product with a "
-        "primal in a reader's JVP, an `output of mul` (or of the reader's primitive) of the reader's type (found by campaigns "
+        "primal in a later equation's JVP, an `output of mul` (or of that equation's primitive) of its type; or, for a power in a cond branch, the spec's saved `output of cond` zero that JAX's partial evaluation knows (found by campaigns "
         "on 0.4.25 and 0.4.36).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
         _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),

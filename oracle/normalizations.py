@@ -98,6 +98,24 @@ def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None
     return apply
 
 
+def _user_rounding_named(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of reduce_precision` for a value the spec names by what
+    one of the program's own reduce_precision equations rounds (see
+    _rename_unmatched)."""
+    rounded = set()
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "reduce_precision":
+                rounded.add(str(source_of(e.inputs[0], p)))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    if not rounded:
+        return jax_res
+    return _rename_unmatched(jax_res, spec_res, lambda j, s: j == "output of reduce_precision" and s in rounded)
+
+
 def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
     """JAX's `named 'n'` for a value the spec names by its producer (or
     argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
@@ -156,6 +174,14 @@ NORMALIZATIONS = [
                   "print_saved_residuals'). Same value, same memory.",
                   _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
                   releases=Releases("0.4.31", "0.10.2")),
+    Normalization("saved-residuals-names-a-users-reduce_precision",
+                  "Before jax 0.10.2 (bf1e6d9b49 made _saved_residuals look through "
+                  "reduce_precision) a value the program itself rounds with reduce_precision, "
+                  "saved as that rounding's output, is named `output of reduce_precision`; the "
+                  "spec (as 0.10.2) names the value it rounds. Found by a campaign on 0.4.36. "
+                  "Only names of the inputs of the program's own reduce_precision equations are "
+                  "taken. Same value, same memory.",
+                  _user_rounding_named, releases=Releases("0.4.25", "0.10.2")),
     Normalization("saved-residuals-names-jitted-functions-pjit",
                   "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "

@@ -1126,6 +1126,12 @@ def test_a_zero_power_in_a_jit_is_saved_as_the_jits_output():
     jit_zero = ("f32[]", "output of jitted function '<lambda>'")
     assert dv._zero_power_literal(ctx(base + [jit_zero]))
     assert not dv._zero_power_literal(ctx(base + [jit_zero, jit_zero]))
+    # in a scan in a jit: the stacked zero, the jit's output (c328521c56 on 0.4.36)
+    scanned = trace_jax(jax.jit(lambda a: jax.lax.scan(lambda d, _: (jax.numpy.sin(jax.lax.integer_pow(d, 0)),) * 2,
+                                                          a, None, length=1)[0]), np.float32(1.0))
+    stacked = ("f32[1]", "output of jitted function '<lambda>'")
+    assert dv._zero_power_literal(dv.Context("remat2", "residuals", None, scanned, jax_residuals=[stacked],
+                                             spec_residuals=[]))
 
 
 def test_a_dead_unlinearizable_primal_is_the_divergence_only_when_dead():
@@ -1315,3 +1321,27 @@ def test_old_sort_indices_per_operand_and_a_zero_powers_dot():
     dot = trace_jax(lambda a: jax.lax.dot(a, jax.lax.integer_pow(a, 0)), np.ones(3, np.float32))
     base = [("f32[3]", "from the argument a")]
     assert dv._zero_power_literal(ctx(dot, base + [("f32[]", "output of dot_general")], base))
+
+
+def test_a_zero_powers_later_products_and_a_cond_branchs_zero():
+    """Campaign findings on jax 0.4.25: dot(a, checkpoint(sin(a**0))) saves
+    the dot's product with the known zero (5ffa00ac13); cond(..., a**0)
+    saves nothing where the spec saves the branch's zero tangent
+    (ee786fb53a). At most one entry per power either way."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    ctx = lambda prog, got, want: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    dot = trace_jax(lambda a: jnp.dot(a, jax.checkpoint(lambda d: jnp.sin(jax.lax.integer_pow(d, 0)))(a)),
+                    np.ones(3, np.float32))
+    product = ("f32[]", "output of dot_general")
+    assert dv._zero_power_literal(ctx(dot, [product], []))
+    assert not dv._zero_power_literal(ctx(dot, [product, product], []))
+    cond = trace_jax(lambda a: jax.lax.cond(a > 0, lambda f: 0.5 + f, lambda h: jax.lax.integer_pow(h, 0), a),
+                     np.float32(1.0))
+    assert dv._zero_power_literal(ctx(cond, [], [("f32[]", "output of cond")]))
+    assert not dv._zero_power_literal(ctx(cond, [], [("f32[]", "output of cond")] * 2))

@@ -88,7 +88,7 @@ def _staged_whole(e: Eqn) -> bool:
     return e.primitive in (remat_p, call_p, scan_p, cond_p)
 
 
-def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
+def unused_linearize_outputs_out(prog: Program, through_conds: bool = True) -> tuple[Program, int]:
     """`prog` with every float output nothing reads of each checkpoint,
     call, scan and cond that the program's outputs depend on made a program
     output (threaded out through the calls, cond branches and scan bodies
@@ -99,7 +99,7 @@ def unused_linearize_outputs_out(prog: Program) -> tuple[Program, int]:
     partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
     pe.dce_jaxpr), so nothing inside one is kept."""
     return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
-                              lambda e: e.primitive is not remat_p)
+                              lambda e: e.primitive is not remat_p and (through_conds or e.primitive is not cond_p))
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:

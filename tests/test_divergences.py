@@ -1345,3 +1345,49 @@ def test_a_zero_powers_later_products_and_a_cond_branchs_zero():
                      np.float32(1.0))
     assert dv._zero_power_literal(ctx(cond, [], [("f32[]", "output of cond")]))
     assert not dv._zero_power_literal(ctx(cond, [], [("f32[]", "output of cond")] * 2))
+
+
+def test_kept_unused_outputs_of_a_jitted_scan_in_the_jits_order():
+    """Campaign finding 99691c7214 (jax 0.4.25): a jitted scan whose stacked
+    output is unused; JAX keeps its residual, in the jit's residual order
+    (another than the spec's for the kept-output program): same multiset."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    from oracle.program_variants import unused_linearize_outputs_out
+
+    prog = trace_jax(jax.jit(lambda a: jax.lax.scan(lambda d, e: (jnp.sin(d), jnp.sin(e)), a, a)[0]),
+                     np.ones(3, np.float32))
+    kept, n = unused_linearize_outputs_out(prog)
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(kept)]
+    assert n == 1 and len(want) == 2
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got,
+                                 spec_residuals=[(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)])
+    assert dv._linearize_keeps_unused_outputs(ctx(want[::-1]))
+    assert not dv._linearize_keeps_unused_outputs(ctx(want[:1]))
+
+
+def test_an_additive_divergence_composes_with_unread_operands(monkeypatch):
+    """Campaign finding 1a20fa64f7 (jax 0.4.25): sin(a) passed to a cond
+    whose branches ignore it (its tangent computed: cos saved) beside
+    integer_pow(a, 1)'s factor. The unread-operands program is a baseline
+    the additive divergence is measured against."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: True)
+    prog = trace_jax(lambda a: (jax.lax.cond(jnp.sin(a) > 0, lambda i, j: jnp.sin(i), lambda l, m: jnp.sin(l),
+                                             a, jnp.sin(a)), jax.lax.integer_pow(a, 1)), np.float32(1.0))
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    got = want + [("f32[]", "output of cos"), ("f32[]", "output of mul")]
+    found = dv.find(dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want))
+    assert found is not None and "integer-pow-one-jvp-saves-its-factor" in found.name

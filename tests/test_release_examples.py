@@ -147,3 +147,20 @@ def test_a_precision_pair_binds_on_this_release():
                       ArrayType((2, 3), np.float32), ArrayType((3, 2), np.float32))
     eqn = jax.make_jaxpr(oracle.to_jax(prog))(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)).eqns[0]
     assert [p.name for p in eqn.params["precision"]] == ["HIGHEST", "HIGHEST"]
+
+
+def test_a_stack_over_a_layer_the_spec_cannot_differentiate_reports():
+    """A generic reduce_window under linearize o grad: the spec cannot build
+    the grad level, JAX raises its own error (on 0.4.25 a missing rule):
+    the check reports (both refuse, or a known divergence) instead of the
+    oracle raising while looking the disagreement up (found on 0.4.25)."""
+    import numpy as np
+
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+    prog = trace_jax(lambda a, b: jax.lax.reduce_window(b, 1.0, jax.lax.mul, (1, 3), (1, 1), "VALID"),
+                     np.float32(1), np.ones((2, 5), np.float32))
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.float32(1), np.ones((2, 5), np.float32),
+                          implementations=("remat2",), properties=(S.stack_property(stack, prog),))
+    assert report.results[0].status in ("not applicable", "known divergence"), str(report)

@@ -104,6 +104,7 @@ class JaxCase:
     static_argnames: tuple = ()
     residuals: int | None = None    # the count JAX's test asserts (remat2)
     slow: bool = False
+    needs: str = ""                 # a capability (oracle.jax_api.Capabilities) the call pattern needs
 
     def check(self, **options):
         return oracle.check(self.fn, self.policy, *self.args, static_argnums=self.static_argnums,
@@ -113,7 +114,7 @@ class JaxCase:
 CASES: list[JaxCase] = []
 
 
-OPTIONS = ("static_argnums", "static_argnames", "residuals", "slow")
+OPTIONS = ("static_argnums", "static_argnames", "residuals", "slow", "needs")
 
 
 def case(name, source, fn, policy, *args, expect=None, **kwargs) -> JaxCase:
@@ -365,10 +366,10 @@ def layers_with_partial_cse(ws, x, prevent_cse):
 
 case("prevent_cse_per_argument", f"{API}.test_remat_partial_cse_prevention",
      functools.partial(layers_with_partial_cse, prevent_cse=(False, True)), oracle.AS_IS,
-     [f32(3, 3), f32(3, 3)], f32(3))
+     [f32(3, 3), f32(3, 3)], f32(3), needs="per_argument_prevent_cse")
 case("prevent_cse_all_false_tuple", f"{API}.test_remat_partial_cse_prevention_all_false",
      functools.partial(layers_with_partial_cse, prevent_cse=(False, False)), oracle.AS_IS,
-     [f32(3, 3), f32(3, 3)], f32(3))
+     [f32(3, 3), f32(3, 3)], f32(3), needs="per_argument_prevent_cse")
 
 
 def dict_layers(ws, x):
@@ -379,10 +380,11 @@ def dict_layers(ws, x):
 
 
 case("prevent_cse_pytree_prefix", f"{API}.test_remat_partial_cse_prevention_pytree", dict_layers, oracle.AS_IS,
-     [f32(3, 3), f32(3, 3)], f32(3))
+     [f32(3, 3), f32(3, 3)], f32(3), needs="per_argument_prevent_cse")
 case("prevent_cse_false_with_dots_saveable", f"{API3}.test_remat_computed_residuals_cse_prevention",
      lambda w, x: jnp.sum(jax.checkpoint(lambda w, x: jnp.tanh(x @ w), policy=cp.dots_saveable,
-                                         prevent_cse=(False, False))(w, x)), oracle.AS_IS, f32(3, 3), f32(3))
+                                         prevent_cse=(False, False))(w, x)), oracle.AS_IS, f32(3, 3), f32(3),
+     needs="per_argument_prevent_cse")
 
 
 # --------------------------------------------------------------------------
@@ -1142,6 +1144,9 @@ def seed_outcome(case: JaxCase):
     takes). A Mismatch, a hang (watchdog.ExampleTimeout) or any other
     error propagates: each is a finding."""
     from fuzz import watchdog
+    from oracle.jax_api import capabilities
+    if case.needs and not getattr(capabilities(), case.needs):
+        return None     # an API the release lacks (a per-argument prevent_cse before jax 0.10)
     try:
         with watchdog.time_limit():
             return case.check()

@@ -46,6 +46,7 @@ from spec.examples import draw_operand
 from spec.ir import DTYPES, SHORT_NAMES, ArrayType, Var, is_float, is_key
 from spec.vjp import LINEARIZATION_ERROR
 
+from oracle.jax_api.capabilities import capabilities
 from fuzz.branches import PERM_CLASSES, perm_class
 
 SHAPES = [(), (3,), (2,), (2, 3), (3, 2), (2, 2, 3)]
@@ -896,7 +897,10 @@ class _Builder:
         t = self.trace_scope(body, [v.type for v in ins])
         args = ins + self.pass_in(t)
         if draw(st.integers(0, 3)) == 0:    # jax.checkpoint's prevent_cse: a bool, or one per argument
-            prevent_cse = tuple(draw(st.booleans()) for _ in args)
+            flags = tuple(draw(st.booleans()) for _ in args)
+            # one per argument from jax 0.10; before, a bool is the API
+            # (a tuple there is undefined: JAX crashes or misreads it)
+            prevent_cse = flags if capabilities().per_argument_prevent_cse else any(flags)
         try:
             outs = ops.checkpoint(_inline(t.program), policy=policy, prevent_cse=prevent_cse)(*args)
         except P.PolicyError:   # a name policy naming names the region never binds

@@ -164,3 +164,40 @@ def test_a_stack_over_a_layer_the_spec_cannot_differentiate_reports():
     report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.float32(1), np.ones((2, 5), np.float32),
                           implementations=("remat2",), properties=(S.stack_property(stack, prog),))
     assert report.results[0].status in ("not applicable", "known divergence"), str(report)
+
+
+def test_per_argument_prevent_cse_only_where_jax_has_it():
+    """jax.checkpoint takes prevent_cse per argument from jax 0.10; before,
+    a tuple is no API (JAX crashes or misreads it: campaigns on 0.4.25,
+    0.4.36 and 0.6.2). The oracle refuses it there, and the fuzzer draws a
+    bool instead."""
+    import numpy as np
+    from hypothesis import given, settings
+
+    from fuzz.strategies import programs
+    from oracle.jax_api import capabilities
+    from spec.ir import subprograms
+
+    per_argument = capabilities().per_argument_prevent_cse
+    f = lambda x: jnp.sum(jax.checkpoint(jnp.sin, prevent_cse=(False,))(x))
+    if per_argument:
+        assert oracle.check(f, None, np.ones(3, np.float32)).status("residuals", "remat2") == "ok"
+    else:
+        with pytest.raises(oracle.Unsupported, match="per argument"):
+            oracle.check(f, None, np.ones(3, np.float32))
+
+    flags = []
+
+    def walk(prog):
+        for e in prog.eqns:
+            if e.primitive.name == "remat":
+                flags.append(e.params["prevent_cse"])
+            for _, sub in subprograms(e.params):
+                walk(sub)
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(programs())
+    def draw(prog):
+        walk(prog)
+    draw()
+    assert flags and (per_argument or not any(isinstance(p, tuple) for p in flags))

@@ -17,6 +17,9 @@ class Capabilities:
     # a custom_jvp rule traced with every tangent present gets an integer
     # input's tangent typed as the input (0.4.x), not float0 (later)
     custom_jvp_int_tangents_typed: bool
+    # jax.checkpoint takes prevent_cse per argument (a sequence of bools:
+    # jax 0.10); before, a bool only (a tuple is not an API there)
+    per_argument_prevent_cse: bool
 
 
 def _eqn_params(fn, *args) -> frozenset:
@@ -42,6 +45,7 @@ def capabilities() -> Capabilities:
         cond_params=_eqn_params(lambda a: lax.cond(a[0] > 0, lambda b: b, lambda b: -b, a), x),
         optimize_remat="optimize_remat" in inspect.signature(jax.custom_vjp.defvjp).parameters,
         custom_jvp_int_tangents_typed=_int_tangent_typed(),
+        per_argument_prevent_cse="Sequence" in str(inspect.signature(jax.checkpoint).parameters["prevent_cse"].annotation),
     )
 
 

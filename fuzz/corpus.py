@@ -1146,7 +1146,7 @@ def seed_outcome(case: JaxCase):
     from fuzz import watchdog
     from oracle.jax_api import capabilities
     if case.needs and not getattr(capabilities(), case.needs):
-        return None     # an API the release lacks (a per-argument prevent_cse before jax 0.10)
+        return None     # an API the release lacks (a per-argument prevent_cse before jax 0.7.2)
     try:
         with watchdog.time_limit():
             return case.check()

@@ -898,7 +898,7 @@ class _Builder:
         args = ins + self.pass_in(t)
         if draw(st.integers(0, 3)) == 0:    # jax.checkpoint's prevent_cse: a bool, or one per argument
             flags = tuple(draw(st.booleans()) for _ in args)
-            # one per argument from jax 0.10; before, a bool is the API
+            # one per argument from jax 0.7.2; before, a bool is the API
             # (a tuple there is undefined: JAX crashes or misreads it)
             prevent_cse = flags if capabilities().per_argument_prevent_cse else any(flags)
         try:

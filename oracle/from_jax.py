@@ -138,7 +138,7 @@ def _convert_eqn(e, enclosing=""):
     if name == "remat2":
         if isinstance(params["prevent_cse"], (tuple, list)) and not capabilities().per_argument_prevent_cse:
             raise Unsupported(f"checkpoint{where}: prevent_cse={params['prevent_cse']!r} per argument is not an "
-                              f"API of jax {capabilities().version} (a bool is; per-argument flags from jax 0.10)")
+                              f"API of jax {capabilities().version} (a bool is; per-argument flags from jax 0.7.2)")
         body = from_jaxpr(params["jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["remat"], dict(jaxpr=body, policy=from_jax_policy(params["policy"]),
                                          prevent_cse=params["prevent_cse"],

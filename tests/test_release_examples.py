@@ -167,7 +167,7 @@ def test_a_stack_over_a_layer_the_spec_cannot_differentiate_reports():
 
 
 def test_per_argument_prevent_cse_only_where_jax_has_it():
-    """jax.checkpoint takes prevent_cse per argument from jax 0.10; before,
+    """jax.checkpoint takes prevent_cse per argument from jax 0.7.2; before,
     a tuple is no API (JAX crashes or misreads it: campaigns on 0.4.25,
     0.4.36 and 0.6.2). The oracle refuses it there, and the fuzzer draws a
     bool instead."""

@@ -17,8 +17,8 @@ class Capabilities:
     # a custom_jvp rule traced with every tangent present gets an integer
     # input's tangent typed as the input (0.4.x), not float0 (later)
     custom_jvp_int_tangents_typed: bool
-    # jax.checkpoint takes prevent_cse per argument (a sequence of bools:
-    # jax 0.10); before, a bool only (a tuple is not an API there)
+    # jax.checkpoint takes prevent_cse per argument (a tuple of bools, a
+    # pytree prefix: jax 0.7.2); before, a bool only (a tuple is no API there)
     per_argument_prevent_cse: bool
 
 
@@ -45,8 +45,23 @@ def capabilities() -> Capabilities:
         cond_params=_eqn_params(lambda a: lax.cond(a[0] > 0, lambda b: b, lambda b: -b, a), x),
         optimize_remat="optimize_remat" in inspect.signature(jax.custom_vjp.defvjp).parameters,
         custom_jvp_int_tangents_typed=_int_tangent_typed(),
-        per_argument_prevent_cse="Sequence" in str(inspect.signature(jax.checkpoint).parameters["prevent_cse"].annotation),
+        per_argument_prevent_cse=_per_argument_prevent_cse(),
     )
+
+
+def _per_argument_prevent_cse() -> bool:
+    """Does jax.checkpoint broadcast a prevent_cse tuple over the arguments'
+    leaves (a pytree prefix, one flag per leaf on the equation)? From jax
+    0.7.2; before, a tuple is passed on as it is (no API)."""
+    import jax
+    import numpy as np
+    f = jax.checkpoint(lambda d: d["a"] * d["b"], prevent_cse=({"a": False, "b": True},))
+    leaf = jax.ShapeDtypeStruct((), np.float32)
+    try:
+        eqn = jax.make_jaxpr(f)({"a": leaf, "b": leaf}).jaxpr.eqns[0]
+    except Exception:   # noqa: BLE001 -- a release that rejects the tuple: no per-argument flags
+        return False
+    return tuple(eqn.params.get("prevent_cse", ())) == (False, True)
 
 
 def _int_tangent_typed() -> bool:

@@ -594,8 +594,10 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
     outs = bind(scan_p, *res_consts, *[zeros_like_type(t) for t in acc_types], *ct_carry, *ct_ys, *res_xs,
                 jaxpr=body_prog, length=length, reverse=not reverse, num_consts=len(res_consts),
                 num_carry=n_lc + num_carry, unroll=unroll)
-    ct_c, ct_k, ct_x = iter(outs[:n_lc]), iter(outs[n_lc:n_lc + num_carry]), iter(outs[n_lc + num_carry:])
-    return ([next(ct_c) if l else None for l in c_lin] + [next(ct_k) if l else None for l in init_lin]
+    ct_c, ct_k, ct_x = iter(outs[:n_lc]), outs[n_lc:n_lc + num_carry], iter(outs[n_lc + num_carry:])
+    # every carry has a cotangent (k_lin), one per carry; an init that is
+    # not linear drops its own
+    return ([next(ct_c) if l else None for l in c_lin] + [ct if l else None for ct, l in zip(ct_k, init_lin)]
             + [next(ct_x) if l else None for l in x_lin])
 
 

@@ -659,6 +659,60 @@ def test_transpose_of_linear_scan_satisfies_adjoint_identity(reverse):
     assert abs(lhs - rhs) <= ADJOINT_TOL * scale, (lhs, rhs)
 
 
+def zero_init_fn(m, known):
+    """Linear in u (const), the carries whose init `known` does not mark
+    and xs; a carry marked `known` starts at a zero constant (as an
+    instantiated zero tangent does in a linear program: 0.0 literals)."""
+    def body(c, x, u, s):
+        c0, c1, c2 = c
+        return (c1 * s + u, c0 + c2 * 2.0, c2 - x), c0 + c1
+
+    def f(u, inits, xs, s):
+        it = iter(inits)
+        c = tuple(np.zeros(D) if k else next(it) for k in known)
+        return m_scan(m, body, c, xs, consts=(u, s))
+    return f
+
+
+@pytest.mark.parametrize("known", [(True, False, False), (False, True, False), (True, True, False),
+                                   (True, False, True)])
+def test_transpose_of_scan_with_constant_carry_inits(known):
+    """The cotangent of each linear init is its own carry's: a constant init
+    before it (whose cotangent is dropped) shifts nothing. The pattern of a
+    scan in a linearized vjp program (vjp of vjp: an instantiated zero
+    accumulator beside a linear carry)."""
+    n_lin = known.count(False)
+    types = (spec.f64[D],) + (spec.f64[D],) * n_lin + (spec.f64[L, D], spec.f64[D])
+    f = zero_init_fn(SP, known)
+    prog = trace(lambda u, *r: f(u, r[:n_lin], r[n_lin], r[n_lin + 1]), *types)
+    tp = spec.transpose(prog, [True] * (1 + n_lin) + [True, False])
+    spec.check_program(tp)
+    rng = np.random.default_rng(14)
+    s = rng.normal(size=D)
+    t = [rng.normal(size=D) for _ in range(1 + n_lin)] + [rng.normal(size=(L, D))]    # u, inits, xs
+    ct = [rng.normal(size=D) for _ in range(3)] + [rng.normal(size=(L, D))]          # carries, ys
+    Lt = np_flat(zero_init_fn(NP, known))(t[0], t[1:-1], t[-1], s)
+    LTct = spec.evaluate(tp, s, *ct)
+    lhs = sum(np.sum(c * y) for c, y in zip(ct, Lt))
+    rhs = sum(np.sum(a * b) for a, b in zip(LTct, t))
+    scale = sum(np.sum(np.abs(c * y)) for c, y in zip(ct, Lt)) + sum(np.sum(np.abs(a * b)) for a, b in zip(LTct, t))
+    assert abs(lhs - rhs) <= ADJOINT_TOL * scale, (lhs, rhs)
+
+
+def test_second_order_vjp_through_scan_with_const_and_carry_alike():
+    """vjp of the vjp program of f(a, b) = b * scan(c -> c * a, init a,
+    length 1) = a^2 b: closed form. Its linearization holds a scan whose
+    first carry init is an instantiated zero and whose second is linear."""
+    prog = trace(lambda a, b: spec.scan(lambda c, x, k: (c * k, None), a, None, consts=(a,), length=1)[0] * b,
+                 spec.f64[()], spec.f64[()])
+    level1 = spec.vjp_program(prog)                 # (a, b, ct) -> (2ab ct, a^2 ct)
+    a, b, ct, w0, w1 = 0.7, -1.3, 0.4, 1.1, -0.6
+    got = spec.vjp(level1, a, b, ct)[1](w0, w1)
+    want = [2 * b * ct * w0 + 2 * a * ct * w1, 2 * a * ct * w0, 2 * a * b * w0 + a * a * w1]
+    for g, w in zip(got, want):
+        assert_close(g, w, ADJOINT_TOL)
+
+
 def test_transpose_matrix_matches_jacobian():
     """Each column of L^T (transpose applied to unit cotangents) equals the
     corresponding row of L, computed by the numpy loop (exact: L is linear)."""

@@ -536,9 +536,10 @@ def _linearize_keeps_unused_outputs(ctx):
     if ctx.jax_residuals == ctx.residuals_with(as_written):
         return False
     # the unused outputs inside cond branches kept too, or not (a cond in a
-    # cond's branch: found by a campaign on 0.4.36)
-    for through_conds in (True, False):
-        kept, n = unused_linearize_outputs_out(ctx.program, through_conds)
+    # cond's branch: found by a campaign on 0.4.36), or those of the
+    # top-level equations alone (nested jits: found on 0.4.36)
+    for through in ({}, dict(through_conds=False), dict(top_level=True)):
+        kept, n = unused_linearize_outputs_out(ctx.program, **through)
         if not n:
             continue
         want = dataclasses.replace(ctx, program=kept).residuals_with(as_written)
@@ -745,16 +746,17 @@ def _integer_pow_one_factor(ctx):
 def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0; in a
-    jit an output of the jit, in a scan body an `output of scan`, stacked:
-    found by campaigns on 0.6.2)."""
+    jit an output of the jit, in a scan body an `output of scan`, stacked,
+    or of a jit around the scan: found by campaigns on 0.6.2 and 0.4.25)."""
     extra, missing = _difference(got, want)
     powers = collections.Counter()
     for e, lengths in _eqns_in_loops(ctx.program):
         if e.primitive.name == "integer_pow" and e.params["y"] == 1:
             t = e.outputs[0].type
             powers.update([(str(t), "output of mul"), (str(t), _JIT_OUTPUT)])   # in a jit: its output
-            if lengths:     # in a scan body: stacked, an output of the scan
-                powers[(str(ArrayType(tuple(lengths) + t.shape, t.dtype)), "output of scan")] += 1
+            if lengths:     # in a scan body: stacked, an output of the scan, or of a jit
+                stacked = str(ArrayType(tuple(lengths) + t.shape, t.dtype))    # around it (a kept
+                powers.update([(stacked, "output of scan"), (stacked, _JIT_OUTPUT)])   # unused ys: 0.4.25)
     return not missing and bool(extra) and not (_jit_outputs_alike(extra) - powers)
 
 
@@ -771,7 +773,9 @@ def _eqns_in_loops(prog: Program, lengths=()):
             yield from _eqns_in_loops(sub, inner)
 
 
-@additive
+# moves no literal, so also against baselines without the literals JAX
+# lacks (a scan's entries reordered beside a literal left out: found on 0.4.25)
+@functools.partial(additive, literals_apart=True)
 def _scan_residual_order(got, want, ctx):
     """Same residuals as the baseline, and only `output of scan` / `output
     of cond` entries are out of place."""
@@ -782,7 +786,9 @@ def _scan_residual_order(got, want, ctx):
 _LOOP_OUTPUTS = ("output of scan", "output of cond")
 
 
-@additive
+# moves no literal, so also against baselines without the literals JAX
+# lacks (a scan's entries reordered beside a literal left out: found on 0.4.25)
+@functools.partial(additive, literals_apart=True)
 def _jit_residual_order(got, want, ctx):
     """Same residuals as the baseline, in a program with a jit, and only
     what a jit's known half returns out of place: outputs of jitted
@@ -836,7 +842,8 @@ def _missing_rule(kind: str):
 def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections.Counter":
     """The entries saved_residuals gives a custom_vjp_call's primal outputs
     saved as residuals (lax.tie_p ties them to the tangents): per output of
-    one in a scan body an `output of scan` (stacked), in a jit body an
+    one in a scan body an `output of scan` (stacked; or, in a jit, an
+    output of the jit: found on 0.4.25), in a jit body an
     `output of jitted function 'f'`, in a cond branch an `output of cond`;
     with `top_level`, of one at the top level, what the forward rule
     (inlined) computes it with."""
@@ -852,9 +859,9 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
         if e.primitive.name in ("scan", "call"):
             ties = [v for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"
                     for v in c.outputs]
-            if e.primitive.name == "scan":
-                out.update((str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)), "output of scan")
-                           for v in ties)
+            if e.primitive.name == "scan":     # stacked: an output of the scan, or of a jit around
+                stacked = [str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)) for v in ties]
+                out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
     return out
@@ -898,7 +905,8 @@ def _custom_vjp_output_anywhere(got, want, ctx):
 def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
     """JAX's list is the baseline's plus inputs of top-level checkpoints
     whose bodies call a custom_vjp, or names there of the custom_vjp's
-    outputs (at most one entry per input or name, at least one entry)."""
+    outputs, or those outputs as their rule computes them (at most one
+    entry per input, name or output, at least one entry)."""
     extra, missing = _difference(got, want)
     allowed = collections.Counter()
     for e in ctx.program.eqns:
@@ -906,9 +914,14 @@ def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
         if body is None or not any(c.primitive.name == "custom_vjp_call" for c in body.eqns):
             continue
         allowed.update({(str(a.type), str(source_of(a, ctx.program))) for a in e.inputs if isinstance(a, Var)})
-        outs = {v.id for c in body.eqns if c.primitive.name == "custom_vjp_call" for v in c.outputs}
+        calls = [c for c in body.eqns if c.primitive.name == "custom_vjp_call"]
+        outs = {v.id for c in calls for v in c.outputs}
         allowed.update({(str(c.outputs[0].type), f"named '{c.params['name']}'") for c in body.eqns
                         if c.primitive.name == "name" and getattr(c.inputs[0], "id", None) in outs})
+        # or the outputs themselves where the policy saves what computes them
+        # (`output of sin` under save_only_these(sin): found on 0.4.36)
+        allowed.update({(str(v.type), str(source_of(b, c.params["jaxpr"]))) for c in calls
+                        for v, b in zip(c.outputs, c.params["jaxpr"].outputs)})
     return not missing and bool(extra) and not (extra - allowed)
 
 

@@ -88,7 +88,8 @@ def _staged_whole(e: Eqn) -> bool:
     return e.primitive in (remat_p, call_p, scan_p, cond_p)
 
 
-def unused_linearize_outputs_out(prog: Program, through_conds: bool = True) -> tuple[Program, int]:
+def unused_linearize_outputs_out(prog: Program, through_conds: bool = True,
+                                 top_level: bool = False) -> tuple[Program, int]:
     """`prog` with every float output nothing reads of each checkpoint,
     call, scan and cond that the program's outputs depend on made a program
     output (threaded out through the calls, cond branches and scan bodies
@@ -97,9 +98,13 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True) -> t
     tangent of such an equation as one equation for every output, unused or
     not, and keeps the residuals that needs; a checkpoint's own body is
     partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
-    pe.dce_jaxpr), so nothing inside one is kept."""
+    pe.dce_jaxpr), so nothing inside one is kept. `through_conds=False`:
+    not out of cond branches; `top_level`: those of top-level equations
+    alone (jits in a jit's body, linearized by its own partial-eval rule,
+    keep none: found by a campaign on 0.4.36)."""
     return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
-                              lambda e: e.primitive is not remat_p and (through_conds or e.primitive is not cond_p))
+                              lambda e: not top_level and e.primitive is not remat_p
+                              and (through_conds or e.primitive is not cond_p))
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:

@@ -22,6 +22,7 @@ import numpy as np
 import spec
 from spec import ops
 from spec import policies as sp
+from spec.prims_math import floor
 
 from jax_programs import TestProgram, _LazyModule
 
@@ -229,6 +230,23 @@ def scan_in_jit_spec(xs, w):
     return y
 
 
+def constant_carried(xs, w):               # jitted by constant_carry_in_jit_jax
+    c, _ = lax.scan(lambda c, x: (jnp.floor(c @ w), None), xs[0] * 2.0, xs)
+    return c
+
+
+def constant_carry_in_jit_jax(xs, w):
+    return jnp.sum(jax.jit(constant_carried)(xs, w))
+
+
+def constant_carry_in_jit_spec(xs, w):
+    def body(c, x, w):
+        return floor(c @ w), None
+    jitted = spec.trace(lambda xs, w: spec.scan(body, _first(xs) * 2.0, xs, consts=(w,))[0], xs.type, w.type)
+    (c,) = ops.call(jitted, xs, w, name="constant_carried")
+    return ops.reduce_sum(c, (0,))
+
+
 def zero_init_jax(xs, w):
     c, ys = lax.scan(lambda c, x: cell_jax(c, x, w), jnp.zeros(D, jnp.float32), xs)
     return _loss_jax(c, ys)
@@ -394,6 +412,9 @@ PROGRAMS: list[TestProgram] = [
     _p("scan_two_carries", (two_carries_jax, two_carries_spec), XS),
     _p("scan_no_xs", (no_xs_jax, no_xs_spec), XS),
     _p("scan_in_jit", (scan_in_jit_jax, scan_in_jit_spec), XS),
+    _p("scan_in_jit_constant_carry", (constant_carry_in_jit_jax, constant_carry_in_jit_spec), XS,
+       "a carry the body overwrites with a constant (floor's zero tangent) in a jit: its "
+       "tangent is still a tangent (the carry fixpoint), its zero saved by the jit"),
     _p("scan_zero_init_carry", (zero_init_jax, zero_init_spec), XS,
        "a carry starting at zeros: its tangent is instantiated in the linear part, not saved "
        "(fuzzer finding)"),

@@ -2,6 +2,7 @@
 the snippet (with oracle.divergences.REPRO_PREAMBLE) is run in a fresh
 process; where it ends with `# <expected>`, that text is in its output; a
 repro of an error must raise it."""
+import inspect
 import re
 import subprocess
 import sys
@@ -1465,12 +1466,25 @@ def _custom_vjp_in_jitted_scan(a):
     return jax.jit(prog)(a)
 
 
+def _scan_zero_carry_in_jit(b):
+    """finding 8dac043f01 (0.4.25): a jitted scan whose carry's tangent is an
+    instantiated zero (floor's), saved as an output of the jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def prog(b):
+        return lax.scan(lambda c, x: (jnp.floor(c), None), b, None, length=1)[0]
+    return jax.jit(prog)(b)
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
     "nested_jits_unused_outputs": (_nested_jits_unused_outputs,
                                    lambda np: (np.float32(0.3), np.ones((2, 3), np.float32))),
     "custom_vjp_in_jitted_scan": (_custom_vjp_in_jitted_scan, lambda np: (np.float32(0.4),)),
+    "scan_zero_carry_in_jit": (_scan_zero_carry_in_jit, lambda np: (np.full((2, 3), 1.7, np.float32),)),
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
@@ -1494,6 +1508,7 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         "0.4.36": [("f32[1]", _PROG)] * 2,
         "0.6.2": [("f32[1]", _PROG)],
         "0.10.2": [("f32[1]", _PROG)]},
+    "scan_zero_carry_in_jit": {r: [("f32[2,3]", _PROG)] for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
 }
 
 
@@ -1511,7 +1526,7 @@ def test_eighth_round_findings_on_the_installed_release(label):
     fn, args = EIGHTH_ROUND[label]
     args = args(np)
     recorded = EIGHTH_ROUND_RECORDED[label]
-    got = [(t, s.replace("output of pjit", _F0 if label != "custom_vjp_in_jitted_scan" else _PROG))
+    got = [(t, s.replace("output of pjit", _PROG if "jit(prog)" in inspect.getsource(fn) else _F0))
            for t, s in jax_residuals(fn, args)]
     if jax.__version__ in recorded:
         assert got == recorded[jax.__version__]

@@ -31,7 +31,7 @@ from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, produce
                                  remat3_model, remat3_recognises, remat3_variants, remats)
 from oracle.conventions import AS_IS
 from oracle.jax_api.flags import flags
-from spec.barriers import optimization_barriers
+from spec.barriers import known_checkpoint_barriers, optimization_barriers
 from spec.partial_eval import dce, source_of
 from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError
 from spec.remat import names_in
@@ -53,6 +53,7 @@ class Context:
     spec_residuals: list | None = None
     error: BaseException | None = None
     barriers: tuple | None = None    # (spec predicts, JAX has)
+    diff: list | None = None         # stack_barriers: the inputs the linearize layer differentiates
     spec_error: BaseException | None = None   # the spec raised where JAX computed
     spec_error_too: BaseException | None = None   # the spec raised too, for another reason than JAX's `error`
 
@@ -608,6 +609,18 @@ def _unread_operands_barriers(ctx) -> bool:
     variant, n = unread_operands_out(ctx.program)
     want, got = ctx.barriers
     return bool(n) and (want > 0) != (got > 0) and (optimization_barriers(variant) > 0) == (got > 0)
+
+
+def _linearize_inlines_known_checkpoints(ctx) -> bool:
+    """The called linear function's barriers: JAX has none where the spec's
+    come from known differentiated checkpoints of the forward pass alone
+    (spec.barriers.known_checkpoint_barriers), which this release's
+    linearization inlines."""
+    if ctx.property != "stack_barriers" or ctx.barriers is None:
+        return False
+    want, got = ctx.barriers
+    known = known_checkpoint_barriers(ctx.program, diff=ctx.diff)
+    return want > 0 and got == 0 and known > 0 and want - known == 0
 
 
 def _unread_operands_refuse_reverse(ctx) -> bool:
@@ -1795,6 +1808,28 @@ DIVERGENCES = [
         "print('by the outputs' if shapes == [(3,), ()] else 'in the order the body computes them')  "
         "# by the outputs",
         _jit_residual_order, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "linearize-inlines-a-known-differentiated-checkpoint",
+        "A checkpoint that an earlier differentiation made (grad's transposed checkpoint, "
+        "`differentiated=True`) and whose inputs are all known is bound as it is when the "
+        "function is linearized, and remat_lowering puts an optimization barrier on its "
+        "inputs whenever `differentiated and prevent_cse` (jax 0.10.2, which the spec models; "
+        "measured the same on 0.4.25-0.4.35 and 0.7.0-0.9.1). From jax 0.4.36 until direct "
+        "linearization became the default (0.7.0; gone on 0.6.2 with jax_use_direct_linearize "
+        "on), linearization by JVP and partial evaluation inlines its body into the forward "
+        "pass: the jit of jax.linearize(jax.grad(f)) whose linear function is then called "
+        "has no barrier for it. No value changes (found by a campaign on 0.4.25, where the "
+        "spec predicted no barrier, and measured on every release from 0.4.26 to 0.10.1). "
+        "The predicate: JAX's HLO has no barrier, and every barrier the spec predicts comes "
+        "from such a known checkpoint of the forward pass "
+        "(spec.barriers.known_checkpoint_barriers).",
+        "import numpy as np\n"
+        "w = np.ones(3, np.float32)\n"
+        "g = jax.grad(lambda b: jnp.sum(jax.checkpoint(lambda o: o)(jnp.sin(b)) * w))\n"
+        "hlo = jax.jit(lambda b, t: jax.linearize(g, b)[1](t)).lower(w, w).as_text()\n"
+        "print('inlined' if 'optimization_barrier' not in hlo else 'barrier')  # inlined",
+        _linearize_inlines_known_checkpoints, releases=Releases("0.4.36", "0.7.0"),
         flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "custom-vjp-in-scan-or-jit-saves-its-output",

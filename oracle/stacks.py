@@ -525,7 +525,7 @@ def stack_barriers_property(stack: Stack, prog: Program):
             raise P.Disagreement(f"optimization barriers of {stack}, its linear function called: "
                                  f"spec predicts {want}, JAX's HLO has {got}",
                                  divergences.Context(impl, STACK_BARRIERS, case.policy, level_program(case),
-                                                     barriers=(want, got)),
+                                                     barriers=(want, got), diff=diff),
                                  numeric=dict(barriers=want,
                                               operands=_case_operands(stack)(case)))
         return f"barriers of {stack}: spec {want}, HLO {got}"

@@ -48,7 +48,9 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
     tangent (its flags for the tangents are those remat_jvp appends, True
     for a per-input tuple), plus the program's own optimization_barrier
     equations, forward and linear, where the linear function's outputs need
-    them. `diff`: as `linearize`'s.
+    them, and one per known checkpoint of the forward pass that an earlier
+    differentiation made (`_known_differentiated_checkpoints`). `diff`: as
+    `linearize`'s.
 
         >>> import spec
         >>> from spec import ops
@@ -56,6 +58,20 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
         >>> linear_optimization_barriers(spec.trace(body, spec.f32[3]))
         1
     """
+    forward, linear, linear_inputs = _called_linear(prog, diff)
+    return (_count(linear, linear_inputs) + _explicit(forward) + _explicit(linear)
+            + _known_differentiated_checkpoints(forward))
+
+
+def known_checkpoint_barriers(prog: Program, diff=None) -> int:
+    """The part of `linear_optimization_barriers` that known differentiated
+    checkpoints of the forward program make (`_known_differentiated_checkpoints`)."""
+    return _known_differentiated_checkpoints(_called_linear(prog, diff)[0])
+
+
+def _called_linear(prog: Program, diff):
+    """(forward, linear, linear_inputs) of `prog` linearized, each left with
+    what the called linear function needs."""
     lin = linearize(prog, diff)
     linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
     # only what the called linear function needs is left in the jit: jit's
@@ -65,7 +81,26 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
     linear, reads = dce(lin.linear)
     n_out = len(lin.forward.outputs) - len(lin.residuals)
     forward, _ = dce(lin.forward, [False] * n_out + reads[:len(lin.residuals)])
-    return _count(linear, linear_inputs) + _explicit(forward) + _explicit(linear)
+    return forward, linear, linear_inputs
+
+
+def _known_differentiated_checkpoints(forward: Program) -> int:
+    """Remat equations of the forward program, at any depth, that an outer
+    differentiation already made (differentiated, prevent_cse set: a
+    transposed or JVP'd checkpoint of a derivative program) and whose
+    inputs are all known. Linearization binds such an equation as it is
+    (LinearizeTrace.process_primitive with every tangent a symbolic zero,
+    jax/_src/interpreters/ad.py), and remat_lowering barriers its inputs
+    whenever `differentiated and prevent_cse`, known or not (a residual of
+    the linear function computed through grad's transposed checkpoint:
+    found by a campaign on 0.4.25, a false alarm on 0.10.2 too). A
+    user's checkpoint in the forward program is not differentiated: no
+    barrier."""
+    n = 0
+    for e in forward.eqns:
+        n += e.primitive.name == "remat" and e.params["differentiated"] and _prevents_cse(e.params)
+        n += sum(_known_differentiated_checkpoints(sub) for _, sub in subprograms(e.params))
+    return n
 
 
 def _explicit(prog: Program) -> int:

@@ -20,7 +20,7 @@ from spec import ops, policies as sp
 from spec.ir import is_float
 
 from oracle.errors import InvalidArgument
-from oracle import stacks as S
+from oracle import divergences, stacks as S
 
 
 def _program():
@@ -550,6 +550,31 @@ def test_a_barrier_only_the_primal_outputs_need_is_dead_in_the_called_linear_fun
     report = oracle.check(oracle.to_jax(dead), oracle.AS_IS, *_args(dead),
                           properties=(S.stack_barriers_property(stack, dead),))
     assert report.results[0].status == "ok", str(report)
+
+
+def test_a_known_checkpoint_an_outer_grad_made_is_barriered_in_the_forward_pass():
+    """linearize o grad(argnums of the primal only) of sin(b) through
+    checkpoint(identity): grad's transposed checkpoint (differentiated,
+    prevent_cse) reads only the closed-over weights, so it is known, bound
+    as it is in the forward pass, and lowered with a barrier (JAX's rule,
+    remat_lowering; campaign finding 20a99d6e3f on 0.4.25, a false alarm on
+    0.10.2 too). JAX agrees (0.4.36-0.6.2 inline it: a known divergence)."""
+    import oracle
+    from spec.barriers import known_checkpoint_barriers, linear_optimization_barriers
+    prog = spec.trace(lambda b: ops.checkpoint(lambda o: o, prevent_cse=True)(ops.sin(b)), spec.f32[3])
+    level1 = S.spec_program(prog, S.Stack((S.Layer("grad"),)))
+    assert linear_optimization_barriers(level1, diff=[True, False]) == 1
+    assert known_checkpoint_barriers(level1, diff=[True, False]) == 1
+    # differentiated with respect to the weights too, the checkpoint is
+    # staged in the linear function (its barrier there), none known
+    assert linear_optimization_barriers(level1) == 1 and known_checkpoint_barriers(level1) == 0
+    assert known_checkpoint_barriers(prog) == 0            # a user's checkpoint: not differentiated
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize", argnums=(0,))))
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                          properties=(S.stack_barriers_property(stack, prog),))
+    inlines = next(d for d in divergences.DIVERGENCES
+                   if d.name == "linearize-inlines-a-known-differentiated-checkpoint").active()
+    assert report.results[0].status == ("known divergence" if inlines else "ok"), str(report)
 
 
 def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):

@@ -1183,6 +1183,14 @@ def _generic_reduce_window_refused_otherwise(ctx):
             and isinstance(e, AssertionError))
 
 
+def _generic_reduce_window_jvp_of_a_symbolic_zero(ctx):
+    """A program with a generic reduce_window, and JAX raised the pytree
+    error of its JVP rule meeting a symbolic zero operand tangent."""
+    e = ctx.error
+    return (isinstance(e, ValueError) and has_primitive(ctx.program, "reduce_window")
+            and "must have the same tree structure as init_values" in str(e) and "Zero" in str(e))
+
+
 def _dead_primal_unlinearizable(ctx):
     """The spec raised its linearization error where JAX computed, and the
     program without its dead code (spec.dce: a scan's unused outputs too)
@@ -2101,6 +2109,31 @@ DIVERGENCES = [
         "except (AssertionError, NotImplementedError):\n"
         "    print('another error')  # another error",
         _generic_reduce_window_refused_otherwise, releases=Releases("0.4.25", "0.4.38")),
+    Divergence(
+        "generic-reduce-window-jvp-fails-on-a-symbolic-zero-tangent",
+        "The JVP rule of a generic reduce_window (lax.reduce_window with a Python function; "
+        "reduce_window_jvp, jax/_src/lax/windowed_reductions.py) instantiates the init values' "
+        "symbolic zero tangents but not the operands': where an operand's tangent is a symbolic "
+        "zero it binds reduce_window on a Zero and fails with `ValueError: Operands must have the "
+        "same tree structure as init_values`. An operand's tangent is a symbolic zero in a "
+        "derivative of a derivative whose inner tangent the outer one holds constant: "
+        "jvp(lambda b: jvp(f, (b,), (t,))[1]) with t closed over, whose inner JVP reduce_window "
+        "takes (b, t) and the outer differentiates b alone. The spec computes it (a zero "
+        "tangent is a zero), or, in reverse mode, refuses it as JAX would with the rule fixed "
+        "(the generic reduce_window has no linearization). A JAX bug from jax 0.4.28 (when the "
+        "rule was added; NotImplementedError before) to 0.10.2 (measured on every release "
+        "between with tools/releases.py; found by a campaign on 0.6.2, under "
+        "linearize(argnums=(1,)) o jvp). The predicate: a program with a reduce_window, and JAX "
+        "raised that ValueError naming a Zero.",
+        "f = lambda b: jax.lax.reduce_window(b, 1.0, jax.lax.mul, (1, 3), (1, 1), 'VALID')\n"
+        "b, t = jnp.linspace(0.5, 1.5, 10).reshape(2, 5), jnp.ones((2, 5))\n"
+        "try:\n"
+        "    jax.jvp(lambda b: jax.jvp(f, (b,), (t,))[1], (b,), (b,))\n"
+        "    print('computed')\n"
+        "except Exception as e:   # NotImplementedError before 0.4.28: no rule\n"
+        "    print('the pytree error' if 'same tree structure' in str(e) else 'another error')  "
+        "# the pytree error",
+        _generic_reduce_window_jvp_of_a_symbolic_zero, releases=Releases("0.4.28")),
     Divergence(
         "threefry-vmap-beside-an-unbatched-operand-fails",
         "JAX's threefry2x32 batching rule (batching.defbroadcasting, "

@@ -1556,3 +1556,26 @@ def test_residual_order_divergences_compose_with_a_literal_left_out():
     assert dv._scan_residual_order(ctx(jax_list))
     assert not dv._scan_residual_order(ctx(jax_list[:1] + [("f32[1,1,2]", "output of scan")] + tail))
     assert not dv._scan_residual_order(ctx(spec_list))      # nothing moved
+
+
+def test_generic_reduce_window_jvp_of_a_symbolic_zero_on_the_installed_release():
+    """jvp(argnums=(0,)) o jvp of a generic reduce_window: the outer JVP holds
+    the inner tangent constant, so reduce_window's JVP meets a symbolic zero
+    operand tangent; JAX (0.4.28 on) raises its pytree error where the spec
+    computes, a known divergence; not where the release raises another error
+    or computes (campaign finding e3a04bf18d on 0.6.2)."""
+    import jax
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(lambda b: jax.lax.reduce_window(b, 1.0, jax.lax.mul, (1, 3), (1, 1), "VALID"),
+                     np.linspace(0.5, 1.5, 10, dtype=np.float32).reshape(2, 5))
+    stack = S.Stack((S.Layer("jvp"), S.Layer("jvp", argnums=(0,))))
+    report = oracle_agrees(prog, stack=stack, implementations=("remat2",), properties=())
+    d = next(d for d in DIVERGENCES if d.name == "generic-reduce-window-jvp-fails-on-a-symbolic-zero-tangent")
+    if d.active():
+        assert report.status("stack", "remat2") == "known divergence", str(report)
+        assert any(name == d.name for name, *_ in report.known_divergences), str(report)

@@ -1478,6 +1478,23 @@ def _scan_zero_carry_in_jit(b):
     return jax.jit(prog)(b)
 
 
+def _cond_with_a_loop_in_jit(a, b):
+    """finding 17e4a7dc07 (0.6.2, 0.10.2 too): a jitted cond whose branch runs a
+    loop from a weakly typed zero: the branches' residuals of one type are
+    not merged into shared slots (weak and strong avals differ), outputs of the jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def loop(a, b):
+        step = 1.0 + 0.1 * jnp.tanh(jnp.sum(jnp.arccos(b)))
+        return lax.while_loop(lambda p: jnp.sum(p) < 1.5, lambda u: u + step, lax.broadcast_in_dim(0.0, (3,), ()))
+
+    def prog(a, b):
+        return lax.cond(jnp.sum(a) > 0, lambda a, b: jnp.log(jnp.square(a) + 1.0), loop, a, b)
+    return jax.jit(prog)(a, b)
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
@@ -1485,6 +1502,8 @@ EIGHTH_ROUND = {
                                    lambda np: (np.float32(0.3), np.ones((2, 3), np.float32))),
     "custom_vjp_in_jitted_scan": (_custom_vjp_in_jitted_scan, lambda np: (np.float32(0.4),)),
     "scan_zero_carry_in_jit": (_scan_zero_carry_in_jit, lambda np: (np.full((2, 3), 1.7, np.float32),)),
+    "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
+                                lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
@@ -1509,7 +1528,15 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         "0.6.2": [("f32[1]", _PROG)],
         "0.10.2": [("f32[1]", _PROG)]},
     "scan_zero_carry_in_jit": {r: [("f32[2,3]", _PROG)] for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
+    "cond_with_a_loop_in_jit": {   # 0.10.2's own list: 4 f32[3], 2 more than merged slots would be
+        r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
+        for r in ("0.4.25", "0.4.36", "0.6.2")} | {
+        "0.10.2": [(t, _PROG) for t in ["i32[]", "f32[2,3]", "f32[]", "f32[]", "f32[]"] + ["f32[3]"] * 4]},
 }
+
+
+# where jax 0.10.2 itself saves more than the spec (a known divergence there too)
+SPEC_SAVES_LESS_ON_0_10_2 = {"cond_with_a_loop_in_jit"}
 
 
 @pytest.mark.parametrize("label", sorted(EIGHTH_ROUND))
@@ -1532,7 +1559,8 @@ def test_eighth_round_findings_on_the_installed_release(label):
         assert got == recorded[jax.__version__]
     report = oracle.check(fn, oracle.AS_IS, *args, implementations=("remat2",),
                           properties=("residuals", "vjp_leaves"))
-    expected = ("ok",) if got == recorded["0.10.2"] else ("ok", "known divergence")
+    expected = ("ok",) if got == recorded["0.10.2"] and label not in SPEC_SAVES_LESS_ON_0_10_2 \
+        else ("ok", "known divergence")
     assert report.status("residuals", "remat2") in expected
     assert report.status("vjp_leaves", "remat2") in expected
 

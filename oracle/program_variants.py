@@ -98,13 +98,15 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True,
     tangent of such an equation as one equation for every output, unused or
     not, and keeps the residuals that needs; a checkpoint's own body is
     partially evaluated as a jaxpr and DCE'd (ad_checkpoint.remat_partial_eval:
-    pe.dce_jaxpr), so nothing inside one is kept. `through_conds=False`:
+    pe.dce_jaxpr), so nothing inside one is kept. An output only a
+    checkpoint's dead code reads is unused too (`_live_tangents`).
+    `through_conds=False`:
     not out of cond branches; `top_level`: those of top-level equations
     alone (jits in a jit's body, linearized by its own partial-eval rule,
     keep none: found by a campaign on 0.4.36)."""
     return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
                               lambda e: not top_level and e.primitive is not remat_p
-                              and (through_conds or e.primitive is not cond_p))
+                              and (through_conds or e.primitive is not cond_p), _live_tangents)
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:
@@ -159,19 +161,22 @@ def _unused_outputs_of(selects: Callable) -> Callable:
     return lambda e, used: [v for v in e.outputs if v.id not in used and is_float(v.type.dtype)] if selects(e) else []
 
 
-def unused_outputs_out(prog: Program, picks: Callable, enters: Callable) -> tuple[Program, int]:
+def unused_outputs_out(prog: Program, picks: Callable, enters: Callable,
+                       liveness: Callable = None) -> tuple[Program, int]:
     """`prog` with the values picks(e, ids the live equations read) of each
     live equation e made outputs of the program (each once), threaded out
     through the sub-programs of the live equations with enters(e)
     (`_unused_outputs_threaded`), and how many were. Dead equations (no
-    program output depends on them, no effect) are left as they are."""
-    live, used = _live(prog)
+    program output depends on them, no effect) are left as they are.
+    `liveness`: what is live and read (default `_live`)."""
+    liveness = liveness or _live
+    live, used = liveness(prog)
     eqns, extra = [], []
     for e in prog.eqns:
         if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
             eqns.append(e)
             continue
-        params, new_types = _unused_outputs_threaded(e, picks, enters) if enters(e) else (e.params, [])
+        params, new_types = _unused_outputs_threaded(e, picks, enters, liveness) if enters(e) else (e.params, [])
         new = [Var(t) for t in new_types]
         extra += new
         extra += [v for v in picks(e, used) if all(v is not o for o in extra)]
@@ -192,13 +197,32 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable) -> tuple[dict, list]:
+def _live_tangents(prog: Program) -> tuple[set, set]:
+    """`_live` of the linear program: a checkpoint reads none of the
+    operands its body (without dead code) does not read (remat_jvp passes
+    it no tangent for them), so an equation whose outputs only such
+    operands take is dead there, and a staged-whole one's such output is
+    unused (a scan's ys only a checkpoint's dead code reads: its tangent
+    computed, its residuals saved; found by a campaign on 0.6.2)."""
+    read = {a.id for a in prog.outputs if isinstance(a, Var)}
+    live = set()
+    for e in reversed(prog.eqns):
+        if any(v.id in read for v in e.outputs) or has_effects(e):
+            live.add(id(e))
+            inputs = e.inputs
+            if e.primitive is remat_p:
+                inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
+            read |= {a.id for a in inputs if isinstance(a, Var)}
+    return live, read
+
+
+def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness: Callable) -> tuple[dict, list]:
     """`e`'s params with the unused outputs of its sub-programs made their
     outputs (`unused_outputs_out`), and the types of the outputs that adds
     to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
     cond's branches (the other branches return zeros there)."""
     if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_outputs_out(e.params["jaxpr"], picks, enters)
+        body, n = unused_outputs_out(e.params["jaxpr"], picks, enters, liveness)
         if not n:
             return e.params, []
         new = body.out_types[len(body.outputs) - n:]
@@ -206,7 +230,7 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable) -> tuple
             new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
         return dict(e.params, jaxpr=body), new
     if e.primitive is cond_p:
-        split = [unused_outputs_out(b, picks, enters) for b in e.params["branches"]]
+        split = [unused_outputs_out(b, picks, enters, liveness) for b in e.params["branches"]]
         if not any(n for _, n in split):
             return e.params, []
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]

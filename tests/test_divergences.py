@@ -1495,6 +1495,24 @@ def _cond_with_a_loop_in_jit(a, b):
     return jax.jit(prog)(a, b)
 
 
+def _scan_ys_only_a_checkpoint_s_dead_code_reads(a):
+    """finding 41cfeed405 (0.6.2): a scan's ys is an operand of a checkpoint
+    whose body reads it in dead code only; the scan's tangent computes it
+    (before direct linearization), so the dot's residual is saved."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    c, ys = lax.scan(lambda d, _: (jnp.sin(d), jnp.vdot(d, d)), a, None, length=1)
+
+    def body(h, i):
+        jnp.cos(h)
+        return checkpoint_name(i, "a")
+    return jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                          prevent_cse=False)(ys, a), c
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
@@ -1502,6 +1520,8 @@ EIGHTH_ROUND = {
                                    lambda np: (np.float32(0.3), np.ones((2, 3), np.float32))),
     "custom_vjp_in_jitted_scan": (_custom_vjp_in_jitted_scan, lambda np: (np.float32(0.4),)),
     "scan_zero_carry_in_jit": (_scan_zero_carry_in_jit, lambda np: (np.full((2, 3), 1.7, np.float32),)),
+    "scan_ys_only_a_checkpoint_s_dead_code_reads": (_scan_ys_only_a_checkpoint_s_dead_code_reads,
+                                                    lambda np: (np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 2, 3),)),
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
 }
@@ -1528,6 +1548,9 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         "0.6.2": [("f32[1]", _PROG)],
         "0.10.2": [("f32[1]", _PROG)]},
     "scan_zero_carry_in_jit": {r: [("f32[2,3]", _PROG)] for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
+    "scan_ys_only_a_checkpoint_s_dead_code_reads": {
+        r: [("f32[1,2,2,3]", "output of scan")] + [("f32[1,12]", "output of scan")] * 2
+        for r in ("0.4.25", "0.4.36", "0.6.2")} | {"0.10.2": [("f32[1,2,2,3]", "output of scan")]},
     "cond_with_a_loop_in_jit": {   # 0.10.2's own list: 4 f32[3], 2 more than merged slots would be
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {

@@ -815,6 +815,16 @@ def _jit_residual_order(got, want, ctx):
             and all(_returned_by_a_jit(g[1]) and _returned_by_a_jit(w[1]) for g, w in moved))
 
 
+@functools.partial(additive, literals_apart=True)
+def _instantiated_zeros_earlier(got, want, ctx):
+    """Same residuals as the baseline, and only `output of broadcast_in_dim`
+    entries (zeros a JVP rule instantiated) out of place: without them the
+    lists are equal."""
+    zero = lambda r: r[1] == "output of broadcast_in_dim"
+    return (got != want and collections.Counter(got) == collections.Counter(want)
+            and [r for r in got if not zero(r)] == [r for r in want if not zero(r)])
+
+
 def _returned_by_a_jit(source: str) -> bool:
     """A residual source a jit's known half can return: an output of the
     jit (or of a loop in it), or a constant it closes over."""
@@ -857,7 +867,8 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
     """The entries saved_residuals gives a custom_vjp_call's primal outputs
     saved as residuals (lax.tie_p ties them to the tangents): per output of
     one in a scan body an `output of scan` (stacked; or, in a jit, an
-    output of the jit: found on 0.4.25), in a jit body an
+    output of the jit: found on 0.4.25; or hoisted where it is loop
+    invariant, as its rule computes it), in a jit body an
     `output of jitted function 'f'`, in a cond branch an `output of cond`;
     with `top_level`, of one at the top level, what the forward rule
     (inlined) computes it with."""
@@ -871,11 +882,15 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
             out.update((str(v.type), "output of cond") for b in e.params["branches"] for c in _eqns(b)
                        if c.primitive.name == "custom_vjp_call" for v in c.outputs)
         if e.primitive.name in ("scan", "call"):
-            ties = [v for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"
-                    for v in c.outputs]
+            calls = [c for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"]
+            ties = [v for c in calls for v in c.outputs]
             if e.primitive.name == "scan":     # stacked: an output of the scan, or of a jit around
                 stacked = [str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)) for v in ties]
                 out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
+                # loop-invariant (a call on the scan's consts): hoisted, named by
+                # what its rule computes it with (found on 0.4.36)
+                out.update((str(v.type), str(source_of(b, c.params["jaxpr"]))) for c in calls
+                           for v, b in zip(c.outputs, c.params["jaxpr"].outputs))
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
     return out
@@ -974,15 +989,17 @@ def _top_k_old_indices(got, want, ctx):
     """JAX's list is the baseline's with `i32[s, 1]` entries (the indices
     top_k's JVP gathers the tangent with, s a top_k output's shape) those
     of every dimension, `i32[s, r]` an `output of concatenate` (r the
-    operand's rank), in the same place."""
+    operand's rank), in the same place; in a jit both outputs of the jit
+    (found on 0.4.25)."""
     shapes = {e.outputs[0].type.shape: len(e.inputs[0].type.shape) for e in _eqns(ctx.program)
               if e.primitive.name == "top_k"}
     changed = [(g, w) for g, w in zip(got, want) if g != w]
     if len(got) != len(want) or not changed:
         return False
+    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
     for (gt, gs), (wt, ws) in changed:
-        if not (wt.startswith("i32[") and gt.startswith("i32[") and ws == "output of reshape"
-                and gs == "output of concatenate"):
+        if not (wt.startswith("i32[") and gt.startswith("i32[")
+                and ((ws == "output of reshape" and gs == "output of concatenate") or (jit(ws) and jit(gs)))):
             return False
         w_shape, g_shape = _parse_shape(wt), _parse_shape(gt)
         if not (w_shape[-1] == 1 and w_shape[:-1] in shapes and g_shape == w_shape[:-1] + (shapes[w_shape[:-1]],)):
@@ -1803,6 +1820,26 @@ DIVERGENCES = [
         "print('stacked first' if shapes == [(3, 3), (3,)] else 'in the order the body computes them')  "
         "# stacked first",
         _scan_residual_order, releases=Releases("0.4.25", "0.10.2")),
+    Divergence(
+        "jvp-partial-eval-saves-instantiated-zeros-in-another-order",
+        "Before direct linearization (the default from jax 0.7.0; gone on 0.6.2 with "
+        "jax_use_direct_linearize on) a zero tangent that a JVP rule instantiates (integer_pow's "
+        "for y == 0, `_zeros(g)`) is a known value of the partial evaluator from the moment the "
+        "rule makes it, and saved_residuals lists it before residuals the linear program reads "
+        "first (the spec models 0.10.2: in the order the linear program first reads them). "
+        "Measured on 0.4.25, 0.4.30, 0.4.35, 0.4.36, 0.5.0 and 0.6.2 (0.7.0, 0.9.1 and 0.10.2 "
+        "as the spec; found by a campaign on 0.4.36). Same values, same memory. The predicate: "
+        "the lists are equal as multisets, and equal without their `output of "
+        "broadcast_in_dim` entries.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "def f(a):\n"
+        "    b = jax.lax.integer_pow(a, 0)\n"
+        "    return jax.lax.select_n(a > b, a, b)\n"
+        "names = [s.split(' from')[0] for _, s in saved_residuals(f, jnp.ones(3))]\n"
+        "print('the zero first' if names[0] == 'output of broadcast_in_dim' else 'as the spec')  "
+        "# the zero first",
+        _instantiated_zeros_earlier, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "jit-residuals-in-another-order",
         "Before direct linearization (the default from jax 0.7.0; verified on 0.4.25, 0.4.36 "

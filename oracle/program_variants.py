@@ -198,21 +198,26 @@ def _live(prog: Program) -> tuple[set, set]:
 
 
 def _live_tangents(prog: Program) -> tuple[set, set]:
-    """`_live` of the linear program: a checkpoint reads none of the
-    operands its body (without dead code) does not read (remat_jvp passes
-    it no tangent for them), so an equation whose outputs only such
-    operands take is dead there, and a staged-whole one's such output is
-    unused (a scan's ys only a checkpoint's dead code reads: its tangent
-    computed, its residuals saved; found by a campaign on 0.6.2)."""
-    read = {a.id for a in prog.outputs if isinstance(a, Var)}
+    """`_live` of the linear program: the equations some float output of
+    which has its tangent read (transitively, by the program's float
+    outputs), and what they read. A checkpoint reads none of the operands
+    its body (without dead code) does not read (remat_jvp passes it no
+    tangent for them), and an equation reads no tangent for an output that
+    only equations without a read float output take (a comparison feeding
+    a select's predicate). So a staged-whole equation's output read only so
+    is unused: its tangent computed, its residuals saved (found by campaigns
+    on 0.6.2, a scan's ys only a checkpoint's dead code reads, and on 0.4.25,
+    a checkpoint's output only a comparison reads)."""
+    read = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
     live = set()
     for e in reversed(prog.eqns):
-        if any(v.id in read for v in e.outputs) or has_effects(e):
-            live.add(id(e))
-            inputs = e.inputs
-            if e.primitive is remat_p:
-                inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
-            read |= {a.id for a in inputs if isinstance(a, Var)}
+        if not any(v.id in read and is_float(v.type.dtype) for v in e.outputs):
+            continue
+        live.add(id(e))
+        inputs = e.inputs
+        if e.primitive is remat_p:
+            inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
+        read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
 
 

@@ -1513,6 +1513,50 @@ def _scan_ys_only_a_checkpoint_s_dead_code_reads(a):
                           prevent_cse=False)(ys, a), c
 
 
+def _top_k_in_jit(a, b):
+    """finding 30aa3c588d (0.4.25): top_k's old JVP indices, outputs of a jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f0(e, f):
+        jnp.cos(e)
+        return lax.top_k(f, 2)
+    return jax.jit(f0)(a, b)
+
+
+def _checkpoint_output_only_a_comparison_reads(a, b):
+    """finding e87b8eeec4 (0.4.25): a checkpoint's output read only by a
+    comparison (a select's predicate) has no tangent read, but the staged
+    checkpoint computes it, and saves what that needs."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+    names = jax.checkpoint_policies.save_only_these_names("a")
+    f, g = jax.checkpoint(lambda h: (jnp.sin(h), checkpoint_name(h, "a")),
+                          policy=jax.checkpoint_policies.save_from_both_policies(names, names),
+                          prevent_cse=False)(a)
+    return lax.select_n(f > 0, a, b), jnp.sin(a), g
+
+
+def _zero_power_beside_a_predicate(a):
+    """finding af1a5299da (0.4.36): x ** 0's instantiated zero tangent saved
+    before the select's predicate."""
+    from jax import lax
+    b = lax.integer_pow(a, 0)
+    return lax.select_n(a > b, a, b)
+
+
+def _custom_vjp_on_a_scan_constant(b, z):
+    """finding 9f1df10184 (0.4.36): a custom_vjp call on a scan's constant, its
+    ys unused: kept, loop-invariant, hoisted, saved as its rule computes it."""
+    from jax import lax
+    import jax.numpy as jnp
+    csin = _csin()
+    return lax.scan(lambda c, x: (jnp.sin(c), csin(b)), z, None, length=3)[0]
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
@@ -1522,6 +1566,13 @@ EIGHTH_ROUND = {
     "scan_zero_carry_in_jit": (_scan_zero_carry_in_jit, lambda np: (np.full((2, 3), 1.7, np.float32),)),
     "scan_ys_only_a_checkpoint_s_dead_code_reads": (_scan_ys_only_a_checkpoint_s_dead_code_reads,
                                                     lambda np: (np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 2, 3),)),
+    "top_k_in_jit": (_top_k_in_jit, lambda np: (np.float32(0.3), np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5))),
+    "checkpoint_output_only_a_comparison_reads": (_checkpoint_output_only_a_comparison_reads,
+                                                  lambda np: (np.float32(0.4), np.float32(-0.2))),
+    "zero_power_beside_a_predicate": (_zero_power_beside_a_predicate,
+                                      lambda np: (np.array([0.5, 1.5, 2.0], np.float32),)),
+    "custom_vjp_on_a_scan_constant": (_custom_vjp_on_a_scan_constant,
+                                      lambda np: (np.float32(0.3), np.array([0.1, 0.2, 0.3], np.float32))),
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
 }
@@ -1551,6 +1602,21 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
     "scan_ys_only_a_checkpoint_s_dead_code_reads": {
         r: [("f32[1,2,2,3]", "output of scan")] + [("f32[1,12]", "output of scan")] * 2
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {"0.10.2": [("f32[1,2,2,3]", "output of scan")]},
+    "top_k_in_jit": {"0.4.25": [("i32[3,2,2]", _F0)]} | {
+        r: [("i32[3,2,1]", _F0)] for r in ("0.4.36", "0.6.2", "0.10.2")},
+    "checkpoint_output_only_a_comparison_reads": {
+        r: [("f32[]", "from the argument a"), ("bool[]", "output of gt"), ("f32[]", "output of cos")]
+        for r in ("0.4.25", "0.4.36", "0.6.2")} | {
+        "0.10.2": [("bool[]", "output of gt"), ("f32[]", "output of cos")]},
+    "zero_power_beside_a_predicate": {
+        r: [("f32[3]", "output of broadcast_in_dim"), ("bool[3]", "output of gt")]
+        for r in ("0.4.25", "0.4.36", "0.6.2")} | {
+        "0.10.2": [("bool[3]", "output of gt"), ("f32[3]", "output of broadcast_in_dim")]},
+    "custom_vjp_on_a_scan_constant": {
+        r: [("f32[]", "output of sin"), ("f32[]", "output of cos"), ("f32[3,3]", "output of scan")]
+        for r in ("0.4.25", "0.4.36")} | {
+        "0.6.2": [("f32[]", "output of cos"), ("f32[3,3]", "output of scan")],
+        "0.10.2": [("f32[3,3]", "output of scan")]},
     "cond_with_a_loop_in_jit": {   # 0.10.2's own list: 4 f32[3], 2 more than merged slots would be
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {

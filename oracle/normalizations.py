@@ -127,18 +127,32 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
         value passed in: found on 0.6.2, `named 'b'` for an exp outside)."""
         for e in p.eqns:
             if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
-                src = outer.get(e.inputs[0].id) or str(source_of(e.inputs[0], p))
-                wrapped.setdefault(f"named '{e.params['name']}'", set()).add(src)
+                srcs = outer.get(e.inputs[0].id) or _sources(e.inputs[0], p)
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).update(srcs)
             for _, sub in subprograms(e.params):
                 passed = {}
                 if e.primitive.name == "remat":
-                    passed = {v.id: outer.get(a.id) or str(source_of(a, p)) for v, a in zip(sub.inputs, e.inputs)
+                    passed = {v.id: outer.get(a.id) or _sources(a, p) for v, a in zip(sub.inputs, e.inputs)
                               if isinstance(a, Var)}
                 walk(sub, passed)
     walk(prog, {})
     if not wrapped:
         return jax_res
     return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
+
+
+def _sources(atom, prog: Program) -> set:
+    """The names the spec may give the value `atom` of `prog` as a residual:
+    its producer's, and for a custom_jvp or custom_vjp call's output, that
+    of what the rule computes it with (the linearized program holds the
+    rule's equations, not the call: found on 0.6.2, a name of a custom_jvp
+    sin's output)."""
+    out = {str(source_of(atom, prog))}
+    for e in prog.eqns:
+        if e.primitive.name in ("custom_jvp_call", "custom_vjp_call") and any(v is atom for v in e.outputs):
+            body = e.params["jaxpr"]
+            out |= {str(source_of(b, body)) for v, b in zip(e.outputs, body.outputs) if v is atom}
+    return out
 
 
 def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):

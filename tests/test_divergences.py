@@ -1557,6 +1557,25 @@ def _custom_vjp_on_a_scan_constant(b, z):
     return lax.scan(lambda c, x: (jnp.sin(c), csin(b)), z, None, length=3)[0]
 
 
+def _name_of_a_custom_jvp_output(a):
+    """finding 25f4da98ad (0.6.2): a checkpoint_name of a custom_jvp's output
+    passed into a checkpoint; JAX names the saved value `named 'b'`, the
+    spec by what the rule computes it with (`output of sin`)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    @jax.custom_jvp
+    def s(x):
+        return jnp.sin(x)
+    s.defjvp(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]))
+    names = jax.checkpoint_policies.save_only_these_names("a", "b")
+    g, h = jax.checkpoint(lambda i: (checkpoint_name(i, "b"), i), prevent_cse=False,
+                          policy=jax.checkpoint_policies.save_from_both_policies(
+                              names, jax.checkpoint_policies.dots_saveable))(s(a))
+    return g, jnp.sin(a), h * h
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
@@ -1573,6 +1592,7 @@ EIGHTH_ROUND = {
                                       lambda np: (np.array([0.5, 1.5, 2.0], np.float32),)),
     "custom_vjp_on_a_scan_constant": (_custom_vjp_on_a_scan_constant,
                                       lambda np: (np.float32(0.3), np.array([0.1, 0.2, 0.3], np.float32))),
+    "name_of_a_custom_jvp_output": (_name_of_a_custom_jvp_output, lambda np: (np.float32(0.7),)),
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
 }
@@ -1617,6 +1637,10 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         for r in ("0.4.25", "0.4.36")} | {
         "0.6.2": [("f32[]", "output of cos"), ("f32[3,3]", "output of scan")],
         "0.10.2": [("f32[3,3]", "output of scan")]},
+    "name_of_a_custom_jvp_output": {
+        r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos")]
+        for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
+                         ("0.10.2", "output of sin"))},
     "cond_with_a_loop_in_jit": {   # 0.10.2's own list: 4 f32[3], 2 more than merged slots would be
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {

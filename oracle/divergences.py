@@ -756,6 +756,18 @@ def _integer_pow_one_factor(ctx):
     return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
 
 
+def _acosh_old_jvp(ctx):
+    """JAX's residuals are the spec's following the old rule (spec.semantics:
+    acosh_jvp_squares=False), not the spec's own; or JAX computed where the
+    spec, asking a release's policy about the new rule's `square`, met none
+    in JAX's program (found on 0.4.25)."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or not has_primitive(ctx.program, "acosh"):
+        return False
+    with following(acosh_jvp_squares=False):
+        want = ctx.residuals_with(lambda policy: policy)
+    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+
+
 @additive
 def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
@@ -1804,6 +1816,19 @@ DIVERGENCES = [
         "integer_pow[y=1]'s type.",
         "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
         _integer_pow_one_factor, releases=Releases("0.4.25", "0.10.1")),
+    Divergence(
+        "acosh-jvp-multiplies-x-minus-one-by-x-plus-one",
+        "Before jax 0.8.0 acosh's JVP rule was g * rsqrt((x - 1) * (x + 1)); from 0.8.0 it is "
+        "g * rsqrt(square(x) - 1) (jax/_src/lax/lax.py: \"We use x^2-1 rather than "
+        "(x+1)(x-1)\"), which the spec models (spec.semantics: acosh_jvp_squares). A "
+        "checkpoint policy that saves `mul` saves the old rule's product, one that saves "
+        "`square` nothing there, and the residuals differ. Measured on 0.6.2, 0.7.0 and 0.7.2 "
+        "(the product) and 0.8.0 to 0.10.2 (the square); found by a campaign on 0.6.2. The "
+        "predicate: the program has an acosh, and JAX's residuals are the spec's following "
+        "the old rule and not its own.",
+        "j = str(jax.make_jaxpr(lambda x: jax.jvp(jax.lax.acosh, (x,), (x,)))(2.0))\n"
+        "print('the product' if 'square' not in j else 'the square')  # the product",
+        _acosh_old_jvp, releases=Releases("0.4.25", "0.8.0")),
     Divergence(
         "scan-residuals-in-another-order",
         "Before jax 0.10 (verified on 0.4.25, 0.4.36 and 0.6.2; not bisected between 0.6.2 and "

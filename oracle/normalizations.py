@@ -55,7 +55,14 @@ def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
 def _rename_unmatched(jax_res, spec_res, accepts):
     """Each JAX entry the spec's list lacks takes, in order, the name of a
     spec entry of the same type that JAX's list lacks, where
-    accepts(JAX's name, the spec's name)."""
+    accepts(JAX's name, the spec's name). Where renaming entries in place
+    makes the lists equal, that is the renaming (two names that swap
+    places: JAX's `named 'a'` for the spec's `output of div` and `named 'c'`
+    for its `named 'a'`: found on 0.6.2)."""
+    if len(jax_res) == len(spec_res):
+        in_place = [s if j != s and j[0] == s[0] and accepts(j[1], s[1]) else j for j, s in zip(jax_res, spec_res)]
+        if in_place == list(spec_res):
+            return in_place
     extra = collections.Counter(jax_res) - collections.Counter(spec_res)
     # the spec entries JAX's list lacks: those no equal JAX entry matches, an
     # entry at the same place first (found on 0.4.36: gelu saves two `output
@@ -125,15 +132,20 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
         """`outer`: the sources, in the enclosing program, of the inputs of a
         checkpoint body `p` (a name of a checkpoint's input names the
         value passed in: found on 0.6.2, `named 'b'` for an exp outside)."""
+        names = {v.id: e.inputs[0] for e in p.eqns if e.primitive.name == "name" for v in e.outputs}
+
+        def sources(a):     # through names of names (found on 0.6.2: 'c' of 'a' of a div)
+            if a.id in outer:
+                return outer[a.id]
+            inner = names.get(a.id)
+            return _sources(a, p) | (sources(inner) if isinstance(inner, Var) else set())
         for e in p.eqns:
             if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
-                srcs = outer.get(e.inputs[0].id) or _sources(e.inputs[0], p)
-                wrapped.setdefault(f"named '{e.params['name']}'", set()).update(srcs)
+                wrapped.setdefault(f"named '{e.params['name']}'", set()).update(sources(e.inputs[0]))
             for _, sub in subprograms(e.params):
                 passed = {}
                 if e.primitive.name == "remat":
-                    passed = {v.id: outer.get(a.id) or _sources(a, p) for v, a in zip(sub.inputs, e.inputs)
-                              if isinstance(a, Var)}
+                    passed = {v.id: sources(a) for v, a in zip(sub.inputs, e.inputs) if isinstance(a, Var)}
                 walk(sub, passed)
     walk(prog, {})
     if not wrapped:

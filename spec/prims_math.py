@@ -33,6 +33,7 @@ from spec.prims_elementwise import (_binary_eval, _binary_shape, _coerce, _full_
                                     div, eq, exp, integer_pow, log, mul, neg, rsqrt, select_n, square,
                                     stop_gradient, sub, unary_rules)
 from spec.prims_special import float_unary_shape, unary_eval
+from spec.semantics import semantics
 
 # --------------------------------------------------------------------------
 # shared pieces
@@ -521,9 +522,14 @@ def _asinh_jvp(primals, tangents):
 
 def _acosh_jvp(primals, tangents):
     """d acosh x = dx / sqrt(x^2 - 1). JAX:
-    ad.defjvp(acosh_p, lambda g, x: mul(g, rsqrt(sub(square(x), _one(x)))))"""
+    ad.defjvp(acosh_p, lambda g, x: mul(g, rsqrt(sub(square(x), _one(x)))))
+    (before jax 0.8.0 `mul(sub(x, _one(x)), add(x, _one(x)))` in place of
+    the square: spec/semantics.py)"""
     (x,), (g,) = primals, tangents
-    return acosh(x), mul(g, rsqrt(sub(square(x), _lit_like(x, 1))))
+    one = _lit_like(x, 1)
+    if semantics().acosh_jvp_squares:
+        return acosh(x), mul(g, rsqrt(sub(square(x), one)))
+    return acosh(x), mul(g, rsqrt(mul(sub(x, one), add(x, one))))
 
 
 def _atanh_jvp(primals, tangents):

@@ -45,6 +45,11 @@ class Semantics:
     # 30f4c93c00, jax 0.10.1); before, `g * (1 * x**0)` as for every y != 0,
     # whose factor linearization saves (or recomputes from x).
     integer_pow_one_jvp_is_the_tangent: bool = True
+    # acosh's JVP is g * rsqrt(x**2 - 1), with `square` (jax 0.8.0 on:
+    # "We use x^2-1 rather than (x+1)(x-1)", jax/_src/lax/lax.py; measured:
+    # 0.7.2 has the product, 0.8.0 the square); before, g * rsqrt((x - 1) *
+    # (x + 1)), whose product a policy saving `mul` saves.
+    acosh_jvp_squares: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

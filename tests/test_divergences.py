@@ -1576,6 +1576,45 @@ def _name_of_a_custom_jvp_output(a):
     return g, jnp.sin(a), h * h
 
 
+def _acosh_under_a_policy_saving_mul(a, b):
+    """finding 7ce66fc78c (0.6.2): acosh's JVP before 0.8.0 multiplies
+    (x - 1) by (x + 1), a product a policy saving `mul` saves; 0.4.25's
+    policy (a closure) is asked about the rule's square as integer_pow."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    def body(e, f):
+        checkpoint_name(e, "a")
+        return jnp.arccosh(f + 1.0), e
+    policy = (lambda prim, *_, **params: params.get("name") in ["a"] if prim.name == "name"
+              else prim.name in ["mul", "sin"])
+    return jax.checkpoint(body, policy=policy, prevent_cse=False)(a, b)[0]
+
+
+def _a_name_of_a_name(b):
+    """finding d681480a61 (0.6.2): checkpoint_name 'c' of checkpoint_name 'a'
+    of a checkpoint's input; JAX names the two saved values `named 'a'` and
+    `named 'c'`, the spec `output of div` and `named 'a'`."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def body(m):
+        n = checkpoint_name(m, "a")
+        q = lax.stop_gradient(n) * n
+        checkpoint_name(q, "b")
+        return checkpoint_name(n, "c"), q, m
+    first = lambda prim, *_, **params: (params.get("name") in ["a"] if prim.name == "name"
+                                        else prim.name in ["add", "tanh"])
+    second = lambda prim, *_, **params: (params.get("name") in ["a", "b", "c"] if prim.name == "name"
+                                         else prim.name in ["mul"])
+    j, k, l = jax.checkpoint(body, policy=jax.checkpoint_policies.save_from_both_policies(first, second),
+                             prevent_cse=False)(jnp.sin(b) / (b * b + 1.0))
+    return j, k, l * l
+
+
 EIGHTH_ROUND = {
     "stacked_factor_in_jit": (_stacked_factor_in_jit, lambda np: (np.array([-1.1, 0.7, 0.5], np.float32),)),
     "custom_vjp_output_saved_by_policy": (_custom_vjp_output_saved_by_policy, lambda np: (np.float32(-1.1),)),
@@ -1593,6 +1632,9 @@ EIGHTH_ROUND = {
     "custom_vjp_on_a_scan_constant": (_custom_vjp_on_a_scan_constant,
                                       lambda np: (np.float32(0.3), np.array([0.1, 0.2, 0.3], np.float32))),
     "name_of_a_custom_jvp_output": (_name_of_a_custom_jvp_output, lambda np: (np.float32(0.7),)),
+    "acosh_under_a_policy_saving_mul": (_acosh_under_a_policy_saving_mul,
+                                        lambda np: (np.float32(0.3), np.linspace(0.5, 1.5, 6, dtype=np.float32).reshape(2, 3))),
+    "a_name_of_a_name": (_a_name_of_a_name, lambda np: (np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2),)),
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
 }
@@ -1641,6 +1683,15 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos")]
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
                          ("0.10.2", "output of sin"))},
+    "acosh_under_a_policy_saving_mul": {      # 0.4.25: `output of pjit`, not recorded
+        r: [("f32[2,3]", "output of jitted function 'arccosh'")] for r in ("0.4.36", "0.6.2")} | {
+        "0.10.2": [("f32[2,3]", "from the argument b")]},
+    "a_name_of_a_name": {
+        r: [("f32[3,2]", "from the argument b"), ("f32[3,2]", "output of sin"), ("f32[3,2]", "output of cos"),
+            ("f32[3,2]", "output of add"), ("f32[3,2]", fifth), ("f32[3,2]", "output of integer_pow"),
+            ("f32[3,2]", last)]
+        for r, fifth, last in (("0.4.25", "output of div", "named 'a'"), ("0.4.36", "named 'a'", "named 'c'"),
+                               ("0.6.2", "named 'a'", "named 'c'"), ("0.10.2", "output of div", "named 'a'"))},
     "cond_with_a_loop_in_jit": {   # 0.10.2's own list: 4 f32[3], 2 more than merged slots would be
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {

@@ -155,15 +155,18 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
 
 def _sources(atom, prog: Program) -> set:
     """The names the spec may give the value `atom` of `prog` as a residual:
-    its producer's, and for a custom_jvp or custom_vjp call's output, that
-    of what the rule computes it with (the linearized program holds the
-    rule's equations, not the call: found on 0.6.2, a name of a custom_jvp
-    sin's output)."""
+    its producer's, and for an output of a custom_jvp or custom_vjp call or
+    of a checkpoint, those of what its body computes it with (the
+    linearized program holds the rule's or the hoisted known equations,
+    not the call: found on 0.6.2, names of a custom_jvp sin's output and of
+    a checkpointed sin's)."""
     out = {str(source_of(atom, prog))}
     for e in prog.eqns:
-        if e.primitive.name in ("custom_jvp_call", "custom_vjp_call") and any(v is atom for v in e.outputs):
+        if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat") and any(v is atom for v in e.outputs):
             body = e.params["jaxpr"]
-            out |= {str(source_of(b, body)) for v, b in zip(e.outputs, body.outputs) if v is atom}
+            for v, b in zip(e.outputs, body.outputs):
+                if v is atom and isinstance(b, Var):
+                    out |= _sources(b, body)
     return out
 
 

@@ -840,8 +840,7 @@ def _instantiated_zeros_earlier(got, want, ctx):
 def _returned_by_a_jit(source: str) -> bool:
     """A residual source a jit's known half can return: an output of the
     jit (or of a loop in it), or a constant it closes over."""
-    return (source.startswith("output of jitted function ") or source == "output of pjit"
-            or source == "from a constant" or source in _LOOP_OUTPUTS)
+    return _is_jit_output(source) or source == "from a constant" or source in _LOOP_OUTPUTS
 
 
 @additive
@@ -911,11 +910,16 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
 _JIT_OUTPUT = "output of a jitted function"    # `output of jitted function 'f'`, `output of pjit`
 
 
+def _is_jit_output(source: str) -> bool:
+    """saved_residuals' name for an output of a jitted function, either
+    spelling (`output of pjit` before jax 0.4.34)."""
+    return source.startswith("output of jitted function ") or source == "output of pjit"
+
+
 def _jit_outputs_alike(entries) -> "collections.Counter":
-    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
     out = collections.Counter()
     for (t, s), n in entries.items():
-        out[(t, _JIT_OUTPUT if jit(s) else s)] += n
+        out[(t, _JIT_OUTPUT if _is_jit_output(s) else s)] += n
     return out
 
 
@@ -1008,10 +1012,10 @@ def _top_k_old_indices(got, want, ctx):
     changed = [(g, w) for g, w in zip(got, want) if g != w]
     if len(got) != len(want) or not changed:
         return False
-    jit = lambda s: s.startswith("output of jitted function ") or s == "output of pjit"
     for (gt, gs), (wt, ws) in changed:
         if not (wt.startswith("i32[") and gt.startswith("i32[")
-                and ((ws == "output of reshape" and gs == "output of concatenate") or (jit(ws) and jit(gs)))):
+                and ((ws == "output of reshape" and gs == "output of concatenate")
+                     or (_is_jit_output(ws) and _is_jit_output(gs)))):
             return False
         w_shape, g_shape = _parse_shape(wt), _parse_shape(gt)
         if not (w_shape[-1] == 1 and w_shape[:-1] in shapes and g_shape == w_shape[:-1] + (shapes[w_shape[:-1]],)):

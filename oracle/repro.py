@@ -23,7 +23,6 @@ import numpy as np
 
 import spec
 from spec.ir import Literal, Program, Var, is_float, is_key, subprograms
-from spec.partial_eval import literal_operands_inline
 from spec import policies as sp
 
 from oracle.conventions import AS_IS
@@ -286,17 +285,28 @@ def _array_source(a) -> str:
     return f"np.array({_nested_source(a)}, dtype={_dtype_source(a.dtype)})"
 
 
-def _scalar_source(v, inline: bool = False) -> str:
-    """A scalar literal. As a concrete JAX array (`jnp.float32(2.0)`): what
-    jax.numpy makes of a Python scalar, and what the spec models (JAX saves
-    it "from a literal" where it is a residual). As a numpy scalar where
-    `inline`: an operand of a primitive whose literal operands the spec
-    models as staying inline (`while`, `scan`: as Python scalars do)."""
+def _scalar_source(v, x64: bool = False) -> str:
+    """A scalar literal, written as `oracle.to_jax` binds it (`_literal`), so
+    that the reproducer replays what the check ran: a float32 scalar as a
+    Python float (weakly typed; JAX's residual lists depend on that, see the
+    divergence literal-residuals-depend-on-the-constant-s-python-type), the
+    exact float32 value so that a conversion rounds once, as in the check;
+    any other scalar, and a float32 one under `x64` (where a Python float is
+    float64), as a numpy scalar of its dtype."""
     v = np.asarray(v)
-    mod = "np" if inline else "jnp"
-    dt = f"{mod}.bool_" if v.dtype == np.bool_ else (
-        "ml_dtypes.bfloat16" if inline and v.dtype.name == "bfloat16" else f"{mod}.{v.dtype.name}")
+    if v.dtype == np.float32 and not x64:
+        return _python_float_source(v[()])
+    dt = "np.bool_" if v.dtype == np.bool_ else (
+        "ml_dtypes.bfloat16" if v.dtype.name == "bfloat16" else f"np.{v.dtype.name}")
     return f"{dt}({_number_source(v[()])})"
+
+
+def _python_float_source(x) -> str:
+    """A float32 value as a Python float literal equal to it exactly."""
+    f = float(x)
+    if not np.isfinite(f):
+        return f"float({_number_source(x)})"
+    return repr(f)
 
 
 def _param_source(v) -> str:
@@ -448,8 +458,9 @@ class _Writer:
     written once, at module level (its rules may call it again), with its
     rules' traced programs; helpers are collected by name."""
 
-    def __init__(self, taken=(), spelling: Spelling = CANONICAL):
+    def __init__(self, taken=(), spelling: Spelling = CANONICAL, x64: bool = False):
         self.spelling = spelling
+        self.x64 = x64                         # the reproducer enables jax_enable_x64
         self.taken = set(taken) | _GLOBALS
         self.counter = itertools.count()
         self.blocks: list[list[str]] = []      # module-level definitions
@@ -489,18 +500,17 @@ class _Writer:
         out.append(f"{body}return {_tuple(self.atom(a, env) for a in p.outputs)}")
         return fname
 
-    def atom(self, a, env, inline=False) -> str:
+    def atom(self, a, env) -> str:
         """A variable's name, or a literal's source (see _scalar_source)."""
         if isinstance(a, Var):
             return env[a.id]
-        return _scalar_source(a.value, inline) if a.is_scalar else _array_source(a.value)
+        return _scalar_source(a.value, self.x64) if a.is_scalar else _array_source(a.value)
 
     def eqn(self, e, env, indent, out, fused=None):
         """Write one equation (a convert_element_type `fused` into it before)."""
         if fused is not None:           # its output is read as its input (lax.cond converts)
             env[fused.outputs[0].id] = self.atom(fused.inputs[0], env)
-        inline = e.primitive in literal_operands_inline
-        ins = [self.atom(a, env, inline) for a in e.inputs]
+        ins = [self.atom(a, env) for a in e.inputs]
         outs = [self.fresh() for _ in e.outputs]
         name = e.primitive.name
         write = getattr(self, f"emit_{name}", None)
@@ -766,7 +776,8 @@ def program_source(prog: Program, name: str = "f", spelling: Spelling = CANONICA
     leaf of a pytree, `{name}_leaves` takes the leaves."""
     sig = _signature(prog)
     tree = sig is not None and any(isinstance(t, dict) for t in sig[2].values())
-    w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"], spelling=spelling)
+    w = _Writer(taken=(sig[0] if sig else []) + [name, f"{name}_leaves"], spelling=spelling,
+                x64=_uses_f64(prog))
     main: list[str] = []
     # (an outer jit of the spelling is in the program: the call JAX traced it to)
     w.function(prog, name, "", main, *(sig[:2] if sig else (None, None)))
@@ -842,18 +853,50 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
              f"for a, s in saved_residuals(f, {call_arguments(prog)})]\n"
              "print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n")
     if prop == "residuals":
-        return text + "assert got == expected, 'saved residuals differ from the spec'\n"
+        return text + _residuals_assertion(prog)
     return text + f"raise SystemExit({message.splitlines()[0]!r})\n"
 
 
-def _transformed_residuals_check(numeric: dict, code: str) -> str:
+def _transformed_residuals_check(prog: Program, numeric: dict, code: str) -> str:
     """The code comparing JAX's saved residuals of a transformed function
     (`code` computes `got` from `operands`) with the spec's."""
     text = "operands = [" + ", ".join(_array_source(a) for a in numeric.get("operands", [])) + "]\n"
     text += f"expected = {[f'{t} {s}' for t, s in numeric['residuals']]!r}  # the spec's answer\n"
     text += code + "\n"
-    return text + ("print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n"
-                   "assert got == expected, 'saved residuals differ from the spec'\n")
+    return (text + "print('JAX residuals: ', got)\nprint('spec residuals:', expected)\n"
+            + _residuals_assertion(prog))
+
+
+_ABSENT_LITERALS_SOURCE = '''
+
+def without_absent_literals(expected, got):
+    """expected without the `from a literal` entries got lacks: JAX saves no
+    residual for a scalar written as a Python float or a numpy scalar, which
+    the spec saves (known divergence
+    literal-residuals-depend-on-the-constant-s-python-type)."""
+    spare = [r for r in got if r.endswith(' from a literal')]
+    kept = []
+    for r in expected:
+        if r.endswith(' from a literal'):
+            if r not in spare:
+                continue
+            spare.remove(r)
+        kept.append(r)
+    return kept
+
+
+'''
+
+
+def _residuals_assertion(prog: Program) -> str:
+    """The assertion ending a residuals reproducer: the lists are equal, or,
+    where the program has a scalar literal (written as the check binds it:
+    a Python float or a numpy scalar), differ as that known divergence allows."""
+    if not any(isinstance(a, Literal) and a.is_scalar
+               for p in _all_programs(prog) for e in p.eqns for a in e.inputs):
+        return "assert got == expected, 'saved residuals differ from the spec'\n"
+    return (_ABSENT_LITERALS_SOURCE + "assert got in (expected, without_absent_literals(expected, got)), "
+            "'saved residuals differ from the spec'\n")
 
 
 def _transformed_barriers_check(numeric: dict, code: str) -> str:
@@ -915,7 +958,7 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
     text += program_source(prog, spelling=spelling) + "\n\n\n"
     text += "args = [\n" + "".join(f"    {_array_source(a)},\n" for a in args) + "]\n"
     if code and numeric and "residuals" in numeric:     # a transformed function's residuals
-        text += _transformed_residuals_check(numeric, code.replace("{f}", _flat_name(prog)))
+        text += _transformed_residuals_check(prog, numeric, code.replace("{f}", _flat_name(prog)))
     elif code and numeric and "barriers" in numeric:    # a transformed function's barriers
         text += _transformed_barriers_check(numeric, code.replace("{f}", _flat_name(prog)))
     elif prop in ("residuals", "vjp_leaves", "prevent_cse"):

@@ -89,8 +89,10 @@ class _Table(dict):
 def _literal(a: Literal):
     """A scalar f32 literal is a Python float on JAX's side: weakly typed, as
     literals from Python code are (so e.g. a conversion of it inside a jit
-    survives, where JAX would drop a same-dtype conversion of a strong value)."""
-    if a.is_scalar and a.value.dtype == np.float32:
+    survives, where JAX would drop a same-dtype conversion of a strong value);
+    a numpy float32 under jax_enable_x64, where a Python float is float64
+    (lax's binary operations do not promote it). oracle.repro writes them alike."""
+    if a.is_scalar and a.value.dtype == np.float32 and not jx.x64_enabled():
         return float(a.value)
     if is_key(a.value.dtype):        # a closed-over key: the typed key of its data
         return jax_value_of(a.value)

@@ -2,6 +2,8 @@
 releases (0.4.25 .. 0.10.2). Each function says what differs."""
 from __future__ import annotations
 
+import numpy as np
+
 from oracle.jax_api.capabilities import capabilities
 
 
@@ -28,6 +30,13 @@ def weak_typed(shape, dtype):
     if "weak_type" in inspect.signature(jax.ShapeDtypeStruct).parameters:
         return jax.ShapeDtypeStruct(shape, dtype, weak_type=True)
     return core().ShapedArray(shape, dtype, weak_type=True)
+
+
+def x64_enabled() -> bool:
+    """jax_enable_x64 is on: a Python float is float64 (public dtypes API,
+    the same on every release)."""
+    import jax
+    return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
 def partial_eval():

@@ -22,6 +22,7 @@ from spec.ir import is_float
 from spec.jvp import dependence_rules, jvp_traced
 from spec.partial_eval import Source, source_of, source_rules
 from spec.prims_call import _call_partial_eval, call_p
+from spec.prims_control import _cond_partial_eval, cond_p
 from spec.prims_scan import _scan_partial_eval, scan_p
 from spec.remat import _clone
 
@@ -109,6 +110,15 @@ def _remat3_call():
     return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
 
 
+def _remat3_cond():
+    """The model's cond: cond's rules, except that split inside a checkpoint
+    its branches' constants are residuals, outputs of the known cond
+    (jax_remat3's `_cond_remat`: remat.remat_jaxpr of each branch, as
+    `_pjit_remat` does for a jit), where remat2's _cond_partial_eval_custom
+    closes both halves over them."""
+    return _model_of(cond_p, lambda *a, **k: _cond_partial_eval(*a, **k, constants_shared=False))
+
+
 def _with_model(prog: Program, base, model) -> Program:
     """`prog` with every `base` equation (at any depth) the model's `model`."""
     return map_params(prog, lambda e, params: params,
@@ -120,7 +130,8 @@ def _with_remat3_scans(prog: Program) -> Program:
 
 
 def _with_remat3_calls(prog: Program) -> Program:
-    return _with_model(prog, call_p, _remat3_call())
+    """jits and conds split as remat.remat_jaxpr splits them (their constants saved)."""
+    return _with_model(_with_model(prog, call_p, _remat3_call()), cond_p, _remat3_cond())
 
 
 def _zero_reading(tangents):

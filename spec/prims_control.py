@@ -347,7 +347,7 @@ def _join_staged(staged: Program, n_res: int, all_res, slots, outputs_fn=None) -
         return b.build(res + rest, outs)
 
 
-def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, constants_shared=True):
     """Split every branch with the same unknowns; residuals of all branches
     are merged by type into outputs of the known cond.
 
@@ -365,7 +365,13 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     by partial_eval_jaxpr_custom with the enclosing policy, every input
     available to the staged branch (in_inst=True) and every output
     instantiated (ensure_out_inst=True), so the staged cond returns all
-    outputs, known ones too, and reads every operand."""
+    outputs, known ones too, and reads every operand. A branch's constants
+    are read by both halves as they are (`core.ClosedJaxpr(jaxpr_staged,
+    jaxpr.consts)`; partial_eval_jaxpr_custom writes constvars known and
+    instantiated), never residuals; with `constants_shared=False`
+    (jax_remat3's `_cond_remat`, whose remat.remat_jaxpr makes every
+    constant the rematerialization reads an output of the forward branch)
+    they are residual outputs of the known cond."""
     branches = eqn.params["branches"]
     index_uk, *ops_uk = in_unknowns
     n_out = len(eqn.outputs)
@@ -386,8 +392,10 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     else:
         # residuals counted before DCE, as partial_eval_jaxpr_custom does
         # (what a dead staged equation reads is a residual too)
-        pes = [partial_eval(b, ops_uk, in_inst=[True] * n_ops, saveable=saveable,
-                            instantiate=True, order="first_use", dce_staged=False) for b in branches]
+        pes = [partial_eval(b, ops_uk, in_inst=[True] * n_ops, saveable=saveable, instantiate=True,
+                            constants_are_residuals=not constants_shared, order="first_use",
+                            dce_staged=False)
+               for b in branches]
     unks_out = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
     all_res, slots = _merge_branch_residuals([[r.type for r in pe.residuals] for pe in pes])
     known_branches = []

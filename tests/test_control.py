@@ -346,3 +346,39 @@ def test_a_while_body_holding_a_generic_reduce_window_has_no_linearization():
         return lax.while_loop(lambda q: q.sum() < 3.0, body, x)
     with pytest.raises(ValueError, match=LINEARIZATION_ERROR[:40]):
         jax.linearize(jax_f, np.zeros(3, np.float32), np.ones((3, 3), np.float32))
+
+
+BRANCH_CONSTANT = np.array([0.5, 0.75, 1.0], np.float32)
+
+
+def _checkpointed_cond_reading_a_constant(f):
+    """A checkpoint (names policy, no name bound inside the cond) whose cond
+    has a branch reading a closed-over array: a const of that branch's
+    ClosedJaxpr, as oracle.to_jax binds it."""
+    def body(f):
+        def masked(n):
+            return ops.select_n(ops.gt(n, BRANCH_CONSTANT), n, n + ops.sin(n))
+        pred = ops.gt(ops.reduce_sum(f, (0,)), np.float32(0.0))
+        out = spec.cond(pred, lambda s: s + ops.sin(s), masked, f)
+        return ops.checkpoint_name(f, "c"), out
+    return ops.checkpoint(body, policy=sp.save_only_these_names("c"), prevent_cse=False)(f)
+
+
+def test_a_cond_branch_s_constant_is_no_residual_inside_a_checkpoint():
+    """Found by the campaign (jax 0.4.25, round k, finding 0953d98a80; a
+    spec bug, 0.10.2 too): inside a checkpoint JAX splits each branch with
+    partial_eval_jaxpr_custom, which writes the branch's constvars known and
+    instantiated, and gives both halves the branch's consts
+    (`core.ClosedJaxpr(jaxpr_staged, jaxpr.consts)`, _cond_partial_eval_custom):
+    the staged branch reads the constant itself. The spec made it a residual
+    of the known cond (an extra `output of cond`). JAX's list, on the
+    installed release, is the independent answer."""
+    prog = spec.trace(_checkpointed_cond_reading_a_constant, spec.f32[3])
+    assert [r.source.kind for r in spec.saved_residuals(prog)] == ["argument"]
+    pytest.importorskip("jax")
+    import oracle
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.array([0.54, 0.52, 1.31], np.float32),
+                          properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    # remat3's _cond_remat saves the constant (remat.remat_jaxpr), as its _pjit_remat does
+    assert {d[0] for d in report.known_divergences} <= {"remat3-jit-in-checkpoint-saves-its-constants"}

@@ -1012,3 +1012,33 @@ def test_bind_with_inconsistent_types_is_an_error():
 def test_bind_with_const_of_wrong_type_is_an_error():
     with pytest.raises(spec.PrimitiveError, match=r"^scan: body takes"):
         _bound((spec.f32[D + 1, D + 1], spec.f32[D], spec.f32[L, D]))
+
+
+SCAN_CONSTANT = np.array([0.5, 0.75, 1.0], np.float32)
+
+
+def _checkpointed_scan_reading_a_constant(policy):
+    """A checkpointed scan whose body reads a closed-over array (a const of
+    the body's ClosedJaxpr, as oracle.to_jax binds it) in what the staged
+    body recomputes."""
+    def body(c, x):
+        return ops.sin(c * SCAN_CONSTANT) + x, ops.cos(c * SCAN_CONSTANT)
+    return lambda a, xs: ops.checkpoint(lambda a, xs: spec.scan(body, a, xs), policy=policy)(a, xs)
+
+
+@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable"])
+def test_a_scan_body_s_constant_is_no_residual_inside_a_checkpoint(policy):
+    """Found with the cond case (campaign round k, 0953d98a80; a spec bug on
+    every release): _scan_partial_eval_custom gives the known and the
+    staged body the body's consts alike (`core.ClosedJaxpr(jaxpr_staged_,
+    jaxpr.consts)`), and partial_eval_jaxpr_custom writes constvars known
+    and instantiated, so the constant is no (hoisted) residual; the spec
+    saved it twice. JAX's list, on the installed release, is the
+    independent answer."""
+    prog = spec.trace(_checkpointed_scan_reading_a_constant(getattr(P, policy)), spec.f32[3], spec.f32[4, 3])
+    assert all(r.type.shape != (3,) or r.source.kind == "argument" for r in spec.saved_residuals(prog))
+    pytest.importorskip("jax")
+    import oracle
+    args = (np.array([0.1, 0.2, 0.3], np.float32), np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"

@@ -1072,7 +1072,10 @@ def _zero_power_literal(got, want, ctx):
                               (str(r.outputs[0].type), f"output of {r.primitive.name}")})
     # in a jit whatever it saves is the jit's output (a scan's stacked one too: found on 0.4.36)
     zeros |= collections.Counter({(t, _JIT_OUTPUT): n for (t, _), n in zeros.items()})
-    n_pows = sum(1 for e in _eqns(ctx.program) if e.primitive.name == "integer_pow" and e.params["y"] == 0)
+    # at most the zero itself and, in each later equation's JVP, its product
+    # (a + a**0 and a * a**0 at once save both: found on 0.4.25)
+    n_zeros = sum(1 + len(_downstream(ctx.program, e.outputs[0])) for e in _eqns(ctx.program)
+                  if e.primitive.name == "integer_pow" and e.params["y"] == 0)
     # a cond branch's zero power: the spec's cond saves its instantiated zero
     # tangent, JAX's partial evaluation knows it (found on 0.4.25)
     branch_zeros = collections.Counter(
@@ -1085,7 +1088,7 @@ def _zero_power_literal(got, want, ctx):
         if lengths and e.primitive.name == "integer_pow" and e.params["y"] == 0)
     missing = missing - swapped
     return (bool(extra or missing) and not (missing - branch_zeros) and not (_jit_outputs_alike(extra) - zeros)
-            and sum(extra.values()) + sum(missing.values()) <= n_pows)
+            and sum(extra.values()) + sum(missing.values()) <= n_zeros)
 
 
 def _downstream(prog: Program, v: Var) -> list:
@@ -1512,7 +1515,10 @@ DIVERGENCES = [
         "the forward jit, so it is saved (\"output of jitted function\"). remat2's "
         "closed_call_partial_eval_custom_rule closes both halves over the jaxpr's consts "
         "(`ClosedJaxpr(jaxpr_staged_, jaxpr.consts)`) and saves nothing for them (found by the "
-        "fuzzer). A copy of a constant: wasted memory, gradients are right. " + _MODEL_PREDICATE,
+        "fuzzer). `_cond_remat` does the same to a cond branch's consts (a ClosedJaxpr with "
+        "consts, as JAX's own rules and oracle.to_jax bind it; lax.cond makes them operands), "
+        "where remat2's _cond_partial_eval_custom shares them (found by the campaign). "
+        "A copy of a constant: wasted memory, gradients are right. " + _MODEL_PREDICATE,
         "import numpy as np\n"
         "w = np.ones((2, 3), np.float32)\n"
         "f = jax.checkpoint(lambda x: jax.jit(lambda x: jnp.sin(x) * w)(x))\n"
@@ -2109,7 +2115,8 @@ DIVERGENCES = [
         "linearization is JVP followed by partial evaluation, and the zero tangent of "
         "integer_pow(x, 0) (`_zeros(g)`, a broadcast literal 0) becomes a saved scalar `from a "
         "literal`; direct linearization (which the spec models) keeps it a symbolic zero. The "
-        "predicate: JAX's list is the spec's plus at most one zero per integer_pow[y=0]: a scalar "
+        "predicate: JAX's list is the spec's plus, per integer_pow[y=0], its zero and its products "
+        "(at most one per later equation): a scalar "
         "`from a literal` of its dtype, for an array power an `output of broadcast_in_dim` of "
         "its type, in a scan body an `output of scan`, stacked, in a jit an output of the jit, or "
         "the zero's product with a "

@@ -92,15 +92,18 @@ def _rename_unmatched(jax_res, spec_res, accepts):
     return out
 
 
-def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None):
+def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None,
+              never: str | None = None):
     """A normalisation apply(): JAX's entries named `jax_name` take the
-    names of the spec's entries starting with `spec_prefix` (see
-    _rename_unmatched). Programs that have a `unless_primitive` equation of
-    their own are left alone (then the name may be JAX's honest answer)."""
+    names of the spec's entries starting with `spec_prefix`, but `never`
+    (see _rename_unmatched). Programs that have a `unless_primitive`
+    equation of their own are left alone (then the name may be JAX's honest
+    answer)."""
     def apply(impl, jax_res, spec_res, prog, aliases):
         if unless_primitive and has_primitive(prog, unless_primitive):
             return jax_res
-        return _rename_unmatched(jax_res, spec_res, lambda j, s: j == jax_name and s.startswith(spec_prefix))
+        return _rename_unmatched(jax_res, spec_res,
+                                 lambda j, s: j == jax_name and s.startswith(spec_prefix) and s != never)
     apply.__name__ = f"_misnamed({jax_name!r})"
     return apply
 
@@ -201,7 +204,10 @@ NORMALIZATIONS = [
                   "saved_residuals names the residual `output of reduce_precision` instead of the "
                   "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
                   "print_saved_residuals'). Same value, same memory.",
-                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision"),
+                  # (a literal is never one: partial_eval_jaxpr_custom keeps literals inline,
+                  # so a saved literal is linearization's, outside any checkpoint; found on 0.6.2)
+                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision",
+                            never="from a literal"),
                   releases=Releases("0.4.31", "0.10.2")),
     Normalization("saved-residuals-names-a-users-reduce_precision",
                   "Before jax 0.10.2 (bf1e6d9b49 made _saved_residuals look through "

@@ -56,6 +56,7 @@ class Context:
     diff: list | None = None         # stack_barriers: the inputs the linearize layer differentiates
     spec_error: BaseException | None = None   # the spec raised where JAX computed
     spec_error_too: BaseException | None = None   # the spec raised too, for another reason than JAX's `error`
+    without_dead_code: Callable | None = None     # a stack's: () -> its spec program, each level's dead code removed
 
     def residuals_with(self, transform: Callable | None = None, **model) -> list:
         """The spec's residual list for a modelled program: every
@@ -1249,13 +1250,17 @@ def _checkpointed_while_extra_operand(ctx):
 def _dead_primal_unlinearizable(ctx):
     """The spec raised its linearization error where JAX computed, and the
     program without its dead code (spec.dce: a scan's unused outputs too)
-    linearizes."""
+    linearizes; for a stack, the stack built with each level's dead code
+    removed (found on 0.6.2: grad o vmap o grad(argnums=(0,)), whose inner
+    grad leaves a reduce_window of an input it holds constant dead)."""
     if not (isinstance(ctx.spec_error, ValueError) and str(ctx.spec_error) == LINEARIZATION_ERROR
             and ctx.error is None):
         return False
-    live, _ = dce(ctx.program)
     try:
-        spec.linearize(live)
+        if ctx.without_dead_code is not None:
+            ctx.without_dead_code()
+        else:
+            spec.linearize(dce(ctx.program)[0])
     except ValueError as e:
         if str(e) == LINEARIZATION_ERROR:
             return False
@@ -2170,9 +2175,11 @@ DIVERGENCES = [
         "Direct linearization (0.10.2, and the spec) linearizes a scan body whole and refuses "
         "it when any of its primals depends on tangents: a generic reduce_window (whose JVP "
         "computes the primal from the tangents) with its stacked output unused (found by a "
-        "campaign on 0.6.2; from 0.4.28, when the generic rule was added). The predicate: the "
-        "spec raised its linearization error where JAX computed, and the program without its "
-        "dead code linearizes.",
+        "campaign on 0.6.2; from 0.4.28, when the generic rule was added), or one a derivative "
+        "leaves dead (found on 0.6.2: grad o vmap o grad of a reduce_window of an input the "
+        "inner grad holds constant). The predicate: the spec raised its linearization error where "
+        "JAX computed, and the program without its dead code linearizes (a stack: built with "
+        "each level's dead code removed).",
         "f = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c), jax.lax.reduce_window(\n"
         "    b, 1.0, jax.lax.mul, (1, 3), (1, 1), 'VALID')), a, None, length=1)[0]\n"
         "try:\n"

@@ -110,6 +110,7 @@ class Property:
     implementations: tuple | None = None       # those it is compared under (None: every one)
     program: Callable | None = None            # case -> the program its answers are of (None: the case's)
     unmodelled: Callable | None = None         # () -> why the installed JAX's answers are not modelled, or None
+    without_dead_code: Callable | None = None  # case -> its spec program built with every level's dead code removed
 
     def context(self, case: Case, impl: str, **kw) -> divergences.Context:
         """What a known divergence may look at, of this property's program."""
@@ -122,6 +123,8 @@ class Property:
                 # it cannot differentiate, where JAX raised otherwise: found on
                 # 0.4.25); the divergences look at the program itself
                 prog = case.prog
+        if self.without_dead_code is not None:
+            kw.setdefault("without_dead_code", lambda: self.without_dead_code(case))
         return divergences.Context(impl, self.name, case.policy, prog, **kw)
 
     def applies(self, case: Case, impl: str | None = None) -> str | None:
@@ -464,7 +467,8 @@ def _numeric(name, term, weight=1, needs="none"):
 
 
 def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, after=None,
-                     repro_code: str | None = None, description: str = "") -> Property:
+                     repro_code: str | None = None, description: str = "",
+                     without_dead_code: Callable | None = None) -> Property:
     """A numeric property of the compiled tier with operands of its own
     (`numeric.operands`: the jit gets them as `operands[4][name]`); `after`
     maps the jit's answer to JAX's (a second jit: a linear function that
@@ -476,7 +480,8 @@ def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, afte
         return case.cache[key]
     cached = Numeric(numeric.program, own, numeric.outputs)
     return Property(name, "compiled", _spec_numbers(cached), _numbers_compare(name, weight), jax_term=term,
-                    weight=weight, operands=own, after=after, repro_code=repro_code, description=description)
+                    weight=weight, operands=own, after=after, repro_code=repro_code, description=description,
+                    without_dead_code=without_dead_code)
 
 
 VALUES = _numeric("values", _values_term)

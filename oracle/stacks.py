@@ -44,6 +44,7 @@ from oracle.errors import InvalidArgument
 from oracle.checker import COMPILER_OPTIONS
 from spec import ops
 from spec.barriers import linear_optimization_barriers
+from spec.partial_eval import dce
 from spec.core import building, eval_program_traced
 from oracle import divergences, properties as P
 from oracle.jax_api.flags import flags
@@ -254,12 +255,15 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
         return spec.traced_vjp_program(_select(prog, level.float_outputs), diff=_mask(level, d))
 
 
-def spec_program(prog: Program, stack: Stack) -> Program:
+def spec_program(prog: Program, stack: Stack, *, dead_code_removed: bool = False) -> Program:
     """The spec program of the stacked function (inputs: the operands of
     `operands`, named as JAX names the stack function's, `a[i]`; outputs:
-    what the stack's JAX function returns)."""
+    what the stack's JAX function returns). `dead_code_removed`: each
+    level's dead code removed before the next layer (what linearization by
+    JVP and partial evaluation, before direct linearization, never looks at:
+    the divergence linearize-ignores-an-unlinearizable-dead-primal)."""
     for level, layer in zip(levels(prog, stack), stack.layers):
-        prog = _spec_layer(prog, level, layer)
+        prog = _spec_layer(dce(prog)[0] if dead_code_removed else prog, level, layer)
     return Program(prog.inputs, prog.eqns, prog.outputs,
                    input_names=tuple(f"a[{i}]" for i in range(len(prog.inputs))))
 
@@ -422,7 +426,8 @@ def stack_property(stack: Stack, prog: Program):
             if stack.linearized else "got = list(jax.jit(stack({f}))(*operands))")
     code = stack_source(stack, level0).rstrip("\n") + "\n\n\n" + call
     return P.numeric_property(STACK, numeric, term, weight=2 ** stack.ad_depth, after=after,
-                              repro_code=code, description=str(stack))
+                              repro_code=code, description=str(stack),
+                              without_dead_code=lambda case: spec_program(case.prog, stack, dead_code_removed=True))
 
 
 STACK_RESIDUALS = "stack_residuals"

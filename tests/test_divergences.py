@@ -1854,3 +1854,35 @@ def test_generic_reduce_window_jvp_of_a_symbolic_zero_on_the_installed_release()
     if d.active():
         assert report.status("stack", "remat2") == "known divergence", str(report)
         assert any(name == d.name for name, *_ in report.known_divergences), str(report)
+
+
+def _reduce_window_beside_a_sine(a, d):
+    """finding 67722d7f2e (0.6.2, ninth session): a generic reduce_window of
+    an input the inner grad of grad o vmap o grad(argnums=(0,)) holds
+    constant, so its output is dead code of the inner derivative."""
+    from jax import lax
+    return lax.reduce_window(d, 1.0, lax.mul, (1, 3), (1, 1), "VALID"), lax.sin(a)
+
+
+def test_a_reduce_window_a_derivative_leaves_dead():
+    """The spec (direct linearization, as jax 0.10.2) refuses to linearize
+    the inner derivative's dead reduce_window; built with each level's dead
+    code removed, the stack's program exists, and oracle.check raises no
+    Mismatch on the installed release: JAX before direct linearization
+    computes it (the divergence), 0.10.2 refuses too."""
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle.from_jax import trace_jax
+    from oracle.stacks import Layer, Stack, spec_program
+    from spec.jvp import LINEARIZATION_ERROR
+
+    args = (np.float32(0.3), np.linspace(0.5, 1.5, 10, dtype=np.float32).reshape(2, 5))
+    prog = trace_jax(_reduce_window_beside_a_sine, *args)
+    stack = Stack((Layer("grad", argnums=(0,)), Layer("vmap", in_axes=(0,) * 4, out_axes=(0,), size=2),
+                   Layer("grad")))
+    with pytest.raises(ValueError, match="Linearization failed"):
+        spec_program(prog, stack)
+    assert LINEARIZATION_ERROR.startswith("Linearization failed")
+    assert spec_program(prog, stack, dead_code_removed=True).outputs
+    oracle_agrees(prog, stack=stack)

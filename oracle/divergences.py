@@ -1240,10 +1240,13 @@ def _generic_reduce_window_jvp_of_a_symbolic_zero(ctx):
 
 def _checkpointed_while_extra_operand(ctx):
     """JAX's lowering raised the AssertionError of an equation whose jaxpr
-    takes fewer inputs than it is given (`(jaxpr, [BlockArgument ...])`),
-    and the program has a while loop inside a checkpoint."""
+    takes fewer inputs than it is given (`(jaxpr, [BlockArgument ...])`), or
+    evaluating that equation raised safe_zip's ValueError (saved_residuals
+    runs the known half: found on 0.4.25, a checkpointed scan whose body
+    holds the loop), and the program has a while loop inside a checkpoint."""
     e = ctx.error
-    return (isinstance(e, AssertionError) and "BlockArgument" in str(e)
+    return ((isinstance(e, AssertionError) and "BlockArgument" in str(e)
+             or isinstance(e, ValueError) and "safe_zip() argument 2 is longer than argument 1" in str(e))
             and any(e2.primitive.name == "while" for r in remats(ctx.program) for e2 in _eqns(r.params["jaxpr"])))
 
 
@@ -2240,11 +2243,14 @@ DIVERGENCES = [
         "reads a closed-over value keeps the loop whole in the known half with one operand "
         "too many (its constant, the primal carry and the carry's zero tangent, for a body and "
         "a cond that take one carry). Lowering that jaxpr, as jax.jit of jax.vjp does, fails "
-        "with a bare AssertionError from mlir.jaxpr_subcomp. The spec computes. A JAX bug: "
+        "with a bare AssertionError from mlir.jaxpr_subcomp; evaluating it, as saved_residuals "
+        "does, with `ValueError: safe_zip() argument 2 is longer than argument 1` (a "
+        "checkpointed scan whose body holds the loop; 0.4.25 to 0.5.3 fail, 0.6.0 on compute). "
+        "The spec computes. A JAX bug: "
         "historic bug 16 in docs/historic_bugs.md. Measured on every release from 0.4.25 to "
-        "0.6.2 with tools/releases.py; found by a campaign on 0.4.25. The predicate: JAX "
-        "raised that AssertionError, naming IR block arguments, for a program with a while "
-        "loop inside a checkpoint.",
+        "0.6.2 with tools/releases.py; found by campaigns on 0.4.25. The predicate: JAX "
+        "raised that AssertionError, naming IR block arguments, or that ValueError, for a "
+        "program with a while loop inside a checkpoint.",
         "import numpy as np\n"
         "loop = lambda l: jax.lax.while_loop(lambda n: n < 0.5, lambda q: q + (1.0 + 0.1 * "
         "jnp.tanh(jnp.sum(l))), 0.0)\n"

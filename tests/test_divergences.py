@@ -1886,3 +1886,36 @@ def test_a_reduce_window_a_derivative_leaves_dead():
     assert LINEARIZATION_ERROR.startswith("Linearization failed")
     assert spec_program(prog, stack, dead_code_removed=True).outputs
     oracle_agrees(prog, stack=stack)
+
+
+def _while_in_a_checkpointed_scan(a):
+    """finding 39821c280f (0.4.25, ninth session): historic bug 16 seen
+    through saved_residuals: a checkpointed scan whose body runs a while
+    loop reading the carry; before 0.6.0 evaluating the known half raises
+    safe_zip's ValueError."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def body(g, _):
+        h = lax.while_loop(lambda i: i < 0.5, lambda l: l + (1.0 + 0.1 * jnp.tanh(-g)), 0.0)
+        return h, h
+    return jax.checkpoint(lambda d: lax.scan(body, d, None, length=1)[0], prevent_cse=False)(a)
+
+
+def test_a_while_in_a_checkpointed_scan():
+    """JAX before 0.6.0 raises (the divergence, the predicate's ValueError
+    branch); from 0.6.0 it saves what the spec saves."""
+    import jax
+    import numpy as np
+
+    import oracle
+    from oracle.jax_api.versions import parse
+
+    report = oracle.check(_while_in_a_checkpointed_scan, oracle.AS_IS, np.float32(0.3),
+                          implementations=("remat2",), properties=("residuals",))
+    if parse(jax.__version__) < parse("0.6.0"):
+        assert ("checkpointed-while-s-known-half-takes-an-extra-operand", "residuals", "remat2") \
+            in report.known_divergences
+    else:
+        assert report.status("residuals", "remat2") == "ok"

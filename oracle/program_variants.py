@@ -122,7 +122,11 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     # (a cond branch's while loop whose output only a scan's unread operand
     # takes: found by a campaign on 0.4.25), not out of checkpoints, whose
     # partial evaluation prunes their bodies
-    return unused_outputs_out(prog, lambda e, used: _unread_operands(e), lambda e: e.primitive is not remat_p)
+    # (only equations whose tangent is live: JaxprTrace's partial evaluation
+    # stages what the outputs' tangents reach, so a nested cond whose float
+    # outputs nothing reads stages nothing: found on 0.4.25 and 0.4.36)
+    return unused_outputs_out(prog, lambda e, used: _unread_operands(e), lambda e: e.primitive is not remat_p,
+                              _live_tangents)
 
 
 def _unread_operands(e: Eqn) -> list:

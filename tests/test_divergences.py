@@ -1669,7 +1669,31 @@ def _zero_power_read_by_an_add_and_a_mul(a):
     return a * b, a + b
 
 
+def _unread_operand_beside_a_nested_cond_s_dead_tangent(a, c):
+    """findings 9c7ee1ddb6 (0.4.25) and c00fe4aedb (0.4.36), ninth session:
+    a cond's operand no branch reads, whose tangent JAX computes before
+    direct linearization, and in a branch a nested cond with an operand it
+    does not read, whose float output nothing reads (its bool one is): the
+    branch's partial evaluation stages nothing of the nested cond, so its
+    unread operand's tangent is not computed."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    d = np.array([0.5, -0.25, 1.0], np.float32)
+    left = jnp.concatenate([d, a, d])
+
+    def reads_the_mask(w, x):
+        s = jnp.sin(w)
+        _, mask = lax.cond(jnp.sum(w) > 0.0, lambda u, s: (jnp.cos(u), u > 0.5),
+                           lambda u, s: (u * 2.0, u < 0.0), w, s)
+        return jnp.where(mask, jnp.cos(w), w)
+    return lax.cond(jnp.sum(left) > 0.0, reads_the_mask, lambda w, x: jnp.cos(w), c, left)
+
+
 EIGHTH_ROUND = {       # and the ninth session's
+    "unread_operand_beside_a_nested_cond_s_dead_tangent": (
+        _unread_operand_beside_a_nested_cond_s_dead_tangent,
+        lambda np: (np.array([0.3, 0.2, -0.1], np.float32), np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], np.float32))),
     "name_of_an_input_beside_a_python_float": (_name_of_an_input_beside_a_python_float,
                                                lambda np: (np.float32(-1.1),)),
     "zero_power_read_by_an_add_and_a_mul": (_zero_power_read_by_an_add_and_a_mul, lambda np: (np.float32(0.7),)),
@@ -1701,6 +1725,12 @@ EIGHTH_ROUND = {       # and the ninth session's
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "unread_operand_beside_a_nested_cond_s_dead_tangent": {
+        **{r: [("f32[3]", "output of broadcast_in_dim"), ("f32[3]", "output of broadcast_in_dim"),
+               ("i32[]", "output of convert_element_type"), ("f32[2,3]", "output of cond"),
+               ("bool[2,3]", "output of cond")] for r in ("0.4.25", "0.4.36", "0.6.2")},
+        "0.10.2": [("i32[]", "output of convert_element_type"), ("f32[2,3]", "output of cond"),
+                   ("bool[2,3]", "output of cond")]},
     "name_of_an_input_beside_a_python_float": {
         "0.4.25": [("f32[]", "from the argument a"), ("f32[]", "named 'a'")],
         "0.4.36": [("f32[]", "from the argument a"), ("f32[]", "output of reduce_precision")],

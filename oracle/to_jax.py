@@ -168,6 +168,23 @@ def _reduce_window(xs, params, table):
     return lax.reduce_window(list(xs[:n]), list(xs[n:]), computation, **window)
 
 
+def _strong(xs, avals):
+    """The operands of a control-flow primitive bound directly, each weakly
+    typed one (a Python float literal, or made from one) converted to the
+    strong type the sub-jaxprs were traced at (the spec's types have no weak
+    type), as lax.while_loop, lax.scan and lax.cond make a weak init match
+    (`_promote_weak_typed_inputs`): bound weak into a strongly typed body,
+    JAX's rules split it otherwise (found by a campaign on 0.6.2: a cond
+    branch's while from broadcast(0.0) saved one residual less)."""
+    from jax import lax
+    out = []
+    for x, aval in zip(xs, avals):
+        if getattr(jx.aval_of(x), "weak_type", False) and not getattr(aval, "weak_type", False):
+            x = lax.convert_element_type(x, aval.dtype)
+        out.append(x)
+    return out
+
+
 def _scan(e, xs, table):
     """Bind JAX's scan primitive on the body made a closed jaxpr, so that the
     equation (consts, carries, xs, params) is exactly the spec's (lax.scan
@@ -178,7 +195,7 @@ def _scan(e, xs, table):
     nc, nk = p["num_consts"], p["num_carry"]
     avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in body.in_types]
     closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
-    return jx.scan_p().bind(*xs, jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
+    return jx.scan_p().bind(*_strong(xs, closed.in_avals), jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
                             num_carry=nk, unroll=p["unroll"], **jx.scan_params(len(xs)))
 
 
@@ -190,14 +207,17 @@ def _closed_jaxpr(prog: Program, table):
 
 
 def _bind_cond(xs, branches, table):
-    return jx.cond_p().bind(*xs, branches=tuple(_closed_jaxpr(b, table) for b in branches),
+    closed = tuple(_closed_jaxpr(b, table) for b in branches)
+    return jx.cond_p().bind(xs[0], *_strong(xs[1:], closed[0].in_avals), branches=closed,
                             **jx.cond_params(len(xs) - 1))
 
 
 def _bind_while(xs, params, table):
-    return jx.while_p().bind(*xs, cond_jaxpr=_closed_jaxpr(params["cond_jaxpr"], table),
-                        body_jaxpr=_closed_jaxpr(params["body_jaxpr"], table),
-                        cond_nconsts=params["cond_nconsts"], body_nconsts=params["body_nconsts"])
+    cond, body = _closed_jaxpr(params["cond_jaxpr"], table), _closed_jaxpr(params["body_jaxpr"], table)
+    nc, nb = params["cond_nconsts"], params["body_nconsts"]
+    avals = cond.in_avals[:nc] + body.in_avals          # cond consts, body consts, carries
+    return jx.while_p().bind(*_strong(xs, avals), cond_jaxpr=cond, body_jaxpr=body,
+                             cond_nconsts=nc, body_nconsts=nb)
 
 
 def _tangent_zero(t, symbolic: bool):

@@ -382,3 +382,36 @@ def test_a_cond_branch_s_constant_is_no_residual_inside_a_checkpoint():
     assert report.status("residuals", "remat2") == "ok"
     # remat3's _cond_remat saves the constant (remat.remat_jaxpr), as its _pjit_remat does
     assert {d[0] for d in report.known_divergences} <= {"remat3-jit-in-checkpoint-saves-its-constants"}
+
+
+def _checkpointed_cond_with_a_loop_from_a_literal(x):
+    """A cond (in a checkpoint saving everything) whose branch runs a while
+    loop started from broadcast(0.0): oracle.to_jax binds the literal as a
+    Python float, so the loop's init is weakly typed where the body was
+    traced strong."""
+    def loop(i):
+        start = ops.broadcast_in_dim(np.float32(0.0), (3,), ())
+        step = lambda p: p + ops.broadcast_in_dim(
+            np.float32(1.0) + np.float32(0.1) * ops.tanh(ops.reduce_sum(ops.sin(p), (0,))), (3,), ())
+        return spec.while_loop(lambda l: ops.lt(ops.reduce_sum(l, (0,)), np.float32(1.5)), step, start)
+
+    def body(d):
+        pred = ops.gt(ops.reduce_sum(d, (0,)), np.float32(0.0))
+        return spec.cond(pred, ops.sin, loop, d)
+    return ops.checkpoint(body, policy=sp.everything_saveable, prevent_cse=False)(x)
+
+
+def test_a_weakly_typed_loop_init_is_bound_as_lax_while_loop_binds_it():
+    """Found by a campaign on 0.6.2 (72792ff43b; 0.10.2 too): bound directly
+    into while_p with a weakly typed init, JAX's partial evaluation saved
+    one residual slot less than for the same program written with
+    lax.while_loop, which converts the init to the body's strong type (as
+    the reproducer writes it; the spec's types have no weak type).
+    oracle.to_jax now converts such operands (`_strong`); JAX on the
+    installed release is the independent answer."""
+    pytest.importorskip("jax")
+    import oracle
+    prog = spec.trace(_checkpointed_cond_with_a_loop_from_a_literal, spec.f32[3])
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.array([-0.5, 0.2, 0.1], np.float32),
+                          properties=("residuals",), implementations=("remat2",))
+    assert report.status("residuals", "remat2") == "ok"

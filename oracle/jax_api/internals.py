@@ -39,6 +39,16 @@ def x64_enabled() -> bool:
     return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
+def aval_of(x):
+    """The abstract value of a JAX value, Python scalars included:
+    `jax.typeof` where the release has it (it replaced core.get_aval, which
+    0.10.2 no longer has), else core.get_aval."""
+    import jax
+    if hasattr(jax, "typeof"):
+        return jax.typeof(x)
+    return core().get_aval(x)
+
+
 def partial_eval():
     """jax._src.interpreters.partial_eval: a policy's answers (Saveable,
     Recompute, Offloadable) and convert_constvars_jaxpr."""

@@ -179,7 +179,11 @@ def _strong(xs, avals):
     from jax import lax
     out = []
     for x, aval in zip(xs, avals):
-        if getattr(jx.aval_of(x), "weak_type", False) and not getattr(aval, "weak_type", False):
+        if isinstance(x, (bool, int, float, complex)):
+            pass    # a literal stays a Python scalar, bound inline as the spec models
+            # (`literal_operands_inline`); converted, a jax Array or a numpy
+            # scalar is a constant that linearization saves (found on 0.4.36)
+        elif getattr(jx.aval_of(x), "weak_type", False) and not getattr(aval, "weak_type", False):
             x = lax.convert_element_type(x, aval.dtype)
         out.append(x)
     return out

@@ -415,3 +415,28 @@ def test_a_weakly_typed_loop_init_is_bound_as_lax_while_loop_binds_it():
     report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.array([-0.5, 0.2, 0.1], np.float32),
                           properties=("residuals",), implementations=("remat2",))
     assert report.status("residuals", "remat2") == "ok"
+
+
+def _while_from_a_literal_reading_a_constant(a):
+    """A while loop whose init is a scalar literal and whose body reads `a`."""
+    step = lambda k, f: f + (np.float32(1.0) + np.float32(0.1) * ops.tanh(ops.sin(k)))
+    return spec.while_loop(lambda c: ops.lt(c, np.float32(0.5)), step, np.float32(0.0), body_consts=(a,))
+
+
+def test_a_while_s_literal_init_is_bound_as_user_code_binds_it():
+    """Found by a campaign on 0.4.36 (a53ac742be) right after weak operands
+    were made strong: converted with lax, a while's literal init became a
+    jax Array at trace time, which linearization saved once more than the
+    same loop written with lax.while_loop and a Python float. oracle.to_jax
+    leaves a literal a Python scalar (`_strong`). The independent answer is
+    JAX's own list for the user-level program on the installed release.
+    (That list has a `from a literal` the spec does not save: a while's
+    literal init, left open.)"""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import oracle
+    from oracle.properties import jax_residuals
+    prog = spec.trace(_while_from_a_literal_reading_a_constant, spec.f32[()])
+    user = lambda a: jax.lax.while_loop(lambda c: c < 0.5, lambda f: f + (1.0 + 0.1 * jnp.tanh(jnp.sin(a))), 0.0)
+    kinds = lambda res: [(t, s.split(" ")[0] + " " + s.split(" ")[1]) for t, s in res]
+    assert kinds(jax_residuals(oracle.to_jax(prog), [np.float32(0.3)])) == kinds(jax_residuals(user, [np.float32(0.3)]))

@@ -1690,7 +1690,18 @@ def _unread_operand_beside_a_nested_cond_s_dead_tangent(a, c):
     return lax.cond(jnp.sum(left) > 0.0, reads_the_mask, lambda w, x: jnp.cos(w), c, left)
 
 
+def _zero_power_read_in_a_scan_body(a):
+    """finding 50a06245e8 (0.4.36, ninth session): a ** 0 a scan body reads
+    as a constant, through cos: without direct linearization JAX saves the
+    factor of cos's JVP (`output of neg`) for the instantiated zero."""
+    import jax.numpy as jnp
+    from jax import lax
+    b = lax.integer_pow(a, 0)
+    return lax.scan(lambda c, _: (jnp.cos(b), jnp.cos(b)), a, None, length=1)[0]
+
+
 EIGHTH_ROUND = {       # and the ninth session's
+    "zero_power_read_in_a_scan_body": (_zero_power_read_in_a_scan_body, lambda np: (np.float32(0.7),)),
     "unread_operand_beside_a_nested_cond_s_dead_tangent": (
         _unread_operand_beside_a_nested_cond_s_dead_tangent,
         lambda np: (np.array([0.3, 0.2, -0.1], np.float32), np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], np.float32))),
@@ -1725,6 +1736,8 @@ EIGHTH_ROUND = {       # and the ninth session's
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "zero_power_read_in_a_scan_body": {**{r: [("f32[]", "output of neg")] for r in ("0.4.25", "0.4.36", "0.6.2")},
+                                       "0.10.2": []},
     "unread_operand_beside_a_nested_cond_s_dead_tangent": {
         **{r: [("f32[3]", "output of broadcast_in_dim"), ("f32[3]", "output of broadcast_in_dim"),
                ("i32[]", "output of convert_element_type"), ("f32[2,3]", "output of cond"),

@@ -1055,7 +1055,7 @@ def _zero_power_literal(got, want, ctx):
     scan body's the spec saves once where JAX saves a stacked product."""
     extra, missing = _difference(got, want)
     zeros = collections.Counter()
-    factor_types = set()
+    factor_types = collections.Counter()    # a type -> how many later equations make one
     for e, lengths in _eqns_in_loops(ctx.program):
         if e.primitive.name == "integer_pow" and e.params["y"] == 0:
             t = e.outputs[0].type
@@ -1069,13 +1069,12 @@ def _zero_power_literal(got, want, ctx):
             # the known zero times a primal in a later equation's JVP (mul(a, 0)
             # in a * x**0's, a dot_general's, through a checkpoint: found on
             # 0.4.25 and 0.4.36), its product saved instead
+            # (one entry of its type per later equation: its product with the
+            # zero, `output of mul` or of that equation's primitive, or its
+            # JVP's factor, whatever makes it: cos's `neg` of sin, in a scan
+            # body reading the zero as a const, found on 0.4.36)
             for r in _downstream(ctx.program, e.outputs[0]):
-                zeros.update({(str(r.outputs[0].type), "output of mul"),
-                              (str(r.outputs[0].type), f"output of {r.primitive.name}")})
-                # or that equation's JVP factor, whatever makes it (cos's
-                # `neg` of sin, in a scan body reading the zero as a const:
-                # found on 0.4.36)
-                factor_types.add(str(r.outputs[0].type))
+                factor_types[str(r.outputs[0].type)] += 1
     # in a jit whatever it saves is the jit's output (a scan's stacked one too: found on 0.4.36)
     zeros |= collections.Counter({(t, _JIT_OUTPUT): n for (t, _), n in zeros.items()})
     # at most the zero itself and, in each later equation's JVP, its product
@@ -1094,8 +1093,12 @@ def _zero_power_literal(got, want, ctx):
         if lengths and e.primitive.name == "integer_pow" and e.params["y"] == 0)
     missing = missing - swapped
     unexplained = _jit_outputs_alike(extra) - zeros
-    unexplained = collections.Counter({(t, src): n for (t, src), n in unexplained.items()
-                                       if not (t in factor_types and src.startswith("output of "))})
+    for (t, src), n in list(unexplained.items()):   # one per later equation of its type
+        if src.startswith("output of ") and not _is_jit_output(src) and src != _JIT_OUTPUT:
+            taken = min(n, factor_types[t])
+            factor_types[t] -= taken
+            unexplained[(t, src)] -= taken
+    unexplained = +unexplained
     return (bool(extra or missing) and not (missing - branch_zeros) and not unexplained
             and sum(extra.values()) + sum(missing.values()) <= n_zeros)
 

@@ -221,8 +221,27 @@ def _live_tangents(prog: Program) -> tuple[set, set]:
         inputs = e.inputs
         if e.primitive is remat_p:
             inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
+        elif not subprograms(e.params):
+            inputs = _tangent_reading_inputs(e)
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
+
+
+def _tangent_reading_inputs(e: Eqn) -> list:
+    """The inputs of equation `e` whose tangents its JVP reads (the spec's
+    rule: none for stop_gradient, found on 0.6.2: a checkpoint's output only
+    a stop_gradient reads is unused); all of them where the spec cannot
+    linearize it alone."""
+    operands = [a for a in e.inputs if isinstance(a, Var)]
+    ins = [Var(a.type) for a in operands]
+    sub = dict(zip((a.id for a in operands), ins))
+    outs = [Var(v.type) for v in e.outputs]
+    eqn = Eqn(e.primitive, [sub.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs], outs, e.params)
+    try:
+        read = _tangents_read(Program(ins, [eqn], outs))
+    except Exception:       # noqa: BLE001 -- no linearization of its own: every tangent may be read
+        return list(e.inputs)
+    return [a for i, a in enumerate(operands) if i in read]
 
 
 def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness: Callable) -> tuple[dict, list]:

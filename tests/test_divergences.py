@@ -1700,7 +1700,20 @@ def _zero_power_read_in_a_scan_body(a):
     return lax.scan(lambda c, _: (jnp.cos(b), jnp.cos(b)), a, None, length=1)[0]
 
 
+def _checkpoint_output_only_a_stop_gradient_reads(a):
+    """finding 1b91103ba3 (0.6.2, ninth session): a checkpoint's output
+    read only through stop_gradient: its tangent is unused, and JAX before
+    direct linearization still computes it and saves what it needs."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    m, n = jax.checkpoint(lambda o: (jnp.sin(o), o * 2.0), prevent_cse=False)(a)
+    return lax.stop_gradient(m) * n
+
+
 EIGHTH_ROUND = {       # and the ninth session's
+    "checkpoint_output_only_a_stop_gradient_reads": (_checkpoint_output_only_a_stop_gradient_reads,
+                                                      lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "zero_power_read_in_a_scan_body": (_zero_power_read_in_a_scan_body, lambda np: (np.float32(0.7),)),
     "unread_operand_beside_a_nested_cond_s_dead_tangent": (
         _unread_operand_beside_a_nested_cond_s_dead_tangent,
@@ -1736,6 +1749,10 @@ EIGHTH_ROUND = {       # and the ninth session's
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "checkpoint_output_only_a_stop_gradient_reads": {
+        **{r: [("f32[3]", "from the argument a"), ("f32[3]", "output of stop_gradient")]
+           for r in ("0.4.25", "0.4.36", "0.6.2")},
+        "0.10.2": [("f32[3]", "output of stop_gradient")]},
     "zero_power_read_in_a_scan_body": {**{r: [("f32[]", "output of neg")] for r in ("0.4.25", "0.4.36", "0.6.2")},
                                        "0.10.2": []},
     "unread_operand_beside_a_nested_cond_s_dead_tangent": {

@@ -465,9 +465,7 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     p = eqn.params
     body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
     n_out = len(body.outputs)
-    # (the body's constants, its ClosedJaxpr's consts, are read by the staged
-    # body as they are: `core.ClosedJaxpr(jaxpr_staged_, jaxpr.consts)`, and
-    # partial_eval_jaxpr_custom writes constvars known and instantiated;
+    # (constants are read by both halves, `ClosedJaxpr(jaxpr_staged_, jaxpr.consts)`;
     # remat3's rematerialized trace saves each constant it meets, stacked)
     pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
         body, uk, in_inst=[True] * len(uk), instantiate=True, saveable=saveable,

@@ -170,23 +170,21 @@ def _reduce_window(xs, params, table):
 
 def _strong(xs, avals):
     """The operands of a control-flow primitive bound directly, each weakly
-    typed one (a Python float literal, or made from one) converted to the
-    strong type the sub-jaxprs were traced at (the spec's types have no weak
-    type), as lax.while_loop, lax.scan and lax.cond make a weak init match
+    typed value (made from a Python float literal) converted to the strong
+    type the sub-jaxprs were traced at (the spec's types have no weak type),
+    as lax.while_loop, lax.scan and lax.cond make a weak init match
     (`_promote_weak_typed_inputs`): bound weak into a strongly typed body,
     JAX's rules split it otherwise (found by a campaign on 0.6.2: a cond
-    branch's while from broadcast(0.0) saved one residual less)."""
+    branch's while from broadcast(0.0) saved one residual less). A literal
+    stays a Python scalar, bound inline as user code binds it (converted, it
+    is a jax Array at trace time, a constant linearization saves: found on
+    0.4.36)."""
     from jax import lax
-    out = []
-    for x, aval in zip(xs, avals):
-        if isinstance(x, (bool, int, float, complex)):
-            pass    # a literal stays a Python scalar, bound inline as the spec models
-            # (`literal_operands_inline`); converted, a jax Array or a numpy
-            # scalar is a constant that linearization saves (found on 0.4.36)
-        elif getattr(jx.aval_of(x), "weak_type", False) and not getattr(aval, "weak_type", False):
-            x = lax.convert_element_type(x, aval.dtype)
-        out.append(x)
-    return out
+    literal = lambda x: isinstance(x, (bool, int, float, complex))
+    weak = lambda x: getattr(jx.aval_of(x), "weak_type", False)
+    return [lax.convert_element_type(x, aval.dtype)
+            if not literal(x) and weak(x) and not getattr(aval, "weak_type", False) else x
+            for x, aval in zip(xs, avals)]
 
 
 def _scan(e, xs, table):
@@ -199,8 +197,9 @@ def _scan(e, xs, table):
     nc, nk = p["num_consts"], p["num_carry"]
     avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in body.in_types]
     closed = jax.make_jaxpr(lambda *a: _run(body, a, table))(*avals)
-    return jx.scan_p().bind(*_strong(xs, closed.in_avals), jaxpr=closed, length=p["length"], reverse=p["reverse"], num_consts=nc,
-                            num_carry=nk, unroll=p["unroll"], **jx.scan_params(len(xs)))
+    return jx.scan_p().bind(*_strong(xs, closed.in_avals), jaxpr=closed, length=p["length"],
+                            reverse=p["reverse"], num_consts=nc, num_carry=nk, unroll=p["unroll"],
+                            **jx.scan_params(len(xs)))
 
 
 def _closed_jaxpr(prog: Program, table):

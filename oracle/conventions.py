@@ -66,6 +66,14 @@ class Factory:
         return fn
 
 
+def literal_is_python_float(dtype, x64: bool) -> bool:
+    """A scalar literal of `dtype` is bound (oracle.to_jax) and written
+    (oracle.repro) as a Python float: weakly typed, as literals from Python
+    code are; float32 only, and not under jax_enable_x64, where a Python
+    float is float64 and lax's binary operations do not promote it."""
+    return np.dtype(dtype) == np.float32 and not x64
+
+
 def _leaf_path(path) -> str:
     import jax
     return jax.tree_util.keystr(tuple(path))

@@ -25,7 +25,7 @@ import spec
 from spec.ir import Literal, Program, Var, is_float, is_key, subprograms
 from spec import policies as sp
 
-from oracle.conventions import AS_IS
+from oracle.conventions import AS_IS, literal_is_python_float
 from oracle.jax_api import flag_settings_source
 from oracle.jax_names import EMITTERS_SOURCE as _EMITTERS   # the same table, embedded in reproducers
 from oracle.spellings import CANONICAL, Spelling, checkpoint_source, jnp_source
@@ -294,7 +294,7 @@ def _scalar_source(v, x64: bool = False) -> str:
     any other scalar, and a float32 one under `x64` (where a Python float is
     float64), as a numpy scalar of its dtype."""
     v = np.asarray(v)
-    if v.dtype == np.float32 and not x64:
+    if literal_is_python_float(v.dtype, x64):
         return _python_float_source(v[()])
     dt = "np.bool_" if v.dtype == np.bool_ else (
         "ml_dtypes.bfloat16" if v.dtype.name == "bfloat16" else f"np.{v.dtype.name}")

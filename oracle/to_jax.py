@@ -9,7 +9,7 @@ import numpy as np
 
 from spec.ir import Literal, Program, Var, is_key
 
-from oracle.conventions import jax_value_of
+from oracle.conventions import jax_value_of, literal_is_python_float
 from oracle.errors import InvalidArgument, Unsupported
 from oracle.jax_api import internals as jx
 from oracle.jax_names import JAX_NAME, emitters
@@ -92,7 +92,7 @@ def _literal(a: Literal):
     survives, where JAX would drop a same-dtype conversion of a strong value);
     a numpy float32 under jax_enable_x64, where a Python float is float64
     (lax's binary operations do not promote it). oracle.repro writes them alike."""
-    if a.is_scalar and a.value.dtype == np.float32 and not jx.x64_enabled():
+    if a.is_scalar and literal_is_python_float(a.value.dtype, jx.x64_enabled()):
         return float(a.value)
     if is_key(a.value.dtype):        # a closed-over key: the typed key of its data
         return jax_value_of(a.value)

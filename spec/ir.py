@@ -166,6 +166,10 @@ class Literal:
     ``2.0:f32[]``; non-scalar constants print as constvars."""
     value: np.ndarray
     type: ArrayType
+    # A constant JAX computes while tracing (a tracer there, which the jaxpr
+    # shows folded to a literal): a JaxprTrace never keeps it inline, so when
+    # linearizing it is a residual ("from a literal") whoever reads it.
+    traced: bool = field(default=False, compare=False)
 
     @staticmethod
     def of(value, dtype=None) -> "Literal":

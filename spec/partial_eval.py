@@ -368,7 +368,7 @@ def free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals: boo
       the body of a `call`: JAX linearizes a jit's body as a jaxpr, so its
       literals stay inline there. Literal operands of primitives in
       `literal_operands_inline`, and of equations made on the tangent side,
-      stay inline always.
+      stay inline always, unless `traced` (a value JAX computes).
     * `constants_are_residuals=False`: a non-scalar constant read by a staged
       equation stays inline too (a jit's constants are closed over by both
       halves of a jaxpr-level split: closed_call_partial_eval_custom_rule
@@ -390,7 +390,7 @@ def free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals: boo
     for e in staged_eqns:
         inline = e.primitive in literal_operands_inline or e.why == TANGENT_ZERO
         for a in e.inputs:
-            if not (inline and isinstance(a, Literal) and a.is_scalar):
+            if not (inline and isinstance(a, Literal) and a.is_scalar and not a.traced):
                 need(a)
     for a in staged_outs:
         if literal_outputs_are_residuals and isinstance(a, Literal) and constant_key(a) not in lit_subst:

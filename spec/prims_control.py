@@ -612,7 +612,7 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     cconst, bconst, init = _split(primals, cond_nconsts, body_nconsts)
     _, bconst_t, init_t = _split(tangents, cond_nconsts, body_nconsts)
     bconst_dot = [t for t in bconst_t if not isinstance(t, Zero)]
-    init_dot = [instantiate(t) if isinstance(t, Zero) else t for t, nz in zip(init_t, carry_nz) if nz]
+    init_dot = [_init_tangent(t) for t, nz in zip(init_t, carry_nz) if nz]
     # the cond takes the carry tangents too, and ignores them
     cond_aug = Program(cond_jaxpr.inputs + [Var(t) for t, nz in zip(carry_types, carry_nz) if nz],
                        cond_jaxpr.eqns, cond_jaxpr.outputs)
@@ -621,6 +621,18 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
                 body_nconsts=len(bconst) + len(bconst_dot))
     it = iter(outs[n_carry:])
     return outs[:n_carry], [next(it) if nz else None for nz in carry_nz]
+
+
+def _init_tangent(t):
+    """A carry's initial tangent, a zero instantiated (`ad.instantiate_zeros`
+    in _while_loop_jvp). JAX computes that zero in the primal trace
+    (`lax.full` binds convert_element_type there), so when linearizing it is
+    a known value the staged loop reads: a residual, which saved_residuals
+    names `from a literal` for a scalar (tracing folds it to one). So a
+    scalar zero is a `traced` literal, which the loop does not keep inline."""
+    if not isinstance(t, Zero) or t.type.ndim:
+        return instantiate(t)
+    return Literal(np.zeros((), t.type.dtype), t.type, traced=True)
 
 
 def _while_dependence(eqn, in_flags):

@@ -185,6 +185,18 @@ def while_of_sin_spec(x):
     return ops.reduce_sum(y, (0,))
 
 
+# a carry that starts at a constant and becomes differentiated: its zero
+# initial tangent is computed when linearizing, a residual (found by the fuzzer)
+def while_from_constant_jax(x):
+    return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + jnp.sum(jnp.sin(x))),
+                          (0, np.float32(0.0)))[1]
+
+
+def while_from_constant_spec(x):
+    return spec.while_loop(lambda c: c[0] < 3, lambda x, c: (c[0] + 1, c[1] + ops.reduce_sum(ops.sin(x), (0,))),
+                           (0, np.float32(0.0)), body_consts=(x,))[1]
+
+
 # --------------------------------------------------------------------------
 
 PX = ((BOOL, ()), (F32, (3,)))
@@ -264,6 +276,9 @@ PROGRAMS: list[TestProgram] = [
     _p("while_counter", (while_jax, while_spec), X3,
        "the staged loop reads every known input: x (the literal 0 stays inline)"),
     _p("while_of_sin", (while_of_sin_jax, while_of_sin_spec), X3),
+    _p("while_from_constant", (while_from_constant_jax, while_from_constant_spec), X3,
+       "the carry's zero initial tangent, made in the primal trace, is a residual "
+       "(from a literal); the literals 0 and 0.0 stay inline"),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

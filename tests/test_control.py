@@ -440,3 +440,26 @@ def test_a_while_s_literal_init_is_bound_as_user_code_binds_it():
     user = lambda a: jax.lax.while_loop(lambda c: c < 0.5, lambda f: f + (1.0 + 0.1 * jnp.tanh(jnp.sin(a))), 0.0)
     kinds = lambda res: [(t, s.split(" ")[0] + " " + s.split(" ")[1]) for t, s in res]
     assert kinds(jax_residuals(oracle.to_jax(prog), [np.float32(0.3)])) == kinds(jax_residuals(user, [np.float32(0.3)]))
+
+
+@pytest.mark.parametrize("init", [0.0, np.float32(0.0)], ids=["python_float", "numpy_scalar"])
+def test_a_loop_from_a_constant_saves_its_zero_initial_tangent(init):
+    """Found by the campaign (finding a53ac742be, jax 0.4.36 and 0.10.2; a
+    spec bug): a carry that starts at a constant and becomes differentiated
+    gets a zero initial tangent (`ad.instantiate_zeros` in _while_loop_jvp),
+    computed in the primal trace, so when linearizing the staged loop reads
+    it as a residual (`from a literal`), while the loop's own literals stay
+    inline. The spec kept the zero inline too. JAX's list, on the installed
+    release, is the independent answer (tests/recordings/residuals_cond.json:
+    while_from_constant, for 0.10.2)."""
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax import lax
+
+    import oracle
+
+    def loop(a):
+        step = lambda c: c + (1.0 + 0.1 * jnp.tanh(jnp.sin(a)))
+        return lax.while_loop(lambda c: c < 0.5, step, init)
+    report = oracle.check(loop, oracle.AS_IS, np.float32(-1.13), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"

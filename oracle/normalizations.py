@@ -92,16 +92,11 @@ def _rename_unmatched(jax_res, spec_res, accepts):
     return out
 
 
-def _misnamed(jax_name: str, spec_prefix: str = "", unless_primitive: str | None = None,
-              never: str | None = None):
+def _misnamed(jax_name: str, spec_prefix: str = "", never: str | None = None):
     """A normalisation apply(): JAX's entries named `jax_name` take the
     names of the spec's entries starting with `spec_prefix`, but `never`
-    (see _rename_unmatched). Programs that have a `unless_primitive`
-    equation of their own are left alone (then the name may be JAX's honest
-    answer)."""
+    (see _rename_unmatched)."""
     def apply(impl, jax_res, spec_res, prog, aliases):
-        if unless_primitive and has_primitive(prog, unless_primitive):
-            return jax_res
         return _rename_unmatched(jax_res, spec_res,
                                  lambda j, s: j == jax_name and s.startswith(spec_prefix) and s != never)
     apply.__name__ = f"_misnamed({jax_name!r})"
@@ -198,17 +193,6 @@ NORMALIZATIONS = [
                   "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
                   "same memory.",
                   _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
-    Normalization("saved-residuals-names-reduce_precision",
-                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
-                  "saved float value through reduce_precision (against XLA's excess precision), and "
-                  "saved_residuals names the residual `output of reduce_precision` instead of the "
-                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
-                  "print_saved_residuals'). Same value, same memory.",
-                  # (a literal is never one: partial_eval_jaxpr_custom keeps literals inline,
-                  # so a saved literal is linearization's, outside any checkpoint; found on 0.6.2)
-                  _misnamed("output of reduce_precision", unless_primitive="reduce_precision",
-                            never="from a literal"),
-                  releases=Releases("0.4.31", "0.10.2")),
     Normalization("saved-residuals-names-a-users-reduce_precision",
                   "Before jax 0.10.2 (bf1e6d9b49 made _saved_residuals look through "
                   "reduce_precision) a value the program itself rounds with reduce_precision, "
@@ -217,6 +201,19 @@ NORMALIZATIONS = [
                   "Only names of the inputs of the program's own reduce_precision equations are "
                   "taken. Same value, same memory.",
                   _user_rounding_named, releases=Releases("0.4.25", "0.10.2")),
+    Normalization("saved-residuals-names-reduce_precision",
+                  "From jax 0.4.31 (jax-ml/jax f498d7a3ba) remat's partial evaluation rounds every "
+                  "saved float value through reduce_precision (against XLA's excess precision), and "
+                  "saved_residuals names the residual `output of reduce_precision` instead of the "
+                  "equation, name or argument it saves; 0.10.2 looks through it (bf1e6d9b49, 'fix "
+                  "print_saved_residuals'). Same value, same memory.",
+                  # (a literal is never one: partial_eval_jaxpr_custom keeps literals inline,
+                  # so a saved literal is linearization's, outside any checkpoint; found on 0.6.2).
+                  # After the one for a program's own reduce_precision, which takes the names of
+                  # what it rounds first; the rest are remat's (found on 0.4.36: a checkpoint
+                  # saving tanh beside a user's rounding, finding 29a20f31dd)
+                  _misnamed("output of reduce_precision", never="from a literal"),
+                  releases=Releases("0.4.31", "0.10.2")),
     Normalization("saved-residuals-names-jitted-functions-pjit",
                   "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "

@@ -1647,6 +1647,25 @@ def _while_in_a_checkpoint(a, h):
     return a * jax.checkpoint(loop)(h)
 
 
+def _while_from_a_constant(a):
+    """finding a53ac742be (0.4.36 and 0.10.2, tenth session; a spec bug): a
+    loop whose carry starts at a Python float and becomes differentiated
+    saves its zero initial tangent, computed in the primal trace."""
+    import jax.numpy as jnp
+    from jax import lax
+    return lax.while_loop(lambda c: c < 0.5, lambda c: c + (1.0 + 0.1 * jnp.tanh(jnp.sin(a))), 0.0)
+
+
+def _rounding_beside_a_checkpoint_saving_tanh(a, b):
+    """finding 29a20f31dd (0.4.36, tenth session): a program's own
+    reduce_precision beside a checkpoint whose policy saves tanh, which
+    remat's rounding names `output of reduce_precision` (0.4.31-0.6.2)."""
+    import jax
+    from jax import lax
+    t = jax.checkpoint(lax.tanh, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)(a)
+    return t, lax.reduce_precision(b, exponent_bits=11, mantissa_bits=52)
+
+
 def _name_of_an_input_beside_a_python_float(a):
     """finding 7c8ec56c71 (0.6.2, ninth session): a name of a checkpoint's
     input, and a product with a Python float outside: JAX (0.4.31-0.6.2)
@@ -1746,6 +1765,9 @@ EIGHTH_ROUND = {       # and the ninth session's
     "while_in_a_checkpoint": (_while_in_a_checkpoint, lambda np: (np.float32(0.3), np.full(3, 0.1, np.float32))),
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
+    "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
+    "rounding_beside_a_checkpoint_saving_tanh": (_rounding_beside_a_checkpoint_saving_tanh,
+                                                 lambda np: (np.float32(-1.13), np.full((3, 4), 0.6, np.float32))),
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
@@ -1836,6 +1858,12 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {
         "0.10.2": [(t, _PROG) for t in ["i32[]", "f32[2,3]", "f32[]", "f32[]", "f32[]"] + ["f32[3]"] * 4]},
+    "while_from_a_constant": {r: [("f32[]", "from a literal"), ("f32[]", "from the argument a")]
+                              for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
+    "rounding_beside_a_checkpoint_saving_tanh": {
+        r: [("f32[]", first), ("f32[]", "output of sub")]
+        for r, first in (("0.4.25", "output of tanh"), ("0.4.36", "output of reduce_precision"),
+                         ("0.6.2", "output of reduce_precision"), ("0.10.2", "output of tanh"))},
 }
 
 

@@ -57,6 +57,13 @@ class Context:
     spec_error: BaseException | None = None   # the spec raised where JAX computed
     spec_error_too: BaseException | None = None   # the spec raised too, for another reason than JAX's `error`
     without_dead_code: Callable | None = None     # a stack's: () -> its spec program, each level's dead code removed
+    checked_program: Program | None = None   # where `program` is a stack level's: the checked function's own
+
+    @property
+    def user_program(self) -> Program:
+        """The program of the checked function itself (a stack level's
+        program is built from it, and may have lost what JAX still traced)."""
+        return self.program if self.checked_program is None else self.checked_program
 
     def residuals_with(self, transform: Callable | None = None, **model) -> list:
         """The spec's residual list for a modelled program: every
@@ -867,11 +874,13 @@ def _atan2_old_jvp(got, want, ctx):
 
 def _missing_rule(kind: str):
     """JAX raised NotImplementedError: "<kind> rule for 'optimization_barrier'
-    not implemented", and the program has an optimization_barrier."""
+    not implemented", and the checked function has an optimization_barrier
+    (a dead one too, which a stack level's spec program drops and JAX
+    differentiates: found on 0.4.36, linearize o grad)."""
     def applies(ctx):
         return (isinstance(ctx.error, NotImplementedError)
                 and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
-                and has_primitive(ctx.program, "optimization_barrier"))
+                and has_primitive(ctx.user_program, "optimization_barrier"))
     return applies
 
 

@@ -123,6 +123,7 @@ class Property:
                 # it cannot differentiate, where JAX raised otherwise: found on
                 # 0.4.25); the divergences look at the program itself
                 prog = case.prog
+            kw.setdefault("checked_program", case.prog)
         if self.without_dead_code is not None:
             kw.setdefault("without_dead_code", lambda: self.without_dead_code(case))
         return divergences.Context(impl, self.name, case.policy, prog, **kw)

@@ -2007,3 +2007,33 @@ def test_a_while_in_a_checkpointed_scan():
             in report.known_divergences
     else:
         assert report.status("residuals", "remat2") == "ok"
+
+
+def test_a_dead_optimization_barrier_under_a_linearized_gradient():
+    """finding 999b77c3e1 (0.4.36, tenth session): linearize o grad of a
+    checkpoint holding an optimization_barrier whose outputs nothing reads.
+    The grad level's spec program has lost the barrier, and JAX (before
+    0.5.3) still differentiates it and raises; the divergence looks at the
+    checked function's program. On a release with the rules, all agree."""
+    import jax
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    barrier = getattr(jax.lax, "optimization_barrier", None) or jax._src.ad_checkpoint._optimization_barrier
+
+    def body(a, b):
+        barrier((b, b))
+        return checkpoint_name(a, "a") * 2.0
+
+    pol = jax.checkpoint_policies.save_only_these_names("a")
+    prog = trace_jax(lambda a, b: jax.checkpoint(body, policy=pol)(a, b), np.float32(0.3),
+                     np.ones(3, np.float32))
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = oracle_agrees(prog, stack=stack, implementations=("remat2",), properties=())
+    d = next(d for d in DIVERGENCES if d.name == "optimization-barrier-not-differentiable")
+    want = "known divergence" if d.active() else "ok"
+    assert report.status("stack_barriers", "remat2") == want, str(report)

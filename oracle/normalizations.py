@@ -79,7 +79,7 @@ def _rename_unmatched(jax_res, spec_res, accepts):
         if j is not None:
             taken[j] = True
     free = [r for r, t in zip(spec_res, taken) if not t]
-    out = []
+    out, renamed = [], []
     for t, s in jax_res:
         match = None
         if extra[(t, s)] > 0:
@@ -88,7 +88,32 @@ def _rename_unmatched(jax_res, spec_res, accepts):
             extra[(t, s)] -= 1
             free.remove(match)
             s = match[1]
+            renamed.append(len(out))
         out.append((t, s))
+    return _listed_in_place(out, renamed, spec_res)
+
+
+def _listing_kind(source: str) -> int:
+    """Where saved_residuals lists an entry (jax/_src/ad_checkpoint.py:
+    _saved_residuals): literals, constants, arguments, equation outputs."""
+    if source in ("from a literal", "from a constant"):
+        return 0 if source == "from a literal" else 1
+    return 2 if source.startswith("from the argument ") else 3
+
+
+def _listed_in_place(entries: list, renamed: list, spec_res) -> list:
+    """`entries` with each renamed one that now names a literal, a constant
+    or an argument moved where saved_residuals lists such an entry
+    (arguments in parameter order, as the spec lists them): JAX listed it
+    where the equation it was named after stood (found on 0.4.36: a
+    program's own reduce_precision of an argument, listed after the
+    outputs of cos)."""
+    first = {r: i for i, r in reversed(list(enumerate(spec_res)))}
+    key = lambda r: (_listing_kind(r[1]), first.get(r, len(spec_res)) if _listing_kind(r[1]) == 2 else 0)
+    moving = [i for i in renamed if _listing_kind(entries[i][1]) < 3]
+    out = [r for i, r in enumerate(entries) if i not in moving]
+    for r in (entries[i] for i in moving):
+        out.insert(next((j for j, q in enumerate(out) if key(q) > key(r)), len(out)), r)
     return out
 
 
@@ -175,13 +200,7 @@ def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     if not has_primitive(prog, "call"):
         return jax_res
     jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
-    renamed = _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
-    if renamed == jax_res:
-        return jax_res
-    # where saved_residuals lists a constant: after the literals, before the
-    # arguments and equation outputs (jax/_src/ad_checkpoint.py:_saved_residuals)
-    place = {"from a literal": 0, "from a constant": 1}
-    return sorted(renamed, key=lambda r: place.get(r[1], 2))
+    return _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
 
 
 NORMALIZATIONS = [

@@ -1666,6 +1666,17 @@ def _rounding_beside_a_checkpoint_saving_tanh(a, b):
     return t, lax.reduce_precision(b, exponent_bits=11, mantissa_bits=52)
 
 
+def _rounded_argument_beside_two_sines(a, c):
+    """finding f4fa9b4878 (0.4.36, tenth session): a program's own
+    reduce_precision of an argument, saved; before 0.10.2 JAX lists it as
+    `output of reduce_precision` after the outputs of cos, the spec (as
+    0.10.2) as the argument, before them."""
+    from jax import lax
+    d, e = lax.sin(a), lax.sin(a)
+    r = lax.reduce_precision(c, exponent_bits=11, mantissa_bits=52)
+    return lax.dot_general(r, r.T, (((0, 1), (1, 0)), ((), ()))), d, e
+
+
 def _name_of_an_input_beside_a_python_float(a):
     """finding 7c8ec56c71 (0.6.2, ninth session): a name of a checkpoint's
     input, and a product with a Python float outside: JAX (0.4.31-0.6.2)
@@ -1766,6 +1777,8 @@ EIGHTH_ROUND = {       # and the ninth session's
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
+    "rounded_argument_beside_two_sines": (_rounded_argument_beside_two_sines,
+                                          lambda np: (np.float32(0.4), np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))),
     "rounding_beside_a_checkpoint_saving_tanh": (_rounding_beside_a_checkpoint_saving_tanh,
                                                  lambda np: (np.float32(-1.13), np.full((3, 4), 0.6, np.float32))),
 }
@@ -1858,6 +1871,11 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {
         "0.10.2": [(t, _PROG) for t in ["i32[]", "f32[2,3]", "f32[]", "f32[]", "f32[]"] + ["f32[3]"] * 4]},
+    "rounded_argument_beside_two_sines": {
+        **{r: [("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[3,4]", "output of reduce_precision"),
+               ("f32[4,3]", "output of transpose")] for r in ("0.4.25", "0.4.36", "0.6.2")},
+        "0.10.2": [("f32[3,4]", "from the argument c"), ("f32[]", "output of cos"), ("f32[]", "output of cos"),
+                   ("f32[4,3]", "output of transpose")]},
     "while_from_a_constant": {r: [("f32[]", "from a literal"), ("f32[]", "from the argument a")]
                               for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
     "rounding_beside_a_checkpoint_saving_tanh": {

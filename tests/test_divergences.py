@@ -1431,6 +1431,16 @@ def _custom_vjp_output_saved_by_policy(a):
     return jax.checkpoint(_csin(), policy=lambda prim, *_, **__: prim.name == "sin", prevent_cse=False)(a)
 
 
+def _custom_vjp_output_saved_rounded(a):
+    """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
+    saves a custom_vjp's output in a checkpoint, rounded by remat, so named
+    `output of reduce_precision` (0.4.31-0.6.2): an entry the spec lacks."""
+    import jax
+    from jax import lax
+    body = lambda d: (lax.sin(_csin()(d)), d)
+    return jax.checkpoint(body, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)(a)[0]
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1777,6 +1787,7 @@ EIGHTH_ROUND = {       # and the ninth session's
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
+    "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "rounded_argument_beside_two_sines": (_rounded_argument_beside_two_sines,
                                           lambda np: (np.float32(0.4), np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))),
     "rounding_beside_a_checkpoint_saving_tanh": (_rounding_beside_a_checkpoint_saving_tanh,
@@ -1871,6 +1882,10 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [(t, _PROG) for t in ["i32[]", "f32[]", "f32[2,3]", "f32[]", "f32[]"] + ["f32[3]"] * 4]
         for r in ("0.4.25", "0.4.36", "0.6.2")} | {
         "0.10.2": [(t, _PROG) for t in ["i32[]", "f32[2,3]", "f32[]", "f32[]", "f32[]"] + ["f32[3]"] * 4]},
+    "custom_vjp_output_saved_rounded": {
+        r: ([("f32[]", first)] if first else []) + [("f32[]", "output of cos")] * 2
+        for r, first in (("0.4.25", "output of sin"), ("0.4.36", "output of reduce_precision"), ("0.6.2", None),
+                         ("0.10.2", None))},
     "rounded_argument_beside_two_sines": {
         **{r: [("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[3,4]", "output of reduce_precision"),
                ("f32[4,3]", "output of transpose")] for r in ("0.4.25", "0.4.36", "0.6.2")},

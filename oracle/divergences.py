@@ -958,18 +958,28 @@ def _custom_vjp_output_anywhere(got, want, ctx):
 
 @additive
 def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
-    """JAX's list is the baseline's plus inputs of top-level checkpoints
-    whose bodies call a custom_vjp, or names there of the custom_vjp's
-    outputs, or those outputs as their rule computes them (at most one
-    entry per input, name or output, at least one entry)."""
+    """JAX's list is the baseline's plus entries of checkpoints whose bodies
+    call a custom_vjp (`_custom_vjp_checkpoint_entries`), at least one."""
     extra, missing = _difference(got, want)
+    return not missing and bool(extra) and not (extra - _or_rounded(_custom_vjp_checkpoint_entries(ctx.program)))
+
+
+def _custom_vjp_checkpoint_entries(prog: Program, nested: bool = False) -> "collections.Counter":
+    """For each checkpoint whose body calls a custom_vjp, at most one entry
+    per: its input (in a checkpoint, saved out of the enclosing one's known
+    half: an `output of remat2`, found on 0.4.25 and 0.4.36), name there of
+    the custom_vjp's output, or that output as its rule computes it."""
     allowed = collections.Counter()
-    for e in ctx.program.eqns:
+    for e in prog.eqns:
         body = e.params["jaxpr"] if e.primitive.name == "remat" else None
-        if body is None or not any(c.primitive.name == "custom_vjp_call" for c in body.eqns):
+        if body is None:
             continue
-        allowed.update({(str(a.type), str(source_of(a, ctx.program))) for a in e.inputs if isinstance(a, Var)})
+        allowed.update(_custom_vjp_checkpoint_entries(body, nested=True))
         calls = [c for c in body.eqns if c.primitive.name == "custom_vjp_call"]
+        if not calls:
+            continue
+        allowed.update({(str(a.type), "output of remat2" if nested else str(source_of(a, prog)))
+                        for a in e.inputs if isinstance(a, Var)})
         outs = {v.id for c in calls for v in c.outputs}
         allowed.update({(str(c.outputs[0].type), f"named '{c.params['name']}'") for c in body.eqns
                         if c.primitive.name == "name" and getattr(c.inputs[0], "id", None) in outs})
@@ -977,7 +987,7 @@ def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
         # (`output of sin` under save_only_these(sin): found on 0.4.36)
         allowed.update({(str(v.type), str(source_of(b, c.params["jaxpr"]))) for c in calls
                         for v, b in zip(c.outputs, c.params["jaxpr"].outputs)})
-    return not missing and bool(extra) and not (extra - _or_rounded(allowed))
+    return allowed
 
 
 def _or_rounded(allowed: "collections.Counter") -> "collections.Counter":
@@ -2147,8 +2157,9 @@ DIVERGENCES = [
         "custom_vjp identities with symbolic zeros save x where nothing is needed (found by the "
         "corpus cases after JAX's test_custom_vjp_with_checkpoint_name_in_fwd and "
         "test_symbolic_zeros_remat, on 0.4.25). Wasted memory; gradients are right. The "
-        "predicate: JAX's list is the spec's plus entries, at most one per input of a top-level "
-        "checkpoint whose body calls a custom_vjp or per name there of the custom_vjp's output "
+        "predicate: JAX's list is the spec's plus entries, at most one per input of a "
+        "checkpoint whose body calls a custom_vjp (of a nested one, saved out of the enclosing "
+        "checkpoint: an `output of remat2`) or per name there of the custom_vjp's output "
         "(saved where a names policy saves it: found by a campaign on 0.4.36), or per custom_vjp "
         "output (named `output of reduce_precision` where the release rounds what remat saves), "
         "at least one.",

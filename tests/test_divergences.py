@@ -1441,6 +1441,18 @@ def _custom_vjp_output_saved_rounded(a):
     return jax.checkpoint(body, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)(a)[0]
 
 
+def _custom_vjp_in_a_nested_checkpoint(a):
+    """findings 550b7e08a7 (0.4.25) and bba19a4258 (0.4.36), tenth session:
+    a checkpoint calling a custom_vjp, inside another, saves its input out
+    of the outer one's known half (`output of remat2`)."""
+    import jax
+    from jax.ad_checkpoint import checkpoint_name
+    pol = jax.checkpoint_policies
+    inner = jax.checkpoint(lambda g: 0.5 + _csin()(g), policy=pol.save_only_these_names("a"), prevent_cse=False)
+    outer = lambda d: checkpoint_name(inner(d), "b")
+    return jax.checkpoint(outer, policy=pol.everything_saveable, prevent_cse=False)(a)
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1788,6 +1800,7 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "custom_vjp_in_a_nested_checkpoint": (_custom_vjp_in_a_nested_checkpoint, lambda np: (np.float32(0.4),)),
     "rounded_argument_beside_two_sines": (_rounded_argument_beside_two_sines,
                                           lambda np: (np.float32(0.4), np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))),
     "rounding_beside_a_checkpoint_saving_tanh": (_rounding_beside_a_checkpoint_saving_tanh,
@@ -1886,6 +1899,8 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: ([("f32[]", first)] if first else []) + [("f32[]", "output of cos")] * 2
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "output of reduce_precision"), ("0.6.2", None),
                          ("0.10.2", None))},
+    "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (
+        ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "rounded_argument_beside_two_sines": {
         **{r: [("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[3,4]", "output of reduce_precision"),
                ("f32[4,3]", "output of transpose")] for r in ("0.4.25", "0.4.36", "0.6.2")},

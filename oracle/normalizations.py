@@ -187,9 +187,14 @@ def _sources(atom, prog: Program) -> set:
     for e in prog.eqns:
         if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat") and any(v is atom for v in e.outputs):
             body = e.params["jaxpr"]
+            passed = {v.id: a for v, a in zip(body.inputs, e.inputs)}
             for v, b in zip(e.outputs, body.outputs):
                 if v is atom and isinstance(b, Var):
                     out |= _sources(b, body)
+                    # an input the body returns: the value passed in (found on
+                    # 0.6.2, a name of a checkpoint's forwarded input)
+                    if isinstance(passed.get(b.id), Var):
+                        out |= _sources(passed[b.id], prog)
     return out
 
 

@@ -1453,6 +1453,17 @@ def _custom_vjp_in_a_nested_checkpoint(a):
     return jax.checkpoint(outer, policy=pol.everything_saveable, prevent_cse=False)(a)
 
 
+def _name_of_a_checkpoint_s_forwarded_input(a):
+    """finding 988bd78b6e (0.6.2, tenth session): a checkpoint returns its
+    input, which a name outside names; the saved value is the one passed
+    in, `named 'b'` (0.4.26-0.6.2), the spec's `output of sin`."""
+    import jax
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+    h, j = jax.checkpoint(lambda k: (lax.cos(k), k), prevent_cse=False)(lax.sin(a))
+    return h * checkpoint_name(j, "b")
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1800,6 +1811,8 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "name_of_a_checkpoint_s_forwarded_input": (_name_of_a_checkpoint_s_forwarded_input,
+                                               lambda np: (np.float32(0.7),)),
     "custom_vjp_in_a_nested_checkpoint": (_custom_vjp_in_a_nested_checkpoint, lambda np: (np.float32(0.4),)),
     "rounded_argument_beside_two_sines": (_rounded_argument_beside_two_sines,
                                           lambda np: (np.float32(0.4), np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))),
@@ -1899,6 +1912,10 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: ([("f32[]", first)] if first else []) + [("f32[]", "output of cos")] * 2
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "output of reduce_precision"), ("0.6.2", None),
                          ("0.10.2", None))},
+    "name_of_a_checkpoint_s_forwarded_input": {
+        r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[]", "named 'b'")]
+        for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
+                         ("0.10.2", "output of sin"))},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "rounded_argument_beside_two_sines": {

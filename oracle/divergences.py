@@ -24,7 +24,7 @@ from spec.remat import remat_p
 
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
-from oracle.normalizations import NORMALIZATIONS
+from oracle.normalizations import NORMALIZATIONS, normalize
 from oracle.program_variants import (has_primitive, unread_operands_out, inline_checkpoints, map_policies, policies_in,
                                      unused_checkpoint_outputs_out, unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -662,11 +662,7 @@ def _normalised_against(ctx, want: list) -> list:
     again, against the modelled list `want` (the check normalised it against
     the spec's, which lacks the modelled entries: `output of pjit` for an
     unused output of a jit before 0.4.34)."""
-    got = ctx.jax_residuals
-    for norm in NORMALIZATIONS:
-        if holds(norm.releases):
-            got = norm.apply(ctx.implementation, got, want, ctx.program, {})
-    return got
+    return normalize(ctx.implementation, ctx.jax_residuals, want, ctx.program)[0]
 
 
 def _remat3_unused_outputs_read(ctx):

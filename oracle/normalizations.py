@@ -12,7 +12,7 @@ from typing import Callable
 
 from spec.ir import Program, Var, subprograms
 
-from oracle.jax_api.versions import ALL, REMAT3, Releases
+from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.program_variants import has_primitive
 from spec.partial_eval import source_of
 import collections
@@ -117,21 +117,33 @@ def _listed_in_place(entries: list, renamed: list, spec_res) -> list:
     return out
 
 
-def _misnamed(jax_name: str, spec_prefix: str = "", never: str | None = None):
-    """A normalisation apply(): JAX's entries named `jax_name` take the
-    names of the spec's entries starting with `spec_prefix`, but `never`
-    (see _rename_unmatched)."""
+def _renaming(accepts_for: Callable) -> Callable:
+    """The apply() of a normalisation that renames JAX's unmatched entries
+    (_rename_unmatched) where `accepts_for(implementation, jax residuals,
+    spec residuals, program, aliases)` -> accepts(JAX's name, the spec's
+    name) holds (None: nothing to rename in this program). Kept as
+    `apply.accepts_for`, for renaming with several at once (`normalize`)."""
     def apply(impl, jax_res, spec_res, prog, aliases):
-        return _rename_unmatched(jax_res, spec_res,
-                                 lambda j, s: j == jax_name and s.startswith(spec_prefix) and s != never)
-    apply.__name__ = f"_misnamed({jax_name!r})"
+        accepts = accepts_for(impl, jax_res, spec_res, prog, aliases)
+        return jax_res if accepts is None else _rename_unmatched(jax_res, spec_res, accepts)
+    apply.accepts_for = accepts_for
+    apply.__name__ = accepts_for.__name__
     return apply
 
 
+def _misnamed(jax_name: str, spec_prefix: str = "", never: str | None = None):
+    """A renaming: JAX's entries named `jax_name` take the names of the
+    spec's entries starting with `spec_prefix`, but `never`."""
+    def accepts_for(impl, jax_res, spec_res, prog, aliases):
+        return lambda j, s: j == jax_name and s.startswith(spec_prefix) and s != never
+    accepts_for.__name__ = f"_misnamed({jax_name!r})"
+    return _renaming(accepts_for)
+
+
+@_renaming
 def _user_rounding_named(impl, jax_res, spec_res, prog, aliases):
     """JAX's `output of reduce_precision` for a value the spec names by what
-    one of the program's own reduce_precision equations rounds (see
-    _rename_unmatched)."""
+    one of the program's own reduce_precision equations rounds."""
     rounded = set()
 
     def walk(p: Program):
@@ -141,14 +153,13 @@ def _user_rounding_named(impl, jax_res, spec_res, prog, aliases):
             for _, sub in subprograms(e.params):
                 walk(sub)
     walk(prog)
-    if not rounded:
-        return jax_res
-    return _rename_unmatched(jax_res, spec_res, lambda j, s: j == "output of reduce_precision" and s in rounded)
+    return (lambda j, s: j == "output of reduce_precision" and s in rounded) if rounded else None
 
 
+@_renaming
 def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
     """JAX's `named 'n'` for a value the spec names by its producer (or
-    argument): the input of a checkpoint_name 'n' (see _rename_unmatched)."""
+    argument): the input of a checkpoint_name 'n'."""
     wrapped: dict = {}
 
     def walk(p: Program, outer: dict):
@@ -171,9 +182,7 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
                     passed = {v.id: sources(a) for v, a in zip(sub.inputs, e.inputs) if isinstance(a, Var)}
                 walk(sub, passed)
     walk(prog, {})
-    if not wrapped:
-        return jax_res
-    return _rename_unmatched(jax_res, spec_res, lambda j, s: s in wrapped.get(j, ()))
+    return (lambda j, s: s in wrapped.get(j, ())) if wrapped else None
 
 
 def _sources(atom, prog: Program) -> set:
@@ -198,14 +207,14 @@ def _sources(atom, prog: Program) -> set:
     return out
 
 
+@_renaming
 def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
-    the spec saves `from a constant`, in a program with a jit (see
-    _rename_unmatched)."""
+    the spec saves `from a constant`, in a program with a jit."""
     if not has_primitive(prog, "call"):
-        return jax_res
+        return None
     jit_output = lambda j: j.startswith("output of jitted function ") or j == "output of pjit"
-    return _rename_unmatched(jax_res, spec_res, lambda j, s: jit_output(j) and s == "from a constant")
+    return lambda j, s: jit_output(j) and s == "from a constant"
 
 
 NORMALIZATIONS = [
@@ -262,3 +271,43 @@ NORMALIZATIONS = [
                   "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
                   _remat3_jit_names, releases=REMAT3),
 ]
+
+
+def normalize(impl, jax_res, spec_res, prog, aliases=None) -> tuple[list, list[str]]:
+    """JAX's list with the installed release's normalisations undone against
+    the spec's list, and the names of those that changed something. First
+    every renaming at once, entry by entry in place (each alone may not
+    make the lists equal where two apply to one list: a name's input and a
+    rounding, found on 0.4.36); else each in turn."""
+    active = [n for n in NORMALIZATIONS if holds(n.releases)]
+    aliases = aliases or {}
+    used = _renamed_in_place(active, impl, jax_res, spec_res, prog, aliases)
+    if used is not None:
+        return list(spec_res), used
+    got, applied = jax_res, []
+    for norm in active:
+        new = norm.apply(impl, got, spec_res, prog, aliases)
+        if new != got:
+            applied.append(norm.name)
+            got = new
+    return got, applied
+
+
+def _renamed_in_place(active, impl, jax_res, spec_res, prog, aliases) -> list[str] | None:
+    """The renamings that together turn JAX's list into the spec's, each
+    differing entry renamed in its place (the same type, a name one of them
+    accepts), or None."""
+    if len(jax_res) != len(spec_res) or list(jax_res) == list(spec_res):
+        return None
+    accepts = [(n.name, n.apply.accepts_for(impl, jax_res, spec_res, prog, aliases))
+               for n in active if hasattr(n.apply, "accepts_for")]
+    used = []
+    for j, s in zip(jax_res, spec_res):
+        if j == s:
+            continue
+        name = next((name for name, ok in accepts if ok is not None and j[0] == s[0] and ok(j[1], s[1])), None)
+        if name is None:
+            return None
+        used += [name] if name not in used else []
+    return used
+

@@ -200,16 +200,8 @@ def _jax_residuals(case, f):
 def normalized(case, impl, got, spec_res) -> tuple[list, list[str]]:
     """JAX's residual list with the naming normalisations of `impl` undone,
     and the names of those that changed something."""
-    applied = []
     aliases = dict(zip(case.call.remat3_names(), case.prog.input_names or ()))
-    for norm in normalizations.NORMALIZATIONS:
-        if not divergences.holds(norm.releases):
-            continue
-        new = norm.apply(impl, got, spec_res, case.prog, aliases)
-        if new != got:
-            applied.append(norm.name)
-            got = new
-    return got, applied
+    return normalizations.normalize(impl, got, spec_res, case.prog, aliases)
 
 
 def residual_verdict(case, impl) -> tuple[str | None, list]:

@@ -1464,6 +1464,24 @@ def _name_of_a_checkpoint_s_forwarded_input(a):
     return h * checkpoint_name(j, "b")
 
 
+def _name_of_an_input_beside_a_rounding(a):
+    """finding f27ebafbf8 (0.4.36, tenth session): a checkpoint's input, a
+    sine outside, which a name in it names, and a value its policy saves:
+    JAX names them `named 'a'` and `output of reduce_precision`
+    (0.4.31-0.6.2), the spec `output of sin` and `named 'a'`, in place.
+    Neither renaming alone makes the lists equal."""
+    import jax
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def body(f):
+        k = checkpoint_name(f, "a")
+        return lax.fori_loop(0, 1, lambda i, r: lax.sin(r), k), f
+    d, e = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                          prevent_cse=False)(lax.sin(a))
+    return d, e * e
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1811,6 +1829,7 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "name_of_an_input_beside_a_rounding": (_name_of_an_input_beside_a_rounding, lambda np: (np.float32(0.3),)),
     "name_of_a_checkpoint_s_forwarded_input": (_name_of_a_checkpoint_s_forwarded_input,
                                                lambda np: (np.float32(0.7),)),
     "custom_vjp_in_a_nested_checkpoint": (_custom_vjp_in_a_nested_checkpoint, lambda np: (np.float32(0.4),)),
@@ -1912,6 +1931,11 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: ([("f32[]", first)] if first else []) + [("f32[]", "output of cos")] * 2
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "output of reduce_precision"), ("0.6.2", None),
                          ("0.10.2", None))},
+    "name_of_an_input_beside_a_rounding": {
+        r: [("f32[]", "output of sin"), ("f32[]", "output of cos"), ("f32[]", "named 'a'")]
+        for r in ("0.4.25", "0.10.2")} | {
+        r: [("f32[]", "named 'a'"), ("f32[]", "output of cos"), ("f32[]", "output of reduce_precision")]
+        for r in ("0.4.36", "0.6.2")},
     "name_of_a_checkpoint_s_forwarded_input": {
         r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[]", "named 'b'")]
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),

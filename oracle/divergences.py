@@ -895,21 +895,27 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
             body = e.params["jaxpr"]
             out.update((str(v.type), str(source_of(b, body))) for v, b in zip(e.outputs, body.outputs))
     for e in _eqns(prog):
-        if e.primitive.name == "cond":      # in a cond branch: an output of the cond (found on 0.4.36)
-            out.update((str(v.type), "output of cond") for b in e.params["branches"] for c in _eqns(b)
+        if e.primitive.name == "cond":      # in a cond branch: an output of the cond (found on 0.4.36),
+            # stacked by the scans around it in the branch
+            out.update((str(ArrayType(tuple(lengths) + v.type.shape, v.type.dtype)), "output of cond")
+                       for b in e.params["branches"] for c, lengths in _eqns_in_loops(b)
                        if c.primitive.name == "custom_vjp_call" for v in c.outputs)
         if e.primitive.name in ("scan", "call"):
             calls = [c for c in _eqns(e.params["jaxpr"]) if c.primitive.name == "custom_vjp_call"]
             ties = [v for c in calls for v in c.outputs]
-            if e.primitive.name == "scan":     # stacked: an output of the scan, or of a jit around
-                stacked = [str(ArrayType((e.params["length"],) + v.type.shape, v.type.dtype)) for v in ties]
-                out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
+            if e.primitive.name == "scan":
                 # loop-invariant (a call on the scan's consts): hoisted, named by
                 # what its rule computes it with (found on 0.4.36)
                 out.update((str(v.type), str(source_of(b, c.params["jaxpr"]))) for c in calls
                            for v, b in zip(c.outputs, c.params["jaxpr"].outputs))
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
+    # stacked by every scan around it (a scan in a scan: found on 0.4.25): an
+    # output of the outermost scan, or of a jit around
+    for c, lengths in _eqns_in_loops(prog):
+        if c.primitive.name == "custom_vjp_call" and lengths:
+            stacked = [str(ArrayType(tuple(lengths) + v.type.shape, v.type.dtype)) for v in c.outputs]
+            out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
     return out
 
 
@@ -1994,7 +2000,7 @@ DIVERGENCES = [
         "and inside a cond branch (an extra `output of cond`: found by a campaign on 0.4.36); "
         "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
         "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
-        "output of a custom_vjp in a scan or jit body or a cond branch (of the stacked type, or its own).",
+        "output of a custom_vjp in a scan or jit body or a cond branch (stacked by every scan around it, or of its own type).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"

@@ -1482,6 +1482,16 @@ def _name_of_an_input_beside_a_rounding(a):
     return d, e * e
 
 
+def _custom_vjp_in_a_scan_in_a_scan(a):
+    """finding aa1c932490 (0.4.25, tenth session): a custom_vjp's output in
+    a scan in a scan, tied to its tangent, saved stacked by both scans."""
+    from jax import lax
+    csin = _csin()
+    twice = lambda v: (v, v)
+    inner = lambda f, _: twice(lax.scan(lambda i, _: twice(csin(i)), f, None, length=1)[0])
+    return lax.scan(inner, a, None, length=1)[0]
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1829,6 +1839,7 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "custom_vjp_in_a_scan_in_a_scan": (_custom_vjp_in_a_scan_in_a_scan, lambda np: (np.float32(0.4),)),
     "name_of_an_input_beside_a_rounding": (_name_of_an_input_beside_a_rounding, lambda np: (np.float32(0.3),)),
     "name_of_a_checkpoint_s_forwarded_input": (_name_of_a_checkpoint_s_forwarded_input,
                                                lambda np: (np.float32(0.7),)),
@@ -1940,6 +1951,8 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[]", "named 'b'")]
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
                          ("0.10.2", "output of sin"))},
+    "custom_vjp_in_a_scan_in_a_scan": {r: [("f32[1,1]", "output of scan")] * n for r, n in (
+        ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "rounded_argument_beside_two_sines": {

@@ -113,17 +113,23 @@ def _explicit(prog: Program) -> int:
 
 
 def _count(prog: Program, linear_inputs) -> int:
-    linear = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if is_linear}
+    """Staged remat equations, at any depth, with prevent_cse set that read
+    a linear value: anything but the residuals (the inputs not in
+    `linear_inputs`) and what is computed from them alone. A value made of
+    literals alone is linear: an instantiated zero tangent (a scan's carry
+    from a literal zero, whose body makes it a tangent: found by a campaign,
+    linearize o grad o grad of a checkpoint in a scan, on every release)."""
+    forward = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if not is_linear}
     count = 0
     for e in prog.eqns:
-        reads = [isinstance(a, Var) and a.id in linear for a in e.inputs]
+        reads = [isinstance(a, Var) and a.id not in forward for a in e.inputs]
         if e.primitive.name == "remat" and e.params["differentiated"] and any(reads) \
                 and _prevents_cse(e.params):
             count += 1
         for _, sub in subprograms(e.params):
             offset = len(e.inputs) - len(sub.inputs)
-            if offset >= 0:
-                count += _count(sub, reads[offset:])
-        if any(reads):
-            linear.update(v.id for v in e.outputs)
+            if offset >= 0:     # a literal operand of a body is linear there (a zero tangent)
+                count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:])
+        if not any(reads) and any(isinstance(a, Var) for a in e.inputs):
+            forward.update(v.id for v in e.outputs)
     return count

@@ -577,6 +577,27 @@ def test_a_known_checkpoint_an_outer_grad_made_is_barriered_in_the_forward_pass(
     assert report.results[0].status == ("known divergence" if inlines else "ok"), str(report)
 
 
+def test_a_checkpoint_in_a_scan_is_barriered_in_a_third_order_linear_function():
+    """linearize o grad o grad of sin(checkpoint(neg)(h)) in a scan: the
+    linear function's scan runs the JVP of grad's recomputed checkpoint on
+    a carry that starts at a literal zero and is a tangent from then on, so
+    the checkpoint is barriered (JAX's HLO on every release; campaign
+    finding faee1e5490 on 0.6.2, a false alarm on 0.10.2 too: the spec took
+    the carry for a primal value). First and second order: one as well."""
+    import oracle
+    from spec.barriers import linear_optimization_barriers
+    ck = ops.checkpoint(ops.neg, prevent_cse=True)
+    prog = spec.trace(lambda a: spec.scan(lambda h, _: (ops.sin(ck(h)), None), a, None, length=1)[0], spec.f32[()])
+    for layers in ((S.Layer("linearize"),), (S.Layer("grad"), S.Layer("linearize")),
+                   (S.Layer("grad"), S.Layer("grad"), S.Layer("linearize"))):
+        stack = S.Stack(layers)
+        below = S.spec_program(prog, S.Stack(layers[:-1])) if layers[:-1] else prog
+        assert linear_optimization_barriers(below) == 1
+        report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.float32(0.3),
+                              properties=(S.stack_barriers_property(stack, prog),))
+        assert report.results[0].status == "ok", str(report)
+
+
 def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):
     """A reproducer of the stack_barriers property (the spec's count
     embedded) runs to agreement on pristine JAX, and fails under the

@@ -1255,12 +1255,14 @@ def _forwards_an_input(prog: Program) -> bool:
 def _pjit_residual_forwarding(ctx):
     """A program with an output that forwards an input (`_forwards_an_input`),
     and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
-    `subs_list2`, or reverse-mode values (or the residuals it saves) that
-    differ."""
+    `subs_list2`, or a shape rule's TypeError, or reverse-mode values (or
+    the residuals it saves) that differ."""
     if ctx.implementation != "remat2" or not _forwards_an_input(ctx.program):
         return False
-    if ctx.error is not None:
-        return isinstance(ctx.error, IndexError) and "list index out of range" in str(ctx.error)
+    if ctx.error is not None:   # or a wrong residual meets a cotangent of another shape (found on 0.4.25)
+        return (isinstance(ctx.error, IndexError) and "list index out of range" in str(ctx.error)
+                or isinstance(ctx.error, TypeError)
+                and re.search(r"arrays must have same number of dimensions|incompatible shapes", str(ctx.error)))
     return ctx.property in ("residuals", "vjp_leaves", "vjp", "second_order", "stack")
 
 
@@ -2214,8 +2216,9 @@ DIVERGENCES = [
         "by c515f15e01 (\"fix residual forwarding bug\", 2024-03-15) in jax 0.4.26 (found by a "
         "campaign on 0.4.25: a jitted pair of nested checkpoints returning their input). The "
         "predicate: remat2, a program (or a jit or checkpoint in it) with an output that is one "
-        "of its inputs passed through, and either that IndexError or reverse-mode values "
-        "(vjp, second order, a stack) or residuals that differ.",
+        "of its inputs passed through, and either that IndexError, a TypeError of lax's shape "
+        "rules (a wrong residual meets a cotangent of another shape: found on 0.4.25), or "
+        "reverse-mode values (vjp, second order, a stack) or residuals that differ.",
         "def outer(f):\n"
         "    h, _ = jax.checkpoint(lambda j: (j + jnp.sin(j), j), prevent_cse=False)(f)\n"
         "    return f + h, f\n"

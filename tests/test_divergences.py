@@ -2139,3 +2139,30 @@ def test_a_dead_optimization_barrier_under_a_linearized_gradient():
     d = next(d for d in DIVERGENCES if d.name == "optimization-barrier-not-differentiable")
     want = "known divergence" if d.active() else "ok"
     assert report.status("stack_barriers", "remat2") == want, str(report)
+
+
+def test_a_forwarded_residual_meets_a_cotangent_of_another_shape():
+    """finding ce46fe96aa (0.4.25, tenth session): historic bug 12 (pjit's
+    residual forwarding, jax-ml/jax#20267) as a TypeError: in a jit, a
+    checkpoint returns its input, and the reverse pass multiplies exp2's
+    cotangent by a residual of another shape. 0.4.26 computes the right
+    gradients (measured with tools/releases.py on 0.4.25, 0.4.26, 0.4.36
+    and 0.10.2); oracle.check reports the known divergence where it holds."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    import oracle
+
+    def f(a, c):
+        def body(h):
+            return lax.integer_pow(h, 0), checkpoint_name(h, "a"), h
+        e, _, g = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                                 prevent_cse=False)(a)
+        return lax.integer_pow(a, 0), e, g, jnp.exp2(c)
+    report = oracle.check(jax.jit(f), oracle.AS_IS, np.array([0.5, 1.0, 1.5], np.float32),
+                          np.ones((2, 3), np.float32), implementations=("remat2",), properties=("vjp",))
+    d = next(d for d in DIVERGENCES if d.name == "jit-residual-forwarding-gives-wrong-gradients")
+    assert report.status("vjp", "remat2") == ("known divergence" if d.active() else "ok"), str(report)

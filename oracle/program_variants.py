@@ -130,15 +130,21 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
 
 
 def _unread_operands(e: Eqn) -> list:
-    """The float operands (Vars) of a cond, call or scan `e` whose tangents
-    its body's linearization (no branch's) reads: unread by the body, or
-    read only where the derivative does not need them (integer_pow(h, 0));
-    not a scan's carries (the next iteration reads them)."""
+    """The float operands (Vars) of a cond, call, scan or while `e` whose
+    tangents its body's linearization (no branch's) reads: unread by the
+    body, or read only where the derivative does not need them
+    (integer_pow(h, 0)); not a loop's carries (the next iteration reads
+    them)."""
     bodies = (list(e.params["branches"]) if e.primitive.name == "cond"
-              else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan") else [])
-    operands = e.inputs[1:] if e.primitive.name == "cond" else e.inputs
-    carries = set(range(e.params["num_consts"], e.params["num_consts"] + e.params["num_carry"])) \
-        if e.primitive.name == "scan" else set()
+              else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan")
+              else [e.params["body_jaxpr"]] if e.primitive.name == "while" else [])
+    # a while's body takes its consts and the carries (_while_loop_jvp ignores the cond's
+    # consts' tangents): a body const read only by dead code (found on 0.4.36)
+    operands = (e.inputs[1:] if e.primitive.name == "cond"
+                else e.inputs[e.params["cond_nconsts"]:] if e.primitive.name == "while" else e.inputs)
+    carries = (set(range(e.params["num_consts"], e.params["num_consts"] + e.params["num_carry"]))
+               if e.primitive.name == "scan" else set(range(e.params["body_nconsts"], len(operands)))
+               if e.primitive.name == "while" else set())
     try:    # a body without its dead code: JVP + partial evaluation never needs it (found on 0.4.36)
         needed = [_tangents_read(dce(b)[0]) for b in bodies]
     except Exception:       # noqa: BLE001 -- a body the spec cannot linearize: nothing to say

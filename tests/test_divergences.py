@@ -1492,6 +1492,23 @@ def _custom_vjp_in_a_scan_in_a_scan(a):
     return lax.scan(inner, a, None, length=1)[0]
 
 
+def _loop_reading_a_checkpointed_value_in_dead_code(a):
+    """finding cc59f4125b (0.4.36 and 0.6.2, tenth session): a while loop's
+    body reads a checkpoint's output only in dead code; before direct
+    linearization its tangent is computed anyway, so the checkpoint's input
+    is saved for the loop inside it."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    inner = lambda f: lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, jnp.exp(jnp.tanh(c[1]))), (0, f))[1]
+    d, h = jax.checkpoint(lambda f: (f * 2.0, inner(f)), prevent_cse=False)(a)
+
+    def body(c):
+        jnp.sin(h)      # dead
+        return c + 1.0
+    return d, lax.while_loop(lambda c: jnp.sum(c) < 4.5, body, jnp.zeros(3, jnp.float32))
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1839,6 +1856,8 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "loop_reading_a_checkpointed_value_in_dead_code": (_loop_reading_a_checkpointed_value_in_dead_code,
+                                                       lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "custom_vjp_in_a_scan_in_a_scan": (_custom_vjp_in_a_scan_in_a_scan, lambda np: (np.float32(0.4),)),
     "name_of_an_input_beside_a_rounding": (_name_of_an_input_beside_a_rounding, lambda np: (np.float32(0.3),)),
     "name_of_a_checkpoint_s_forwarded_input": (_name_of_a_checkpoint_s_forwarded_input,
@@ -1951,6 +1970,8 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [("f32[]", first), ("f32[]", "output of cos"), ("f32[]", "output of cos"), ("f32[]", "named 'b'")]
         for r, first in (("0.4.25", "output of sin"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
                          ("0.10.2", "output of sin"))},
+    "loop_reading_a_checkpointed_value_in_dead_code": {
+        **{r: [("f32[3]", "from the argument a")] for r in ("0.4.25", "0.4.36", "0.6.2")}, "0.10.2": []},
     "custom_vjp_in_a_scan_in_a_scan": {r: [("f32[1,1]", "output of scan")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (

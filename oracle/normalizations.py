@@ -191,17 +191,19 @@ def _sources(atom, prog: Program) -> set:
     of a checkpoint, those of what its body computes it with (the
     linearized program holds the rule's or the hoisted known equations,
     not the call: found on 0.6.2, names of a custom_jvp sin's output and of
-    a checkpointed sin's)."""
+    a checkpointed sin's); for one that returns its input (a jit's too),
+    those of the value passed in."""
     out = {str(source_of(atom, prog))}
     for e in prog.eqns:
-        if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat") and any(v is atom for v in e.outputs):
+        if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat", "call") \
+                and any(v is atom for v in e.outputs):
             body = e.params["jaxpr"]
             passed = {v.id: a for v, a in zip(body.inputs, e.inputs)}
             for v, b in zip(e.outputs, body.outputs):
                 if v is atom and isinstance(b, Var):
-                    out |= _sources(b, body)
+                    out |= _sources(b, body) if e.primitive.name != "call" else set()
                     # an input the body returns: the value passed in (found on
-                    # 0.6.2, a name of a checkpoint's forwarded input)
+                    # 0.6.2, a name of a checkpoint's or a jit's forwarded input)
                     if isinstance(passed.get(b.id), Var):
                         out |= _sources(passed[b.id], prog)
     return out

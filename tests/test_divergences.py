@@ -1509,6 +1509,21 @@ def _loop_reading_a_checkpointed_value_in_dead_code(a):
     return d, lax.while_loop(lambda c: jnp.sum(c) < 4.5, body, jnp.zeros(3, jnp.float32))
 
 
+def _name_of_a_jit_s_forwarded_input(a, b):
+    """finding 46d932d530 (0.6.2, tenth session): a jit returns its input,
+    a slice, which a name in a checkpoint names and a product outside
+    saves: `named 'a'` (0.4.26-0.6.2), the spec's `output of slice`."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+    def f0(l, m):
+        return jnp.sin(l), m
+    i, k = jax.jit(f0)(a, lax.slice(b, (0,), (1,)))
+    d = jax.checkpoint(lambda q: checkpoint_name(q, "a") * 2.0, prevent_cse=False)(k)
+    return i, k * k, d
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1856,6 +1871,8 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "name_of_a_jit_s_forwarded_input": (_name_of_a_jit_s_forwarded_input,
+                                        lambda np: (np.float32(0.3), np.array([0.4, 0.5], np.float32))),
     "loop_reading_a_checkpointed_value_in_dead_code": (_loop_reading_a_checkpointed_value_in_dead_code,
                                                        lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "custom_vjp_in_a_scan_in_a_scan": (_custom_vjp_in_a_scan_in_a_scan, lambda np: (np.float32(0.4),)),
@@ -1972,6 +1989,10 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
                          ("0.10.2", "output of sin"))},
     "loop_reading_a_checkpointed_value_in_dead_code": {
         **{r: [("f32[3]", "from the argument a")] for r in ("0.4.25", "0.4.36", "0.6.2")}, "0.10.2": []},
+    "name_of_a_jit_s_forwarded_input": {
+        r: [("f32[1]", first), ("f32[]", _F0)]
+        for r, first in (("0.4.25", "output of slice"), ("0.4.36", "named 'a'"), ("0.6.2", "named 'a'"),
+                         ("0.10.2", "output of slice"))},
     "custom_vjp_in_a_scan_in_a_scan": {r: [("f32[1,1]", "output of scan")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (

@@ -2208,3 +2208,27 @@ def test_a_forwarded_residual_meets_a_cotangent_of_another_shape():
                           np.ones((2, 3), np.float32), implementations=("remat2",), properties=("vjp",))
     d = next(d for d in DIVERGENCES if d.name == "jit-residual-forwarding-gives-wrong-gradients")
     assert report.status("vjp", "remat2") == ("known divergence" if d.active() else "ok"), str(report)
+
+
+def test_an_unused_output_kept_by_linearization_barriers_a_checkpoint_in_a_branch():
+    """finding 023890d4ec (0.4.25 and 0.4.36, tenth session): a checkpoint's
+    unused output is a cond whose branch holds a prevent_cse checkpoint.
+    Before direct linearization JAX keeps the unused output, stages its
+    tangent, and barriers the branch's recomputation (1 barrier; 0.10.2:
+    none, as the spec). The known divergence where it holds, else ok."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    import oracle
+
+    def f(x):
+        def outer(m):
+            unused = lax.cond(jnp.sum(m) > 0, jax.checkpoint(jnp.sin, prevent_cse=True), lambda v: -v, m)
+            return m * 2.0, unused
+        return jax.checkpoint(outer, prevent_cse=False)(x)[0]
+    report = oracle.check(f, oracle.AS_IS, np.array([0.3, 0.2, 0.1], np.float32), implementations=("remat2",),
+                          properties=("prevent_cse",))
+    d = next(d for d in DIVERGENCES if d.name == "linearize-keeps-unused-outputs-of-staged-equations")
+    assert report.status("prevent_cse", "remat2") == ("known divergence" if d.active() else "ok"), str(report)

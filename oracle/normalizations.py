@@ -210,6 +210,20 @@ def _sources(atom, prog: Program) -> set:
 
 
 @_renaming
+def _hoisted_checkpoint_values_named_remat2(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of remat2` for a value the spec names by the equation
+    (of the linearized program) producing it, in a program with a
+    checkpoint in a scan body (a loop-invariant residual computed there)."""
+    def checkpoint_in_scan(p: Program, in_scan: bool) -> bool:
+        return any((in_scan and e.primitive.name == "remat")
+                   or any(checkpoint_in_scan(sub, in_scan or e.primitive.name == "scan")
+                          for _, sub in subprograms(e.params)) for e in p.eqns)
+    if not checkpoint_in_scan(prog, False):
+        return None
+    return lambda j, s: j == "output of remat2" and s.startswith("output of ") and s != "output of scan"
+
+
+@_renaming
 def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     """JAX's `output of jitted function 'f'` (`output of pjit`) for a value
     the spec saves `from a constant`, in a program with a jit."""
@@ -263,6 +277,16 @@ NORMALIZATIONS = [
                   "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
                   "does. Same value, one entry either way.",
                   _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
+    Normalization("saved-residuals-names-a-scan-s-invariant-checkpoint-value-remat2",
+                  "Before jax 0.4.36 (measured with tools/releases.py on every release from 0.4.25: "
+                  "0.4.35 names it so, 0.4.36 does not) a loop-invariant residual of a scan body "
+                  "that a checkpoint in it computes (_scan_partial_eval evaluates the known body "
+                  "with its consts known) is named `output of remat2`, the known checkpoint kept "
+                  "as an equation; from 0.4.36 a JaxprTrace evaluates a known checkpoint inline "
+                  "(remat_partial_eval's `core.eval_jaxpr`) and the value is named by its "
+                  "producer, as the spec does. Same value, same memory. Found by a campaign on "
+                  "0.6.2 (a spec bug then) and measured on 0.4.25.",
+                  _hoisted_checkpoint_values_named_remat2, releases=Releases("0.4.25", "0.4.36")),
     Normalization("remat3-names-arguments-args[i]",
                   "Under jax_remat3 (jax 0.10.2) saved_residuals names the arguments of a "
                   "checkpointed function `args[i]` (jax.checkpoint returns a functools.partial "

@@ -112,6 +112,46 @@ def looked_through_value(atom, producers: dict):
     e = producers.get(atom.id) if isinstance(atom, Var) else None
     return e.inputs[0] if e is not None and e.primitive in looked_through else atom
 
+# Primitives whose equation, its inputs all known, a JaxprTrace evaluates
+# inline, binding its body's equations in the enclosing trace (remat:
+# remat_partial_eval's `core.eval_jaxpr(jaxpr_known, ...)`, jax/_src/
+# ad_checkpoint.py). A scan's loop-invariant residuals are computed so
+# (_scan_partial_eval evaluates the known body with its consts known), and
+# named by what computes them inside.
+inlined_when_known: set = set()
+
+
+def clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
+    """`prog`'s equations with fresh outputs, reading `args` for its inputs;
+    returns (equations, output atoms)."""
+    env = {v.id: a for v, a in zip(prog.inputs, args)}
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        outs = [Var(v.type) for v in e.outputs]
+        eqns.append(Eqn(e.primitive, [read(a) for a in e.inputs], outs, e.params, why=e.why))
+        env.update({v.id: n for v, n in zip(e.outputs, outs)})
+    return eqns, [read(a) for a in prog.outputs]
+
+
+def inline_known(prog: Program) -> Program:
+    """`prog` with each equation of a primitive in `inlined_when_known`
+    replaced by its body's equations (theirs inlined too)."""
+    env: dict = {}
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = []
+    for e in prog.eqns:
+        ins = [read(a) for a in e.inputs]
+        if e.primitive not in inlined_when_known:
+            eqns.append(Eqn(e.primitive, ins, e.outputs, e.params, why=e.why, residual_outputs=e.residual_outputs))
+            continue
+        (_, body), = subprograms(e.params)
+        body_eqns, outs = clone_into(inline_known(body), ins)
+        eqns += body_eqns
+        env.update({v.id: o for v, o in zip(e.outputs, outs)})
+    return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names)
+
+
 # Primitives whose staged equation JAX's linearization builds with a
 # JaxprTrace (the fallback `linearize_from_jvp` of a primitive with a custom
 # partial-eval rule: `while`): a known scalar literal operand stays inline

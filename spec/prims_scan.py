@@ -37,7 +37,7 @@ from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, Undefin
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Eqn, Program, Var
 from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence
-from spec.partial_eval import TANGENT_ZERO, dce, literal_operands_inline, partial_eval
+from spec.partial_eval import TANGENT_ZERO, clone_into, dce, inline_known, literal_operands_inline, partial_eval
 from spec.batching import move_to, vmap_program
 from spec.evaluate import evaluate
 from spec.explain import eqn_flops
@@ -291,21 +291,10 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
             invariant.update(v.id for v in e.outputs)
         if reads_invariant or not has_effects(e):
             eqns.append(e)
-    body, _ = dce(Program(known.inputs, eqns, list(outputs)))
+    # the consts known, a JaxprTrace evaluates a known checkpoint inline
+    # (`inline_known`): its values are named by what computes them inside
+    body, _ = dce(inline_known(Program(known.inputs, eqns, list(outputs))))
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
-
-
-def _clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
-    """`prog`'s equations with fresh outputs, reading `args` for its inputs;
-    returns (equations, output atoms)."""
-    env = {v.id: a for v, a in zip(prog.inputs, args)}
-    eqns = []
-    for e in prog.eqns:
-        ins = [env.get(a.id, a) if isinstance(a, Var) else a for a in e.inputs]
-        outs = [Var(v.type) for v in e.outputs]
-        env.update({v.id: n for v, n in zip(e.outputs, outs)})
-        eqns.append(Eqn(e.primitive, ins, outs, e.params, why=e.why))
-    return eqns, [env.get(a.id, a) if isinstance(a, Var) else a for a in prog.outputs]
 
 
 def _known_scan_outputs(eqn: Eqn, pe, carry_uk: list[bool]):
@@ -407,7 +396,7 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     known_eqns = []
     hoisted_atoms = []
     if hoisted:
-        eqns, hoisted_atoms = _clone_into(_hoisted_program(pe.known, n_kc, hoisted), known_ins[:n_kc])
+        eqns, hoisted_atoms = clone_into(_hoisted_program(pe.known, n_kc, hoisted), known_ins[:n_kc])
         known_eqns += eqns
     # the known scan: the known carries and ys, then the stacked residuals
     known_out_uk, known_outs_body, outer_known_outs = _known_scan_outputs(eqn, pe, carry_uk)

@@ -44,7 +44,7 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rul
 from spec.ir import Eqn, Program, Var, is_float
 from spec.prims_conv import reduce_precision_p
 from spec.semantics import semantics
-from spec.partial_eval import Source, dce, dce_body_eqn, partial_eval, source_rules
+from spec.partial_eval import Source, dce, dce_body_eqn, inlined_when_known, partial_eval, source_rules
 from spec import policies as _policies
 from spec.batching import vectorized_batcher, vmap_program
 from spec.core import batch_rules, building
@@ -413,6 +413,7 @@ transpose_rules[remat_p] = _remat_transpose
 partial_eval_rules[remat_p] = _remat_partial_eval
 dce_rules[remat_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs, ("prevent_cse",))
 source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  # JAX's primitive name
+inlined_when_known.add(remat_p)     # remat_partial_eval evaluates a known checkpoint's body inline
 
 
 # ==========================================================================

@@ -1042,3 +1042,34 @@ def test_a_scan_body_s_constant_is_no_residual_inside_a_checkpoint(policy):
     args = (np.array([0.1, 0.2, 0.3], np.float32), np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
     report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *args, properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok"
+
+
+def test_a_loop_invariant_value_of_a_nested_checkpoint_is_named_by_its_producer():
+    """Found by the campaign (finding 98dc6810fb, jax 0.6.2; a spec bug, a
+    false alarm on 0.10.2 too): a scan body's checkpoint nesting another,
+    whose values depend on the scan's consts alone. _scan_partial_eval
+    computes those loop-invariant residuals by evaluating the known body
+    with its consts known, and a JaxprTrace evaluates a known checkpoint
+    inline (remat_partial_eval: `core.eval_jaxpr(jaxpr_known, ...)`), so
+    saved_residuals names the value by its producer, `output of cos`; the
+    spec named it `output of remat2`, as JAX before 0.4.36 does (the
+    normalisation saved-residuals-names-a-scan-s-invariant-checkpoint-value-
+    remat2). JAX's list, on the installed release, is the independent
+    answer."""
+    pytest.importorskip("jax")
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    import oracle
+    dots = jax.checkpoint_policies.dots_saveable
+
+    def f(a, b, c):
+        inner = jax.checkpoint(lambda p, q: jnp.sin(lax.conv_general_dilated(p, q, (1, 1), "VALID")),
+                               policy=dots, prevent_cse=False)
+        outer = jax.checkpoint(lambda k, l, m: (inner(l, m), k * 2.0), policy=jax.checkpoint_policies.everything_saveable,
+                               prevent_cse=False)
+        return lax.scan(lambda h, _: (jnp.sin(h), outer(h, b, c)[0]), a, None, length=1)
+    args = (np.float32(0.3), np.full((2, 3, 5, 5), 0.1, np.float32), np.full((4, 3, 3, 3), 0.1, np.float32))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", str(report)

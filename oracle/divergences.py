@@ -986,9 +986,10 @@ def _custom_vjp_in_checkpoint_saves_checkpoint_inputs(got, want, ctx):
 
 def _custom_vjp_checkpoint_entries(prog: Program, nested: bool = False) -> "collections.Counter":
     """For each checkpoint whose body calls a custom_vjp, at most one entry
-    per: its input (in a checkpoint, saved out of the enclosing one's known
-    half: an `output of remat2`, found on 0.4.25 and 0.4.36), name there of
-    the custom_vjp's output, or that output as its rule computes it."""
+    per: its input, name there of the custom_vjp's output, or that output
+    as its rule computes it (in a checkpoint, an input or output saved out
+    of the enclosing one's known half: an `output of remat2`, found on
+    0.4.25 and 0.4.36)."""
     allowed = collections.Counter()
     for e in prog.eqns:
         body = e.params["jaxpr"] if e.primitive.name == "remat" else None
@@ -1004,9 +1005,11 @@ def _custom_vjp_checkpoint_entries(prog: Program, nested: bool = False) -> "coll
         allowed.update({(str(c.outputs[0].type), f"named '{c.params['name']}'") for c in body.eqns
                         if c.primitive.name == "name" and getattr(c.inputs[0], "id", None) in outs})
         # or the outputs themselves where the policy saves what computes them
-        # (`output of sin` under save_only_these(sin): found on 0.4.36)
-        allowed.update({(str(v.type), str(source_of(b, c.params["jaxpr"]))) for c in calls
-                        for v, b in zip(c.outputs, c.params["jaxpr"].outputs)})
+        # (`output of sin` under save_only_these(sin): found on 0.4.36), in
+        # a nested checkpoint saved out of the enclosing one (found on 0.4.25
+        # and 0.4.36)
+        allowed.update({(str(v.type), "output of remat2" if nested else str(source_of(b, c.params["jaxpr"])))
+                        for c in calls for v, b in zip(c.outputs, c.params["jaxpr"].outputs)})
     return allowed
 
 
@@ -2183,8 +2186,9 @@ DIVERGENCES = [
         "corpus cases after JAX's test_custom_vjp_with_checkpoint_name_in_fwd and "
         "test_symbolic_zeros_remat, on 0.4.25). Wasted memory; gradients are right. The "
         "predicate: JAX's list is the spec's plus entries, at most one per input of a "
-        "checkpoint whose body calls a custom_vjp (of a nested one, saved out of the enclosing "
-        "checkpoint: an `output of remat2`) or per name there of the custom_vjp's output "
+        "checkpoint whose body calls a custom_vjp, or per custom_vjp output there (of a nested "
+        "one, saved out of the enclosing checkpoint: an `output of remat2`), or per name there of "
+        "the custom_vjp's output "
         "(saved where a names policy saves it: found by a campaign on 0.4.36), or per custom_vjp "
         "output (named `output of reduce_precision` where the release rounds what remat saves), "
         "at least one.",

@@ -1524,6 +1524,19 @@ def _name_of_a_jit_s_forwarded_input(a, b):
     return i, k * k, d
 
 
+def _custom_vjp_output_in_a_nested_checkpoint(a):
+    """findings a0510189a4 (0.4.25) and 2c3d198c82 (0.4.36), tenth session:
+    a checkpoint calling a custom_vjp, inside another, saves the
+    custom_vjp's output (tied to its tangent) out of the outer one's known
+    half: an extra `output of remat2`."""
+    import jax
+    import jax.numpy as jnp
+    inner = jax.checkpoint(lambda g: jnp.concatenate([_csin()(jnp.concatenate([g, g]))] * 2), prevent_cse=False,
+                           policy=jax.checkpoint_policies.everything_saveable)
+    return jax.checkpoint(lambda d: jnp.sin(inner(d)), prevent_cse=False,
+                          policy=jax.checkpoint_policies.everything_saveable)(a)
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1871,6 +1884,8 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
+                                                 lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "name_of_a_jit_s_forwarded_input": (_name_of_a_jit_s_forwarded_input,
                                         lambda np: (np.float32(0.3), np.array([0.4, 0.5], np.float32))),
     "loop_reading_a_checkpointed_value_in_dead_code": (_loop_reading_a_checkpointed_value_in_dead_code,
@@ -1995,6 +2010,9 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
                          ("0.10.2", "output of slice"))},
     "custom_vjp_in_a_scan_in_a_scan": {r: [("f32[1,1]", "output of scan")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
+    "custom_vjp_output_in_a_nested_checkpoint": {
+        r: [("f32[6]", "output of remat2")] * n + [("f32[12]", "output of cos")]
+        for r, n in (("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "rounded_argument_beside_two_sines": {

@@ -491,18 +491,22 @@ def _difference(got: list, want: list):
     return collections.Counter(got) - collections.Counter(want), collections.Counter(want) - collections.Counter(got)
 
 
-def _linearize_saved_zero(source: str):
+def _linearize_saved_zero(source: str, through_jits: bool = False):
     """The predicate of a divergence where linearizing a sub-jaxpr (a jit's
     body, a cond's branches) saves a zero a JVP rule instantiated: the only
     entries JAX has and the baseline lacks are scalar `source` outputs
-    ("output of jitted function", "output of cond"), and the only ones the
-    baseline has and JAX lacks are scalar literals, at most one per such
-    output of their type (the zero the spec reads as a literal where JAX's
-    known half returns it)."""
+    ("output of jitted function", "output of cond"; with `through_jits`, in
+    a program with a cond in a jit, outputs of the jit too: found on 0.4.36),
+    and the only ones the baseline has and JAX lacks are scalar literals, at
+    most one per such output of their type (the zero the spec reads as a
+    literal where JAX's known half returns it)."""
     @additive
     def explains(got, want, ctx):
         only_jax, only_spec = _difference(got, want)
-        if not only_jax or not all(t.endswith("[]") and s.startswith(source) for t, s in only_jax):
+        out_of_jit = through_jits and any(e.primitive.name == "call" and any(
+            c.primitive.name == "cond" for c in _eqns(e.params["jaxpr"])) for e in _eqns(ctx.program))
+        named = lambda s: s.startswith(source) or (out_of_jit and _is_jit_output(s))  # noqa: E731
+        if not only_jax or not all(t.endswith("[]") and named(s) for t, s in only_jax):
             return False
         outputs = collections.Counter(t for t, _ in only_jax.elements())
         literals = collections.Counter(t for t, s in only_spec.elements() if s == "from a literal")
@@ -511,7 +515,7 @@ def _linearize_saved_zero(source: str):
 
 
 _jit_linearize_zero = _linearize_saved_zero("output of jitted function")
-_cond_linearize_zero = _linearize_saved_zero("output of cond")
+_cond_linearize_zero = _linearize_saved_zero("output of cond", through_jits=True)
 
 
 def _checkpoint_in_cond_branch(prog: Program) -> bool:
@@ -1796,8 +1800,9 @@ DIVERGENCES = [
         "(jit-linearize-saves-an-instantiated-zero). The spec keeps such zeros inline and saves "
         "nothing (found by the fuzzer, with the campaign's coverage-guided selection: reduce_prod "
         "in a cond branch). Wasted memory (a scalar); gradients are right. The predicate: the "
-        "only residuals JAX has and the spec lacks are scalar outputs of cond, and the only ones "
-        "the spec has and JAX lacks are scalar literals, at most one per such output of their type.",
+        "only residuals JAX has and the spec lacks are scalar outputs of cond (in a program with a "
+        "cond in a jit, outputs of the jit: found on 0.4.36), and the only ones the spec has and "
+        "JAX lacks are scalar literals, at most one per such output of their type.",
         "from jax import lax\n"
         "f = lambda x: lax.cond(x.sum() > 0, lambda x: lax.pad(x, 1.0, ((0, 1, 0),)).sum() * x,\n"
         "                       lambda x: x, x)\n"

@@ -1537,6 +1537,20 @@ def _custom_vjp_output_in_a_nested_checkpoint(a):
                           policy=jax.checkpoint_policies.everything_saveable)(a)
 
 
+def _cond_zero_out_of_a_jit(a):
+    """finding ac68cc13ba (0.4.36, tenth session): a cond saves a zero its
+    branch's linearization instantiated (cond-linearize-saves-an-
+    instantiated-zero), and in a jit it is an output of the jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f0(x):
+        body = lambda g: lax.cond(g > 0, lambda m: jax.jit(jnp.sin)(-m), jnp.sin, g)
+        return jax.checkpoint(body, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)(x)
+    return jax.jit(f0)(a)
+
+
 def _nested_jits_unused_outputs(a, b):
     """finding f44cfd33fd (0.4.36): the top-level jit's unused output is kept,
     not those of the jits in its body."""
@@ -1884,6 +1898,7 @@ EIGHTH_ROUND = {       # and the ninth session's
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
+    "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
                                                  lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "name_of_a_jit_s_forwarded_input": (_name_of_a_jit_s_forwarded_input,
@@ -2013,6 +2028,8 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
     "custom_vjp_output_in_a_nested_checkpoint": {
         r: [("f32[6]", "output of remat2")] * n + [("f32[12]", "output of cos")]
         for r, n in (("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
+    "cond_zero_out_of_a_jit": {r: [(t, _F0) for t in ("i32[]", "f32[]", "f32[]")]
+                               for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
     "custom_vjp_in_a_nested_checkpoint": {r: [("f32[]", "output of remat2")] * n for r, n in (
         ("0.4.25", 2), ("0.4.36", 2), ("0.6.2", 1), ("0.10.2", 1))},
     "rounded_argument_beside_two_sines": {
@@ -2032,7 +2049,7 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
 # where a release diverges though its list is 0.10.2's: jax 0.10.2 itself
 # saves more than the spec (a known divergence there too), or jit(vjp) fails
 # to compile (historic bug 16, the vjp_leaves property)
-OTHERWISE_DIVERGENT = {"cond_with_a_loop_in_jit", "while_in_a_checkpoint",
+OTHERWISE_DIVERGENT = {"cond_with_a_loop_in_jit", "while_in_a_checkpoint", "cond_zero_out_of_a_jit",
                        "name_of_an_input_beside_a_python_float"}   # (the Python float: JAX saves no literal)
 
 

@@ -539,6 +539,12 @@ def _remat3_float0_residual(ctx):
     return ctx.property == "vjp_leaves" and any("float0" in dtype for _, dtype in ctx.jax_residuals or ())
 
 
+# the unused outputs inside cond branches kept too, or not (a cond in a
+# cond's branch: found by a campaign on 0.4.36), or those of the top-level
+# equations alone (nested jits: found on 0.4.36)
+_KEPT_OUTPUTS_THROUGH = ({}, dict(through_conds=False), dict(top_level=True))
+
+
 def _linearize_keeps_unused_outputs(ctx):
     """remat2 (the one implementation before 0.10.2), and JAX's residuals are
     the spec's of the program with the unused outputs JAX's linearization
@@ -551,10 +557,7 @@ def _linearize_keeps_unused_outputs(ctx):
     as_written = lambda policy: policy
     if ctx.jax_residuals == ctx.residuals_with(as_written):
         return False
-    # the unused outputs inside cond branches kept too, or not (a cond in a
-    # cond's branch: found by a campaign on 0.4.36), or those of the
-    # top-level equations alone (nested jits: found on 0.4.36)
-    for through in ({}, dict(through_conds=False), dict(top_level=True)):
+    for through in _KEPT_OUTPUTS_THROUGH:
         kept, n = unused_linearize_outputs_out(ctx.program, **through)
         if not n:
             continue
@@ -570,19 +573,20 @@ def _linearize_keeps_unused_outputs(ctx):
 
 
 def _unused_outputs_barriers(ctx) -> bool:
+    """The barriers of the program with the unused outputs JAX keeps made
+    outputs agree with JAX's (`_barriers_of_a_variant`): a checkpoint in a
+    cond branch whose outputs nothing needs is staged with its tangents,
+    and its recomputation barriered (found by a campaign on 0.4.36)."""
+    return _barriers_of_a_variant(ctx, [unused_linearize_outputs_out(ctx.program, **through)
+                                        for through in _KEPT_OUTPUTS_THROUGH])
+
+
+def _barriers_of_a_variant(ctx, variants) -> bool:
     """JAX's backward pass has barriers where the spec's has none, or the
-    other way round, and the spec's for the program with the unused outputs
-    JAX keeps made outputs agrees with JAX: a checkpoint in a cond branch
-    whose outputs nothing needs is staged with its tangents, and its
-    recomputation barriered (found by a campaign on 0.4.36)."""
+    other way round, and the spec's count for one of the `variants`
+    ((program, how many outputs it gained) pairs) agrees with JAX."""
     want, got = ctx.barriers
-    if (want > 0) == (got > 0):
-        return False
-    for through in ({}, dict(through_conds=False), dict(top_level=True)):
-        kept, n = unused_linearize_outputs_out(ctx.program, **through)
-        if n and (optimization_barriers(kept) > 0) == (got > 0):
-            return True
-    return False
+    return (want > 0) != (got > 0) and any(n and (optimization_barriers(v) > 0) == (got > 0) for v, n in variants)
 
 
 def _remat_of_jit_returns_its_inputs(ctx):
@@ -637,9 +641,7 @@ def _unread_operands_barriers(ctx) -> bool:
     operands made outputs agrees with JAX: the tangent of a checkpoint's
     output that only an unread operand takes is computed, and its
     recomputation barriered (found by a campaign on 0.4.25)."""
-    variant, n = unread_operands_out(ctx.program)
-    want, got = ctx.barriers
-    return bool(n) and (want > 0) != (got > 0) and (optimization_barriers(variant) > 0) == (got > 0)
+    return _barriers_of_a_variant(ctx, [unread_operands_out(ctx.program)])
 
 
 def _linearize_inlines_known_checkpoints(ctx) -> bool:

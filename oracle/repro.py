@@ -78,7 +78,7 @@ def _policy_source(policy) -> str:
 
 _HELPERS = {
     # this release's spelling of JAX internals the helpers below call (oracle/jax_api/source.py)
-    "cond_params": None, "wrap_init": None,
+    "cond_params": None, "scan_params": None, "wrap_init": None,
     "user_policy": '''
 def user_policy(name):
     """A stand-in for a checkpoint policy whose source could not be written out."""
@@ -94,6 +94,25 @@ def scan_step(body, consts, num_carry):
         outs = body(*consts, *carry, *xs)
         return tuple(outs[:num_carry]), tuple(outs[num_carry:])
     return step
+''',
+    "bind_scan": '''
+def bind_scan(body, consts, carry, xs, length, reverse, unroll):
+    """JAX's scan primitive on exactly these consts, carries and xs, body(*consts,
+    *carry, *x) -> (*carry, *y); returns (carry, ys). lax.scan would close over only
+    the values the body reads and move a carry passed through unchanged to the consts.
+    A weakly typed operand is made strong, as lax.scan does."""
+    from jax._src.lax.control_flow.loops import scan_p
+    n_fixed = len(consts) + len(carry)
+    operands = [*consts, *carry, *xs]
+    avals = [jax.ShapeDtypeStruct(jnp.shape(v)[1 if i >= n_fixed else 0:], jnp.result_type(v))
+             for i, v in enumerate(operands)]
+    operands = [jax.lax.convert_element_type(v, a.dtype)
+                if getattr(v, 'weak_type', False) and not isinstance(v, (bool, int, float, complex)) else v
+                for v, a in zip(operands, avals)]
+    closed = jax.make_jaxpr(lambda *a: tuple(body(*a)))(*avals)
+    outs = scan_p.bind(*operands, jaxpr=closed, length=length, reverse=reverse, num_consts=len(consts),
+                       num_carry=len(carry), unroll=unroll, **scan_params(len(operands)))
+    return tuple(outs[:len(carry)]), tuple(outs[len(carry):])
 ''',
     "bind_cond": '''
 def bind_cond(index, branches, *operands):
@@ -231,7 +250,8 @@ def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_ty
 }
 # helpers that others call
 _NEEDS = {"custom_jvp_function": ("rule_for",), "custom_vjp_function": ("rule_for",),
-          "custom_lin": ("rule_for", "wrap_init"), "bind_cond": ("cond_params",)}
+          "custom_lin": ("rule_for", "wrap_init"), "bind_cond": ("cond_params",),
+          "bind_scan": ("scan_params",)}
 
 
 def _helper_source(name: str) -> str:
@@ -359,7 +379,7 @@ def _fingerprint(prog: Program) -> str:
 _KEY = re.compile(r"\[(-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 # names the emitted code reads as globals: a parameter must not shadow them
 _GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple", "functools"} | set(
-    "cond_params wrap_init user_policy scan_step bind_cond closed_call differentiated_checkpoint rule_for given "
+    "cond_params scan_params wrap_init user_policy scan_step bind_scan bind_cond closed_call differentiated_checkpoint rule_for given "
     "symbolic_zero custom_jvp_function custom_vjp_function custom_lin".split())
 
 
@@ -439,6 +459,29 @@ def _assign(outs: list[str], expr: str, multiple: bool) -> str:
     if not outs:
         return expr
     return f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = {expr}"
+
+
+def _lax_scan_makes(e) -> bool:
+    """Whether lax.scan over a step closing over the consts makes exactly the
+    scan equation `e`: it hoists the values the body reads, in the order it
+    first reads them (so every const a distinct variable, read, in order),
+    moves a carry the body passes through unchanged to the consts, and
+    forwards an xs the body returns as a ys (jax/_src/lax/control_flow/
+    loops.py, scan: `pe._jaxpr_forwarding`; found by a campaign on 0.4.25: a
+    const no equation read, which the reproducer's lax.scan dropped, and with
+    it JAX's barrier)."""
+    body, nc, nk = e.params["jaxpr"], e.params["num_consts"], e.params["num_carry"]
+    consts, carries, xs = body.inputs[:nc], body.inputs[nc:nc + nk], body.inputs[nc + nk:]
+    if any(isinstance(a, Literal) for a in e.inputs[:nc]) or len(set(e.inputs[:nc])) < nc:
+        return False
+    first_reads = []
+    for a in [a for q in body.eqns for a in q.inputs] + list(body.outputs):
+        if any(a is c for c in consts) and not any(a is r for r in first_reads):
+            first_reads.append(a)
+    passed_through = any(o is c for o, c in zip(body.outputs[:nk], carries))
+    xs_returned = any(o is x for o in body.outputs[nk:] for x in xs)
+    return len(first_reads) == nc and all(a is c for a, c in zip(first_reads, consts)) \
+        and not passed_through and not xs_returned
 
 
 def _tuple(items) -> str:
@@ -574,12 +617,19 @@ class _Writer:
         return _assign(outs, f"jax.device_put({ins[0]}, jax.memory.Space.{space})", False)
 
     def emit_scan(self, e, ins, outs, indent, out, **_):
+        """lax.scan where it makes exactly this equation (`_lax_scan_makes`),
+        else JAX's scan primitive bound on it (bind_scan), as oracle.to_jax
+        runs every scan."""
         p = e.params
         nc, nk = p["num_consts"], p["num_carry"]
         fn = self.sub(p["jaxpr"], "scan_body", indent, out)
+        loop = f"length={p['length']!r}, reverse={p['reverse']!r}, unroll={p['unroll']!r})"
+        if not _lax_scan_makes(e):
+            return (f"{_tuple(outs[:nk])}, {_tuple(outs[nk:])} = {self.use('bind_scan')}({fn}, {_tuple(ins[:nc])}, "
+                    f"{_tuple(ins[nc:nc + nk])}, {_tuple(ins[nc + nk:])}, {loop}")
         step = f"{self.use('scan_step')}({fn}, {_tuple(ins[:nc])}, {nk})"
         return (f"{_tuple(outs[:nk])}, {_tuple(outs[nk:])} = jax.lax.scan({step}, {_tuple(ins[nc:nc + nk])}, "
-                f"{_tuple(ins[nc + nk:])}, length={p['length']!r}, reverse={p['reverse']!r}, unroll={p['unroll']!r})")
+                f"{_tuple(ins[nc + nk:])}, {loop}")
 
     def emit_cond(self, e, ins, outs, indent, out, fused=None, env=None):
         fns = [self.sub(b, "branch", indent, out) for b in e.params["branches"]]

@@ -183,3 +183,45 @@ def test_reproducers_spell_it_and_run(tmp_path):
     runner = "import runpy, sys\nfor p in sys.argv[1:]:\n    runpy.run_path(p, run_name='__main__')\n"
     run = subprocess.run([sys.executable, "-c", runner, *scripts], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+# scans lax.scan over a closure would not make as written: a const no
+# equation reads (found by a campaign on 0.4.25: the reproducer's lax.scan
+# dropped it, and with it JAX's barrier), a carry passed through, an xs
+# returned as a ys, a const read after another, a literal const; and one it
+# makes (the reproducer then writes lax.scan)
+def _scan_case(body, consts_from=lambda x, y: (x, ops.cos(x))):
+    def fn(x, y):
+        return ops.scan(body, x, y, consts=consts_from(x, y))
+    return spec.trace(fn, F[3], F[2, 3])
+
+
+SCAN_CASES = {
+    "unread_const": (_scan_case(lambda c, x, a, b: (ops.sin(c) * b, x)), "bind_scan("),
+    "carry_passed_through": (_scan_case(lambda c, x, a, b: (c, ops.sin(x) * a * b)), "bind_scan("),
+    "xs_returned": (_scan_case(lambda c, x, a, b: (ops.sin(c) * a * b, x)), "bind_scan("),
+    "consts_read_out_of_order": (_scan_case(lambda c, x, a, b: (ops.sin(c) * b * a, x * 2.0)), "bind_scan("),
+    "literal_const": (_scan_case(lambda c, x, a: (ops.sin(c) * a, x * 2.0),
+                                 lambda x, y: (2.0,)), "bind_scan("),
+    "closed_over": (_scan_case(lambda c, x, a, b: (ops.sin(c) * a * b, x * 2.0)), "jax.lax.scan("),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCAN_CASES))
+def test_a_reproducer_makes_the_scan_equation_the_check_ran(name):
+    """The reproducer's function traces to the jaxpr oracle.to_jax's does
+    (the function oracle.check runs), writing lax.scan where that makes
+    the same equation and binding JAX's scan primitive where it does not."""
+    from oracle.jax_names import EMITTERS_SOURCE
+    from oracle.jax_api.source import emitter_table_source
+    from oracle.repro import program_source
+    prog, spelled = SCAN_CASES[name]
+    args = _args(prog)
+    source = program_source(prog)
+    assert spelled in source
+    namespace = {}
+    exec("import jax, ml_dtypes\nimport jax.numpy as jnp\nimport numpy as np\n"
+         "from jax.ad_checkpoint import checkpoint_name\n" + emitter_table_source(EMITTERS_SOURCE) + "\n"
+         + source, namespace)
+    written = jax.make_jaxpr(namespace["f"])(*args)
+    assert str(written) == str(jax.make_jaxpr(to_jax(prog))(*args))

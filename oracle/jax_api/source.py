@@ -102,6 +102,14 @@ def cond_params(n_operands):
     has_linear = 'linear' in closed.eqns[-1].params
     return {'linear': (False,) * n_operands} if has_linear else {}
 ''',
+    "scan_params": '''
+def scan_params(n_operands):
+    """The params this release's scan equation takes beyond the spec's (`linear`, `_split_transpose`)."""
+    closed = jax.make_jaxpr(lambda x: jax.lax.scan(lambda c, y: (c + y, c), x[0], x))(np.zeros(2, np.float32))
+    have = closed.eqns[-1].params
+    return {**({'linear': (False,) * n_operands} if 'linear' in have else {}),
+            **({'_split_transpose': False} if '_split_transpose' in have else {})}
+''',
     "wrap_init": '''
 def wrap_init(fun, args):
     """lu.wrap_init(fun), with the debug info jax 0.5+ requires."""
@@ -116,5 +124,5 @@ def wrap_init(fun, args):
 
 def helper_source(name: str) -> str:
     """A reproducer helper that probes the running release: `cond_params`,
-    `wrap_init`."""
+    `scan_params`, `wrap_init`."""
     return HELPERS[name].strip("\n")

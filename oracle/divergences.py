@@ -58,6 +58,7 @@ class Context:
     spec_error_too: BaseException | None = None   # the spec raised too, for another reason than JAX's `error`
     without_dead_code: Callable | None = None     # a stack's: () -> its spec program, each level's dead code removed
     checked_program: Program | None = None   # where `program` is a stack level's: the checked function's own
+    linear_barriers_of: Callable | None = None   # stack_barriers: checked program -> the spec's count for it
 
     @property
     def user_program(self) -> Program:
@@ -612,6 +613,8 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     (`unread_operands_out`), in some order, and not the spec's own."""
     if ctx.implementation == "remat2" and ctx.property == "prevent_cse" and ctx.barriers is not None:
         return _unread_operands_barriers(ctx)
+    if ctx.implementation == "remat2" and ctx.property == "stack_barriers" and ctx.linear_barriers_of is not None:
+        return _unread_operands_linear_barriers(ctx)
     if ctx.implementation == "remat2" and ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
         return _unread_operands_leaves(ctx)
     if ctx.implementation == "remat2" and isinstance(ctx.error, ValueError) and str(ctx.error) == WHILE_TRANSPOSE_ERROR:
@@ -642,6 +645,19 @@ def _unread_operands_barriers(ctx) -> bool:
     output that only an unread operand takes is computed, and its
     recomputation barriered (found by a campaign on 0.4.25)."""
     return _barriers_of_a_variant(ctx, [unread_operands_out(ctx.program)])
+
+
+def _unread_operands_linear_barriers(ctx) -> bool:
+    """The called linear function has barriers where the spec's has none,
+    or the other way round, and the spec's count for the checked program
+    with its unread operands made outputs agrees with JAX: the tangent of
+    an unread scan const is computed in the linear function, and with it a
+    cond's other branch's checkpoint and its barrier (found by a campaign
+    on 0.4.25). The variant is of the checked program: the stack's own
+    differentiation (spec.vjp) prunes the unread operand."""
+    want, got = ctx.barriers
+    variant, n = unread_operands_out(ctx.user_program)
+    return (want > 0) != (got > 0) and bool(n) and (ctx.linear_barriers_of(variant) > 0) == (got > 0)
 
 
 def _linearize_inlines_known_checkpoints(ctx) -> bool:
@@ -875,12 +891,9 @@ def _returned_by_a_jit(source: str) -> bool:
 def _atan2_old_jvp(got, want, ctx):
     """Per atan2 equation of a type: the baseline's `output of div` (y's
     tangent factor) replaced by an `output of neg` and an `output of add`;
-    for one in a jit body, whose saved values are all outputs of the jitted
-    function, one more of them (found on 0.4.25 under jit)."""
+    for one whose saved values all take the name of an equation around it
+    (`_atan2s_named_around`), one more of that name."""
     extra, missing = _difference(got, want)
-    in_jits = collections.Counter((str(e.outputs[0].type), _JIT_OUTPUT) for c in _eqns(ctx.program)
-                                  if c.primitive.name == "call"
-                                  for e in _eqns(c.params["jaxpr"]) if e.primitive.name == "atan2")
     atan2s = collections.Counter(str(e.outputs[0].type) for e in _eqns(ctx.program) if e.primitive.name == "atan2")
     if not (missing or extra) or any(s != "output of div" or n > atan2s[t] for (t, s), n in missing.items()):
         return False
@@ -888,8 +901,23 @@ def _atan2_old_jvp(got, want, ctx):
     for (t, _), n in missing.items():
         want[(t, "output of neg")] += n
         want[(t, "output of add")] += n
-    in_jit_extra = _jit_outputs_alike(extra) - want
-    return not (want - _jit_outputs_alike(extra)) and not (in_jit_extra - in_jits)
+    named_around_extra = _jit_outputs_alike(extra) - want
+    return not (want - _jit_outputs_alike(extra)) and not (named_around_extra - _atan2s_named_around(ctx.program))
+
+
+def _atan2s_named_around(prog: Program) -> "collections.Counter":
+    """(type, name) per atan2 equation inside a jit body (its saved values
+    are outputs of the jitted function: found on 0.4.25) or a cond branch
+    (outputs of the cond: found on 0.4.36), named by the outermost one."""
+    out = collections.Counter()
+    for e in prog.eqns:
+        name = {"call": _JIT_OUTPUT, "cond": "output of cond"}.get(e.primitive.name)
+        for _, sub in subprograms(e.params):
+            if name is None:
+                out += _atan2s_named_around(sub)
+                continue
+            out.update((str(q.outputs[0].type), name) for q in _eqns(sub) if q.primitive.name == "atan2")
+    return out
 
 
 def _missing_rule(kind: str):
@@ -1880,7 +1908,11 @@ DIVERGENCES = [
         "the program with the unused outputs linearize-keeps-unused-outputs-of-staged-equations "
         "keeps made outputs too; or, for the barriers of the backward pass, the spec's count "
         "for that program agrees with JAX's where its own does not (a checkpoint whose output "
-        "only an unread operand takes is differentiated and its recomputation barriered).",
+        "only an unread operand takes is differentiated and its recomputation barriered); or, for "
+        "the barriers of a called linear function (linearize over a stack), the spec's count for "
+        "the checked function's program with its unread operands made outputs agrees with JAX's "
+        "(an unread scan const's tangent computed in the linear function brings a cond's other "
+        "branch's checkpoint with it, barriered: found on 0.4.25, measured on 0.4.36 and 0.6.2).",
         "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
         "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
         _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),
@@ -2387,7 +2419,9 @@ DIVERGENCES = [
         "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
         "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does. Same derivative. "
         "The predicate: per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
-        "and `output of add` of the same type, and nothing else differs.",
+        "and `output of add` of the same type (for one in a jit body or a cond branch, whose saved "
+        "values all take the jit's or the cond's name, one more of that name: found on 0.4.25 and "
+        "0.4.36), and nothing else differs.",
         "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
         _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
     Divergence(

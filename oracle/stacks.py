@@ -497,6 +497,12 @@ def _without_direct_linearization() -> str | None:
 STACK_BARRIERS = "stack_barriers"
 
 
+def _linearized_inputs(prog: Program, stack: Stack) -> list[bool]:
+    """Which inputs of the level below a linearize layer it differentiates."""
+    top = levels(prog, stack)[-2]
+    return _mask(top, differentiated(top, stack.layers[-1]))
+
+
 def stack_barriers_property(stack: Stack, prog: Program):
     """For a linearize stack: whether the jit of the linearized function with
     its linear function called (not transposed) has optimization barriers
@@ -509,8 +515,8 @@ def stack_barriers_property(stack: Stack, prog: Program):
     remat3-barrier-iff-backward-reads-checkpoint-inputs, backward only)."""
     if not stack.linearized:
         raise InvalidArgument(f"stack {stack}: barriers of the called linear function need a linearize layer")
-    below, top = Stack(stack.layers[:-1]) if stack.layers[:-1] else None, levels(prog, stack)[-2]
-    diff = _mask(top, differentiated(top, stack.layers[-1]))
+    below = Stack(stack.layers[:-1]) if stack.layers[:-1] else None
+    diff = _linearized_inputs(prog, stack)
     fn, call_linear = jax_functions(stack, base_level(prog))
 
     def level_program(case):
@@ -518,6 +524,11 @@ def stack_barriers_property(stack: Stack, prog: Program):
 
     def spec_side(case):
         return linear_optimization_barriers(level_program(case), diff=diff)
+
+    def barriers_of(checked: Program) -> int:
+        """The spec's count for another checked program (a known divergence's variant)."""
+        level = checked if below is None else spec_program(checked, below)
+        return linear_optimization_barriers(level, diff=_linearized_inputs(checked, stack))
 
     def jax_side(case, f):
         import jax
@@ -530,7 +541,8 @@ def stack_barriers_property(stack: Stack, prog: Program):
             raise P.Disagreement(f"optimization barriers of {stack}, its linear function called: "
                                  f"spec predicts {want}, JAX's HLO has {got}",
                                  divergences.Context(impl, STACK_BARRIERS, case.policy, level_program(case),
-                                                     barriers=(want, got), diff=diff),
+                                                     barriers=(want, got), diff=diff, checked_program=case.prog,
+                                                     linear_barriers_of=barriers_of),
                                  numeric=dict(barriers=want,
                                               operands=_case_operands(stack)(case)))
         return f"barriers of {stack}: spec {want}, HLO {got}"

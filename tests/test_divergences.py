@@ -1861,7 +1861,25 @@ def _checkpoint_output_only_a_stop_gradient_reads(a):
     return lax.stop_gradient(m) * n
 
 
-EIGHTH_ROUND = {       # and the ninth session's
+def _atan2_whose_output_only_a_nested_cond_s_pred_reads(a, b, c, d):
+    """finding 2fdcc71fce (0.4.36, round t): atan2 in a cond branch whose
+    output a nested cond takes as an operand its branches do not read (only
+    its predicate reads it): before direct linearization its tangent is
+    computed, saving atan2's old JVP factors, all named `output of cond`."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def inner(n, o, p, q):
+        r = lax.atan2(p, q)
+        return lax.cond(jnp.sum(r) > 0, lambda w, x: jnp.sin(w), lambda z, y: jnp.sin(z), n, r)
+    return lax.cond(b > 0, inner, lambda i, j, k, l: jnp.sin(i), a, b, c, d)
+
+
+EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
+    "atan2_whose_output_only_a_nested_cond_s_pred_reads": (
+        _atan2_whose_output_only_a_nested_cond_s_pred_reads,
+        lambda np: (np.float32(0.4), np.float32(0.9), np.array([[0.3, -0.2, 0.5], [1.1, 0.4, -0.7]], np.float32),
+                    np.array([[0.6, 0.8, -0.3], [0.2, -1.3, 0.9]], np.float32))),
     "checkpoint_output_only_a_stop_gradient_reads": (_checkpoint_output_only_a_stop_gradient_reads,
                                                       lambda np: (np.array([0.3, -0.2, 0.5], np.float32),)),
     "zero_power_read_in_a_scan_body": (_zero_power_read_in_a_scan_body, lambda np: (np.float32(0.7),)),
@@ -1917,6 +1935,11 @@ EIGHTH_ROUND = {       # and the ninth session's
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "atan2_whose_output_only_a_nested_cond_s_pred_reads": {
+        **{r: [("i32[]", "output of convert_element_type"), ("f32[]", "output of cond"), ("i32[]", "output of cond")]
+           + [("f32[2,3]", "output of cond")] * n for r, n in (("0.4.25", 3), ("0.4.36", 3), ("0.6.2", 2))},
+        "0.10.2": [("i32[]", "output of convert_element_type"), ("f32[]", "output of cond"),
+                   ("i32[]", "output of cond")]},
     "checkpoint_output_only_a_stop_gradient_reads": {
         **{r: [("f32[3]", "from the argument a"), ("f32[3]", "output of stop_gradient")]
            for r in ("0.4.25", "0.4.36", "0.6.2")},
@@ -2267,3 +2290,70 @@ def test_an_unused_output_kept_by_linearization_barriers_a_checkpoint_in_a_branc
                           properties=("prevent_cse",))
     d = next(d for d in DIVERGENCES if d.name == "linearize-keeps-unused-outputs-of-staged-equations")
     assert report.status("prevent_cse", "remat2") == ("known divergence" if d.active() else "ok"), str(report)
+
+
+def _unread_scan_const_beside_a_checkpoint(a, b):
+    """finding dd34df8fff (0.4.25, tenth session's round t): a scan whose
+    body holds a cond; one branch runs a scan whose body reads a value it
+    closes over (q) only in dead code, the other a checkpoint."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def branch0(m, n, o):
+        q = m + jnp.sin(m)
+
+        def inner(carry, w):
+            _ = q * 2.0
+            return jnp.arccos(carry), jnp.arccos(carry)
+        return lax.scan(inner, o, m)[0]
+
+    def branch1(m, n, o):
+        policy = jax.checkpoint_policies.save_only_these_names("a", "b")
+        return jax.checkpoint(lambda x: (checkpoint_name(x, "b"), x), policy=policy)(n)[0]
+
+    def body(c, _):
+        c = lax.cond(jnp.sum(a) > 0, branch1, branch0, c, a, b)
+        return c, c
+    return lax.scan(body, a, None, length=1)[0]
+
+
+# the barriers in jax.jit of linearize o grad of it, its linear function called (recorded
+# by running test_an_unread_scan_const_barriers_a_checkpoint_in_the_linear_function)
+UNREAD_SCAN_CONST_BARRIERS = {"0.4.25": 1, "0.4.36": 1, "0.6.2": 1, "0.10.2": 0}
+
+
+def test_an_unread_scan_const_barriers_a_checkpoint_in_the_linear_function():
+    """Before direct linearization the linear function of linearize o grad
+    computes the tangent of the scan's unread const and, with it, the cond's
+    other branch's checkpoint, barriered; 0.10.2 (and the spec) have no
+    barrier. oracle.check's stack_barriers is ok on 0.10.2 and a known
+    divergence (linearize-computes-tangents-of-unread-operands) before."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    a = np.array([[1.14, 0.77, 0.54], [0.52, 1.31, -1.41]], np.float32)
+    b = np.array([[0.64, -0.84, 0.41], [-0.58, 0.65, 0.07]], np.float32)
+    w, t1, t2 = (np.full((2, 3), 0.3, np.float32),) * 3
+
+    def linear_called(a, b, w, t1, t2):
+        grad = jax.grad(lambda a, b: jnp.sum(_unread_scan_const_beside_a_checkpoint(a, b) * w), argnums=(0, 1))
+        return jax.linearize(grad, a, b)[1](t1, t2)
+    got = jax.jit(linear_called).lower(a, b, w, t1, t2).as_text().count("optimization_barrier")
+    if jax.__version__ in UNREAD_SCAN_CONST_BARRIERS:
+        assert got == UNREAD_SCAN_CONST_BARRIERS[jax.__version__]
+    prog = trace_jax(_unread_scan_const_beside_a_checkpoint, a, b)
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = oracle_agrees(prog, stack=stack, implementations=("remat2",), only=(S.STACK_BARRIERS,))
+    status = report.status(S.STACK_BARRIERS, "remat2")
+    if got == UNREAD_SCAN_CONST_BARRIERS["0.10.2"]:
+        assert status == "ok", str(report)
+    else:
+        assert status == "known divergence", str(report)
+        assert [n for n, *_ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]

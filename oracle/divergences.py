@@ -59,6 +59,7 @@ class Context:
     without_dead_code: Callable | None = None     # a stack's: () -> its spec program, each level's dead code removed
     checked_program: Program | None = None   # where `program` is a stack level's: the checked function's own
     linear_barriers_of: Callable | None = None   # stack_barriers: checked program -> the spec's count for it
+    values_agree_for: Callable | None = None     # vjp: (variant, outputs gained) -> JAX's values are its
 
     @property
     def user_program(self) -> Program:
@@ -553,6 +554,8 @@ def _linearize_keeps_unused_outputs(ctx):
     those of the program itself."""
     if ctx.implementation == "remat2" and ctx.property == "prevent_cse" and ctx.barriers is not None:
         return _unused_outputs_barriers(ctx)
+    if ctx.implementation == "remat2" and ctx.values_agree_for is not None:
+        return _unused_outputs_values(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     as_written = lambda policy: policy
@@ -580,6 +583,18 @@ def _unused_outputs_barriers(ctx) -> bool:
     and its recomputation barriered (found by a campaign on 0.4.36)."""
     return _barriers_of_a_variant(ctx, [unused_linearize_outputs_out(ctx.program, **through)
                                         for through in _KEPT_OUTPUTS_THROUGH])
+
+
+def _unused_outputs_values(ctx) -> bool:
+    """JAX's pullback values are the spec's for the program with the unused
+    outputs JAX keeps made outputs, their cotangents zero: the cotangent of
+    a kept loop carry is carried back from an instantiated zero, so a
+    factor that overflowed gives 0 * inf = nan where the spec, which prunes
+    the carry, is finite (found by a campaign on 0.4.25: a scan carry
+    squared each step, unused)."""
+    return any(n and ctx.values_agree_for(kept, n)
+               for kept, n in (unused_linearize_outputs_out(ctx.program, **through)
+                               for through in _KEPT_OUTPUTS_THROUGH))
 
 
 def _barriers_of_a_variant(ctx, variants) -> bool:
@@ -962,11 +977,14 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
                            for v, b in zip(c.outputs, c.params["jaxpr"].outputs))
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
-    # stacked by every scan around it (a scan in a scan: found on 0.4.25): an
+    # stacked by every scan around it (a scan in a scan: found on 0.4.25), or
+    # by the inner ones alone where it is invariant in the outer ones, which
+    # hoist it (an inner scan on an outer scan's const: found on 0.4.25): an
     # output of the outermost scan, or of a jit around
     for c, lengths in _eqns_in_loops(prog):
         if c.primitive.name == "custom_vjp_call" and lengths:
-            stacked = [str(ArrayType(tuple(lengths) + v.type.shape, v.type.dtype)) for v in c.outputs]
+            stacked = [str(ArrayType(tuple(lengths[i:]) + v.type.shape, v.type.dtype))
+                       for v in c.outputs for i in range(len(lengths))]
             out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
     return out
 
@@ -1932,7 +1950,11 @@ DIVERGENCES = [
         "whose other branches return zeros, and scan bodies, stacked, not through checkpoints), "
         "and not for the program itself; for the backward pass's barriers, the spec's count for "
         "that program agrees with JAX's where the program's does not (a checkpoint in a branch "
-        "of an unused cond output, barriered: found on 0.4.25 and 0.4.36).",
+        "of an unused cond output, barriered: found on 0.4.25 and 0.4.36); for a pullback's values, "
+        "JAX's are the spec's for that program, the added outputs' cotangents zero (a kept loop "
+        "carry's cotangent is carried back from an instantiated zero: 0 * inf = nan where a factor "
+        "overflowed, found on 0.4.25). An equation none of whose read outputs has a nonzero "
+        "tangent stages nothing (a scan whose ys read only floor's output: found on 0.6.2).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",
@@ -2065,7 +2087,8 @@ DIVERGENCES = [
         "and inside a cond branch (an extra `output of cond`: found by a campaign on 0.4.36); "
         "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
         "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
-        "output of a custom_vjp in a scan or jit body or a cond branch (stacked by every scan around it, or of its own type).",
+        "output of a custom_vjp in a scan or jit body or a cond branch (stacked by every scan around it, or by the inner "
+        "ones alone where the outer ones hoist it, or of its own type).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"

@@ -106,7 +106,7 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True,
     keep none: found by a campaign on 0.4.36)."""
     return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
                               lambda e: not top_level and e.primitive is not remat_p
-                              and (through_conds or e.primitive is not cond_p), _live_tangents)
+                              and (through_conds or e.primitive is not cond_p), _tangent_liveness(prog))
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:
@@ -126,7 +126,7 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     # stages what the outputs' tangents reach, so a nested cond whose float
     # outputs nothing reads stages nothing: found on 0.4.25 and 0.4.36)
     return unused_outputs_out(prog, lambda e, used: _unread_operands(e), lambda e: e.primitive is not remat_p,
-                              _live_tangents)
+                              _tangent_liveness(prog))
 
 
 def _unread_operands(e: Eqn) -> list:
@@ -207,10 +207,20 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _live_tangents(prog: Program) -> tuple[set, set]:
+def _tangent_liveness(prog: Program) -> Callable:
+    """`_live_tangents` of `prog` and its sub-programs, knowing which of
+    their values have a symbolic zero tangent (`zero_tangents`)."""
+    zero = zero_tangents(prog)
+    return lambda p: _live_tangents(p, zero)
+
+
+def _live_tangents(prog: Program, zero: frozenset = frozenset()) -> tuple[set, set]:
     """`_live` of the linear program: the equations some float output of
     which has its tangent read (transitively, by the program's float
-    outputs), and what they read. A checkpoint reads none of the operands
+    outputs) and not a symbolic zero (ids in `zero`: JAX's JaxprTrace stages
+    no tangent equation for it; found by a campaign on 0.6.2: a scan whose
+    only read output's tangent is zero keeps nothing of its unused carry),
+    and what they read. A checkpoint reads none of the operands
     its body (without dead code) does not read (remat_jvp passes it no
     tangent for them), and an equation reads no tangent for an output that
     only equations without a read float output take (a comparison feeding
@@ -221,7 +231,7 @@ def _live_tangents(prog: Program) -> tuple[set, set]:
     read = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
     live = set()
     for e in reversed(prog.eqns):
-        if not any(v.id in read and is_float(v.type.dtype) for v in e.outputs):
+        if not any(v.id in read and is_float(v.type.dtype) and v.id not in zero for v in e.outputs):
             continue
         live.add(id(e))
         inputs = e.inputs
@@ -335,3 +345,69 @@ def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
             eqns.append(Eqn(e.primitive, inputs, e.outputs, params, why=e.why,
                             residual_outputs=e.residual_outputs))
     return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def zero_tangents(prog: Program, nonzeros=None) -> frozenset:
+    """The ids of the variables of `prog` and of its sub-programs whose
+    tangent is a symbolic zero in the spec's linearization (JAX's `ad.Zero`:
+    an integer value, floor's output, a loop carry only zeros reach), the
+    inputs' tangents nonzero where `nonzeros` says (default: every float
+    input). A sub-program's inputs are nonzero as its equation's operands
+    are, a loop's carries by the loop's fixpoint (`_body_nonzeros`)."""
+    nonzeros = [is_float(t.dtype) for t in prog.in_types] if nonzeros is None else list(nonzeros)
+    nonzero = _nonzero_tangents(prog, nonzeros)
+    zero = {i for i, nz in nonzero.items() if not nz}
+    for e in prog.eqns:
+        flags = [isinstance(a, Var) and nonzero.get(a.id, False) for a in e.inputs]
+        for body, body_nonzeros in _body_nonzeros(e, flags):
+            zero |= zero_tangents(body, body_nonzeros)
+    return frozenset(zero)
+
+
+def _nonzero_tangents(prog: Program, nonzeros: list) -> dict:
+    """id -> whether its tangent is nonzero, for `prog`'s inputs and the
+    outputs of its equations (the spec's JVP of the program returning them
+    all, zeros not instantiated); every float value where the spec cannot
+    linearize the program."""
+    values = list(prog.inputs) + [v for e in prog.eqns for v in e.outputs]
+    try:
+        _, out_nz = spec.jvp_program(Program(prog.inputs, prog.eqns, values), nonzeros, instantiate_zeros=False,
+                                     known_tangents_are_zero=True)
+    except Exception:       # noqa: BLE001 -- no linearization: every float value may carry a tangent
+        out_nz = [is_float(v.type.dtype) for v in values]
+    return {v.id: bool(nz) for v, nz in zip(values, out_nz)}
+
+
+def _body_nonzeros(e: Eqn, flags: list) -> list:
+    """(sub-program, its inputs' nonzero tangents) for equation `e` whose
+    operands' are `flags`: a cond's branches take the operands after the
+    index; a scan's and a while body's carries are nonzero where the
+    initial value or, iterated to a fixpoint, the body's new carry is (the
+    scan and while JVP rules' fixpoint); a while's cond takes no tangent."""
+    name = e.primitive.name
+    if name == "cond":
+        return [(b, flags[1:]) for b in e.params["branches"]]
+    if name == "scan":
+        nc, nk = e.params["num_consts"], e.params["num_carry"]
+        return [(e.params["jaxpr"], _carry_fixpoint(e.params["jaxpr"], flags, nc, nk))]
+    if name == "while":
+        cc, bc = e.params["cond_nconsts"], e.params["body_nconsts"]
+        carries = flags[cc + bc:]
+        body = e.params["body_jaxpr"]
+        return [(e.params["cond_jaxpr"], [False] * len(e.params["cond_jaxpr"].inputs)),
+                (body, _carry_fixpoint(body, flags[cc:cc + bc] + carries, bc, len(carries)))]
+    return [(sub, flags if len(flags) == len(sub.inputs) else [is_float(t.dtype) for t in sub.in_types])
+            for _, sub in subprograms(e.params)]
+
+
+def _carry_fixpoint(body: Program, flags: list, n_consts: int, n_carry: int) -> list:
+    """A loop body's inputs' nonzero tangents: its carries' grown until the
+    body's new carries add none."""
+    flags = list(flags)
+    while True:
+        nonzero = _nonzero_tangents(body, flags)
+        new = [nonzero.get(o.id, False) if isinstance(o, Var) else False for o in body.outputs[:n_carry]]
+        grown = [f or n for f, n in zip(flags[n_consts:n_consts + n_carry], new)]
+        if grown == flags[n_consts:n_consts + n_carry]:
+            return flags
+        flags[n_consts:n_consts + n_carry] = grown

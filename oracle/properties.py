@@ -375,7 +375,11 @@ def _noise(noisy, reference) -> float:
     return float(np.max(d[np.isfinite(d)], initial=0.0))
 
 
-def _numbers_compare(name, weight):
+def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangents_gained: bool = False):
+    """The compare of a numeric property; with `zero_cotangents_gained` (its
+    operands end with the program outputs' cotangents) a known divergence
+    may ask whether JAX's answer is the spec's for a variant program
+    (`_values_agree_for`)."""
     def compare(case, impl, got, want):
         expected, reference, noise = want
         got = list(got)
@@ -393,13 +397,29 @@ def _numbers_compare(name, weight):
                     f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error {max_abs:.4g} "
                     f"from the float64 reference (rel {max_rel:.4g}) > tolerance {tol:.3g}; worst index "
                     f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
-                    case.context(impl, name),
+                    case.context(impl, name, values_agree_for=zero_cotangents_gained and _values_agree_for(
+                        case, numeric, got, depth)),
                     numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
                                  expected=reference, atol=tol,
                                  operands=case.cache.get(("operands", name), [])))
             worst = (max(worst[0], max_abs), max(worst[1], max_rel))
         return worst
     return compare
+
+
+def _values_agree_for(case, numeric: Numeric, got: list, depth: int):
+    """For a known divergence: (variant program, how many outputs it
+    gained) -> whether JAX's answer `got` is the spec's for the variant at
+    the case's operands and a zero cotangent for each gained output."""
+    def agree(variant: Program, gained: int) -> bool:
+        zeros = [np.zeros(t.shape, t.dtype) for t in variant.out_types[len(variant.outputs) - gained:]
+                 if is_float(t.dtype)]
+        expected, reference, noise = spec_numbers(variant, numeric, numeric.operands(case) + zeros, case.seed,
+                                                  case.arithmetic)
+        return len(got) == len(expected) and all(
+            tolerances.compare(spec_value_of(g), w, r, np.asarray(w).dtype, depth, case.rtol_scale, n)[0]
+            for g, w, r, n in zip(got, expected, reference, noise))
+    return agree
 
 
 def _with(f, args, diff, d):
@@ -455,24 +475,28 @@ def _vmap_term(f, operands, diff):
 
 
 def _numeric(name, term, weight=1, needs="none"):
-    return Property(name, "compiled", _spec_numbers(NUMERIC[name]), _numbers_compare(name, weight),
+    return Property(name, "compiled", _spec_numbers(NUMERIC[name]),
+                    _numbers_compare(name, weight, NUMERIC[name], zero_cotangents_gained=name == "vjp"),
                     jax_term=term, needs=needs, weight=weight)
 
 
 def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, after=None,
                      repro_code: str | None = None, description: str = "",
-                     without_dead_code: Callable | None = None) -> Property:
+                     without_dead_code: Callable | None = None, zero_cotangents_gained: bool = False) -> Property:
     """A numeric property of the compiled tier with operands of its own
     (`numeric.operands`: the jit gets them as `operands[4][name]`); `after`
     maps the jit's answer to JAX's (a second jit: a linear function that
-    jax.linearize returned, called on its own)."""
+    jax.linearize returned, called on its own); `zero_cotangents_gained`:
+    its operands end with a cotangent per float output of the program
+    (see `_numbers_compare`)."""
     def own(case):
         key = ("operands", name)
         if key not in case.cache:
             case.cache[key] = numeric.operands(case)
         return case.cache[key]
     cached = Numeric(numeric.program, own, numeric.outputs)
-    return Property(name, "compiled", _spec_numbers(cached), _numbers_compare(name, weight), jax_term=term,
+    return Property(name, "compiled", _spec_numbers(cached),
+                    _numbers_compare(name, weight, cached, zero_cotangents_gained), jax_term=term,
                     weight=weight, operands=own, after=after, repro_code=repro_code, description=description,
                     without_dead_code=without_dead_code)
 

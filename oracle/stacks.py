@@ -427,7 +427,9 @@ def stack_property(stack: Stack, prog: Program):
     code = stack_source(stack, level0).rstrip("\n") + "\n\n\n" + call
     return P.numeric_property(STACK, numeric, term, weight=2 ** stack.ad_depth, after=after,
                               repro_code=code, description=str(stack),
-                              without_dead_code=lambda case: spec_program(case.prog, stack, dead_code_removed=True))
+                              without_dead_code=lambda case: spec_program(case.prog, stack, dead_code_removed=True),
+                              # one grad or vjp: its operands end with the outputs' cotangents
+                              zero_cotangents_gained=len(stack.layers) == 1 and stack.layers[0].kind in REVERSE_KINDS)
 
 
 STACK_RESIDUALS = "stack_residuals"

@@ -1875,7 +1875,59 @@ def _atan2_whose_output_only_a_nested_cond_s_pred_reads(a, b, c, d):
     return lax.cond(b > 0, inner, lambda i, j, k, l: jnp.sin(i), a, b, c, d)
 
 
+def _dead_carry_of_a_scan_whose_ys_have_zero_tangents(c, l):
+    """finding 1ed27537b9 (0.6.2, round t): a scan body runs a scan whose
+    carry only feeds itself (unused at the end) and whose ys read only
+    floor's output (a zero tangent); the outer scan's ys are unused. Before
+    direct linearization the outer ys' tangent factor is kept, and nothing
+    of the inner carry: no tangent equation reaches the inner scan. In a
+    jit, as the campaign wrote it: its saved values are all outputs of the
+    jit, so only their number tells."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def prog(c, l):
+        m = jnp.floor(l)
+
+        def outer(carry, x):
+            inner = lambda c, y: (jnp.sin(c), lax.integer_pow(jnp.square(y) + 1.0, -1))
+            return lax.scan(inner, carry, m)[1], jnp.sin(x)
+        return lax.scan(outer, c, l)[0]
+    return jax.jit(prog)(c, l)
+
+
+def _custom_vjp_in_a_scan_on_an_outer_scan_s_const(a):
+    """finding 0487788b2e (0.4.25, round u): a custom_vjp function in a scan
+    that runs on an outer scan's const (the outer carry unread): the
+    custom_vjp's output is saved stacked by the inner scan alone, hoisted
+    out of the outer one."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda cos_x, g: (cos_x * g,))
+
+    def inner(h, _):
+        y = f(h)
+        return y, y
+
+    def outer(carry, _):
+        h = lax.scan(inner, a, None, length=1)[0]
+        return h, h
+    return lax.scan(outer, a, None, length=1)[0]
+
+
 EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
+    "custom_vjp_in_a_scan_on_an_outer_scan_s_const": (_custom_vjp_in_a_scan_on_an_outer_scan_s_const,
+                                                      lambda np: (np.float32(0.7),)),
+    "dead_carry_of_a_scan_whose_ys_have_zero_tangents": (
+        _dead_carry_of_a_scan_whose_ys_have_zero_tangents,
+        lambda np: (np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(2, 2, 3),
+                    np.linspace(0.5, 2.5, 12, dtype=np.float32).reshape(2, 2, 3))),
     "atan2_whose_output_only_a_nested_cond_s_pred_reads": (
         _atan2_whose_output_only_a_nested_cond_s_pred_reads,
         lambda np: (np.float32(0.4), np.float32(0.9), np.array([[0.3, -0.2, 0.5], [1.1, 0.4, -0.7]], np.float32),
@@ -1935,6 +1987,11 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "custom_vjp_in_a_scan_on_an_outer_scan_s_const": {
+        **{r: [("f32[1]", "output of scan")] * 2 for r in ("0.4.25", "0.4.36")},
+        **{r: [("f32[1]", "output of scan")] for r in ("0.6.2", "0.10.2")}},
+    "dead_carry_of_a_scan_whose_ys_have_zero_tangents": {
+        **{r: [("f32[2,2,3]", _PROG)] * 2 for r in ("0.4.25", "0.4.36", "0.6.2")}, "0.10.2": [("f32[2,2,3]", _PROG)]},
     "atan2_whose_output_only_a_nested_cond_s_pred_reads": {
         **{r: [("i32[]", "output of convert_element_type"), ("f32[]", "output of cond"), ("i32[]", "output of cond")]
            + [("f32[2,3]", "output of cond")] * n for r, n in (("0.4.25", 3), ("0.4.36", 3), ("0.6.2", 2))},
@@ -2357,3 +2414,44 @@ def test_an_unread_scan_const_barriers_a_checkpoint_in_the_linear_function():
     else:
         assert status == "known divergence", str(report)
         assert [n for n, *_ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]
+
+
+def _carry_squared_each_step_unused(a):
+    """finding 170afbb1de (0.4.25, eleventh session's round u): a scan whose
+    carry is squared each step (stop_gradient(h) * h: its factor is the
+    carry itself, which overflows) and unused at the end."""
+    from jax import lax
+    return lax.scan(lambda h, i: (lax.stop_gradient(h) * h, lax.stop_gradient(i) * i), a, a)[1]
+
+
+# whether jax.grad of its sum has a nan (recorded by running
+# test_an_unused_overflowing_carry_gives_nan_cotangents_before_direct_linearization)
+UNUSED_OVERFLOWING_CARRY_NAN = {"0.4.25": True, "0.4.36": True, "0.6.2": True, "0.10.2": False}
+
+
+def test_an_unused_overflowing_carry_gives_nan_cotangents_before_direct_linearization():
+    """Before direct linearization JAX keeps the unused carry's tangent, and
+    its transpose carries the carry's cotangent back from an instantiated
+    zero: 0 * inf = nan in every input cotangent. 0.10.2 (and the spec)
+    prune the carry: the cotangents are the xs' own, finite. oracle.check's
+    vjp is ok on 0.10.2 and the known divergence
+    linearize-keeps-unused-outputs-of-staged-equations before (JAX's values
+    are the spec's for the program with the carry made an output, its
+    cotangent zero)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+
+    a = np.linspace(-3.0, 3.0, 12, dtype=np.float32)
+    grad = jax.grad(lambda a: jnp.sum(_carry_squared_each_step_unused(a)))(a)
+    if jax.__version__ in UNUSED_OVERFLOWING_CARRY_NAN:
+        assert bool(np.isnan(grad).any()) == UNUSED_OVERFLOWING_CARRY_NAN[jax.__version__]
+    report = oracle.check(_carry_squared_each_step_unused, oracle.AS_IS, a, implementations=("remat2",),
+                          properties=("vjp",))
+    if not np.isnan(grad).any():
+        assert report.status("vjp", "remat2") == "ok", str(report)
+    else:
+        assert report.status("vjp", "remat2") == "known divergence", str(report)
+        assert [n for n, *_ in report.known_divergences] == ["linearize-keeps-unused-outputs-of-staged-equations"]

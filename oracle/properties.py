@@ -397,8 +397,8 @@ def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangen
                     f"output {i} ({np.asarray(w).dtype}{list(np.shape(w))}): max abs error {max_abs:.4g} "
                     f"from the float64 reference (rel {max_rel:.4g}) > tolerance {tol:.3g}; worst index "
                     f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
-                    case.context(impl, name, values_agree_for=zero_cotangents_gained and _values_agree_for(
-                        case, numeric, got, depth)),
+                    case.context(impl, name, values_agree_for=_values_agree_for(case, numeric, got, depth)
+                                 if zero_cotangents_gained else None),
                     numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
                                  expected=reference, atol=tol,
                                  operands=case.cache.get(("operands", name), [])))

@@ -2455,3 +2455,41 @@ def test_an_unused_overflowing_carry_gives_nan_cotangents_before_direct_lineariz
     else:
         assert report.status("vjp", "remat2") == "known divergence", str(report)
         assert [n for n, *_ in report.known_divergences] == ["linearize-keeps-unused-outputs-of-staged-equations"]
+
+
+@pytest.mark.parametrize("name", ["values", "jvp", "vjp", "vmap"])
+def test_a_numeric_disagreement_asks_for_a_variant_s_values_of_a_pullback_only(name):
+    """A numeric property's Disagreement carries `values_agree_for` for the
+    vjp alone (its operands end with the outputs' cotangents; None for the
+    others, which a known divergence's predicate then skips: a bool there
+    crashed every predicate on 0.4.36). For the vjp it answers whether
+    JAX's values are the spec's for a variant: yes for the program itself
+    with a gained output (its cotangent zero adds nothing), no for wrong
+    values."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+    from oracle import properties as P
+    from oracle.checker import make_case
+    from oracle.program_variants import unused_linearize_outputs_out
+
+    def f(a):
+        y, _ = jax.checkpoint(lambda r: (jnp.sin(r), r * 2.0))(a)
+        return y
+    case = make_case(f, oracle.AS_IS, (np.array([0.3, -1.2, 0.8], np.float32),), {})
+    prop = getattr(P, name.upper())
+    want = prop.spec_side(case)
+    wrong = [np.asarray(w) + 1.0 for w in want[0]]
+    with pytest.raises(P.Disagreement) as raised:
+        prop.compare(case, "remat2", wrong, want)
+    agree = raised.value.context.values_agree_for
+    if name != "vjp":
+        assert agree is None
+        return
+    kept, gained = unused_linearize_outputs_out(case.prog)
+    assert gained == 1
+    assert not agree(kept, gained)
+    raised.value.context.values_agree_for = P._values_agree_for(case, P.NUMERIC["vjp"], list(want[0]), 1)
+    assert raised.value.context.values_agree_for(kept, gained)

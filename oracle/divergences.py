@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (has_primitive, unread_operands_out, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (has_primitive, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unused_checkpoint_outputs_out, unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
                                  remat3_model, remat3_recognises, remat3_variants, remats)
@@ -933,6 +933,26 @@ def _atan2s_named_around(prog: Program) -> "collections.Counter":
                 continue
             out.update((str(q.outputs[0].type), name) for q in _eqns(sub) if q.primitive.name == "atan2")
     return out
+
+
+CUSTOM_VJP_JVP_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+
+
+def _custom_vjp_of_an_instantiated_zero(ctx) -> bool:
+    """JAX raised custom_lin's TypeError (CUSTOM_VJP_JVP_ERROR), and a
+    custom_vjp call of the checked function takes a float operand whose
+    tangent the spec's linearization knows is zero (`zero_tangents`), in a
+    program with an integer_pow(x, 0): JAX's rule for it returns
+    instantiated zeros, a known value, so partial evaluation evaluates the
+    custom_vjp's custom_lin, whose impl raises (found by a campaign on
+    0.6.2: such a custom_vjp in a cond branch)."""
+    prog = ctx.user_program
+    if not (isinstance(ctx.error, TypeError) and str(ctx.error) == CUSTOM_VJP_JVP_ERROR
+            and any(e.primitive.name == "integer_pow" and e.params["y"] == 0 for e in _eqns(prog))):
+        return False
+    zero = zero_tangents(prog)
+    return any(isinstance(a, Var) and is_float(a.type.dtype) and a.id in zero
+               for e in _eqns(prog) if e.primitive.name == "custom_vjp_call" for a in e.inputs)
 
 
 def _missing_rule(kind: str):
@@ -2115,6 +2135,23 @@ DIVERGENCES = [
         "f_lin = jax.jit(lambda x: jax.linearize(lambda x: (jnp.sin(x), jnp.zeros(())), x)[1])(1.0)\n"
         "jax.jit(lambda f, t: f(t))(f_lin, 1.0)  # raises",
         _linearized_zero_output_leaks, releases=Releases("0.4.25", "0.7.0")),
+    Divergence(
+        "custom-vjp-of-an-instantiated-zero-tangent-fails",
+        "Before jax 0.7.1 (0.4.25, 0.4.36, 0.6.2 and 0.7.0 measured in a cond branch, 0.7.0 "
+        "passing outside one; 0.7.1 passes) "
+        "differentiating a custom_vjp function applied to integer_pow(x, 0) (`x ** 0`) raises "
+        "TypeError: can't apply forward-mode autodiff (jvp) to a custom_vjp function. "
+        "integer_pow's JVP rule returns instantiated zeros for y == 0, a value partial "
+        "evaluation knows, so the custom_vjp's tangent half (custom_lin) has only known "
+        "operands and is evaluated, and custom_lin's impl raises that error. 0.7.1 (and the "
+        "spec) take the tangent as the symbolic zero it is: the custom_vjp contributes nothing. "
+        "docs/historic_bugs.md has the reproducer. The predicate: JAX raised exactly that "
+        "TypeError, the checked function has an integer_pow with y == 0, and a custom_vjp call "
+        "in it takes a float operand whose tangent the spec's linearization knows is zero.",
+        "s = jax.custom_vjp(jnp.sin)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g,))\n"
+        "jax.grad(lambda a: s(jax.lax.integer_pow(a, 0)))(0.5)  # raises",
+        _custom_vjp_of_an_instantiated_zero, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
         "save-from-both-policies-answers-either-answer",
         "Before jax 0.4.38 save_from_both_policies(p1, p2) is `p1(...) or p2(...)`: Python's "

@@ -252,9 +252,14 @@ def _cond_jvp(primals, tangents, *, branches):
     index, *ops = primals
     _, *op_ts = tangents
     nonzeros = [not isinstance(t, Zero) for t in op_ts]
-    # branches are JVP'd as jaxprs also when linearizing (_cond_linearize uses
-    # ad.linearize_jaxpr): a constant tangent a rule makes stays a tangent
-    lin = False
+    # when linearizing, _cond_linearize runs ad.linearize_jaxpr on each branch:
+    # its LinearizeTrace linearizes equation by equation, a rule without a
+    # linearization of its own by linearize_from_jvp, which makes a constant
+    # tangent a symbolic zero (integer_pow(x, 0)'s zeros: found by a campaign
+    # on 0.6.2, a custom_vjp of it in a branch, and measured on 0.10.2:
+    # `(h ** 0) * h` in a branch saves no zero); a zero tangent output of a
+    # branch is still a residual output of the cond (`_known_zero`)
+    lin = linearizing()
     per_branch = [_branch_jvp(b, nonzeros, None, lin)[1] for b in branches]
     out_nz = [any(z) for z in zip(*per_branch)]
     jvps = tuple(_branch_jvp(b, nonzeros, out_nz, lin)[0] for b in branches)

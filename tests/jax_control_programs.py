@@ -231,6 +231,17 @@ def rule_zero_branch_spec(x):
                      lambda f: ops.integer_pow(f, 0), x)
 
 
+# the same constant tangent read by a product in the branch: linearized
+# equation by equation (linearize_from_jvp), it is a symbolic zero there, and
+# nothing of it is saved (the spec saved the zero: found on 0.10.2)
+def rule_zero_read_branch_jax(x):
+    return lax.cond(x > 0.0, jnp.sin, lambda f: f ** 0 * jnp.sin(f), x)
+
+
+def rule_zero_read_branch_spec(x):
+    return spec.cond(ops.gt(x, 0.0), ops.sin, lambda f: ops.mul(ops.integer_pow(f, 0), ops.sin(f)), x)
+
+
 # one branch's tangent is a symbolic zero (a constant), the other's needs no residual
 def constant_branch_jax(x):
     return jnp.sum(lax.cond(jnp.sum(x) > 0.0, lambda x: jnp.ones_like(x) * 2.0, lambda x: x, x) * 3.0)
@@ -266,6 +277,8 @@ PROGRAMS: list[TestProgram] = [
        "merges residual slots before DCE)"),
     _p("cond_rule_made_zero_tangent", (rule_zero_branch_jax, rule_zero_branch_spec), ((F32, ()),),
        "a constant tangent one branch makes (x ** 0) is a residual output of the cond"),
+    _p("cond_rule_made_zero_tangent_read", (rule_zero_read_branch_jax, rule_zero_read_branch_spec), ((F32, ()),),
+       "a constant tangent one branch makes (x ** 0) and multiplies is a symbolic zero: nothing of it is saved"),
     _p("cond_constant_branch", (constant_branch_jax, constant_branch_spec), X3,
        "the constant branch's zero tangent, instantiated since the other's is nonzero, is a "
        "residual output of the cond (made on the primal side)"),

@@ -2493,3 +2493,50 @@ def test_a_numeric_disagreement_asks_for_a_variant_s_values_of_a_pullback_only(n
     assert not agree(kept, gained)
     raised.value.context.values_agree_for = P._values_agree_for(case, P.NUMERIC["vjp"], list(want[0]), 1)
     assert raised.value.context.values_agree_for(kept, gained)
+
+
+def _custom_vjp_of_x_to_the_zero_in_a_cond(a):
+    """finding f6cfc8a9f7 (0.6.2, round u): a cond branch applies a
+    custom_vjp function to integer_pow(h, 0)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda cos_x, g: (cos_x * g,))
+    return lax.cond(a > 0, lambda h: s(lax.integer_pow(h, 0)), jnp.sin, a)
+
+
+def test_a_custom_vjp_of_an_instantiated_zero_tangent():
+    """Before jax 0.7.1 jax.grad raises custom_lin's TypeError (integer_pow's
+    instantiated zero tangent is known, so the custom_vjp's tangent half is
+    evaluated); 0.10.2 and the spec compute. oracle.check is ok where JAX
+    computes and reports the known divergence where it raises, for every
+    property that differentiates."""
+    import jax
+    import numpy as np
+
+    import oracle
+    from oracle import divergences as dv
+
+    a = np.float32(0.5)
+    try:
+        jax.grad(_custom_vjp_of_x_to_the_zero_in_a_cond)(a)
+        raised = False
+    except TypeError as e:
+        assert str(e) == dv.CUSTOM_VJP_JVP_ERROR
+        raised = True
+    assert raised == (jax.__version__ in ("0.4.25", "0.4.36", "0.6.2")) or jax.__version__ not in (
+        "0.4.25", "0.4.36", "0.6.2", "0.10.2")
+    report = oracle.check(_custom_vjp_of_x_to_the_zero_in_a_cond, oracle.AS_IS, a, implementations=("remat2",),
+                          properties=("residuals", "vjp", "vjp_leaves", "prevent_cse"))
+    # (saved_residuals computes there: it partially evaluates without running the custom_lin)
+    pullbacks = {report.status(p, "remat2") for p in ("vjp", "vjp_leaves", "prevent_cse")}
+    if raised:
+        assert pullbacks == {"known divergence"}, str(report)
+        assert {n for n, *_ in report.known_divergences} == {"custom-vjp-of-an-instantiated-zero-tangent-fails"}
+        assert report.status("residuals", "remat2") in ("ok", "known divergence")
+    else:
+        assert pullbacks | {report.status("residuals", "remat2")} == {"ok"}, str(report)

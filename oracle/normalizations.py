@@ -180,6 +180,15 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
                 passed = {}
                 if e.primitive.name == "remat":
                     passed = {v.id: sources(a) for v, a in zip(sub.inputs, e.inputs) if isinstance(a, Var)}
+                elif e.primitive.name == "scan":
+                    # a scan's const: the value passed in, where a checkpoint in
+                    # the body names it and the scan's partial evaluation hoists
+                    # the checkpoint's known part (found on 0.4.36; the other
+                    # residual outputs of the const's producer are called by the
+                    # name too: saved_residuals' `eqn := named_vars[v]` rebinds
+                    # the equation it names the rest of its outputs by)
+                    nc = e.params["num_consts"]
+                    passed = {v.id: sources(a) for v, a in zip(sub.inputs[:nc], e.inputs[:nc]) if isinstance(a, Var)}
                 walk(sub, passed)
     walk(prog, {})
     return (lambda j, s: s in wrapped.get(j, ())) if wrapped else None
@@ -239,8 +248,11 @@ NORMALIZATIONS = [
                   "checkpoint_name names') to 0.10.2 (bf1e6d9b49 removed it) saved_residuals calls "
                   "a saved value that is the *input* of a checkpoint_name `named 'n'`, where the "
                   "spec names its producer: e.g. save_anything_except_these_names('h') saving "
-                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Same value, "
-                  "same memory.",
+                  "sin(x) for checkpoint_name(sin(x), 'h') is reported as saving 'h'. Its "
+                  "`eqn := named_vars[v]` rebinds the equation it names a residual by, so the "
+                  "producer's saved outputs after that one are called by the name too (a scan's "
+                  "stacked outputs, one of which a checkpoint in a later scan's body names, its "
+                  "known part hoisted: found by a campaign on 0.4.36). Same values, same memory.",
                   _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
     Normalization("saved-residuals-names-a-users-reduce_precision",
                   "Before jax 0.10.2 (bf1e6d9b49 made _saved_residuals look through "

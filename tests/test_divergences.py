@@ -14,6 +14,7 @@ pytest.importorskip("jax")   # only the import may skip
 from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
 RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
+          "custom-vjp-of-an-instantiated-zero-tangent-fails": "can't apply forward-mode autodiff (jvp)",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-output": "Expected cotangent type",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
@@ -1921,7 +1922,46 @@ def _custom_vjp_in_a_scan_on_an_outer_scan_s_const(a):
     return lax.scan(outer, a, None, length=1)[0]
 
 
+def _zero_power_out_of_a_checkpoint_times_its_input(a):
+    """finding 16458c5e30 (0.6.2, round v): a checkpoint returns d ** 0
+    (and d), and its input is multiplied by it after the checkpoint: before
+    direct linearization the known zero tangent's product is saved."""
+    import jax
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def region(d):
+        checkpoint_name(d, "a")
+        return lax.integer_pow(d, 0), d
+    b, _ = jax.checkpoint(region, policy=jax.checkpoint_policies.save_only_these_names("a"))(a)
+    return a * b
+
+
+def _name_of_a_scan_slice_in_a_checkpoint(a):
+    """finding 6ca4cfaa20 (0.4.36, round v): a checkpoint in a scan body
+    names a value the body closes over (a scan const: the stacked output of
+    an earlier scan), whose known part the scan hoists: 0.4.26 to 0.10.1
+    call it `named 'a'`, and the earlier scan's other saved output too."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    g, h = lax.scan(lambda k, x: (jnp.sin(k), jnp.sin(x)), a[0], a)
+
+    def region(v, c):
+        return jnp.vdot(jnp.square(checkpoint_name(v, "a")), v) * c
+
+    def body(c, _):
+        return c * 0.9, jax.checkpoint(region, policy=jax.checkpoint_policies.dots_saveable)(h, c)
+    return lax.scan(body, jnp.cos(a[1]), None, length=2)[1], g
+
+
 EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
+    "name_of_a_scan_slice_in_a_checkpoint": (_name_of_a_scan_slice_in_a_checkpoint,
+                                             lambda np: (np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3),)),
+    "zero_power_out_of_a_checkpoint_times_its_input": (_zero_power_out_of_a_checkpoint_times_its_input,
+                                                       lambda np: (np.float32(0.7),)),
     "custom_vjp_in_a_scan_on_an_outer_scan_s_const": (_custom_vjp_in_a_scan_on_an_outer_scan_s_const,
                                                       lambda np: (np.float32(0.7),)),
     "dead_carry_of_a_scan_whose_ys_have_zero_tangents": (
@@ -1987,6 +2027,15 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "name_of_a_scan_slice_in_a_checkpoint": {
+        **{r: [("f32[4,3]", first)] * 3 + [("f32[3]", "output of sin"), ("f32[]", dot), ("f32[2,3]", "output of scan")]
+           for r, first, dot in (("0.4.25", "output of scan", "output of dot_general"),
+                                 ("0.4.36", "named 'a'", "output of reduce_precision"),
+                                 ("0.6.2", "named 'a'", "output of reduce_precision"),
+                                 ("0.10.2", "output of scan", "output of dot_general"))}},
+    "zero_power_out_of_a_checkpoint_times_its_input": {
+        **{r: [("f32[]", "output of integer_pow"), ("f32[]", "output of mul")] for r in ("0.4.25", "0.4.36", "0.6.2")},
+        "0.10.2": [("f32[]", "output of integer_pow")]},
     "custom_vjp_in_a_scan_on_an_outer_scan_s_const": {
         **{r: [("f32[1]", "output of scan")] * 2 for r in ("0.4.25", "0.4.36")},
         **{r: [("f32[1]", "output of scan")] for r in ("0.6.2", "0.10.2")}},

@@ -35,7 +35,7 @@ from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, Undefin
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
-from spec.ir import ArrayType, Eqn, Program, Var
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence
 from spec.partial_eval import TANGENT_ZERO, clone_into, dce, inline_known, literal_operands_inline, partial_eval
 from spec.batching import move_to, vmap_program
@@ -286,6 +286,7 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     invariant = {v.id for v in known.inputs[:n_known_consts]}
     eqns = []
     for e in known.eqns:
+        e = _without_operands_it_ignores(e, invariant)
         reads_invariant = all(not isinstance(a, Var) or a.id in invariant for a in e.inputs)
         if reads_invariant:
             invariant.update(v.id for v in e.outputs)
@@ -295,6 +296,21 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     # (`inline_known`): its values are named by what computes them inside
     body, _ = dce(inline_known(Program(known.inputs, eqns, list(outputs))))
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
+
+
+def _without_operands_it_ignores(e: Eqn, invariant: set) -> Eqn:
+    """`e` with its loop-varying operands that none of its outputs depends
+    on (a while body const the body never reads) made zeros: the hoisting
+    trace knows nothing of them, and JAX's partial-eval rule drops such an
+    operand (_while_partial_eval binds the known loop with its known consts
+    only), so `_loop_invariant` rightly calls the outputs invariant (found
+    by a campaign on 0.4.25: the spec's hoisted program read the carry)."""
+    varying = [isinstance(a, Var) and a.id not in invariant and not is_key(a.type.dtype) for a in e.inputs]
+    if not any(varying) or any(output_dependence(e, varying)):
+        return e
+    zeros = lambda t: Literal(np.zeros(t.shape, t.dtype), t)
+    return Eqn(e.primitive, [zeros(a.type) if v else a for a, v in zip(e.inputs, varying)], e.outputs, e.params,
+               residual_outputs=e.residual_outputs, why=e.why)
 
 
 def _known_scan_outputs(eqn: Eqn, pe, carry_uk: list[bool]):

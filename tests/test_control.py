@@ -463,3 +463,35 @@ def test_a_loop_from_a_constant_saves_its_zero_initial_tangent(init):
         return lax.while_loop(lambda c: c < 0.5, step, init)
     report = oracle.check(loop, oracle.AS_IS, np.float32(-1.13), properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok"
+
+
+def _loop_invariant_while_ignoring_a_const(a):
+    """A checkpointed scan whose body runs a while loop from a constant, with
+    the scan's carry as a body const the loop never reads (campaign finding
+    1f84c27f81, 0.4.36): the loop is loop-invariant, and so is the
+    derivative factor of sin of its result."""
+    def region(f):
+        def body(k, _):
+            j = spec.while_loop(lambda n: ops.lt(n, 0.5),
+                                lambda k_unread, n: ops.add(n, ops.add(1.0, ops.mul(0.1, ops.tanh(ops.sin(n))))),
+                                0.0, body_consts=(k,))
+            u = ops.sin(j)
+            return u, u
+        return ops.scan(body, f, None, length=1)
+    return ops.checkpoint(region, policy=sp.everything_saveable)(ops.sin(a))
+
+
+def test_a_loop_invariant_while_that_ignores_a_const_is_hoisted():
+    """The scan's partial evaluation hoists the loop (its known half binds
+    the known consts only, as _while_partial_eval does) and saves cos of
+    its result once: what JAX saves (recorded by running the test on 0.4.25,
+    0.6.2 and 0.10.2). The spec read the unread carry in its hoisted
+    program and raised KeyError; oracle.check agrees on the installed JAX."""
+    prog = spec.trace(_loop_invariant_while_ignoring_a_const, spec.f32[()])
+    assert [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)] == [("f32[]", "output of cos")]
+    pytest.importorskip("jax")
+    import oracle
+    from oracle.to_jax import to_jax
+    report = oracle.check(to_jax(prog), oracle.AS_IS, np.float32(0.3), implementations=("remat2",),
+                          properties=("residuals", "vjp", "values"))
+    assert {r.status for r in report.results} == {"ok"}, str(report)

@@ -172,7 +172,7 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
             if a.id in outer:
                 return outer[a.id]
             inner = names.get(a.id)
-            return _sources(a, p) | (sources(inner) if isinstance(inner, Var) else set())
+            return _sources(a, p, outer) | (sources(inner) if isinstance(inner, Var) else set())
         for e in p.eqns:
             if e.primitive.name == "name" and isinstance(e.inputs[0], Var):
                 wrapped.setdefault(f"named '{e.params['name']}'", set()).update(sources(e.inputs[0]))
@@ -194,14 +194,18 @@ def _name_inputs_named(impl, jax_res, spec_res, prog, aliases):
     return (lambda j, s: s in wrapped.get(j, ())) if wrapped else None
 
 
-def _sources(atom, prog: Program) -> set:
+def _sources(atom, prog: Program, outer: dict | None = None) -> set:
     """The names the spec may give the value `atom` of `prog` as a residual:
     its producer's, and for an output of a custom_jvp or custom_vjp call or
     of a checkpoint, those of what its body computes it with (the
     linearized program holds the rule's or the hoisted known equations,
     not the call: found on 0.6.2, names of a custom_jvp sin's output and of
     a checkpointed sin's); for one that returns its input (a jit's too),
-    those of the value passed in."""
+    those of the value passed in. `outer`: the names of `prog`'s inputs
+    (a checkpoint body's: the values passed in, through a jit that returns
+    one: found on 0.6.2)."""
+    if outer and isinstance(atom, Var) and atom.id in outer:
+        return set(outer[atom.id])
     out = {str(source_of(atom, prog))}
     for e in prog.eqns:
         if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat", "call") \
@@ -214,7 +218,7 @@ def _sources(atom, prog: Program) -> set:
                     # an input the body returns: the value passed in (found on
                     # 0.6.2, a name of a checkpoint's or a jit's forwarded input)
                     if isinstance(passed.get(b.id), Var):
-                        out |= _sources(passed[b.id], prog)
+                        out |= _sources(passed[b.id], prog, outer)
     return out
 
 

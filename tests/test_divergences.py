@@ -1957,7 +1957,32 @@ def _name_of_a_scan_slice_in_a_checkpoint(a):
     return lax.scan(body, jnp.cos(a[1]), None, length=2)[1], g
 
 
+def _name_of_a_checkpoint_input_a_jit_returns(a):
+    """finding c195b3d415 (0.6.2, round w): in a scan body, a checkpoint
+    names (by 'b') what a jit returns of its input; the input is saved:
+    0.4.26 to 0.10.1 call it `named 'b'`, the spec by its producer."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.ad_checkpoint import checkpoint_name
+
+    def region(i):
+        j = jax.jit(lambda k: k)(i)
+        checkpoint_name(i, "a")
+        jnp.sin(i)
+        return checkpoint_name(j, "b"), i
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.save_only_these_names("a"), cp.save_only_these_names("a", "b"))
+
+    def body(c, _):
+        g = jax.checkpoint(region, policy=policy)(jnp.tanh(a))[0]
+        return g, g
+    return lax.scan(body, a, None, length=1)[0]
+
+
 EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
+    "name_of_a_checkpoint_input_a_jit_returns": (_name_of_a_checkpoint_input_a_jit_returns,
+                                                 lambda np: (np.float32(0.6),)),
     "name_of_a_scan_slice_in_a_checkpoint": (_name_of_a_scan_slice_in_a_checkpoint,
                                              lambda np: (np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3),)),
     "zero_power_out_of_a_checkpoint_times_its_input": (_zero_power_out_of_a_checkpoint_times_its_input,
@@ -2027,6 +2052,10 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "name_of_a_checkpoint_input_a_jit_returns": {
+        r: [("f32[]", first), ("f32[]", "output of sub")]
+        for r, first in (("0.4.25", "output of tanh"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),
+                         ("0.10.2", "output of tanh"))},
     "name_of_a_scan_slice_in_a_checkpoint": {
         **{r: [("f32[4,3]", first)] * 3 + [("f32[3]", "output of sin"), ("f32[]", dot), ("f32[2,3]", "output of scan")]
            for r, first, dot in (("0.4.25", "output of scan", "output of dot_general"),
@@ -2589,3 +2618,35 @@ def test_a_custom_vjp_of_an_instantiated_zero_tangent():
         assert report.status("residuals", "remat2") in ("ok", "known divergence")
     else:
         assert pullbacks | {report.status("residuals", "remat2")} == {"ok"}, str(report)
+
+
+def test_a_dead_generic_reduce_window_in_a_checkpoint_under_linearize_of_grad():
+    """finding 7d8cc1532a (0.4.25, round w): a dead generic reduce_window in
+    a checkpoint; linearize o grad differentiates the checkpoint's
+    recomputation, reduce_window included, which has no JVP rule before
+    0.4.28. The stack's spec program has dropped it: the predicate looks at
+    the checked function's program. Where the divergence is active the
+    barriers property reports it, elsewhere it is ok."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    def f(a, d):
+        def region(h, l):
+            jax.lax.reduce_window(l, 1.0, jax.lax.mul, (1, 3), (1, 1), "VALID")
+            return jnp.sin(h)
+        return jax.checkpoint(region)(a, d)
+    prog = trace_jax(f, np.float32(0.5), np.linspace(0.5, 1.5, 10, dtype=np.float32).reshape(2, 5))
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = oracle_agrees(prog, stack=stack, implementations=("remat2",), only=(S.STACK_BARRIERS,))
+    x = np.ones((2, 5), np.float32)
+    try:        # the installed JAX: a JVP rule for the generic reduce_window?
+        jax.jvp(lambda l: jax.lax.reduce_window(l, 1.0, jax.lax.mul, (1, 3), (1, 1), "VALID"), (x,), (x,))
+        want = "ok"
+    except NotImplementedError:
+        want = "known divergence"
+    assert report.status(S.STACK_BARRIERS, "remat2") == want, str(report)

@@ -225,3 +225,18 @@ def test_a_reproducer_makes_the_scan_equation_the_check_ran(name):
          + source, namespace)
     written = jax.make_jaxpr(namespace["f"])(*args)
     assert str(written) == str(jax.make_jaxpr(to_jax(prog))(*args))
+
+
+@pytest.mark.parametrize("who, passes", [("JAX", True), ("the spec", False)])
+def test_a_reproducer_of_one_side_raising_passes_where_jax_computes(who, passes):
+    """A reproducer for "JAX raised ... where the spec computes" runs JAX's
+    side and, reaching its end, JAX computed too: it passes (on a release
+    that fixed the error; found on 0.4.25, a reproducer that failed on
+    0.10.2 as well). One for "the spec raised" exits with the message."""
+    import subprocess
+    import sys
+    from oracle.repro import _one_side_raised_ending
+    other = "the spec" if who == "JAX" else "JAX"
+    ending = _one_side_raised_ending(f"{who} raised ValueError where {other} computes a result:\n  detail")
+    run = subprocess.run([sys.executable, "-c", "got = [1.0]\n" + ending], capture_output=True, text=True)
+    assert (run.returncode == 0) == passes, run.stdout + run.stderr

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 
-from spec.ir import Program, Var, subprograms
+import spec
+from spec.ir import Program, Var, is_float, subprograms
 
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.program_variants import has_primitive
@@ -246,6 +247,37 @@ def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     return lambda j, s: jit_output(j) and s == "from a constant"
 
 
+def _rounded_listed_after_their_producers(impl, jax_res, spec_res, prog, aliases):
+    """The spec's list where JAX's is it in the order a release that rounds
+    saved values lists them: remat's `_insert_reduce_precision` puts the
+    rounding of a saved float value that the known program also reads
+    right after its producer (the producer then returns a fresh variable),
+    each at the same place, so saved_residuals, listing by equation, gives
+    the producer's other saved outputs first and the rounded ones after
+    them, the last first (found on 0.6.2: nested checkpoints, the outer
+    everything_saveable, the middle one's scalar output read by a product)."""
+    if impl != "remat2" or list(jax_res) == list(spec_res) or \
+            collections.Counter(jax_res) != collections.Counter(spec_res) or not has_primitive(prog, "remat"):
+        return jax_res
+    try:
+        lin = spec.linearize(prog)
+    except Exception:       # noqa: BLE001 -- a program the spec cannot linearize: nothing to say
+        return jax_res
+    if [(str(r.type), str(r.source)) for r in lin.residuals] != list(spec_res):
+        return jax_res
+    position = {id(r.var): i for i, r in enumerate(lin.residuals) if r.var is not None}
+    read = {id(a) for e in lin.forward.eqns for a in e.inputs}
+    produced, order = set(), []
+    for e in lin.forward.eqns:
+        saved = [position[id(v)] for v in e.outputs if id(v) in position]
+        rounded = [i for i in saved if is_float(lin.residuals[i].type.dtype) and id(lin.residuals[i].var) in read
+                   and e.primitive.name != "reduce_precision"]
+        order += [i for i in saved if i not in rounded] + rounded[::-1]
+        produced.update(saved)
+    order = [i for i in range(len(spec_res)) if i not in produced] + order
+    return list(spec_res) if [spec_res[i] for i in order] == list(jax_res) else jax_res
+
+
 NORMALIZATIONS = [
     Normalization("saved-residuals-names-the-input-of-a-name",
                   "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
@@ -279,6 +311,15 @@ NORMALIZATIONS = [
                   # saving tanh beside a user's rounding, finding 29a20f31dd)
                   _misnamed("output of reduce_precision", never="from a literal"),
                   releases=Releases("0.4.31", "0.10.2")),
+    Normalization("saved-residuals-lists-rounded-values-after-their-producers",
+                  "From jax 0.4.31 to 0.10.1 remat's partial evaluation rounds a saved float "
+                  "value that its known program also reads with a reduce_precision equation "
+                  "inserted right after the producer (`_insert_reduce_precision`), and "
+                  "saved_residuals lists residuals by equation: such a value comes after its "
+                  "producer's other saved outputs (several of one producer, the last first); "
+                  "0.10.2 lists it in its producer's place. Found by a campaign on 0.6.2 (nested "
+                  "checkpoints, the outer everything_saveable). Same values, another order.",
+                  _rounded_listed_after_their_producers, releases=Releases("0.4.31", "0.10.2")),
     Normalization("saved-residuals-names-jitted-functions-pjit",
                   "Before jax 0.4.34 saved_residuals named a jitted function's output `output of "
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "

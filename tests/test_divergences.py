@@ -1980,7 +1980,25 @@ def _name_of_a_checkpoint_input_a_jit_returns(a):
     return lax.scan(body, a, None, length=1)[0]
 
 
+def _rounded_output_of_a_nested_checkpoint(a):
+    """finding 676d570056 (0.6.2, round w): nested checkpoints, the outer
+    everything_saveable; the middle one's scalar output, saved and read by
+    a product, is rounded right after the middle checkpoint, so 0.4.31 to
+    0.10.1 list it after that checkpoint's other saved outputs."""
+    import jax
+    import jax.numpy as jnp
+
+    def outer(c):
+        def mid(e):
+            fe, _ = jax.checkpoint(lambda h: (jnp.sin(h), h))(e)
+            return jnp.vdot(e, fe)
+        return jax.checkpoint(mid)(c) * c
+    return jax.checkpoint(outer, policy=jax.checkpoint_policies.everything_saveable)(a)
+
+
 EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
+    "rounded_output_of_a_nested_checkpoint": (_rounded_output_of_a_nested_checkpoint,
+                                              lambda np: (np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3),)),
     "name_of_a_checkpoint_input_a_jit_returns": (_name_of_a_checkpoint_input_a_jit_returns,
                                                  lambda np: (np.float32(0.6),)),
     "name_of_a_scan_slice_in_a_checkpoint": (_name_of_a_scan_slice_in_a_checkpoint,
@@ -2052,6 +2070,11 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
 }
 _F0, _PROG = "output of jitted function 'f0'", "output of jitted function 'prog'"
 EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
+    "rounded_output_of_a_nested_checkpoint": {
+        **{r: [("f32[2,3]", "from the argument a"), ("f32[]", "output of remat2"), ("f32[2,3]", "output of remat2"),
+               ("f32[6]", "output of remat2"), ("f32[6]", "output of remat2")] for r in ("0.4.25", "0.10.2")},
+        **{r: [("f32[2,3]", "from the argument a"), ("f32[2,3]", "output of remat2"), ("f32[6]", "output of remat2"),
+               ("f32[6]", "output of remat2"), ("f32[]", "output of reduce_precision")] for r in ("0.4.36", "0.6.2")}},
     "name_of_a_checkpoint_input_a_jit_returns": {
         r: [("f32[]", first), ("f32[]", "output of sub")]
         for r, first in (("0.4.25", "output of tanh"), ("0.4.36", "named 'b'"), ("0.6.2", "named 'b'"),

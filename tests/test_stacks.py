@@ -354,10 +354,10 @@ def test_a_layer_keeps_dead_code_its_policy_is_asked_about(kind, status):
 
 def test_a_reproducer_of_a_raising_side_runs_jax_s_side(monkeypatch, tmp_path):
     """Where one side raised, no answers were compared: the reproducer
-    still carries the stack's operands, runs JAX's side, and ends with the
-    disagreement (a planted raise in the oracle's JAX side here, so the
-    pristine JAX of the reproducer computes and the script exits with the
-    message). It once wrote `operands = []` and failed on an IndexError."""
+    still carries the stack's operands and runs JAX's side (a planted raise
+    in the oracle's JAX side here, so the pristine JAX of the reproducer
+    computes, and the script, where JAX raised, passes: JAX computes as the
+    spec does). It once wrote `operands = []` and failed on an IndexError."""
     pytest.importorskip("jax")
     import subprocess
     import sys
@@ -377,8 +377,9 @@ def test_a_reproducer_of_a_raising_side_runs_jax_s_side(monkeypatch, tmp_path):
     path = tmp_path / "repro.py"
     path.write_text(info.value.repro.text)
     run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
-    assert run.returncode != 0
-    assert "JAX raised ValueError where the spec computes a result" in run.stderr, run.stderr[-2000:]
+    assert "JAX raised ValueError where the spec computes a result" in info.value.repro.text
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "JAX computes, as the spec does" in run.stdout, run.stdout[-2000:]
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
 
 

@@ -597,12 +597,16 @@ def _unused_outputs_values(ctx) -> bool:
                                for through in _KEPT_OUTPUTS_THROUGH))
 
 
-def _barriers_of_a_variant(ctx, variants) -> bool:
-    """JAX's backward pass has barriers where the spec's has none, or the
-    other way round, and the spec's count for one of the `variants`
-    ((program, how many outputs it gained) pairs) agrees with JAX."""
+def _barriers_of_a_variant(ctx, variants, count=optimization_barriers) -> bool:
+    """JAX's barriers (of the backward pass; with `count`, of whatever it
+    counts) where the spec's has none, or the other way round, and the
+    spec's count for one of the `variants` ((program, how many outputs it
+    gained) pairs) agrees with JAX (a count of None: not comparable)."""
     want, got = ctx.barriers
-    return (want > 0) != (got > 0) and any(n and (optimization_barriers(v) > 0) == (got > 0) for v, n in variants)
+    if (want > 0) == (got > 0):
+        return False
+    counts = (count(v) for v, n in variants if n)
+    return any(c is not None and (c > 0) == (got > 0) for c in counts)
 
 
 def _remat_of_jit_returns_its_inputs(ctx):
@@ -670,10 +674,7 @@ def _unread_operands_linear_barriers(ctx) -> bool:
     cond's other branch's checkpoint and its barrier (found by a campaign
     on 0.4.25). The variant is of the checked program: the stack's own
     differentiation (spec.vjp) prunes the unread operand."""
-    want, got = ctx.barriers
-    variant, n = unread_operands_out(ctx.user_program)
-    count = ctx.linear_barriers_of(variant) if n and (want > 0) != (got > 0) else None
-    return count is not None and (count > 0) == (got > 0)
+    return _barriers_of_a_variant(ctx, [unread_operands_out(ctx.user_program)], count=ctx.linear_barriers_of)
 
 
 def _linearize_inlines_known_checkpoints(ctx) -> bool:

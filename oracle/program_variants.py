@@ -6,6 +6,7 @@ made used.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -19,7 +20,7 @@ from spec.ir import is_float
 from spec.prims_call import call_p
 from spec.prims_control import cond_p
 from spec.prims_elementwise import mul_p
-from spec.prims_scan import scan_p
+from spec.prims_scan import carry_fixpoint, scan_p
 from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
 
 
@@ -402,12 +403,9 @@ def _body_nonzeros(e: Eqn, flags: list) -> list:
 
 def _carry_fixpoint(body: Program, flags: list, n_consts: int, n_carry: int) -> list:
     """A loop body's inputs' nonzero tangents: its carries' grown until the
-    body's new carries add none."""
-    flags = list(flags)
-    while True:
-        nonzero = _nonzero_tangents(body, flags)
-        new = [nonzero.get(o.id, False) if isinstance(o, Var) else False for o in body.outputs[:n_carry]]
-        grown = [f or n for f, n in zip(flags[n_consts:n_consts + n_carry], new)]
-        if grown == flags[n_consts:n_consts + n_carry]:
-            return flags
-        flags[n_consts:n_consts + n_carry] = grown
+    body's new carries add none (spec.prims_scan.carry_fixpoint)."""
+    def split(in_flags, carry_flags):
+        nonzero = _nonzero_tangents(body, in_flags)
+        return SimpleNamespace(out_unknowns=[isinstance(o, Var) and nonzero.get(o.id, False) for o in body.outputs])
+    _, carry = carry_fixpoint(body, flags, n_consts, n_carry, split)
+    return flags[:n_consts] + carry + flags[n_consts + n_carry:]

@@ -253,10 +253,12 @@ dependence_rules[scan_p] = _scan_dependence
 # --------------------------------------------------------------------------
 # partial evaluation
 
-def _carry_fixpoint(body: Program, in_unknowns, nc, nk, split):
+def carry_fixpoint(body: Program, in_unknowns, nc, nk, split):
     """Split the body until the unknown carries are a fixpoint: a carry is
-    unknown if it is unknown at init or the body makes it unknown. Returns
-    (PartialEval, carry_unknowns)."""
+    unknown if it is unknown at init or the body makes it unknown. `split(
+    in_unknowns, carry_unknowns)` returns something with `out_unknowns` (a
+    PartialEval; oracle/program_variants.py's nonzero tangents too).
+    Returns (what split returned last, carry_unknowns)."""
     const_uk, carry_uk, xs_uk = _split(in_unknowns, nc, nk)
     for _ in range(1 + nk):
         pe = split(const_uk + carry_uk + xs_uk, carry_uk)
@@ -399,7 +401,7 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     p = eqn.params
     body, nc, nk, length = p["jaxpr"], p["num_consts"], p["num_carry"], p["length"]
     n_ys = len(body.outputs) - nk
-    pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
+    pe, carry_uk = carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
         body, uk, instantiate=cuk + [False] * n_ys, linearize=True, literals_are_residuals=False,
         order="first_use"))
     uk = _split(in_unknowns, nc, nk)[0] + carry_uk + _split(in_unknowns, nc, nk)[2]
@@ -472,7 +474,7 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     n_out = len(body.outputs)
     # (constants are read by both halves, `ClosedJaxpr(jaxpr_staged_, jaxpr.consts)`;
     # remat3's rematerialized trace saves each constant it meets, stacked)
-    pe, carry_uk = _carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
+    pe, carry_uk = carry_fixpoint(body, in_unknowns, nc, nk, lambda uk, cuk: partial_eval(
         body, uk, in_inst=[True] * len(uk), instantiate=True, saveable=saveable,
         constants_are_residuals=not hoist, stage_recomputed_outputs=True,
         order="first_use" if hoist else "production"))

@@ -300,6 +300,24 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
 
 
+def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
+    """The known loop body as _scan_known_hoisting leaves it: JAX re-traces
+    it with only its consts known (pe.trace_to_jaxpr_nounits, a JaxprTrace),
+    so each equation reading a loop-varying value is staged again by its
+    partial-eval rule. A checkpoint reading one is split by
+    remat_partial_eval, its staged half `differentiated=True`, and
+    remat_lowering puts an optimization barrier on it (found by a campaign
+    on 0.4.25, measured on 0.10.2 too). JAX computes the invariant half
+    before the loop; the spec keeps it in the body (the same values)."""
+    n_varying = len(known_body.inputs) - n_known_consts
+    pe = partial_eval(known_body, [False] * n_known_consts + [True] * n_varying, instantiate=True,
+                      linearize=True, literals_are_residuals=False, constants_are_residuals=False)
+    known_eqns, known_atoms = clone_into(pe.known, known_body.inputs[:n_known_consts])
+    res_atoms = known_atoms[len(known_atoms) - len(pe.residuals):]
+    staged_eqns, outs = clone_into(pe.staged, res_atoms + known_body.inputs[n_known_consts:])
+    return Program(known_body.inputs, known_eqns + staged_eqns, outs)
+
+
 def _without_operands_it_ignores(e: Eqn, invariant: set) -> Eqn:
     """`e` with its loop-varying operands that none of its outputs depends
     on (a while body const the body never reads) made zeros: the hoisting
@@ -421,6 +439,7 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     stacked_vars = [Var(_stacked(v.type, length)) for v in stacked]
     if outer_known_outs or stacked_vars:
         known_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + stacked))
+        known_body = _restaged_by_hoisting(known_body, n_kc)
         known_eqns.append(Eqn(scan_p, known_ins, outer_known_outs + stacked_vars,
                               dict(p, jaxpr=known_body, num_consts=n_kc, num_carry=n_kk)))
 

@@ -599,6 +599,35 @@ def test_a_checkpoint_in_a_scan_is_barriered_in_a_third_order_linear_function():
         assert report.results[0].status == "ok", str(report)
 
 
+def test_a_checkpoint_on_a_carry_without_tangent_is_barriered_by_the_scan_s_hoisting():
+    """linearize(argnums=(0,)) of a scan whose carry has no tangent and
+    whose body checkpoints the carry: the checkpoint is known, but
+    _scan_known_hoisting re-traces the known body with only its consts
+    known, and remat_partial_eval stages the checkpoint on the carry as
+    `differentiated=True`, lowered with a barrier in the forward pass (JAX's
+    HLO on 0.4.25 and 0.10.2; campaign finding e2fad985e3, a false alarm on
+    0.10.2 too). 0.4.36-0.6.2 inline it earlier: a known divergence. On a
+    const, the checkpoint is hoisted out of the loop whole: no barrier."""
+    import oracle
+    from spec.barriers import linear_optimization_barriers
+    ck = ops.checkpoint(lambda l: ops.reduce_sum(ops.sin(l), (0,)), prevent_cse=True)
+
+    def on_carry(d, b):
+        return spec.scan(lambda h, _, c: (ops.sin(h), ops.tanh(ops.add(c, ck(h)))), b, None, consts=(d,), length=1)[1]
+
+    def on_const(d, b):
+        return spec.scan(lambda h, _, c: (ops.sin(h), ops.tanh(ops.add(h, ck(c)))), d, None, consts=(b,), length=1)[1]
+    stack = S.Stack((S.Layer("linearize", argnums=(0,)),))
+    inlines = next(d for d in divergences.DIVERGENCES
+                   if d.name == "linearize-inlines-a-known-differentiated-checkpoint").active()
+    for fn, want in ((on_carry, 1), (on_const, 0)):
+        prog = spec.trace(fn, spec.f32[3], spec.f32[3])
+        assert linear_optimization_barriers(prog, diff=[True, False]) == want
+        report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                              properties=(S.stack_barriers_property(stack, prog),))
+        assert report.results[0].status == ("known divergence" if inlines and want else "ok"), str(report)
+
+
 def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):
     """A reproducer of the stack_barriers property (the spec's count
     embedded) runs to agreement on pristine JAX, and fails under the

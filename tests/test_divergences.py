@@ -1432,6 +1432,30 @@ def _custom_vjp_output_saved_by_policy(a):
     return jax.checkpoint(_csin(), policy=lambda prim, *_, **__: prim.name == "sin", prevent_cse=False)(a)
 
 
+def _custom_vjp_in_a_checkpoint_in_a_jit(a):
+    """finding 92f3d271e5 (0.4.36, round x): a custom_vjp in a checkpoint in
+    a jit saves the checkpoint's input besides the residual its policy saves
+    (2x, an output of the jit), and the jit forwards the input: `from the
+    argument a` (historic bug 14 through a jit)."""
+    import jax
+    from jax.ad_checkpoint import checkpoint_name
+
+    @jax.custom_vjp
+    def square(x):    # saving 2x
+        return jax.lax.square(x)
+    square.defvjp(lambda x: (jax.lax.square(x), 2.0 * x), lambda r, t: (t * r,))
+
+    def body(d):
+        checkpoint_name(d, "a")
+        return square(d), d
+    policy = jax.checkpoint_policies.save_from_both_policies(
+        lambda prim, *_, **__: prim.name == "mul", jax.checkpoint_policies.save_only_these_names("a"))
+
+    def f0(d):
+        return jax.checkpoint(body, policy=policy, prevent_cse=False)(d)[0]
+    return jax.jit(f0)(a)
+
+
 def _custom_vjp_output_saved_rounded(a):
     """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
     saves a custom_vjp's output in a checkpoint, rounded by remat, so named
@@ -2050,6 +2074,7 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
     "cond_with_a_loop_in_jit": (_cond_with_a_loop_in_jit,
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
+    "custom_vjp_in_a_checkpoint_in_a_jit": (_custom_vjp_in_a_checkpoint_in_a_jit, lambda np: (np.float32(-1.1),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
@@ -2224,6 +2249,9 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         r: [("f32[]", first), ("f32[]", "output of sub")]
         for r, first in (("0.4.25", "output of tanh"), ("0.4.36", "output of reduce_precision"),
                          ("0.6.2", "output of reduce_precision"), ("0.10.2", "output of tanh"))},
+    "custom_vjp_in_a_checkpoint_in_a_jit": {
+        **{r: [("f32[]", "from the argument a"), ("f32[]", _F0)] for r in ("0.4.25", "0.4.36")},
+        **{r: [("f32[]", _F0)] for r in ("0.6.2", "0.10.2")}},
 }
 
 

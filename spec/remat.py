@@ -270,10 +270,12 @@ def _clone(eqns: Sequence[Eqn], env: dict, why=lambda e: None) -> list[Eqn]:
     return out
 
 
-def _staged_remat(pe, eqn, res_atoms, params):
-    """The staged remat: its body is pe.staged with unused inputs removed."""
+def _staged_remat(pe, eqn, res_atoms, params, body_dce=True):
+    """The staged remat: its body is pe.staged, with its dead code and
+    unused inputs removed where the rule DCEs it (remat_partial_eval's
+    `pe.dce_jaxpr`; not call_partial_eval_custom_rule, Rule 2)."""
     staged_ins_outer = [a for a, m in zip(eqn.inputs, pe.staged_inputs) if m]
-    body, used = dce(pe.staged, prune_inputs=True)
+    body, used = dce(pe.staged, prune_inputs=True) if body_dce else (pe.staged, [True] * len(pe.staged.inputs))
     args = [a for a, u in zip(list(res_atoms) + staged_ins_outer, used) if u]
     prevent_cse = params["prevent_cse"]
     if isinstance(prevent_cse, tuple):
@@ -318,8 +320,13 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     # The known remat returns [*known outputs, *residuals], the residuals
     # in partial_eval_jaxpr_custom's insertion order
     # (pe.call_partial_eval_custom_rule, jax/_src/interpreters/partial_eval.py).
+    # Neither half is DCE'd (call_partial_eval_custom_rule, jax 0.10.2): the
+    # staged remat reads what its dead code reads, until an enclosing DCE
+    # prunes it (dce_rules[remat_p], as remat_dce); a cond's staged branches
+    # are not DCE'd, so there a dead nested checkpoint keeps its residuals
+    # (campaign finding 43c5367912, 0.4.36; measured on 0.4.25-0.10.2).
     pe = partial_eval(body, in_unknowns, in_inst=in_inst, saveable=saveable,
-                      stage_recomputed_outputs=True, order="first_use")
+                      stage_recomputed_outputs=True, order="first_use", dce_staged=False)
     res_vars = [Var(r.type) for r in pe.residuals]
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
@@ -327,7 +334,7 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
                 dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)),
                 why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy",
                 residual_outputs=len(res_vars))
-    staged = _staged_remat(pe, eqn, res_vars, params)
+    staged = _staged_remat(pe, eqn, res_vars, params, body_dce=False)
     return [known], [staged], pe.out_unknowns, pe.staged_outputs, pe.recomputed, {}
 
 

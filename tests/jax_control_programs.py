@@ -220,6 +220,31 @@ def dead_value_branch_spec(p, x):
     return ops.reduce_sum(spec.cond(p, dead, ops.sin, x), (0,))
 
 
+# a dead checkpoint in a branch, linear itself, with dead code inside that
+# needs a residual (campaign finding 43c5367912): the nested checkpoint's
+# staged half is not DCE'd, and neither is the branch, so it stays saved
+def dead_nested_checkpoint_jax(p, x):
+    def inner(m):
+        jnp.sin(m)
+        return jnp.reshape(m, (1, 3))
+
+    def dead(x):
+        jax.checkpoint(inner)(x)
+        return jnp.cos(x)
+    return jnp.sum(lax.cond(p, jnp.sin, dead, x))
+
+
+def dead_nested_checkpoint_spec(p, x):
+    def inner(m):
+        ops.sin(m)
+        return ops.reshape(m, (1, 3))
+
+    def dead(x):
+        ops.checkpoint(inner)(x)
+        return ops.cos(x)
+    return ops.reduce_sum(spec.cond(p, ops.sin, dead, x), (0,))
+
+
 # a tangent a JVP rule makes from primals alone in one branch (x ** 0), a
 # real one in the other (found by the fuzzer): JAX saves the constant
 def rule_zero_branch_jax(x):
@@ -275,6 +300,11 @@ PROGRAMS: list[TestProgram] = [
                                                        sp.everything_saveable), PX,
        "a dead sin in a branch: its derivative's residual is counted (partial_eval_jaxpr_custom "
        "merges residual slots before DCE)"),
+    _p("cond_dead_nested_checkpoint_in_checkpoint_everything",
+       ckpt(dead_nested_checkpoint_jax, dead_nested_checkpoint_spec,
+            lambda: jcp.everything_saveable, sp.everything_saveable), PX,
+       "a dead checkpoint in a branch keeps the residual its dead sin's derivative needs "
+       "(neither the nested checkpoint's staged half nor the branch is DCE'd)"),
     _p("cond_rule_made_zero_tangent", (rule_zero_branch_jax, rule_zero_branch_spec), ((F32, ()),),
        "a constant tangent one branch makes (x ** 0) is a residual output of the cond"),
     _p("cond_rule_made_zero_tangent_read", (rule_zero_read_branch_jax, rule_zero_read_branch_spec), ((F32, ()),),

@@ -1000,13 +1000,16 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
     # stacked by every scan around it (a scan in a scan: found on 0.4.25), or
-    # by the inner ones alone where it is invariant in the outer ones, which
-    # hoist it (an inner scan on an outer scan's const: found on 0.4.25): an
-    # output of the outermost scan, or of a jit around
+    # by those it varies in alone, the others hoisting it (an inner scan on
+    # an outer scan's const: found on 0.4.25; a call on an inner scan's
+    # const: found by a campaign on 0.4.36): an output of the outermost scan,
+    # or of a jit around
     for c, lengths in _eqns_in_loops(prog):
         if c.primitive.name == "custom_vjp_call" and lengths:
-            stacked = [str(ArrayType(tuple(lengths[i:]) + v.type.shape, v.type.dtype))
-                       for v in c.outputs for i in range(len(lengths))]
+            varying_in = [kept for n in range(1, len(lengths) + 1)
+                          for kept in itertools.combinations(lengths, n)]
+            stacked = [str(ArrayType(tuple(kept) + v.type.shape, v.type.dtype))
+                       for v in c.outputs for kept in varying_in]
             out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
     return out
 
@@ -1230,10 +1233,13 @@ def _zero_power_literal(got, want, ctx):
         (str(p.outputs[0].type), "output of cond") for c in _eqns(ctx.program) if c.primitive.name == "cond"
         for b in c.params["branches"] for p in _eqns(b) if p.primitive.name == "integer_pow" and p.params["y"] == 0)
     # in a scan body, the zero the spec saves once (loop invariant) where JAX
-    # saves a stacked product of it instead (found on 0.4.36): one change
+    # saves a stacked product of it instead (found on 0.4.36): one change; in
+    # a jit, what the jit returns (found by a campaign on 0.6.2)
+    missing = _jit_outputs_alike(missing)
     swapped = missing & collections.Counter(
-        (str(e.outputs[0].type), "output of broadcast_in_dim") for e, lengths in _eqns_in_loops(ctx.program)
-        if lengths and e.primitive.name == "integer_pow" and e.params["y"] == 0)
+        (str(e.outputs[0].type), source) for e, lengths in _eqns_in_loops(ctx.program)
+        if lengths and e.primitive.name == "integer_pow" and e.params["y"] == 0
+        for source in ("output of broadcast_in_dim", _JIT_OUTPUT))
     missing = missing - swapped
     unexplained = _jit_outputs_alike(extra) - zeros
     for (t, src), n in list(unexplained.items()):   # one per later equation of its type
@@ -2656,25 +2662,37 @@ def _composed(ctx: Context) -> Divergence | None:
     the first explains against the baseline and the rest the second explains
     on top (e.g. on 0.4.25 a custom_vjp's saved output beside atan2's old
     JVP factors: found by a campaign). The split moves entries, as
-    multisets; the order-only divergences take no part."""
+    multisets; the order-only divergences take no part. JAX's names are
+    also normalised against the baseline, as `additive` does (an `output of
+    pjit` the spec's list lacks: found by a campaign on 0.4.25)."""
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return None
     parts = [d for d in DIVERGENCES if hasattr(d.applies, "explains") and d.active()]
-    got = ctx.jax_residuals
     for want in ctx.baselines_with_python_type_literals():
-        extra, missing = _difference(got, want)
-        moves = [(r, +1) for r in extra.elements()] + [(r, -1) for r in missing.elements()]
-        if len(moves) < 2 or len(moves) > COMPOSED_DIFFERENCE_LIMIT:
+        normalised = _normalised_against(ctx, want)
+        for got in [ctx.jax_residuals] + ([normalised] if normalised != ctx.jax_residuals else []):
+            found = _split_between_two(parts, got, want, ctx)
+            if found:
+                return found
+    return None
+
+
+def _split_between_two(parts: list, got: list, want: list, ctx: Context) -> Divergence | None:
+    """Two of `parts` of which the first explains some of the moves from
+    `want` to `got` and the second the rest on top, as one divergence."""
+    extra, missing = _difference(got, want)
+    moves = [(r, +1) for r in extra.elements()] + [(r, -1) for r in missing.elements()]
+    if len(moves) < 2 or len(moves) > COMPOSED_DIFFERENCE_LIMIT:
+        return None
+    for chosen in itertools.product((False, True), repeat=len(moves)):
+        if all(chosen) or not any(chosen):
             continue
-        for chosen in itertools.product((False, True), repeat=len(moves)):
-            if all(chosen) or not any(chosen):
-                continue
-            middle = _moved(want, [m for m, c in zip(moves, chosen) if c])
-            first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
-            second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)), None)
-            if second:
-                return dataclasses.replace(first, name=f"{first.name} + {second.name}",
-                                           reason=f"{first.reason}\n\nAnd: {second.reason}")
+        middle = _moved(want, [m for m, c in zip(moves, chosen) if c])
+        first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
+        second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)), None)
+        if second:
+            return dataclasses.replace(first, name=f"{first.name} + {second.name}",
+                                       reason=f"{first.reason}\n\nAnd: {second.reason}")
     return None
 
 

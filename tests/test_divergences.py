@@ -1456,6 +1456,32 @@ def _custom_vjp_in_a_checkpoint_in_a_jit(a):
     return jax.jit(f0)(a)
 
 
+def _zero_power_carry_of_nested_scans_in_jit(a):
+    """finding 923d1e1a90 (0.6.2, round x): in a jit, a scan in a scan whose
+    innermost scan starts from c ** 0 and squares (a custom_vjp) a value
+    invariant in it: JAX before direct linearization saves the zero power's
+    stacked product where the spec saves the zero (what the jit returns),
+    the unused ys' residuals of the custom_vjp, hoisted out of the inner scan
+    (and before 0.6.1 its output too)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    @jax.custom_vjp
+    def square(x):    # saving 2x
+        return lax.square(x)
+    square.defvjp(lambda x: (lax.square(x), 2.0 * x), lambda r, t: (t * r,))
+
+    def middle(c, _):
+        padded = lax.pad(c, 2.0, ((-1, -1, 1), (0, 2, 0), (-1, -1, 0)))
+        return lax.scan(lambda h, _: (jnp.sin(h), square(padded)), c ** 0, None, length=3)
+
+    def f0(v):
+        start = lax.stop_gradient(v) * v
+        return lax.scan(lambda c, x: (lax.scan(middle, c, c, length=2)[0], None), start, v, length=2)[0]
+    return jax.jit(f0)(a)
+
+
 def _custom_vjp_output_saved_rounded(a):
     """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
     saves a custom_vjp's output in a checkpoint, rounded by remat, so named
@@ -2075,6 +2101,8 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
                                 lambda np: (np.array([0.1, -0.5, 0.2], np.float32), np.full((2, 3), 0.3, np.float32))),
     "while_from_a_constant": (_while_from_a_constant, lambda np: (np.float32(-1.13),)),
     "custom_vjp_in_a_checkpoint_in_a_jit": (_custom_vjp_in_a_checkpoint_in_a_jit, lambda np: (np.float32(-1.1),)),
+    "zero_power_carry_of_nested_scans_in_jit": (_zero_power_carry_of_nested_scans_in_jit,
+                                                lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
@@ -2252,6 +2280,11 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
     "custom_vjp_in_a_checkpoint_in_a_jit": {
         **{r: [("f32[]", "from the argument a"), ("f32[]", _F0)] for r in ("0.4.25", "0.4.36")},
         **{r: [("f32[]", _F0)] for r in ("0.6.2", "0.10.2")}},
+    "zero_power_carry_of_nested_scans_in_jit": {
+        **{r: [("f32[2,2,3]", _F0), ("f32[2,2,2,2,3]", _F0), ("f32[2,2,1,4,1]", _F0), ("f32[2,2,1,4,1]", _F0)]
+           for r in ("0.4.25", "0.4.36")},
+        "0.6.2": [("f32[2,2,3]", _F0), ("f32[2,2,2,2,3]", _F0), ("f32[2,2,1,4,1]", _F0)],
+        "0.10.2": [("f32[2,2,3]", _F0), ("f32[2,2,3]", _F0)]},
 }
 
 

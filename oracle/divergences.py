@@ -1373,14 +1373,22 @@ def _forwards_an_input(prog: Program) -> bool:
 def _pjit_residual_forwarding(ctx):
     """A program with an output that forwards an input (`_forwards_an_input`),
     and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
-    `subs_list2`, or a shape rule's TypeError, or reverse-mode values (or
-    the residuals it saves) that differ."""
-    if ctx.implementation != "remat2" or not _forwards_an_input(ctx.program):
+    `subs_list2`, or a shape rule's TypeError, or the lowering's verifier
+    error of a jit called with a wrong residual; or reverse-mode values (or
+    the residuals it saves) that differ. For a stack, the program its
+    levels build (a JVP's tangent passed through is forwarded: found by a
+    campaign on 0.4.25, linearize o jvp o jvp of a jitted function)."""
+    if ctx.implementation != "remat2":
+        return False
+    if not (_forwards_an_input(ctx.program)
+            or ctx.without_dead_code is not None and _forwards_an_input(ctx.without_dead_code())):
         return False
     if ctx.error is not None:   # or a wrong residual meets a cotangent of another shape (found on 0.4.25)
-        return (isinstance(ctx.error, IndexError) and "list index out of range" in str(ctx.error)
+        e = str(ctx.error)
+        return (isinstance(ctx.error, IndexError) and "list index out of range" in e
                 or isinstance(ctx.error, TypeError)
-                and re.search(r"arrays must have same number of dimensions|incompatible shapes", str(ctx.error)))
+                and re.search(r"arrays must have same number of dimensions|incompatible shapes", e)
+                or isinstance(ctx.error, ValueError) and "'func.call' op operand type mismatch" in e)
     return ctx.property in ("residuals", "vjp_leaves", "vjp", "second_order", "stack")
 
 
@@ -2371,9 +2379,13 @@ DIVERGENCES = [
         "or partial evaluation fails with an IndexError in `subs_list2`. jax-ml/jax#20267, fixed "
         "by c515f15e01 (\"fix residual forwarding bug\", 2024-03-15) in jax 0.4.26 (found by a "
         "campaign on 0.4.25: a jitted pair of nested checkpoints returning their input). The "
-        "predicate: remat2, a program (or a jit or checkpoint in it) with an output that is one "
+        "predicate: remat2, a program (or a jit or checkpoint in it; for a stack, the program its "
+        "levels build, where a JVP's tangent passed through is such an output: found by a "
+        "campaign on 0.4.25, linearize o jvp o jvp) with an output that is one "
         "of its inputs passed through, and either that IndexError, a TypeError of lax's shape "
-        "rules (a wrong residual meets a cotangent of another shape: found on 0.4.25), or "
+        "rules (a wrong residual meets a cotangent of another shape: found on 0.4.25), the "
+        "lowering's verifier error of a jit called with a residual of another type "
+        "(\"'func.call' op operand type mismatch\"), or "
         "reverse-mode values (vjp, second order, a stack) or residuals that differ.",
         "def outer(f):\n"
         "    h, _ = jax.checkpoint(lambda j: (j + jnp.sin(j), j), prevent_cse=False)(f)\n"

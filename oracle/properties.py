@@ -375,11 +375,13 @@ def _noise(noisy, reference) -> float:
     return float(np.max(d[np.isfinite(d)], initial=0.0))
 
 
-def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangents_gained: bool = False):
+def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangents_gained: bool = False,
+                     without_dead_code: Callable | None = None):
     """The compare of a numeric property; with `zero_cotangents_gained` (its
     operands end with the program outputs' cotangents) a known divergence
     may ask whether JAX's answer is the spec's for a variant program
-    (`_values_agree_for`)."""
+    (`_values_agree_for`); with `without_dead_code` (a stack's) it may look
+    at the program the stack's levels build."""
     def compare(case, impl, got, want):
         expected, reference, noise = want
         got = list(got)
@@ -398,7 +400,8 @@ def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangen
                     f"from the float64 reference (rel {max_rel:.4g}) > tolerance {tol:.3g}; worst index "
                     f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
                     case.context(impl, name, values_agree_for=_values_agree_for(case, numeric, got, depth)
-                                 if zero_cotangents_gained else None),
+                                 if zero_cotangents_gained else None,
+                                 without_dead_code=without_dead_code and (lambda: without_dead_code(case))),
                     numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
                                  expected=reference, atol=tol,
                                  operands=case.cache.get(("operands", name), [])))
@@ -496,7 +499,7 @@ def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, afte
         return case.cache[key]
     cached = Numeric(numeric.program, own, numeric.outputs)
     return Property(name, "compiled", _spec_numbers(cached),
-                    _numbers_compare(name, weight, cached, zero_cotangents_gained), jax_term=term,
+                    _numbers_compare(name, weight, cached, zero_cotangents_gained, without_dead_code), jax_term=term,
                     weight=weight, operands=own, after=after, repro_code=repro_code, description=description,
                     without_dead_code=without_dead_code)
 

@@ -2365,6 +2365,32 @@ def test_generic_reduce_window_jvp_of_a_symbolic_zero_on_the_installed_release()
         assert any(name == d.name for name, *_ in report.known_divergences), str(report)
 
 
+def test_jit_residual_forwarding_in_a_stack_on_the_installed_release():
+    """linearize o jvp(argnums=(0, 2, 3)) o jvp of jit(lambda a, c, e: (a + c,
+    tan(e))): the second-order tangent of a + c is a tangent passed through,
+    which 0.4.25's pjit partial evaluation forwards and maps back wrongly
+    (historic bug 12): the linear function's tan output is wrong there
+    (489.6 where 280.8 is right), a known divergence seen in the program
+    the stack's levels build; ok from 0.4.26 (campaign finding a95e2b8727
+    on 0.4.25, where the same stack of a bigger program fails to lower:
+    'func.call' op operand type mismatch)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    args = (np.full((2, 2, 3), 0.3, np.float32), np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 2, 3),
+            np.full((2, 3), 0.4, np.float32))
+    prog = trace_jax(jax.jit(lambda a, c, e: (a + c, jnp.tan(e))), *args)
+    stack = S.Stack((S.Layer("jvp"), S.Layer("jvp", argnums=(0, 2, 3)), S.Layer("linearize")))
+    report = oracle_agrees(prog, stack=stack, implementations=("remat2",), properties=())
+    d = next(d for d in DIVERGENCES if d.name == "jit-residual-forwarding-gives-wrong-gradients")
+    assert report.status("stack", "remat2") == ("known divergence" if d.active() else "ok"), str(report)
+
+
 def _reduce_window_beside_a_sine(a, d):
     """finding 67722d7f2e (0.6.2, ninth session): a generic reduce_window of
     an input the inner grad of grad o vmap o grad(argnums=(0,)) holds

@@ -206,6 +206,7 @@ class PartialEval:
     recomputed: list[Eqn] = field(default_factory=list)     # known eqns copied into staged
     decisions: dict = field(default_factory=dict)           # id(eqn) -> policy answer
     staged_outputs: list[bool] = field(default_factory=list)  # which outputs `staged` returns
+    known_traced: Program | None = None                     # `known` before its dead code is removed
 
     def __iter__(self):   # (known, staged, residuals)
         return iter((self.known, self.staged, self.residuals))
@@ -392,8 +393,9 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     known = Program(known_ins, dce_eqns(split.known_eqns, known_outs + res_atoms),
                     known_outs + res_atoms, input_names=names)
     staged = Program([r.var for r in residuals] + staged_ins, staged_eqns, staged_outs)
+    traced = Program(known_ins, split.known_eqns, known_outs + res_atoms, input_names=names)
     return PartialEval(known, staged, residuals, out_unknowns, staged_inputs, recomputed, split.decisions,
-                       staged_outputs=staged_out_mask)
+                       staged_outputs=staged_out_mask, known_traced=traced)
 
 
 def free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals: bool,

@@ -27,12 +27,14 @@ from spec.partial_eval import dce
 @dataclass
 class Linearized:
     """forward:  primals -> primal outputs + residuals
-    linear:   residuals + tangents (of float inputs) -> tangents (of float outputs)"""
+    linear:   residuals + tangents (of float inputs) -> tangents (of float outputs)
+    forward_traced: `forward` with its dead code, as a trace binds it"""
     forward: Program
     linear: Program
     residuals: list[Residual]
     diff_inputs: list[bool]      # which inputs have a tangent
     diff_outputs: list[bool]     # which outputs have a tangent
+    forward_traced: Program | None = None
 
 
 def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
@@ -60,9 +62,8 @@ def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
     # tangent output computed from primals alone reaches the linear program
     # as a residual)
     n_res = len(pe.residuals)
-    forward = Program(pe.known.inputs, pe.known.eqns,
-                      pe.known.outputs[:n_out] + pe.known.outputs[len(pe.known.outputs) - n_res:],
-                      input_names=pe.known.input_names)
+    forward, forward_traced = (Program(k.inputs, k.eqns, k.outputs[:n_out] + k.outputs[len(k.outputs) - n_res:],
+                                       input_names=k.input_names) for k in (pe.known, pe.known_traced))
     # Tangent outputs that are symbolic zeros are created in the linear
     # program itself (as JAX's linearize does), never saved.
     with building() as b:
@@ -72,7 +73,7 @@ def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
         outs = [next(nz_outs) if nz else zeros_like_type(t)
                 for t, d, nz in zip(prog.out_types, diff_out, out_nz + [False] * 0) if d]
         linear = b.build(res + tangents, outs)
-    return Linearized(forward, linear, pe.residuals, diff_in, diff_out)
+    return Linearized(forward, linear, pe.residuals, diff_in, diff_out, forward_traced)
 
 
 def _diff_inputs(prog: Program, diff: Sequence[bool] | None) -> list[bool]:
@@ -137,7 +138,7 @@ def traced_vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Pro
     with building() as b:
         ins = [b.new_input(t) for t in prog.in_types]
         cts = [b.new_input(t) for t, d in zip(prog.out_types, lin.diff_outputs) if d]
-        fwd = eval_program_traced(lin.forward, *ins)
+        fwd = eval_program_traced(lin.forward_traced, *ins)
         outs = eval_program_traced(backward, *fwd[n_out:], *cts)
         names = (prog.input_names + tuple(f"ct[{i}]" for i in range(len(cts)))
                  if prog.input_names else None)
@@ -169,7 +170,7 @@ def traced_grad(prog: Program, argnums: int | Sequence[int] = 0) -> Program:
     backward = transpose(lin.linear, [False] * n_res + [True] * sum(lin.diff_inputs))
     with building() as b:
         ins = [b.new_input(t) for t in prog.in_types]
-        fwd = eval_program_traced(lin.forward, *ins)
+        fwd = eval_program_traced(lin.forward_traced, *ins)
         res = fwd[1:]
         one = np.ones((), prog.out_types[0].dtype)
         cts = iter(eval_program_traced(backward, *res, one))

@@ -628,6 +628,34 @@ def test_a_checkpoint_on_a_carry_without_tangent_is_barriered_by_the_scan_s_hois
         assert report.results[0].status == ("known divergence" if inlines and want else "ok"), str(report)
 
 
+def test_a_checkpoint_input_only_an_unread_output_passes_on_is_differentiated_by_the_next_level():
+    """linearize o grad(argnums=(0, 2)) o vjp(argnums=(2,)) of a checkpoint
+    returning (name(b), a), the second output unread: the vjp level holds a
+    and b constant, so JAX binds the checkpoint as it is, both inputs kept
+    (a trace binds the forward pass whole); the grad level differentiates
+    it through a, and its linearization inlines the checkpoint's primal
+    part, so the linear function of the last level has no checkpoint on b
+    and no barrier (JAX's HLO on 0.4.25-0.10.2; campaign finding
+    93195250e7, 0.4.25: the spec's forward pass had dropped the unread
+    output and with it the input a, and kept the checkpoint for b)."""
+    import oracle
+    from spec import policies as sp
+    from spec.barriers import linear_optimization_barriers
+    from spec.remat import checkpoint_name
+    ck = ops.checkpoint(lambda i, j: (checkpoint_name(j, "c"), i), policy=sp.save_only_these_names("c"),
+                        prevent_cse=True)
+
+    def f(a, b, e):
+        return ops.tanh(ops.add(e, ck(a, b)[0]))
+    prog = spec.trace(f, spec.f32[()], spec.f32[()], spec.f32[2, 3])
+    layers = (S.Layer("vjp", argnums=(2,)), S.Layer("grad", argnums=(0, 2)))
+    assert linear_optimization_barriers(S.spec_program(prog, S.Stack(layers))) == 0
+    stack = S.Stack(layers + (S.Layer("linearize"),))
+    report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, *_args(prog),
+                          properties=(S.stack_barriers_property(stack, prog),))
+    assert report.results[0].status == "ok", str(report)
+
+
 def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered(tmp_path):
     """A reproducer of the stack_barriers property (the spec's count
     embedded) runs to agreement on pristine JAX, and fails under the

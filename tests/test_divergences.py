@@ -1482,6 +1482,20 @@ def _zero_power_carry_of_nested_scans_in_jit(a):
     return jax.jit(f0)(a)
 
 
+def _zero_power_times_a_dot_in_jit(a):
+    """finding b5a35a9b83 (0.6.2, round y): in a jit, a dot_general of
+    x ** 0 with tanh(x): JAX before direct linearization saves the product
+    of the instantiated zero tangent with tanh(x), an f32[3] the jit
+    returns."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f0(v):
+        return lax.dot_general(v ** 0, jnp.tanh(v), (((0, 1), (0, 1)), ((2,), (2,))))
+    return jax.jit(f0)(a)
+
+
 def _custom_vjp_output_saved_rounded(a):
     """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
     saves a custom_vjp's output in a checkpoint, rounded by remat, so named
@@ -2103,6 +2117,8 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
     "custom_vjp_in_a_checkpoint_in_a_jit": (_custom_vjp_in_a_checkpoint_in_a_jit, lambda np: (np.float32(-1.1),)),
     "zero_power_carry_of_nested_scans_in_jit": (_zero_power_carry_of_nested_scans_in_jit,
                                                 lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
+    "zero_power_times_a_dot_in_jit": (_zero_power_times_a_dot_in_jit,
+                                      lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
@@ -2285,6 +2301,9 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
            for r in ("0.4.25", "0.4.36")},
         "0.6.2": [("f32[2,2,3]", _F0), ("f32[2,2,2,2,3]", _F0), ("f32[2,2,1,4,1]", _F0)],
         "0.10.2": [("f32[2,2,3]", _F0), ("f32[2,2,3]", _F0)]},
+    "zero_power_times_a_dot_in_jit": {
+        **{r: [("f32[3]", _F0)] + [("f32[2,2,3]", _F0)] * 3 for r in ("0.4.25", "0.4.36", "0.6.2")},
+        "0.10.2": [("f32[2,2,3]", _F0)] * 3},
 }
 
 

@@ -2410,6 +2410,28 @@ def test_jit_residual_forwarding_in_a_stack_on_the_installed_release():
     assert report.status("stack", "remat2") == ("known divergence" if d.active() else "ok"), str(report)
 
 
+def test_a_stack_the_spec_cannot_build_leaves_the_forwarding_predicate_alone():
+    """grad(argnums=(1,)) of pad(a, b): the spec refuses to transpose a pad
+    for its padding value alone, so it cannot build the stack's program;
+    the jit-residual-forwarding predicate, which looks at that program,
+    answers no instead of raising, and the check reports JAX's TypeError as
+    the known divergence it is (campaign round z on 0.4.25: the predicate
+    raised, two findings)."""
+    import jax
+    import numpy as np
+
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(lambda a, b: jax.lax.pad(a, b, ((0, 0, 0), (0, 0, 0))), np.ones((2, 3), np.float32),
+                     np.float32(0.5))
+    report = oracle_agrees(prog, stack=S.Stack((S.Layer("grad", argnums=(1,)),)), implementations=("remat2",),
+                           properties=())
+    assert report.status("stack", "remat2") == "known divergence", str(report)
+    assert {name for name, *_ in report.known_divergences} == {"pad-cannot-be-transposed-for-its-padding-value-alone"}
+
+
 def _reduce_window_beside_a_sine(a, d):
     """finding 67722d7f2e (0.6.2, ninth session): a generic reduce_window of
     an input the inner grad of grad o vmap o grad(argnums=(0,)) holds

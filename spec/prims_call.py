@@ -117,9 +117,15 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     res_atoms, new_res_vars, body_res_outs = [], [], []
     known_body_outs = pe.known.outputs[:n_known]
     own_constants = _constants_of(body) if linearize else set()
+    body_inputs = {v.id: i for i, v in enumerate(pe.known.inputs)}
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
-        if r.source.kind == "argument" and (linearize or semantics().remat_of_jit_forwards_inputs):
-            res_atoms.append(known_ins[r.source.index])
+        # forwarded where the residual is the body's input itself
+        # (`pe._jaxpr_forwarding`), not a value saved_residuals would name by
+        # it (a reduce_precision of it is the jit's output: found by a
+        # campaign on 0.6.2, measured on 0.10.2 too)
+        forwarded = isinstance(out, Var) and out.id in body_inputs
+        if forwarded and (linearize or semantics().remat_of_jit_forwards_inputs):
+            res_atoms.append(known_ins[body_inputs[out.id]])
         elif isinstance(out, Literal) and constant_key(out) in own_constants:
             # one of the body's own constants: pjit's linearize rule forwards it
             # (ad.linearize_jaxpr: `fwd_inputs = (*jaxpr.consts, *in_primals)`,

@@ -1115,7 +1115,10 @@ def test_a_name_of_a_checkpoint_input_names_the_value_passed_in():
 
 def test_a_zero_power_in_a_jit_is_saved_as_the_jits_output():
     """jax 0.6.2 (campaign finding 57698e3c80): jit(scan of integer_pow(d, 0))
-    saves the zero tangent as `output of jitted function`; at most one per power."""
+    saves the zero tangent as `output of jitted function`; at most the zero
+    and one product per later equation (mul's, sin's and the jit's own
+    here, named as the jit's outputs too: a dot_general's product, finding
+    b5a35a9b83), not more."""
     import jax
     import numpy as np
 
@@ -1127,7 +1130,8 @@ def test_a_zero_power_in_a_jit_is_saved_as_the_jits_output():
     ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=base)
     jit_zero = ("f32[]", "output of jitted function '<lambda>'")
     assert dv._zero_power_literal(ctx(base + [jit_zero]))
-    assert not dv._zero_power_literal(ctx(base + [jit_zero, jit_zero]))
+    assert dv._zero_power_literal(ctx(base + [jit_zero] * 4))
+    assert not dv._zero_power_literal(ctx(base + [jit_zero] * 5))
     # in a scan in a jit: the stacked zero, the jit's output (c328521c56 on 0.4.36)
     scanned = trace_jax(jax.jit(lambda a: jax.lax.scan(lambda d, _: (jax.numpy.sin(jax.lax.integer_pow(d, 0)),) * 2,
                                                           a, None, length=1)[0]), np.float32(1.0))
@@ -1494,6 +1498,22 @@ def _zero_power_times_a_dot_in_jit(a):
     def f0(v):
         return lax.dot_general(v ** 0, jnp.tanh(v), (((0, 1), (0, 1)), ((2,), (2,))))
     return jax.jit(f0)(a)
+
+
+def _checkpoint_of_a_rounded_input_in_jit(b):
+    """finding 66c2c1b5a8 (0.6.2, round AA; 0.10.2 too, a spec bug): in a
+    jit, a checkpoint saving its input, a reduce_precision of the jit's
+    argument: the residual is the rounding's output, which the jit returns
+    (pjit forwards only a residual that is the input itself), though
+    saved_residuals names a rounded value by its operand at top level."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def f0(v):
+        rounded = lax.reduce_precision(v, exponent_bits=11, mantissa_bits=52)
+        return jax.checkpoint(lambda f: (jnp.sin(f), f))(rounded)[0]
+    return jax.jit(f0)(b)
 
 
 def _custom_vjp_output_saved_rounded(a):
@@ -2119,6 +2139,8 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
                                                 lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
     "zero_power_times_a_dot_in_jit": (_zero_power_times_a_dot_in_jit,
                                       lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
+    "checkpoint_of_a_rounded_input_in_jit": (_checkpoint_of_a_rounded_input_in_jit,
+                                             lambda np: (np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),)),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
@@ -2304,6 +2326,7 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
     "zero_power_times_a_dot_in_jit": {
         **{r: [("f32[3]", _F0)] + [("f32[2,2,3]", _F0)] * 3 for r in ("0.4.25", "0.4.36", "0.6.2")},
         "0.10.2": [("f32[2,2,3]", _F0)] * 3},
+    "checkpoint_of_a_rounded_input_in_jit": {r: [("f32[3,4]", _F0)] for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
 }
 
 

@@ -922,16 +922,20 @@ def _atan2_old_jvp(got, want, ctx):
     return not (want - _jit_outputs_alike(extra)) and not (named_around_extra - _atan2s_named_around(ctx.program))
 
 
-def _atan2s_named_around(prog: Program) -> "collections.Counter":
+def _atan2s_named_around(prog: Program, in_checkpoint: bool = False) -> "collections.Counter":
     """(type, name) per atan2 equation inside a jit body (its saved values
-    are outputs of the jitted function: found on 0.4.25) or a cond branch
-    (outputs of the cond: found on 0.4.36), named by the outermost one."""
+    are outputs of the jitted function: found on 0.4.25), a cond branch
+    (outputs of the cond: found on 0.4.36) or a checkpoint nested in a
+    checkpoint (saved out of the enclosing one's known half, outputs of
+    remat2: found by a campaign on 0.4.36), named by the outermost one."""
     out = collections.Counter()
     for e in prog.eqns:
         name = {"call": _JIT_OUTPUT, "cond": "output of cond"}.get(e.primitive.name)
+        if e.primitive.name == "remat" and in_checkpoint:
+            name = "output of remat2"
         for _, sub in subprograms(e.params):
             if name is None:
-                out += _atan2s_named_around(sub)
+                out += _atan2s_named_around(sub, in_checkpoint or e.primitive.name == "remat")
                 continue
             out.update((str(q.outputs[0].type), name) for q in _eqns(sub) if q.primitive.name == "atan2")
     return out
@@ -2541,9 +2545,9 @@ DIVERGENCES = [
         "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
         "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does. Same derivative. "
         "The predicate: per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
-        "and `output of add` of the same type (for one in a jit body or a cond branch, whose saved "
-        "values all take the jit's or the cond's name, one more of that name: found on 0.4.25 and "
-        "0.4.36), and nothing else differs.",
+        "and `output of add` of the same type (for one in a jit body, a cond branch or a checkpoint "
+        "nested in a checkpoint, whose saved values all take the jit's, the cond's or remat2's "
+        "name, one more of that name: found on 0.4.25 and 0.4.36), and nothing else differs.",
         "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
         _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
     Divergence(

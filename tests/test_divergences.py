@@ -1516,6 +1516,18 @@ def _checkpoint_of_a_rounded_input_in_jit(b):
     return jax.jit(f0)(b)
 
 
+def _atan2_in_a_nested_checkpoint(x, y):
+    """finding c8658db0be (0.4.36, round AA): atan2 in a checkpoint nested
+    in a checkpoint: its old JVP's extra factor (historic bug 6) is saved
+    out of the enclosing checkpoint's known half, an `output of remat2`."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    everything = jax.checkpoint_policies.everything_saveable
+    inner = jax.checkpoint(lambda c, d: lax.atan2(c, d), policy=everything)
+    return jax.checkpoint(lambda a, b: jnp.sin(inner(a, b)), policy=everything)(x, y)
+
+
 def _custom_vjp_output_saved_rounded(a):
     """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
     saves a custom_vjp's output in a checkpoint, rounded by remat, so named
@@ -2141,6 +2153,8 @@ EIGHTH_ROUND = {       # and the ninth and eleventh sessions'
                                       lambda np: (np.linspace(-1.2, 1.3, 12, dtype=np.float32).reshape(2, 2, 3),)),
     "checkpoint_of_a_rounded_input_in_jit": (_checkpoint_of_a_rounded_input_in_jit,
                                              lambda np: (np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),)),
+    "atan2_in_a_nested_checkpoint": (_atan2_in_a_nested_checkpoint,
+                                     lambda np: (np.array([0.3, -0.5, 1.2, 0.8], np.float32), np.float32(0.7))),
     "custom_vjp_output_saved_rounded": (_custom_vjp_output_saved_rounded, lambda np: (np.float32(-1.1),)),
     "cond_zero_out_of_a_jit": (_cond_zero_out_of_a_jit, lambda np: (np.float32(0.3),)),
     "custom_vjp_output_in_a_nested_checkpoint": (_custom_vjp_output_in_a_nested_checkpoint,
@@ -2327,6 +2341,9 @@ EIGHTH_ROUND_RECORDED = {      # saved_residuals, names as 0.4.36 on gives them
         **{r: [("f32[3]", _F0)] + [("f32[2,2,3]", _F0)] * 3 for r in ("0.4.25", "0.4.36", "0.6.2")},
         "0.10.2": [("f32[2,2,3]", _F0)] * 3},
     "checkpoint_of_a_rounded_input_in_jit": {r: [("f32[3,4]", _F0)] for r in ("0.4.25", "0.4.36", "0.6.2", "0.10.2")},
+    "atan2_in_a_nested_checkpoint": {
+        **{r: [("f32[4]", "output of remat2")] * 3 + [("f32[4]", "output of cos")] for r in ("0.4.25", "0.4.36")},
+        **{r: [("f32[4]", "output of remat2")] * 2 + [("f32[4]", "output of cos")] for r in ("0.6.2", "0.10.2")}},
 }
 
 

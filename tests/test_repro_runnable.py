@@ -387,3 +387,26 @@ def test_float_inputs_are_differentiated():
                       spec.bf16[3], spec.i32[()])
     text = _repro(prog, [np.ones(3, ml_dtypes.bfloat16), np.int32(2)], "values")
     assert "diff = [0]" in text and is_float(np.dtype(ml_dtypes.bfloat16))
+
+
+def test_a_numeric_reproducer_agrees_where_both_sides_are_nan():
+    """The comparison a numeric reproducer ends with treats a nan (or an
+    infinity) where the spec has the same as agreement, as oracle.tolerances
+    does, and fails where only one side has it (campaign finding e9a2170ea9:
+    a reproducer failed on a correct JAX for a nan output)."""
+    from oracle.repro import _flat_name, _numeric_check
+
+    prog = spec.trace(lambda x: ops.log(x), spec.f32[2])
+    name = _flat_name(prog)
+    with np.errstate(invalid="ignore"):
+        jax_log = np.log(np.array([-1.0, 2.0]))        # JAX's answer: nan, log 2
+    for expected, fails in ((jax_log, False), (np.array([0.0, np.log(2.0)]), True)):
+        code = _numeric_check(prog, [np.array([-1.0, 2.0], np.float32)], "values",
+                              {"expected": [expected], "atol": 1e-6})
+        ns = {"np": np, "args": [np.array([-1.0, 2.0], np.float32)], name: lambda x: [jax_log]}
+        try:
+            exec(code.replace(f"jax.jit({name})", name), ns)
+            failed = False
+        except AssertionError:
+            failed = True
+        assert failed == fails

@@ -1088,7 +1088,8 @@ def _custom_vjp_checkpoint_entries(prog: Program, nested: bool = False, source=N
         if body is None:
             continue
         allowed.update(_custom_vjp_checkpoint_entries(body, nested=True))
-        calls = [c for c in body.eqns if c.primitive.name == "custom_vjp_call"]
+        # (one in a jit in the body too: found by a campaign on 0.4.25)
+        calls = [c for c in _eqns(body) if c.primitive.name == "custom_vjp_call"]
         if not calls:
             continue
         allowed.update({(str(a.type), "output of remat2" if nested else source(a))
@@ -1388,6 +1389,19 @@ def _stack_program(ctx) -> Program:
         return ctx.without_dead_code()
     except (ValueError, spec.PrimitiveError):
         return empty
+
+
+def _batched_dynamic_slice_gradient(ctx) -> bool:
+    """A reverse-mode numeric property (vjp, second order, a stack) whose
+    values differ, and the program the spec differentiates for it (a
+    stack's levels) has the gather a vmap makes of a dynamic_slice with
+    batched start indices (`_dynamic_slice_batch`: CLIP mode, unique and
+    sorted indices). The index values are not looked at: any such
+    program's reverse-mode values may differ on these releases."""
+    if ctx.error is not None or ctx.property not in ("vjp", "second_order", "stack"):
+        return False
+    return any(e.primitive.name == "gather" and e.params["mode"] == "clip" and e.params["unique_indices"]
+               and e.params["indices_are_sorted"] for e in _eqns(_stack_program(ctx)))
 
 
 def _pjit_residual_forwarding(ctx):
@@ -2527,6 +2541,28 @@ DIVERGENCES = [
         "except TypeError:\n"
         "    print('TypeError')  # TypeError",
         _threefry_batched_beside_an_unbatched_operand),
+    Divergence(
+        "batched-dynamic-slice-drops-out-of-bounds-gradients",
+        "Before jax 0.9.0 dynamic_slice's batching rule (`_dynamic_slice_batching_rule`, "
+        "jax/_src/lax/slicing.py) made a gather with mode=PROMISE_IN_BOUNDS, though dynamic_slice "
+        "clamps out-of-bounds start indices: the values are right, but the gather's transpose "
+        "drops the window of a start index that was clamped, so the gradient of vmap of a "
+        "dynamic_slice whose batched start index is out of bounds is zero there "
+        "(jax-ml/jax#34228, fixed by jax-ml/jax#34229, 2026-01-08, which clamps the indices "
+        "explicitly; found by a campaign on 0.6.2: grad o vmap of a scan whose body slices a "
+        "const at batched indices, one of them clamped; bisected with tools/releases.py: 0.4.25 "
+        "to 0.8.3 wrong, 0.9.0 right). Wrong gradients. The spec models the fixed rule (a gather "
+        "in CLIP mode). The predicate: a reverse-mode numeric property (vjp, second order, a "
+        "stack) whose values differ, and the program the spec differentiates for it has the "
+        "gather that batching a dynamic_slice with batched start indices makes (CLIP mode, unique "
+        "and sorted indices); it does not look at the index values.",
+        "import numpy as np\n"
+        "g = np.arange(20, dtype=np.float32).reshape(5, 4)\n"
+        "f = lambda g, i, j: jnp.sum(jax.lax.dynamic_slice(g, (i, j), (3, 2)))\n"
+        "i, j = np.array([2, 2], np.int32), np.array([3, 3], np.int32)   # j is clamped to 2\n"
+        "batched = jax.grad(lambda gs: jnp.sum(jax.vmap(f)(gs, i, j)))(np.stack([g, g]))\n"
+        "print(float(batched[0].sum()))  # 0.0 (6.0 is right)",
+        _batched_dynamic_slice_gradient, releases=Releases("0.4.25", "0.9.0")),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

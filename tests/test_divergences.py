@@ -1528,6 +1528,31 @@ def _atan2_in_a_nested_checkpoint(x, y):
     return jax.checkpoint(lambda a, b: jnp.sin(inner(a, b)), policy=everything)(x, y)
 
 
+def _custom_vjp_in_a_jit_in_a_checkpoint_in_a_jit(a):
+    """finding 1621876741 (0.4.25, round AB): a custom_vjp in a jit in a
+    checkpoint (whose policy saves names and sin) in a jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    @jax.custom_vjp
+    def ctanh(x):
+        return jnp.tanh(x)
+    ctanh.defvjp(lambda x: (jnp.tanh(x), jnp.tanh(x)), lambda t, g: (g * (1 - t * t),))
+
+    def body(f):
+        g, _ = jax.jit(lambda i: (ctanh(i), jnp.sin(i)))(f)
+        checkpoint_name(f, "a")
+        return checkpoint_name(f, "b"), g
+    policy = jax.checkpoint_policies.save_from_both_policies(
+        lambda prim, *_, **__: prim.name == "sin", jax.checkpoint_policies.save_only_these_names("a", "b"))
+
+    def f0(c):
+        d, _ = jax.checkpoint(body, policy=policy, prevent_cse=False)(c)
+        return jnp.where(c > d, c, d)
+    return jax.jit(f0)(a)
+
+
 def _custom_vjp_output_saved_rounded(a):
     """finding 0ab2b8b28a (0.4.36, tenth session): everything_saveable
     saves a custom_vjp's output in a checkpoint, rounded by remat, so named
@@ -2470,6 +2495,46 @@ def test_a_stack_the_spec_cannot_build_leaves_the_forwarding_predicate_alone():
                            properties=())
     assert report.status("stack", "remat2") == "known divergence", str(report)
     assert {name for name, *_ in report.known_divergences} == {"pad-cannot-be-transposed-for-its-padding-value-alone"}
+
+
+def test_a_batched_dynamic_slice_s_gradient_on_the_installed_release():
+    """grad o vmap of a sum of dynamic_slice(g, (i, j), (3, 2)) with j = 3
+    clamped to 2 in both batch members: before jax 0.9.0 the gradient of
+    the clamped window is dropped (zeros, historic bug 19), a known
+    divergence; right from 0.9.0, and in range, right everywhere (campaign
+    finding e9a2170ea9 on 0.6.2)."""
+    import jax
+    import numpy as np
+
+    import oracle
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    g = np.arange(20, dtype=np.float32).reshape(5, 4)
+    stack = S.Stack((S.Layer("vmap", in_axes=(0, 0, 0), out_axes=(0,), size=2), S.Layer("grad", argnums=(0,))))
+    d = next(d for d in DIVERGENCES if d.name == "batched-dynamic-slice-drops-out-of-bounds-gradients")
+    for j, clamped in ((3, True), (1, False)):
+        fn = lambda g, i, j: jax.lax.dynamic_slice(g, (i, j), (3, 2))
+        prog = trace_jax(fn, g, np.int32(2), np.int32(j))
+        report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, g, np.int32(2), np.int32(j),
+                              properties=(S.stack_property(stack, prog),))
+        want = "known divergence" if clamped and d.active() else "ok"
+        assert report.results[0].status == want, str(report)
+
+
+def test_a_custom_vjp_in_a_jit_in_a_checkpoint_counts_for_the_checkpoint_s_inputs():
+    """Historic bug 14 (a custom_vjp in a checkpoint makes it save its
+    inputs) with the custom_vjp in a jit in the checkpoint, the checkpoint
+    in a jit: the checkpoint's input, forwarded by the outer jit, is one of
+    the entries the divergence allows (finding 1621876741, 0.4.25, round AB,
+    where JAX saved it beside the kept unused output's residual)."""
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(_custom_vjp_in_a_jit_in_a_checkpoint_in_a_jit, np.float32(-1.1))
+    assert ("f32[]", "from the argument a") in dv._custom_vjp_checkpoint_entries(prog)
 
 
 def _reduce_window_beside_a_sine(a, d):

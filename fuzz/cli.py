@@ -203,7 +203,8 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             return
         checked += 1
         results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
-                     + [(p, i, "naming normalised") for _, p, i in report.normalizations]))
+                     + [(p, i, "naming normalised") for _, p, i in report.normalizations]
+                     + [(p, i, KNOWN_AS + name) for name, p, i in report.known_divergences]))
 
     def run() -> int:
         prop()
@@ -535,6 +536,20 @@ def _progress(c: _Campaign) -> None:
     print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
 
 
+KNOWN_AS = "known as "     # a count's status naming the known divergence it was
+
+
+def _divergences_by_name(counts) -> str:
+    """The known divergences the campaign met, each with how many times a
+    checked program's report named it, most first: on an old release, the
+    historic bugs it rediscovered (docs/historic_bugs.md)."""
+    by_name = collections.Counter()
+    for (_, _, status), n in counts.items():
+        if status.startswith(KNOWN_AS):
+            by_name[status[len(KNOWN_AS):]] += n
+    return "".join(f"\n  {n:>6}  {name}" for name, n in sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _summary(counts, programs, elapsed, findings, errors):
     props = sorted({p for p, _, _ in counts})
     impls = sorted({i for _, i, _ in counts})
@@ -549,6 +564,9 @@ def _summary(counts, programs, elapsed, findings, errors):
             nc = counts[(p, i, "not compared")] + counts[(p, i, "not applicable")]
             cells.append(f"{ok:>6} ok {kd:>6} known {nc:>6} n/c")
         print(f"{p:14}" + "".join(f"{c:>34}" for c in cells))
+    by_name = _divergences_by_name(counts)
+    if by_name:
+        print("known divergences by name:" + by_name)
     print(f"findings: {len(findings)}" + "".join(f"\n  {k} -> {d}" for k, d in findings.items()))
     if errors:
         print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors))

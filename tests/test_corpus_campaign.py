@@ -70,3 +70,22 @@ def test_a_planted_bug_is_a_finding_of_a_corpus_case():
     assert f["property"] != "error" and f["implementation"] == "remat2", f
     ast.parse(f["repro"])
     assert "jax" in f["repro"]
+
+
+def test_the_campaign_summary_names_the_known_divergences_it_met(capsys):
+    """The summary lists the known divergences by name, most met first (on
+    an old release: the historic bugs the campaign rediscovered), from the
+    `known as NAME` statuses the workers send; none where there were none."""
+    import collections
+
+    from fuzz import cli
+
+    counts = collections.Counter({("residuals", "remat2", "ok"): 5,
+                                  ("residuals", "remat2", "known divergence"): 3,
+                                  ("residuals", "remat2", cli.KNOWN_AS + "atan2-jvp-divides-the-product"): 1,
+                                  ("vjp", "remat2", cli.KNOWN_AS + "custom-vjp-saves-its-output"): 2})
+    cli._summary(counts, 8, 1.0, {}, [])
+    out = capsys.readouterr().out
+    assert "known divergences by name:\n       2  custom-vjp-saves-its-output\n       1  atan2-jvp-divides-the-product\n" in out
+    cli._summary(collections.Counter({("vjp", "remat2", "ok"): 1}), 1, 1.0, {}, [])
+    assert "by name" not in capsys.readouterr().out

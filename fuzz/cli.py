@@ -204,7 +204,8 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
         checked += 1
         results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
                      + [(p, i, "naming normalised") for _, p, i in report.normalizations]
-                     + [(p, i, KNOWN_AS + name) for name, p, i in report.known_divergences]))
+                     + [(p, i, KNOWN_AS + name) for name, p, i in report.known_divergences]
+                     + [(p, i, KNOWN_AS + name) for name, p, i in report.normalizations]))
 
     def run() -> int:
         prop()
@@ -540,9 +541,10 @@ KNOWN_AS = "known as "     # a count's status naming the known divergence it was
 
 
 def _divergences_by_name(counts) -> str:
-    """The known divergences the campaign met, each with how many times a
-    checked program's report named it, most first: on an old release, the
-    historic bugs it rediscovered (docs/historic_bugs.md)."""
+    """The known divergences and naming normalisations the campaign met,
+    each with how many times a checked program's report named it, most
+    first: on an old release, the historic bugs it rediscovered
+    (docs/historic_bugs.md)."""
     by_name = collections.Counter()
     for (_, _, status), n in counts.items():
         if status.startswith(KNOWN_AS):
@@ -566,7 +568,7 @@ def _summary(counts, programs, elapsed, findings, errors):
         print(f"{p:14}" + "".join(f"{c:>34}" for c in cells))
     by_name = _divergences_by_name(counts)
     if by_name:
-        print("known divergences by name:" + by_name)
+        print("known divergences and naming normalisations by name:" + by_name)
     print(f"findings: {len(findings)}" + "".join(f"\n  {k} -> {d}" for k, d in findings.items()))
     if errors:
         print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors))

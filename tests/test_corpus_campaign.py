@@ -86,6 +86,7 @@ def test_the_campaign_summary_names_the_known_divergences_it_met(capsys):
                                   ("vjp", "remat2", cli.KNOWN_AS + "custom-vjp-saves-its-output"): 2})
     cli._summary(counts, 8, 1.0, {}, [])
     out = capsys.readouterr().out
-    assert "known divergences by name:\n       2  custom-vjp-saves-its-output\n       1  atan2-jvp-divides-the-product\n" in out
+    assert ("known divergences and naming normalisations by name:\n       2  custom-vjp-saves-its-output\n"
+            "       1  atan2-jvp-divides-the-product\n") in out
     cli._summary(collections.Counter({("vjp", "remat2", "ok"): 1}), 1, 1.0, {}, [])
     assert "by name" not in capsys.readouterr().out

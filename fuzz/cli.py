@@ -112,7 +112,7 @@ def _corpus_phase(job: int, names: tuple, deadline: float, max_examples: int, re
             results.put(("idle", job, None))
             continue
         checked += 1
-        results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]))
+        results.put(("checked", job, _statuses(report)))
     return checked, found
 
 
@@ -202,10 +202,7 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             results.put(("idle", job, None))
             return
         checked += 1
-        results.put(("checked", job, [(r.property, r.implementation, r.status) for r in report.results]
-                     + [(p, i, "naming normalised") for _, p, i in report.normalizations]
-                     + [(p, i, KNOWN_AS + name) for name, p, i in report.known_divergences]
-                     + [(p, i, KNOWN_AS + name) for name, p, i in report.normalizations]))
+        results.put(("checked", job, _statuses(report)))
 
     def run() -> int:
         prop()
@@ -538,6 +535,15 @@ def _progress(c: _Campaign) -> None:
 
 
 KNOWN_AS = "known as "     # a count's status naming the known divergence it was
+
+
+def _statuses(report) -> list:
+    """What a worker tells the driver of a checked program: (property,
+    implementation, status) per result, per naming normalisation, and per
+    known divergence or normalisation by name (`KNOWN_AS`)."""
+    return ([(r.property, r.implementation, r.status) for r in report.results]
+            + [(p, i, "naming normalised") for _, p, i in report.normalizations]
+            + [(p, i, KNOWN_AS + name) for name, p, i in report.known_divergences + report.normalizations])
 
 
 def _divergences_by_name(counts) -> str:

@@ -144,6 +144,15 @@ class Backend:
     default_memory_kind: str | None = None
     environment: dict = field(default_factory=dict)   # added to a Report's environment
 
+    @property
+    def lowering_platform(self) -> str:
+        """The platform name JAX lowers for (what lax.platform_dependent's
+        platform_index reads): 'cuda' or 'rocm' for a 'gpu' device."""
+        if self.platform != "gpu":
+            return self.platform
+        version = str(getattr(getattr(self.device, "client", None), "platform_version", "")).lower()
+        return "rocm" if "rocm" in version else "cuda"
+
 
 # --------------------------------------------------------------------------
 # resolving a name to a device

@@ -40,6 +40,7 @@ import numpy as np
 import spec
 from spec import policies as sp
 from spec.ir import Program, is_float
+from spec.prims_platform import lowering_platform
 
 from oracle import backends, divergences, jax_api
 from oracle.conventions import AS_IS, Call, Factory, bind, draw, jax_value_of
@@ -319,10 +320,13 @@ def make_case(fn, policy, args, kwargs, *, static_argnums=(), static_argnames=()
     return Case(call, policy, jax_policy, prog, seed, rtol_scale, backend=backend)
 
 
+@contextlib.contextmanager
 def _on(backend: backends.Backend):
-    """JAX's default device is the backend's for the duration."""
+    """JAX's default device is the backend's for the duration, and the spec
+    lowers for its platform (lax.platform_dependent's branch)."""
     import jax
-    return jax.default_device(backend.device)
+    with jax.default_device(backend.device), lowering_platform(backend.lowering_platform):
+        yield
 
 
 def _check_memory_kinds(case: Case) -> None:

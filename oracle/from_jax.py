@@ -158,13 +158,22 @@ def _convert_eqn(e, enclosing=""):
         body = from_jaxpr(params["call_jaxpr"], _enclosing=inner)
         return SPEC_PRIMS["call"], dict(jaxpr=body, name=None)
     if name == "cond":
-        extra = {k: v for k, v in params.items() if k != "branches" and v is not None}
+        # branches_platforms (lax.platform_dependent) only tells the lowering which
+        # branches a platform needs (conditionals.py, _cond_lowering); the index,
+        # platform_index's, chooses among them as any cond's does
+        extra = {k: v for k, v in params.items() if k not in ("branches", "branches_platforms") and v is not None}
         if extra:
             raise Unsupported(f"cond{where}: param(s) {sorted(extra)} not supported "
                               f"(the spec models ['branches'])")
         branches = tuple(from_jaxpr(b, _enclosing=f"{inner} branch {i}")
                          for i, b in enumerate(params["branches"]))
         return SPEC_PRIMS["cond"], dict(branches=branches)
+    if name == "remat_opt":
+        jaxpr, consts = params["fun_jaxpr_thunk"]()
+        return SPEC_PRIMS["remat_opt"], dict(
+            num_consts=int(params["num_consts"]), num_res=int(params["num_res"]),
+            fwd_jaxpr=from_jaxpr(params["fwd_jaxpr"], _enclosing=inner),
+            fun_jaxpr=from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner))
     if name == "while":
         return SPEC_PRIMS["while"], dict(
             cond_jaxpr=from_jaxpr(params["cond_jaxpr"], _enclosing=inner),

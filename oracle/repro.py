@@ -132,6 +132,21 @@ def closed_call(fun):
         return jcore.closed_call_p.bind(*args, **params)
     return call
 ''',
+    "remat_opt": '''
+def remat_opt(fwd, fun, num_consts, num_res):
+    """JAX's remat_opt primitive, the forward rule of a custom_vjp with
+    optimize_remat=True: fwd(*consts, *primals) -> (*residuals, *outs); fun(*primals)
+    -> outs is the primal function its DCE rule runs where no residual is read."""
+    from jax._src.custom_derivatives import remat_opt_p
+    from jax._src.interpreters import partial_eval as pe
+    def call(*args):
+        closed = jax.make_jaxpr(fwd)(*args)
+        primal = jax.make_jaxpr(fun)(*args[num_consts:])
+        return remat_opt_p.bind(*closed.consts, *args, num_consts=len(closed.consts) + num_consts,
+                                num_res=num_res, fwd_jaxpr=pe.close_jaxpr(pe.convert_constvars_jaxpr(closed.jaxpr)),
+                                fun_jaxpr_thunk=lambda: (primal.jaxpr, primal.consts))
+    return call
+''',
     "differentiated_checkpoint": '''
 def differentiated_checkpoint(fun, policy, prevent_cse):
     """fun as a remat2 equation with differentiated=True, the staged half of a checkpoint
@@ -606,6 +621,13 @@ class _Writer:
             head, ret = ("n_out, *args", f"{fn}(*args)[:n_out]") if sp_.static_argnums else ("*args", f"{fn}(*args)")
             out += [indent + d for d in deco] + [f"{indent}def {target}({head}):", f"{indent}    return {ret}"]
         return call.replace("{}", "{ARGS}")
+
+    def emit_remat_opt(self, e, ins, outs, indent, out, **_):
+        p = e.params
+        fwd = self.sub(p["fwd_jaxpr"], "remat_opt_fwd", indent, out)
+        fun = self.sub(p["fun_jaxpr"], "remat_opt_fun", indent, out)
+        call = f"{self.use('remat_opt')}({fwd}, {fun}, {p['num_consts']!r}, {p['num_res']!r})"
+        return _assign(outs, f"{call}({', '.join(ins)})", True)
 
     def emit_name(self, e, ins, outs, indent, out, **_):
         return _assign(outs, f"checkpoint_name({ins[0]}, {e.params['name']!r})", False)

@@ -135,6 +135,8 @@ def _run(prog: Program, args, table):
             outs = _bind_cond(xs, e.params["branches"], table)
         elif name == "while":
             outs = _bind_while(xs, e.params, table)
+        elif name == "remat_opt":
+            outs = _bind_remat_opt(xs, e.params, table)
         elif name == "reduce_window":
             outs = _reduce_window(xs, e.params, table)
         elif name == "name":
@@ -149,7 +151,7 @@ def _run(prog: Program, args, table):
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'reduce_window', 'remat', 'scan', 'while']}")
+                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'reduce_window', 'remat', 'remat_opt', 'scan', 'while']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
@@ -221,6 +223,17 @@ def _bind_while(xs, params, table):
     avals = cond.in_avals[:nc] + body.in_avals          # cond consts, body consts, carries
     return jx.while_p().bind(*_strong(xs, avals), cond_jaxpr=cond, body_jaxpr=body,
                              cond_nconsts=nc, body_nconsts=nb)
+
+
+def _bind_remat_opt(xs, params, table):
+    """JAX's remat_opt on the forward rule's program (its consts made
+    leading operands, as optimize_remat_of_custom_vjp_fwd binds it) and a
+    thunk tracing the primal function."""
+    fwd, consts = jx.closed_without_consts(_closed_jaxpr(params["fwd_jaxpr"], table))
+    fun = params["fun_jaxpr"]
+    thunk = lambda: (lambda c: (c.jaxpr, c.consts))(_closed_jaxpr(fun, table))   # noqa: E731
+    return jx.remat_opt_p().bind(*consts, *xs, num_consts=len(consts) + params["num_consts"],
+                                 num_res=params["num_res"], fwd_jaxpr=fwd, fun_jaxpr_thunk=thunk)
 
 
 def _tangent_zero(t, symbolic: bool):

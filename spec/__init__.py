@@ -38,4 +38,6 @@ from spec import prims_window  # noqa: F401
 from spec import prims_random  # noqa: F401
 from spec import prims_collective  # noqa: F401
 from spec import prims_stack  # noqa: F401
+from spec import prims_tile  # noqa: F401
+from spec import prims_platform  # noqa: F401
 from spec import prims_debug  # noqa: F401

@@ -57,6 +57,7 @@ from spec.evaluate import evaluate
 from spec.ir import Eqn
 from spec.partial_eval import dce
 from spec.prims_structural import reduce_sum
+from spec.prims_remat_opt import optimized_fwd
 from spec.transpose import transpose_traced
 
 FWD_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
@@ -528,7 +529,8 @@ def _bwd_rule_cotangents(cts_in, n_args: int) -> tuple:
     return cts_in
 
 
-def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zeros: bool = False):
+def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zeros: bool = False,
+               optimize_remat: bool = False):
     """jax.custom_vjp(fn) with fn.defvjp(fwd_fn, bwd_fn): returns a function
     that applies `fn` as one custom_vjp_call equation.
 
@@ -539,7 +541,11 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
     cotangent may be a `spec.Zero`.
 
     The custom_vjp_call equation evaluates `jaxpr` (the rules are never
-    run); forward-mode differentiation of it is an error (see its JVP)."""
+    run); forward-mode differentiation of it is an error (see its JVP).
+    With `optimize_remat` the forward rule is one remat_opt equation
+    (spec/prims_remat_opt.py), as `defvjp(..., optimize_remat=True)` makes it."""
+    if symbolic_zeros and optimize_remat:
+        raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
     name = _fn_name(fn, "custom_vjp")
     fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")
 
@@ -569,7 +575,8 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
                 kind, res_list = _residual_structure(res)
                 res_structure["kind"] = kind
                 res_structure["types"] = _types_of(res_list)
-                return b.build(primals, list(outs) + res_list), [True] * len(outs)
+                fwd = b.build(primals, list(outs) + res_list)
+            return (optimized_fwd(fwd, len(outs), body) if optimize_remat else fwd), [True] * len(outs)
 
         def trace_bwd(ct_nonzeros):
             if "kind" not in res_structure:

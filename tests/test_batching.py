@@ -170,6 +170,19 @@ def custom_vjp_sin_mul(x, y):
     return g(x, y)
 
 
+def remat_opt_sin_mul(x, y):
+    """The forward rule of custom_vjp_sin_mul's function defined with
+    optimize_remat=True: one remat_opt equation (residuals, then the output)."""
+    from spec.prims_remat_opt import optimized_fwd
+    from spec.core import eval_program_traced
+
+    def fwd(a, b):
+        return ops.sin(a) * ops.broadcast_in_dim(b, a.shape, (1,)), ops.cos(a)
+    prog = spec.trace(lambda a, b: list(fwd(a, b)), x.type, y.type)
+    body = spec.trace(lambda a, b: fwd(a, b)[0], x.type, y.type)
+    return eval_program_traced(optimized_fwd(prog, 1, body), x, y)
+
+
 def to_host_and_back(x):
     h = spec.core.bind(device_put_p, ops.sin(x), memory_space="pinned_host")
     return h, spec.core.bind(device_put_p, h, memory_space="device") * 2.0
@@ -293,6 +306,7 @@ EXTRA = [
     VCase("call-unused-input", call_unused_input, [normal(3), normal(2)]),
     VCase("custom_jvp_call", custom_jvp_sin_mul, [normal(2, 3), normal(3)]),
     VCase("custom_vjp_call", custom_vjp_sin_mul, [normal(2, 3), normal(3)]),
+    VCase("remat_opt", remat_opt_sin_mul, [normal(2, 3), normal(3)]),
     VCase("reduce_max-axes01-of-3d", lambda x: ops.reduce_max(x, (0, 2)),
           [lambda rng: rng.permutation(24).reshape(2, 3, 4) * 0.25]),
     VCase("transpose-then-reshape", lambda x: ops.reshape(ops.transpose(x, (1, 0)), (2, 6)),

@@ -423,3 +423,123 @@ def test_remat3_ignores_a_name_inside_a_custom_vjp_fwd():
     oracle.check(fn, policy, x, implementations=("remat2",), properties=("residuals", "values", "vjp"))
     report = oracle.check(fn, policy, x, implementations=("remat3",), properties=("residuals",))
     assert ("remat3-custom-rules-are-full-remat", "residuals", "remat3") in report.known_divergences, report
+
+
+# --------------------------------------------------------------------------
+# custom_vjp(optimize_remat=True): the remat_opt primitive (spec/prims_remat_opt.py)
+
+def _tan_with_sin_fwd():
+    """tan whose (deliberately different) forward rule returns sin: which of
+    the two computes a primal output shows which program ran (JAX's
+    test_optimize_remat_gh21303)."""
+    from spec.prims_math import tan
+
+    def fwd(x):
+        return ops.sin(x), ops.cos(x)
+    return spec.custom_vjp(tan, fwd, lambda c, g: (ops.mul(g, c),), optimize_remat=True)
+
+
+def test_optimize_remat_binds_one_remat_opt_in_the_forward_rule():
+    f = _tan_with_sin_fwd()
+    prog = spec.trace(f, f32[3])
+    fwd, _ = prog.eqns[0].params["fwd"]((True,))
+    assert [e.primitive.name for e in fwd.eqns] == ["remat_opt"]
+    x = np.float32([0.1, 0.5, 1.0])
+    np.testing.assert_allclose(spec.evaluate(prog, x)[0], np.tan(x), rtol=1e-6)       # eval: the primal body
+    np.testing.assert_allclose(spec.evaluate(fwd, x)[0], np.sin(x), rtol=1e-6)        # the forward rule: sin
+
+
+def test_optimize_remat_runs_the_primal_function_where_no_residual_is_read():
+    """Linearized, the forward pass computes the rule's output (sin); inside a
+    checkpoint the residual is recomputed later, so remat_opt's DCE rule
+    makes the forward pass the primal function (tan), as in JAX's
+    test_optimize_remat_gh21303."""
+    f = _tan_with_sin_fwd()
+    x = np.float32([0.1, 0.5, 1.0])
+    plain = spec.linearize(spec.trace(f, f32[3]))
+    ckpt = spec.linearize(spec.trace(lambda y: spec.remat.checkpoint(f)(y), f32[3]))
+    np.testing.assert_allclose(spec.evaluate(plain.forward, x)[0], np.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(spec.evaluate(ckpt.forward, x)[0], np.tan(x), rtol=1e-6)
+    assert "remat_opt" not in str(ckpt.forward) and "remat_opt" in str(plain.forward)
+    g = spec.evaluate(spec.vjp_program(spec.trace(f, f32[3])), x, np.ones(3, np.float32))[-1]
+    np.testing.assert_allclose(g, np.cos(x), rtol=1e-6)                               # bwd: g * cos
+
+
+def test_remat_opt_dce_keeps_the_forward_rule_while_a_residual_is_read():
+    from spec.prims_remat_opt import _remat_opt_dce
+    f = _tan_with_sin_fwd()
+    fwd, _ = spec.trace(f, f32[3]).eqns[0].params["fwd"]((True,))
+    e = fwd.eqns[0]                                   # outputs: (residual cos, primal sin)
+    only_res, read = _remat_opt_dce(e, [True, False])
+    assert only_res.primitive.name == "remat_opt" and read == [True]
+    assert [q.primitive.name for q in only_res.params["fwd_jaxpr"].eqns] == ["cos"]
+    only_out, read = _remat_opt_dce(e, [False, True])
+    assert only_out.primitive.name == "call" and only_out.params["name"] is None
+    assert [q.primitive.name for q in only_out.params["jaxpr"].eqns] == ["tan"]
+
+
+def test_remat_opt_jvp_matches_finite_differences_and_reverse_mode_raises():
+    """Forward mode of the forward rule is its JVP; reverse mode raises
+    linearize_from_jvp's ValueError (one remat_opt computes primals and
+    tangents together), as JAX does (checked below where JAX is installed)."""
+    from spec.jvp import LINEARIZATION_ERROR
+    f = _tan_with_sin_fwd()
+    fwd, _ = spec.trace(f, f64[3]).eqns[0].params["fwd"]((True,))
+    x, t = np.array([0.1, 0.5, 1.0]), np.array([0.3, -1.0, 2.0])
+    outs = spec.evaluate(spec.jvp(fwd), x, t)
+    eps = 1e-6
+    fd = [(p - m) / (2 * eps) for p, m in zip(spec.evaluate(fwd, x + eps * t), spec.evaluate(fwd, x - eps * t))]
+    for got, want in zip(outs[2:], fd):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError) as spec_error:
+        spec.vjp_program(fwd)
+    assert str(spec_error.value) == LINEARIZATION_ERROR
+    jax = pytest.importorskip("jax")
+    import oracle
+    if not oracle.jax_api.capabilities().optimize_remat:
+        return
+
+    @jax.custom_vjp
+    def tan(x):
+        return jax.numpy.tan(x)
+    tan.defvjp(lambda x: (jax.numpy.sin(x), jax.numpy.cos(x)), lambda c, g: (g * c,), optimize_remat=True)
+    with pytest.raises(ValueError) as jax_error:
+        jax.grad(lambda x: jax.vjp(tan, x)[0].sum())(np.float32([0.1, 0.5, 1.0]))
+    assert str(jax_error.value) == LINEARIZATION_ERROR
+
+
+def test_remat_opt_vmap_equals_a_loop():
+    f = _tan_with_sin_fwd()
+    fwd, _ = spec.trace(f, f32[3]).eqns[0].params["fwd"]((True,))
+    xs = np.float32([[0.1, 0.5, 1.0], [0.2, -0.3, 0.7]])
+    batched = spec.vmap(fwd, in_axes=1, axis_size=2)
+    got = spec.evaluate(batched, xs.T)
+    for i, row in enumerate(xs):
+        for g, w in zip(got, spec.evaluate(fwd, row)):
+            np.testing.assert_allclose(g[i], w, rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", ["none", "dots", "everything", "as-is"])
+def test_optimize_remat_through_jax(policy):
+    """JAX's own custom_vjp(optimize_remat=True) imports, and oracle.check
+    passes: residuals and values as JAX has them (the primal function in a
+    checkpoint's forward pass, the rule outside one)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import oracle
+    if not oracle.jax_api.capabilities().optimize_remat:
+        pytest.skip(f"jax {jax.__version__}: defvjp takes no optimize_remat=")
+
+    @jax.custom_vjp
+    def tan(x):
+        return jnp.tan(x)
+    tan.defvjp(lambda x: (jnp.sin(x), (jnp.cos(x), x)), lambda r, g: (g * r[0] + 0 * r[1],), optimize_remat=True)
+    cp = jax.checkpoint_policies
+    pol = {"none": None, "dots": cp.dots_saveable, "everything": cp.everything_saveable, "as-is": oracle.AS_IS}[policy]
+    fn = lambda x: jnp.sum(tan(jnp.sin(x)) ** 2)   # noqa: E731
+    report = oracle.check(fn, pol, np.linspace(-1, 1, 3).astype(np.float32), properties=VJP_PROPS)
+    assert all(r.status in ("ok", "known divergence") for r in report.results), report
+    prog = oracle.from_jaxpr(jax.make_jaxpr(jax.grad(fn))(np.float32([0.1, 0.2, 0.3])))
+    assert "remat_opt" in str(prog)
+    back = oracle.from_jaxpr(jax.make_jaxpr(oracle.to_jax(prog))(np.float32([0.1, 0.2, 0.3])))
+    assert str(back).count("remat_opt") == str(prog).count("remat_opt")

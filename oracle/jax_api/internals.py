@@ -97,6 +97,19 @@ def while_p():
     return p
 
 
+def remat_opt_p():
+    """custom_vjp(optimize_remat=True)'s forward-rule primitive (jax 0.4.3x and later)."""
+    from jax._src.custom_derivatives import remat_opt_p as p
+    return p
+
+
+def closed_without_consts(closed):
+    """A ClosedJaxpr's consts made its leading inputs (pe.convert_constvars_jaxpr,
+    pe.close_jaxpr): (the new ClosedJaxpr, the consts)."""
+    from jax._src.interpreters import partial_eval as pe
+    return pe.close_jaxpr(pe.convert_constvars_jaxpr(closed.jaxpr)), list(closed.consts)
+
+
 # --------------------------------------------------------------------------
 # equations read in 0.10.2's spelling
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import math
 
 import numpy as np
 
@@ -118,6 +119,72 @@ class _Numeric:
             for _ in range(6):
                 x = x - (erf(x) - yc) / (2 / np.sqrt(np.pi) * np.exp(-x * x))
             return np.where(inside, x, np.where(np.abs(y) == 1, np.sign(y) * np.inf, np.nan))
+
+    # -- spec/prims_special.py: the gamma family (float64; poles as XLA has them) --
+    @staticmethod
+    def lgamma(x):
+        """log|Gamma(x)|: +inf at the poles (non-positive integers) and at +-inf."""
+        x = np.asarray(x, np.float64)
+        pole = (x <= 0) & (x == np.floor(x))
+        safe = np.where(pole | ~np.isfinite(x), 1.0, x)
+        out = np.vectorize(math.lgamma, otypes=[np.float64])(safe)
+        return np.where(pole | np.isinf(x), np.inf, np.where(np.isnan(x), np.nan, out))
+
+    @staticmethod
+    def digamma(x):
+        """psi(x) = Gamma'(x)/Gamma(x): reflection psi(1-x) - pi/tan(pi x) below
+        1/2, recurrence psi(x) = psi(x+1) - 1/x up to 10, then the asymptotic
+        series; nan at the poles and at -inf, +inf at +inf."""
+        x = np.asarray(x, np.float64)
+        pole = (x <= 0) & (x == np.floor(x))
+        finite = np.isfinite(x) & ~pole
+        z = np.where(finite, x, 1.0)
+        reflect = z < 0.5
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shift = np.where(reflect, -np.pi / np.tan(np.pi * z), 0.0)
+        z = np.where(reflect, 1.0 - z, z)
+        acc = np.zeros_like(z)
+        while np.any(z < 10):
+            small = z < 10
+            acc = acc - np.where(small, 1.0 / z, 0.0)
+            z = np.where(small, z + 1, z)
+        inv2 = 1.0 / (z * z)
+        series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 / 132))))
+        out = np.log(z) - 0.5 / z - series + acc + shift
+        return np.where(finite, out, np.where(x == np.inf, np.inf, np.nan))
+
+    @staticmethod
+    def polygamma(m, x):
+        """psi^(m)(x): digamma for m = 0; for integer m >= 1,
+        (-1)^(m+1) m! sum_k 1/(x+k)^(m+1) (the Hurwitz zeta series: first terms
+        summed until x+k >= 10 + 2m, the rest by Euler-Maclaurin). As XLA: nan for a
+        non-integer or negative m and at +inf; at a pole (and -inf) +inf for odd
+        m, nan for even m."""
+        m, x = np.broadcast_arrays(np.asarray(m, np.float64), np.asarray(x, np.float64))
+        valid = (m >= 0) & (m == np.floor(m))
+        order = np.where(valid & np.isfinite(m) & (m >= 1), m, 1.0)   # m = 0: digamma, below
+        pole = ((x <= 0) & (x == np.floor(x))) | (x == -np.inf)
+        finite = np.isfinite(x) & ~pole
+        q = np.where(finite, x, 1.0)
+        s = order + 1
+        total = np.zeros_like(q)
+        start = 10 + 2 * order            # where the Euler-Maclaurin tail below is float64-exact
+        while np.any(q < start):
+            small = q < start
+            total = total + np.where(small, q ** -s, 0.0)
+            q = np.where(small, q + 1, q)
+        # Euler-Maclaurin: q^(1-s)/(s-1) + q^-s/2 + sum_j B_2j/(2j)! s(s+1)..(s+2j-2) q^(-s-2j+1)
+        total = total + q ** (1 - s) / (s - 1) + 0.5 * q ** -s
+        rising, power, top = s, q ** (-s - 1), s
+        for b2j_over_fact in (1 / 12, -1 / 720, 1 / 30240, -1 / 1209600, 1 / 47900160):
+            total = total + b2j_over_fact * rising * power
+            rising, power, top = rising * (top + 1) * (top + 2), power / (q * q), top + 2
+        sign = np.where(order % 2 == 1, 1.0, -1.0)
+        value = sign * np.vectorize(math.factorial, otypes=[np.float64])(order.astype(np.int64)) * total
+        at_pole = np.where(order % 2 == 1, np.inf, np.nan)
+        out = np.where(finite, value, np.where(pole, at_pole, np.nan))
+        out = np.where(m == 0, _Numeric.digamma(x), out)
+        return np.where(valid, out, np.nan)
 
     # -- spec/prims_reductions.py: reductions, cumulative ops, sort --
     @staticmethod
@@ -391,7 +458,8 @@ def _symbolic_math_op(name):
     unary = {"tan": sympy.tan, "sinh": sympy.sinh, "cosh": sympy.cosh, "asinh": sympy.asinh,
              "acosh": sympy.acosh, "atanh": sympy.atanh, "asin": sympy.asin, "acos": sympy.acos,
              "atan": sympy.atan, "exp2": lambda x: 2 ** x, "expm1": lambda x: sympy.exp(x) - 1,
-             "cbrt": sympy.cbrt, "erf_inv": sympy.erfinv}
+             "cbrt": sympy.cbrt, "erf_inv": sympy.erfinv, "lgamma": sympy.loggamma,
+             "digamma": sympy.digamma}
     if name in unary:
         return _elementwise(unary[name])
     const = {"sign": (sympy.sign, lambda v: v == 0),
@@ -405,6 +473,8 @@ def _symbolic_math_op(name):
                                              dtype=object)
     if name == "atan2":
         return pair(sympy.atan2)
+    if name == "polygamma":
+        return pair(sympy.polygamma)
     if name == "pow":
         return pair(lambda a, b: a ** b)
     if name == "rem":

@@ -41,3 +41,5 @@ from spec import prims_stack  # noqa: F401
 from spec import prims_tile  # noqa: F401
 from spec import prims_platform  # noqa: F401
 from spec import prims_debug  # noqa: F401
+from spec import prims_scatter  # noqa: F401
+from spec import prims_linalg  # noqa: F401

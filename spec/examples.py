@@ -51,9 +51,36 @@ def _divisors(rng, shape):           # integer divisors: +-2 .. +-5 (truncation 
     return rng.integers(2, 6, size=shape) * rng.choice([-1, 1], size=shape)
 
 
+def _matrices(rng, shape, one):      # one(rng, m, n) per matrix of a (..., m, n) shape
+    flat = [one(rng, *shape[-2:]) for _ in range(int(np.prod(shape[:-2])))]
+    return np.reshape(flat, shape)
+
+
+def _spd(rng, shape):                # cholesky: symmetric, eigenvalues in [1, 2]
+    def one(rng, m, n):
+        q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        return (q * rng.uniform(1.0, 2.0, size=n)) @ q.T
+    return _matrices(rng, shape, one)
+
+
+def _dominant_one(rng, m, n):        # diagonal +-[2, 3], the rest N(0, 0.3^2)
+    k = min(m, n)
+    out = rng.normal(scale=0.3, size=(m, n))
+    out[range(k), range(k)] = rng.uniform(2.0, 3.0, k) * rng.choice([-1.0, 1.0], k)
+    return out
+
+
+def _dominant(rng, shape):           # triangular_solve: both triangles well conditioned
+    return _matrices(rng, shape, _dominant_one)
+
+
+def _pivoted(rng, shape):            # lu: rows of a dominant matrix permuted (clear pivots)
+    return _matrices(rng, shape, lambda rng, m, n: _dominant_one(rng, m, n)[rng.permutation(m)])
+
+
 DOMAINS = {"normal": _normal, "positive": _positive, "away_from_zero": _away_from_zero,
            "unit": _unit, "distinct": _distinct, "halves": _halves, "bools": _bools, "ints": _ints,
-           "divisors": _divisors}
+           "divisors": _divisors, "spd": _spd, "dominant": _dominant, "pivoted": _pivoted}
 
 
 def _indices(rng, shape, n):         # "indices:N": ints in [0, N)

@@ -658,6 +658,56 @@ for _p, _op in ((gt_p, "greater"), (lt_p, "less"), (ge_p, "greater_equal"),
     jvp_rules[_p] = (lambda p: lambda primals, tangents: (bind(p, *primals), None))(_p)
 
 
+# --------------------------------------------------------------------------
+# lt_to, le_to, eq_to: the total-order comparisons (jnp.searchsorted,
+# jnp.interp, jnp.digitize and jnp.histogram reach them through
+# lax._sort_lt_comparator / _sort_le_comparator, in a scan)
+
+lt_to_p, le_to_p, eq_to_p = (primitive(n) for n in ("lt_to", "le_to", "eq_to"))
+for _p in (lt_to_p, le_to_p, eq_to_p):
+    # no lax wrapper: bound as lax._sort_lt_comparator binds them
+    jax_facts[_p] = JaxFacts(_p.name, f"lambda x, y: lax_internal.{_p.name}_p.bind(x, y)")
+
+
+def lt_to(x, y): return bind(lt_to_p, *_coerce(x, y))
+def le_to(x, y): return bind(le_to_p, *_coerce(x, y))
+def eq_to(x, y): return bind(eq_to_p, *_coerce(x, y))
+
+
+def _total_order_key(x):
+    """XLA's TOTALORDER comparison of floats (lax._compare_lower_hlo with
+    total_order=True) as an integer key: the bits as a signed integer, the
+    bits below the sign flipped where the sign is set. So
+    -NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < +NaN, and NaNs (of one
+    sign and payload) are equal. Integers and bools keep their order."""
+    x = np.asarray(x)
+    if not is_float(x.dtype):
+        return x
+    bits = x.view(np.dtype(f"int{8 * x.dtype.itemsize}"))
+    return np.where(bits < 0, bits ^ np.iinfo(bits.dtype).max, bits)
+
+
+def _total_order_eval(op: str):
+    """The comparison `op` (of _compare_eval) on total-order keys. Exact
+    (sympy) values are real numbers, with no signed zeros or NaNs: their
+    total order is the ordinary one."""
+    compare = _compare_eval(op)
+
+    def rule(x, y):
+        if namespace(x, y).name == "sympy":
+            return compare(x, y)
+        return compare(_total_order_key(x), _total_order_key(y))
+    return rule
+
+
+for _p, _op in ((lt_to_p, "less"), (le_to_p, "less_equal"), (eq_to_p, "equal")):
+    shape_rules[_p] = _binary_shape(_p, kinds=("float", "int", "bool"), out_dtype=np.dtype(bool))
+    eval_rules[_p] = _total_order_eval(_op)
+    # ad.defjvp_zero, as every comparison
+    jvp_rules[_p] = (lambda p: lambda primals, tangents: (bind(p, *primals), None))(_p)
+    # batching: broadcast_batcher (naryop's batching.defbroadcasting), in _register_batch_rules
+
+
 select_n_p = primitive("select_n")
 jax_facts[select_n_p] = JaxFacts("select_n", "lambda which, *cases: lax.select_n(which, *cases)")
 
@@ -733,6 +783,40 @@ examples[le_p] = [Example("le", (_HALVES45, _HALVES45), le, lambda x, y: x <= y)
 examples[eq_p] = [Example("eq", (_HALVES45, _HALVES45), eq, lambda x, y: x == y),
                   Example("i32", (((8,), "i32", "ints:0:3"), ((8,), "i32", "ints:0:3")), eq, lambda x, y: x == y)]
 examples[ne_p] = [Example("ne", (_HALVES45, _HALVES45), ne, lambda x, y: x != y)]
+
+
+def _specials(x):
+    """Halves made special where |x| is 0.5 or 1: +NaN (a literal), -NaN
+    (its negation), -0.0 and +0.0 (x * 0.0, the sign of x), else x."""
+    nan = np.asarray(np.nan, x.dtype)
+    zero = mul(x, 0.0)
+    x = select_n(eq(x, 0.5), x, _full_like(x, nan))
+    x = select_n(eq(x, -0.5), x, neg(_full_like(x, nan)))
+    return select_n(eq(abs(x), 1.0), x, zero)
+
+
+def _ref_specials(x):
+    x = np.asarray(x, np.float64)
+    out = np.where(np.abs(x) == 1.0, x * 0.0, x)
+    return np.where(x == 0.5, np.nan, np.where(x == -0.5, -np.abs(np.nan), out))
+
+
+def _ref_total_order(op):
+    """numpy: `op` on XLA's total-order keys of float64 values."""
+    return lambda x, y: op(_total_order_key(np.asarray(x, np.float64)), _total_order_key(np.asarray(y, np.float64)))
+
+
+def _total_order_examples(fn, op):
+    return [Example("halves", (_HALVES45, _HALVES45), fn, op),
+            Example("signed-zeros-and-nans", (_HALVES45, _HALVES45),
+                    lambda x, y: fn(_specials(x), _specials(y)),
+                    lambda x, y: _ref_total_order(op)(_ref_specials(x), _ref_specials(y))),
+            Example("i32", (((8,), "i32", "ints:0:3"), ((8,), "i32", "ints:0:3")), fn, op)]
+
+
+examples[lt_to_p] = _total_order_examples(lt_to, np.less)
+examples[le_to_p] = _total_order_examples(le_to, np.less_equal)
+examples[eq_to_p] = _total_order_examples(eq_to, np.equal)
 examples[select_n_p] = [
     Example("bool", (((3, 4), "bool", "bools"), _X34, _X34), select_n, lambda p, a, b: np.where(p, b, a),
             linear=((False, True, True),)),
@@ -845,7 +929,8 @@ def _register_batch_rules():
     for p in (neg_p, sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p,
               rsqrt_p, square_p, abs_p, integer_pow_p, convert_element_type_p, stop_gradient_p):
         batch_rules[p] = vectorized_batcher(p)
-    for p in (add_p, sub_p, mul_p, div_p, max_p, min_p, gt_p, lt_p, ge_p, le_p, eq_p, ne_p):
+    for p in (add_p, sub_p, mul_p, div_p, max_p, min_p, gt_p, lt_p, ge_p, le_p, eq_p, ne_p,
+              lt_to_p, le_to_p, eq_to_p):
         batch_rules[p] = broadcast_batcher(p)
     batch_rules[add_any_p] = _batch_add_any
     batch_rules[select_n_p] = _batch_select_n

@@ -25,6 +25,7 @@ from oracle.errors import Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
 from spec.prims_custom import Rule
+from spec.prims_linear_solve import LinearSolveTuple
 
 
 def _location(eqn) -> str:
@@ -174,6 +175,12 @@ def _convert_eqn(e, enclosing=""):
             num_consts=int(params["num_consts"]), num_res=int(params["num_res"]),
             fwd_jaxpr=from_jaxpr(params["fwd_jaxpr"], _enclosing=inner),
             fun_jaxpr=from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner))
+    if name == "custom_linear_solve":
+        jaxprs = params["jaxprs"]
+        return SPEC_PRIMS["custom_linear_solve"], dict(
+            const_lengths=LinearSolveTuple(*(int(n) for n in params["const_lengths"])),
+            jaxprs=LinearSolveTuple(*(None if j is None else from_jaxpr(j, _enclosing=f"{inner} {field}")
+                                      for field, j in zip(LinearSolveTuple._fields, jaxprs))))
     if name == "while":
         return SPEC_PRIMS["while"], dict(
             cond_jaxpr=from_jaxpr(params["cond_jaxpr"], _enclosing=inner),

@@ -147,6 +147,27 @@ def remat_opt(fwd, fun, num_consts, num_res):
                                 fun_jaxpr_thunk=lambda: (primal.jaxpr, primal.consts))
     return call
 ''',
+    "custom_linear_solve": '''
+def custom_linear_solve(functions, const_lengths):
+    """JAX's custom_linear_solve primitive on exactly these operands (lax.custom_linear_solve
+    traces the functions itself, making what they close over operands): functions =
+    (matvec, vecmat, solve, transpose_solve), each f(*its consts, *b) -> a tuple, vecmat
+    and transpose_solve possibly None; const_lengths their const counts, in that order,
+    the operands their consts in that order, then b. A weakly typed operand is made strong."""
+    from jax._src.lax.control_flow.solves import _LinearSolveTuple, linear_solve_p
+    def call(*args):
+        avals = [jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)) for v in args]
+        args = [jax.lax.convert_element_type(v, a.dtype)
+                if getattr(v, 'weak_type', False) and not isinstance(v, (bool, int, float, complex)) else v
+                for v, a in zip(args, avals)]
+        b, jaxprs, start = avals[sum(const_lengths):], [], 0
+        for f, n in zip(functions, const_lengths):
+            jaxprs.append(None if f is None else jax.make_jaxpr(f)(*avals[start:start + n], *b))
+            start += n
+        return linear_solve_p.bind(*args, const_lengths=_LinearSolveTuple(*const_lengths),
+                                   jaxprs=_LinearSolveTuple(*jaxprs))
+    return call
+''',
     "differentiated_checkpoint": '''
 def differentiated_checkpoint(fun, policy, prevent_cse):
     """fun as a remat2 equation with differentiated=True, the staged half of a checkpoint
@@ -627,6 +648,14 @@ class _Writer:
         fwd = self.sub(p["fwd_jaxpr"], "remat_opt_fwd", indent, out)
         fun = self.sub(p["fun_jaxpr"], "remat_opt_fun", indent, out)
         call = f"{self.use('remat_opt')}({fwd}, {fun}, {p['num_consts']!r}, {p['num_res']!r})"
+        return _assign(outs, f"{call}({', '.join(ins)})", True)
+
+    def emit_custom_linear_solve(self, e, ins, outs, indent, out, **_):
+        """JAX's custom_linear_solve bound on the four sub-programs (custom_linear_solve helper)."""
+        p = e.params
+        fns = ["None" if j is None else self.sub(j, f"linear_solve_{field}", indent, out)
+               for field, j in zip(("matvec", "vecmat", "solve", "transpose_solve"), p["jaxprs"])]
+        call = f"{self.use('custom_linear_solve')}({_tuple(fns)}, {tuple(int(n) for n in p['const_lengths'])!r})"
         return _assign(outs, f"{call}({', '.join(ins)})", True)
 
     def emit_name(self, e, ins, outs, indent, out, **_):

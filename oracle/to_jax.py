@@ -137,6 +137,8 @@ def _run(prog: Program, args, table):
             outs = _bind_while(xs, e.params, table)
         elif name == "remat_opt":
             outs = _bind_remat_opt(xs, e.params, table)
+        elif name == "custom_linear_solve":
+            outs = _bind_linear_solve(xs, e.params, table)
         elif name == "reduce_window":
             outs = _reduce_window(xs, e.params, table)
         elif name == "name":
@@ -151,7 +153,7 @@ def _run(prog: Program, args, table):
             emit = table.get(name)
             if emit is None:
                 raise Unsupported(f"spec primitive {name!r} has no JAX counterpart in oracle.to_jax; "
-                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_vjp_call', 'name', 'reduce_window', 'remat', 'remat_opt', 'scan', 'while']}")
+                                  f"supported: {sorted(table) + ['call', 'cond', 'custom_jvp_call', 'custom_linear_solve', 'custom_vjp_call', 'name', 'reduce_window', 'remat', 'remat_opt', 'scan', 'while']}")
             outs = emit(*xs, **e.params)
         outs = list(outs) if e.primitive.multiple_results else [outs]
         for v, o in zip(e.outputs, outs):
@@ -234,6 +236,19 @@ def _bind_remat_opt(xs, params, table):
     thunk = lambda: (lambda c: (c.jaxpr, c.consts))(_closed_jaxpr(fun, table))   # noqa: E731
     return jx.remat_opt_p().bind(*consts, *xs, num_consts=len(consts) + params["num_consts"],
                                  num_res=params["num_res"], fwd_jaxpr=fwd, fun_jaxpr_thunk=thunk)
+
+
+def _bind_linear_solve(xs, params, table):
+    """JAX's custom_linear_solve on exactly these operands, each sub-program
+    a ClosedJaxpr (None stays None; a constant of a sub-program stays its
+    const, as the spec program holds it), const_lengths and jaxprs JAX's
+    _LinearSolveTuple; a weakly typed operand made strong."""
+    progs, lengths = params["jaxprs"], params["const_lengths"]
+    closed = [None if p is None else _closed_jaxpr(p, table) for p in progs]
+    consts = [a for c, n in zip(closed, lengths) if n for a in c.in_avals[:n]]
+    b_avals = closed[2].in_avals[lengths[2]:]           # solve's: its consts, then b
+    return jx.linear_solve_p().bind(*_strong(xs, consts + b_avals), const_lengths=jx.linear_solve_tuple(*lengths),
+                                    jaxprs=jx.linear_solve_tuple(*closed))
 
 
 def _tangent_zero(t, symbolic: bool):

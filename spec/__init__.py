@@ -43,3 +43,4 @@ from spec import prims_platform  # noqa: F401
 from spec import prims_debug  # noqa: F401
 from spec import prims_scatter  # noqa: F401
 from spec import prims_linalg  # noqa: F401
+from spec import prims_linear_solve  # noqa: F401

@@ -27,6 +27,16 @@ from spec.vjp import linearize
 from spec.partial_eval import eqn_source
 
 
+# Primitives whose sub-programs are not applied to the equation's operands
+# one to one (custom_linear_solve: four programs, each on its own consts
+# and b): explain names such an equation itself rather than a body's.
+opaque_bodies: set = set()
+
+
+def _bodies(e: Eqn) -> list:
+    return [] if e.primitive in opaque_bodies else subprograms(e.params)
+
+
 @dataclass
 class ResidualExplanation:
     residual: Residual
@@ -75,7 +85,7 @@ def _why_inside(eqn: Eqn, var) -> str | None:
     """Why an output of an equation with a body (a scan, a call) is saved:
     the decision about the body value it returns, e.g. "stacked over the 3
     iterations of a scan: named 'q', policy ... answered Saveable"."""
-    subs = subprograms(eqn.params)
+    subs = _bodies(eqn)
     if eqn.why or not subs:
         return eqn.why
     k = next(i for i, v in enumerate(eqn.outputs) if v is var)
@@ -108,7 +118,7 @@ def _readers(prog: Program, var, linear_ids: set[int]) -> list[str]:
     for e in prog.eqns:
         for i, a in enumerate(e.inputs):
             if a is var:
-                subs = subprograms(e.params)
+                subs = _bodies(e)
                 if subs:
                     out += _readers(subs[0][1], subs[0][1].inputs[i], set())
                 else:
@@ -121,7 +131,7 @@ def _recomputed(prog: Program, linear: set[int]) -> list[Eqn]:
     (the transpose replays them forward: they are recomputation)."""
     out = []
     for e in prog.eqns:
-        subs = subprograms(e.params)
+        subs = _bodies(e)
         if subs:
             body = subs[0][1]
             inner = {v.id for v, a in zip(body.inputs, e.inputs) if isinstance(a, Var) and a.id in linear}

@@ -238,17 +238,25 @@ class Program:
         p.text(str(self))
 
 
+def _is_program_tuple(v) -> bool:
+    """A tuple-valued param of sub-programs: every entry a Program or None
+    (custom_linear_solve's `jaxprs`, whose vecmat and transpose_solve may be
+    absent), at least one a Program."""
+    return (isinstance(v, tuple) and any(isinstance(b, Program) for b in v)
+            and all(b is None or isinstance(b, Program) for b in v))
+
+
 def subprograms(params: dict) -> list[tuple]:
     """The (key, program) pairs of an equation's params: key is the param
     name for a Program-valued param (call's and remat's `jaxpr`), and
     (name, i) for the i-th Program of a tuple-valued one (cond's
-    `branches`)."""
+    `branches`; a None entry is skipped)."""
     out = []
     for k, v in params.items():
         if isinstance(v, Program):
             out.append((k, v))
-        elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
-            out += [((k, i), b) for i, b in enumerate(v)]
+        elif _is_program_tuple(v):
+            out += [((k, i), b) for i, b in enumerate(v) if b is not None]
     return out
 
 
@@ -262,8 +270,9 @@ def map_subprograms(params: dict, fn) -> dict:
             out[k] = v.map_programs(fn)
         elif isinstance(v, Program):
             out[k] = fn(v)
-        elif isinstance(v, tuple) and v and all(isinstance(b, Program) for b in v):
-            out[k] = tuple(fn(b) for b in v)
+        elif _is_program_tuple(v):
+            mapped = [None if b is None else fn(b) for b in v]
+            out[k] = type(v)(*mapped) if hasattr(v, "_fields") else tuple(mapped)   # a named tuple stays one
     return out
 
 
@@ -302,8 +311,8 @@ def _fmt_literal(lit: Literal) -> str:
 def _fmt_param(value, namer, indent) -> str:
     if isinstance(value, Program):
         return _pp(value, namer, indent + 4).lstrip()
-    if isinstance(value, tuple) and value and all(isinstance(b, Program) for b in value):
-        return "(" + ", ".join(_pp(b, namer, indent + 4).lstrip() for b in value) + ")"
+    if _is_program_tuple(value):
+        return "(" + ", ".join("None" if b is None else _pp(b, namer, indent + 4).lstrip() for b in value) + ")"
     if isinstance(value, np.dtype):
         return SHORT_NAMES.get(value, str(value))
     if callable(value) and hasattr(value, "__name__") and not isinstance(value, type):

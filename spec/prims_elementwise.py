@@ -330,14 +330,16 @@ def _jvp_abs(primals, tangents):
 
 
 def _jvp_integer_pow(primals, tangents, *, y):
-    # _integer_pow_jvp: g * (y * x**(y-1)); y == 0 gives zeros, y == 1 the
-    # tangent (from jax 0.10.1: spec/semantics.py)
+    # _integer_pow_jvp: g * (y * x**(y-1)); y == 0 gives zeros; from jax
+    # 0.10.1 (spec/semantics.py) y == 1 the tangent and y == 2 g * (2 * x)
     (x,), (t,) = primals, tangents
     ans = integer_pow(x, y)
     if y == 0:
         return ans, _full_like(t, 0)
-    if y == 1 and semantics().integer_pow_one_jvp_is_the_tangent:
+    if y == 1 and semantics().integer_pow_small_y_jvp:
         return ans, t
+    if y == 2 and semantics().integer_pow_small_y_jvp:
+        return ans, mul(t, mul(_lit_like(x, y), x))
     coeff = mul(_lit_like(x, y), integer_pow(x, y - 1))
     return ans, mul(t, coeff)
 

@@ -41,10 +41,12 @@ class Semantics:
     # body, a cond branch, another jit or a nested checkpoint is not staged
     # again (spec.core.staging_rules).
     jit_staging_forwards_inputs: bool = False
-    # integer_pow's JVP for y == 1 is the tangent itself (jax-ml/jax
-    # 30f4c93c00, jax 0.10.1); before, `g * (1 * x**0)` as for every y != 0,
-    # whose factor linearization saves (or recomputes from x).
-    integer_pow_one_jvp_is_the_tangent: bool = True
+    # integer_pow's JVP for y == 1 is the tangent itself, and for y == 2
+    # `g * (2 * x)` (jax-ml/jax 30f4c93c00, jax 0.10.1); before, `g * (y *
+    # x**(y-1))` for every y != 0: for y == 1 a factor `1 * x**0` that
+    # linearization saves (or recomputes from x), for y == 2 an
+    # `integer_pow[y=1]` a policy naming integer_pow saves.
+    integer_pow_small_y_jvp: bool = True
     # acosh's JVP is g * rsqrt(x**2 - 1), with `square` (jax 0.8.0 on:
     # "We use x^2-1 rather than (x+1)(x-1)", jax/_src/lax/lax.py; measured:
     # 0.7.2 has the product, 0.8.0 the square); before, g * rsqrt((x - 1) *

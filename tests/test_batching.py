@@ -28,6 +28,7 @@ from spec.ir import ArrayType, is_float, subprograms
 
 from spec.examples import draw_operand
 from test_primitives import MATMUL, normal
+from test_prims_linear_solve import upper_solve
 
 BATCH_0 = (((2,), (1,)), ((0,), (0,)))              # [2,3,4] . [2,4,5] -> [2,3,5]
 BATCH_MID = (((2,), (0,)), ((1,), (1,)))            # [3,2,4] . [4,2,5] -> [2,3,5]
@@ -307,6 +308,9 @@ EXTRA = [
     VCase("custom_jvp_call", custom_jvp_sin_mul, [normal(2, 3), normal(3)]),
     VCase("custom_vjp_call", custom_vjp_sin_mul, [normal(2, 3), normal(3)]),
     VCase("remat_opt", remat_opt_sin_mul, [normal(2, 3), normal(3)]),
+    # a non-symmetric 2x2 system on two leaves: the batching rule's fixpoint over x and b
+    VCase("custom_linear_solve", upper_solve, [lambda rng: rng.uniform(1, 2, 3), normal(3),
+                                               lambda rng: rng.uniform(1, 2, 3), normal(3), normal(3)]),
     VCase("reduce_max-axes01-of-3d", lambda x: ops.reduce_max(x, (0, 2)),
           [lambda rng: rng.permutation(24).reshape(2, 3, 4) * 0.25]),
     VCase("transpose-then-reshape", lambda x: ops.reshape(ops.transpose(x, (1, 0)), (2, 6)),

@@ -18,11 +18,11 @@ import spec
 from spec.core import examples, jax_facts
 
 STRUCTURAL = {"call", "remat", "scan", "cond", "while", "custom_jvp_call", "custom_vjp_call",
-              "custom_lin", "reduce_window", "remat_opt"}
+              "custom_lin", "reduce_window", "remat_opt", "custom_linear_solve"}
 OWN_TESTS = {"remat": "test_remat.py", "scan": "test_scan.py",
              "cond": "test_control.py", "while": "test_control.py", "custom_jvp_call": "test_custom_rules.py",
              "custom_vjp_call": "test_custom_rules.py", "custom_lin": "test_custom_rules.py",
-             "remat_opt": "test_custom_rules.py",
+             "remat_opt": "test_custom_rules.py", "custom_linear_solve": "test_prims_linear_solve.py",
              "device_put": "test_batching.py", "name": "test_remat.py",
              # named collectives: defined only under spec.vmap(..., axis_name=...), which no
              # Example (evaluated, and run by JAX, unbatched) can express

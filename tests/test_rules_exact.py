@@ -39,6 +39,7 @@ import spec
 from spec import ops, policies as P
 from spec.ir import is_float
 from spec.symbolic import array, gradient, is_zero, sympy_gradient
+from test_prims_linear_solve import diag_solve, upper_solve
 
 f64, f32, bool_, i32 = spec.f64, spec.f32, spec.bool_, spec.i32
 device_put_p = spec.primitives["device_put"]
@@ -303,6 +304,8 @@ JVP_CASES = [
     JvpCase("call", "call", call_sin_mul, [f64[2], f64[2]]),
     JvpCase("custom_jvp_call", "custom_jvp_call", custom_sin_mul, [f64[2], f64[2]]),
     JvpCase("remat_opt", "remat_opt", remat_opt_sin_mul, [f64[2], f64[2]]),
+    # tangents of matvec's consts through its JVP (implicit differentiation), and of b
+    JvpCase("custom_linear_solve", "custom_linear_solve", lambda a, b: ops.sin(diag_solve(a, b)), [f64[2], f64[2]]),
     JvpCase("call-two-outputs", "call", call_two_outputs, [f64[2], f64[2]]),
     JvpCase("call-nested", "call", call_nested, [S, S]),
     JvpCase("remat-none", "remat", remat_with(None), [f64[2], f64[2]]),
@@ -665,6 +668,8 @@ TRANSPOSE_CASES = [
     TransposeCase("cond-linear-in-second", "cond", lambda i, x, y: spec.switch(
         i, [lambda a, b: ops.sin(a) * b, lambda a, b: b * a], x, y),
         [spec.i32[()], f64[2], f64[2]], (N, N, L), fixed={0: np.int32(0)}),
+    # linear in b (two leaves), the consts of a non-symmetric A = [[p, q], [0, r]] non-linear
+    TransposeCase("custom_linear_solve", "custom_linear_solve", upper_solve, [f64[2]] * 5, (N, N, N, L, L)),
     # scan linear in its carry, one xs and one const; a non-linear const and xs as residuals
     TransposeCase("scan-linear", "scan", lambda c, xs, w, ys, v: spec.scan(
         lambda c, xy, w, v: (c * ops.sin(w) + xy[0] * xy[1] + v, c * xy[1] - xy[0]), c, (xs, ys),

@@ -78,7 +78,7 @@ def primitives() -> dict:
     from jax._src.lax.control_flow import conditionals, loops
     prims = (custom_derivatives.custom_jvp_call_p, custom_derivatives.custom_vjp_call_p,
              getattr(pjit, "jit_p", None) or pjit.pjit_p, loops.scan_p, loops.while_p, conditionals.cond_p,
-             ad_checkpoint.remat_p, core().closed_call_p)
+             ad_checkpoint.remat_p, core().closed_call_p, linear_solve_p())
     return {p.name: p for p in prims}
 
 
@@ -101,6 +101,20 @@ def remat_opt_p():
     """custom_vjp(optimize_remat=True)'s forward-rule primitive (jax 0.4.3x and later)."""
     from jax._src.custom_derivatives import remat_opt_p as p
     return p
+
+
+def linear_solve_p():
+    """lax.custom_linear_solve's primitive (`custom_linear_solve`, public as
+    jax.lax.linear_solve_p on every release)."""
+    from jax._src.lax.control_flow.solves import linear_solve_p as p
+    return p
+
+
+def linear_solve_tuple(*entries):
+    """JAX's _LinearSolveTuple(matvec, vecmat, solve, transpose_solve): the
+    named tuple custom_linear_solve's params are (its rules call .transpose())."""
+    from jax._src.lax.control_flow.solves import _LinearSolveTuple
+    return _LinearSolveTuple(*entries)
 
 
 def closed_without_consts(closed):

@@ -31,6 +31,7 @@ switches `jax_remat3` keeps the checkpoints it was built with.
 from __future__ import annotations
 
 import functools
+import re
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -75,8 +76,11 @@ def literal_is_python_float(dtype, x64: bool) -> bool:
 
 
 def _leaf_path(path) -> str:
+    """The path as JAX names an argument leaf: keystr with a
+    FlattenedIndexKey's `<flat index i>` written `i` (a node registered
+    without keys, equinox.nn.State: linear_util._clean_keystr_arg_names)."""
     import jax
-    return jax.tree_util.keystr(tuple(path))
+    return re.sub(r"<flat index ([^>]+)>", r"\1", jax.tree_util.keystr(tuple(path)))
 
 
 def _draw(struct, rng) -> np.ndarray:

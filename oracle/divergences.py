@@ -399,7 +399,7 @@ def _remat3_constant_output_under_jit_vmap(ctx):
     if ctx.implementation != "remat3" or ctx.error is None or not _constant_checkpoint_output(ctx.program):
         return False
     if isinstance(ctx.error, AttributeError):
-        return re.fullmatch(r"'Typed(Float|Int|Complex|Bool)' object has no attribute 'val'",
+        return re.fullmatch(r"'(Typed(Float|Int|Complex|Bool)|bool)' object has no attribute 'val'",
                             str(ctx.error)) is not None
     return type(ctx.error) is AssertionError and not str(ctx.error) and ctx.property == "vmap"
 
@@ -803,7 +803,7 @@ def _active(name: str) -> bool:
 
 def _integer_pow_one_factor(ctx):
     """JAX's residuals are the spec's following the old rule (spec.semantics:
-    integer_pow_one_jvp_is_the_tangent=False; found on 0.4.25: a checkpoint
+    integer_pow_small_y_jvp=False; found on 0.4.25: a checkpoint
     recomputing the factor saves x instead), or, composing with the other
     additive divergences, a factor saved beside a baseline
     (`_integer_pow_one_factor_saved`)."""
@@ -812,7 +812,7 @@ def _integer_pow_one_factor(ctx):
     if ctx.property != "residuals" or ctx.jax_residuals is None or not any(
             e.primitive.name == "integer_pow" and e.params["y"] == 1 for e in _eqns(ctx.program)):
         return False
-    with following(integer_pow_one_jvp_is_the_tangent=False):
+    with following(integer_pow_small_y_jvp=False):
         want = ctx.residuals_with(lambda policy: policy)
     return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
 
@@ -2072,7 +2072,7 @@ DIVERGENCES = [
         "factor `1 * x**0` (an `output of mul`); jax-ml/jax 30f4c93c00 made y=1 return g. The "
         "spec has 0.10.2's rule. Same derivative; one extra residual (in a checkpoint that "
         "recomputes the factor, x instead). The predicate: JAX's residuals are the spec's "
-        "following the old rule (spec.semantics: integer_pow_one_jvp_is_the_tangent=False), or "
+        "following the old rule (spec.semantics: integer_pow_small_y_jvp=False), or "
         "(composing with other divergences) the spec's plus at most one `output of mul` of each "
         "integer_pow[y=1]'s type.",
         "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
@@ -2697,10 +2697,12 @@ DIVERGENCES = [
     Divergence(
         "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes",
         "Under jax_remat3 (jax 0.10.2) jax.jit of jax.vmap of a checkpoint one of whose outputs "
-        "is a scalar constant (a Python float, `jnp.float32(3.)`, or a derivative that is a "
-        "constant, `jax.grad(lambda y: y)`) raises: the batched hi-primitive's lowered program "
-        "returns the constant as a Literal, and pe.lower_jaxpr reads `.val` of the weak-typed "
-        "Python scalar (AttributeError: 'TypedFloat' object has no attribute 'val') or MLIR "
+        "is a scalar constant (a Python float, `jnp.float32(3.)`, `jnp.array(False)` as "
+        "equinox's BatchNorm returns its state's first_time, found by a sweep of model code, or "
+        "a derivative that is a constant, `jax.grad(lambda y: y)`) raises: the batched "
+        "hi-primitive's lowered program returns the constant as a Literal, and pe.lower_jaxpr "
+        "reads `.val` of the Python scalar (AttributeError: 'TypedFloat' (or 'bool') object has "
+        "no attribute 'val') or MLIR "
         "lowering asserts that the equation's input is a Var (AssertionError, "
         "interpreters/mlir.py `read`). Without jit, or under remat2, it computes (found by the "
         "JAX-derived corpus: tests/api_test.py test_remat_basic's `return lax.sin(lax.sin(x)), 3.`). "

@@ -56,7 +56,10 @@ def spec_params(jax_name: str, params: dict, where: str = "") -> tuple:
                               f"(the spec models {list(wanted)})")
     for k in ("new_dtype", "preferred_element_type"):
         if out.get(k) is not None:
-            out[k] = canonical_dtype(out[k])
+            try:
+                out[k] = spec_dtype(out[k])
+            except Unsupported as e:        # int8, float8_*, ...: say where
+                raise Unsupported(f"{jax_name}{where}: {k}: {e}") from None
     for k in ("axes", "new_sizes", "permutation", "dimensions", "start_indices", "limit_indices",
               "strides", "shape", "broadcast_dimensions"):
         if out.get(k) is not None:

@@ -278,6 +278,30 @@ def _rounded_listed_after_their_producers(impl, jax_res, spec_res, prog, aliases
     return list(spec_res) if [spec_res[i] for i in order] == list(jax_res) else jax_res
 
 
+@_renaming
+def _remat3_custom_jvp_outputs(impl, jax_res, spec_res, prog, aliases):
+    """Under remat3, JAX's name for a value the spec calls `output of
+    custom_jvp_call`: what computes it in the call's primal body (`output
+    of max`), or the jitted function holding the call (`output of jitted
+    function 'relu'`)."""
+    if impl != "remat3":
+        return None
+    names = set()
+
+    def walk(p: Program, jit: str | None):
+        for e in p.eqns:
+            if e.primitive.name == "custom_jvp_call":
+                body = e.params["jaxpr"]
+                names.update(str(source_of(o, body)) for o in body.outputs)
+                if jit is not None:
+                    names.add(f"output of jitted function '{jit}'")
+            inner = e.params.get("name") if e.primitive.name == "call" and e.params.get("name") else jit
+            for _, sub in subprograms(e.params):
+                walk(sub, inner)
+    walk(prog, None)
+    return (lambda j, s: s == "output of custom_jvp_call" and j in names) if names else None
+
+
 NORMALIZATIONS = [
     Normalization("saved-residuals-names-the-input-of-a-name",
                   "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
@@ -353,6 +377,14 @@ NORMALIZATIONS = [
                   "Under jax_remat3 (jax 0.10.2) jax.jit(jax.checkpoint(f)) is a jitted function "
                   "named '_remat3' (the partial's function), not 'f'; same value, same memory.",
                   _remat3_jit_names, releases=REMAT3),
+    Normalization("remat3-names-custom_jvp-outputs-by-their-body",
+                  "Under jax_remat3 (jax 0.10.2) a saved output of a custom_jvp function "
+                  "(jax.nn.relu, jnp.logaddexp) is named by what computes it in the function's "
+                  "primal body (`output of max`), or by the jitted function holding the call "
+                  "(`output of jitted function 'relu'`), where remat2 and the spec say `output of "
+                  "custom_jvp_call` (found by a sweep of model code: flax.nnx.remat around "
+                  "nnx.relu). Same value, same memory.",
+                  _remat3_custom_jvp_outputs, releases=REMAT3),
 ]
 
 

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 import spec
-from spec.core import has_effects
+from spec.core import dce_rules, has_effects
 from spec.partial_eval import dce
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import ROUNDED, remat_p
@@ -74,13 +74,19 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     calls, cond branches and scan bodies around it: a cond's other branches
     return zeros there, a scan stacks it), and how many were: remat3's
     backward pass of a checkpoint runs whole, as if every output had a
-    cotangent. Only live checkpoints count (an output needed by the
-    program's outputs), and only reads by live equations: a checkpoint
-    none of whose outputs is needed is dead code that JAX's partial
-    evaluation drops with its backward pass (pe.partial_eval_jaxpr_nounits
-    on a cond's branches, jax/_src/lax/control_flow/conditionals.py:609;
-    found by the fuzzer: a dead checkpoint in a cond branch, no residual)."""
-    return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True)
+    cotangent. Only checkpoints whose backward pass is live count (the
+    tangent of an output read, transitively, by the program's float
+    outputs: `_live_tangents`; remat3 instantiates a checkpoint's output
+    tangents, so one the spec knows is zero, round's, still counts: found
+    by the fuzzer's branch cover), and only reads by such equations: a checkpoint none of whose outputs is needed is dead code
+    that JAX's partial evaluation drops with its backward pass
+    (pe.partial_eval_jaxpr_nounits on a cond's branches,
+    jax/_src/lax/control_flow/conditionals.py:609; found by the fuzzer: a
+    dead checkpoint in a cond branch, no residual), and so is one whose
+    outputs only a cond's index or an operand no branch reads take (no
+    cotangent reaches it; found by the fuzzer's branch cover)."""
+    return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True,
+                              _tangent_liveness(prog, pruned=True, zeros=False))
 
 
 def _staged_whole(e: Eqn) -> bool:
@@ -173,21 +179,27 @@ def _unused_outputs_of(selects: Callable) -> Callable:
 
 
 def unused_outputs_out(prog: Program, picks: Callable, enters: Callable,
-                       liveness: Callable = None) -> tuple[Program, int]:
+                       liveness: Callable = None, roots: list | None = None) -> tuple[Program, int]:
     """`prog` with the values picks(e, ids the live equations read) of each
     live equation e made outputs of the program (each once), threaded out
     through the sub-programs of the live equations with enters(e)
     (`_unused_outputs_threaded`), and how many were. Dead equations (no
     program output depends on them, no effect) are left as they are.
-    `liveness`: what is live and read (default `_live`)."""
+    `liveness`: what is live and read (default `_live`); `roots`: which
+    outputs are read (default all), given, for a sub-program, where its
+    equation's unread outputs make part of it dead (`_pruned_bodies`)."""
     liveness = liveness or _live
-    live, used = liveness(prog)
+    rooted = prog if roots is None else Program(prog.inputs, prog.eqns,
+                                                [o for o, r in zip(prog.outputs, roots) if r])
+    live, used = liveness(rooted)
     eqns, extra = [], []
     for e in prog.eqns:
         if id(e) not in live:       # dead code: JAX's partial evaluation drops it, and its backward pass
             eqns.append(e)
             continue
-        params, new_types = _unused_outputs_threaded(e, picks, enters, liveness) if enters(e) else (e.params, [])
+        body_roots = _body_roots(e, [v.id in used for v in e.outputs]) if _pruned_bodies(liveness) else None
+        params, new_types = (_unused_outputs_threaded(e, picks, enters, liveness, body_roots) if enters(e)
+                             else (e.params, []))
         new = [Var(t) for t in new_types]
         extra += new
         extra += [v for v in picks(e, used) if all(v is not o for o in extra)]
@@ -208,14 +220,19 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _tangent_liveness(prog: Program) -> Callable:
+def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True) -> Callable:
     """`_live_tangents` of `prog` and its sub-programs, knowing which of
-    their values have a symbolic zero tangent (`zero_tangents`)."""
-    zero = zero_tangents(prog)
-    return lambda p: _live_tangents(p, zero)
+    their values have a symbolic zero tangent (`zero_tangents`; none with
+    `zeros=False`)."""
+    zero = zero_tangents(prog) if zeros else frozenset()
+
+    def liveness(p):
+        return _live_tangents(p, zero, pruned)
+    liveness.pruned = pruned        # sub-programs rooted at their equation's read outputs (`_body_roots`)
+    return liveness
 
 
-def _live_tangents(prog: Program, zero: frozenset = frozenset()) -> tuple[set, set]:
+def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = False) -> tuple[set, set]:
     """`_live` of the linear program: the equations some float output of
     which has its tangent read (transitively, by the program's float
     outputs) and not a symbolic zero (ids in `zero`: JAX's JaxprTrace stages
@@ -240,8 +257,17 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset()) -> tuple[set, s
             inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
         elif not subprograms(e.params):
             inputs = _tangent_reading_inputs(e)
+        elif pruned and e.primitive in dce_rules:
+            inputs = _dce_kept_inputs(e, [v.id in read for v in e.outputs])
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
+
+
+def _dce_kept_inputs(e: Eqn, used_outputs: list) -> list:
+    """The inputs of `e` its DCE rule keeps for the outputs used (JAX's
+    dce_jaxpr of the linear program: a cond operand no branch reads is
+    pruned by _cond_dce_rule, and with it the tangent that would flow in)."""
+    return [a for a, k in zip(e.inputs, dce_rules[e.primitive](e, used_outputs)[1]) if k]
 
 
 def _tangent_reading_inputs(e: Eqn) -> list:
@@ -261,13 +287,26 @@ def _tangent_reading_inputs(e: Eqn) -> list:
     return [a for i, a in enumerate(operands) if i in read]
 
 
-def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness: Callable) -> tuple[dict, list]:
+def _pruned_bodies(liveness: Callable) -> bool:
+    return getattr(liveness, "pruned", False)
+
+
+def _body_roots(e: Eqn, out_used: list) -> list:
+    """Which outputs of `e`'s sub-programs are read, its outputs read as
+    `out_used`: a scan body's carries always (the next iteration reads them)."""
+    if e.primitive is scan_p:
+        return [True] * e.params["num_carry"] + out_used[e.params["num_carry"]:]
+    return out_used
+
+
+def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness: Callable,
+                             roots: list | None = None) -> tuple[dict, list]:
     """`e`'s params with the unused outputs of its sub-programs made their
     outputs (`unused_outputs_out`), and the types of the outputs that adds
     to `e`: a checkpoint's, call's or scan's body (a scan stacks them), a
     cond's branches (the other branches return zeros there)."""
     if e.primitive in (remat_p, call_p, scan_p):
-        body, n = unused_outputs_out(e.params["jaxpr"], picks, enters, liveness)
+        body, n = unused_outputs_out(e.params["jaxpr"], picks, enters, liveness, roots)
         if not n:
             return e.params, []
         new = body.out_types[len(body.outputs) - n:]
@@ -275,7 +314,7 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness
             new = [ArrayType((e.params["length"],) + t.shape, t.dtype) for t in new]
         return dict(e.params, jaxpr=body), new
     if e.primitive is cond_p:
-        split = [unused_outputs_out(b, picks, enters, liveness) for b in e.params["branches"]]
+        split = [unused_outputs_out(b, picks, enters, liveness, roots) for b in e.params["branches"]]
         if not any(n for _, n in split):
             return e.params, []
         extras = [b.outputs[len(b.outputs) - n:] for b, n in split]

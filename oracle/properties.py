@@ -443,8 +443,12 @@ def _float_tangents(primals, tangents) -> list:
 
 
 def _is_float_value(x) -> bool:
+    # jax.jvp may return a constant output as a Python scalar (a checkpoint
+    # returning jnp.array(False), as equinox's BatchNorm returns its state's
+    # first_time: found by a sweep of model code), which has no dtype
+    dtype = getattr(x, "dtype", None)
     try:
-        return is_float(np.dtype(x.dtype))
+        return is_float(np.dtype(dtype) if dtype is not None else np.result_type(x))
     except TypeError:           # a typed key's dtype is no numpy dtype
         return False
 

@@ -751,5 +751,55 @@ def checkpoint_around_scan(x, *layers):
     return jnp.sum(x * x) + jnp.sum(norms)
 
 
+REMAT3_CUSTOM_JVP_NAMES = ("remat3-names-custom_jvp-outputs-by-their-body", "residuals", "remat3")
+
+
+@case("checkpointed_relu_output_then_dot", oracle.AS_IS, (S(3), S(3, 2)), divergences=(REMAT3_CUSTOM_JVP_NAMES,),
+      note="a checkpoint whose output is jax.nn.relu's (a custom_jvp in a jit), read by a dot: "
+           "flax.nnx.remat around nnx.relu(linear(x)), found by a sweep of model code")
+def checkpointed_relu(x, w):
+    h = jax.checkpoint(lambda x: jax.nn.relu(jnp.sin(x)))(x)
+    return jnp.sum(h @ w)
+
+
+@case("checkpointed_custom_jvp_output_then_dot", oracle.AS_IS, (S(3), S(3, 2)), divergences=(REMAT3_CUSTOM_JVP_NAMES,),
+      note="the same with a custom_jvp function outside any jit: remat3 names its output by "
+           "the body's `max`")
+def checkpointed_custom_jvp(x, w):
+    @jax.custom_jvp
+    def r(y):
+        return jnp.maximum(y, 0.)
+    r.defjvp(lambda p, t: (r(p[0]), t[0] * (p[0] > 0)))
+    h = jax.checkpoint(lambda x: r(jnp.sin(x)))(x)
+    return jnp.sum(h @ w)
+
+
+@case("loss_and_constant_bool_state", None, (S(3),),
+      divergences=(ARGS3, ("remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes", "vmap", "remat3")),
+      properties=("residuals", "vjp_leaves", "values", "jvp", "vmap"),     # reverse mode: not with a bool output
+      note="a loss returning a constant bool beside it, as equinox's BatchNorm returns its "
+           "State's first_time=False: jax.jvp returns the constant as a Python bool (the check "
+           "reads it so), and remat3's jit of vmap crashes on it; found by a sweep of model code")
+def loss_and_constant_bool_state(x):
+    return jnp.sum(jnp.sin(x)), jnp.array(False)
+
+
+class KeylessBox:
+    """A pytree node registered without keys (its paths hold FlattenedIndexKey),
+    as equinox.nn.State is."""
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+jax.tree_util.register_pytree_node(KeylessBox, lambda s: ((s.a, s.b), None), lambda _, c: KeylessBox(*c))
+
+
+@case("keyless_pytree_node_argument", None, (S(3, 4), KeylessBox(S(4), S(4)), S(2, 3)),
+      note="an argument whose pytree node has no keys: remat3 names its leaves args[1][0], "
+           "the spec state[0] (a sweep of model code: eqx.nn.BatchNorm's State)")
+def keyless_pytree_loss(w, state, x):
+    return jnp.sum(jnp.sin(x @ w)) + jnp.sum(jnp.sin(state.a) * state.b)
+
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names"

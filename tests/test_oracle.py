@@ -45,6 +45,7 @@ from jax._src.interpreters import partial_eval as jax_pe  # noqa: E402
 import oracle  # noqa: E402
 import spec  # noqa: E402
 from oracle import checker, jax_api  # noqa: E402
+from oracle.normalizations import NORMALIZATIONS  # noqa: E402
 from spec import policies as sp  # noqa: E402
 
 import jax_programs  # noqa: E402
@@ -144,6 +145,9 @@ def test_every_property_is_checked_by_many_functions():
     assert min(counts.values()) >= 5, counts
 
 
+NORMALIZATION_NAMES = {n.name for n in NORMALIZATIONS}
+
+
 def test_expected_divergences_are_all_exercised():
     """Each known divergence of jax 0.10.2 reachable from realistic code
     appears in some case's expectation."""
@@ -183,7 +187,7 @@ def test_check_passes(case):
         # vjp leaves are JAX's saved residuals: they share the residuals' divergence
         prop = "residuals" if r.property == "vjp_leaves" else r.property
         listed = {name for name, p, i in case.divergences if (p, i) == (prop, r.implementation)
-                  and name != "remat3-names-arguments-args[i]"}
+                  and name not in NORMALIZATION_NAMES}     # a renaming leaves the result ok
         if r.status == "known divergence":
             assert r.detail in listed, f"{r}\n{report}"
         elif r.property == "vjp_leaves":
@@ -380,6 +384,20 @@ def test_unsupported_primitive_lax_bessel_i1e():
     supported = msg.split("supported:")[-1]
     for name in ("dot_general", "tanh", "reduce_sum", "remat2", "jit"):
         assert name in supported
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float8_e4m3fn"])
+def test_a_cast_to_an_unmodelled_dtype_is_unsupported_and_says_where(dtype):
+    """Fake quantisation (a straight-through estimator through int8 or fp8):
+    the cast's dtype is not modelled, an Unsupported naming it and the
+    line, not a TypeError from the spec (found by a sweep of model code)."""
+    def loss(x):
+        q = jnp.round(x * 10).astype(dtype).astype(jnp.float32) / 10
+        return jnp.sum(x + lax.stop_gradient(q - x))
+    with pytest.raises(oracle.Unsupported) as excinfo:
+        oracle.check(loss, None, X23)
+    msg = str(excinfo.value)
+    assert f"dtype {dtype}" in msg and "convert_element_type" in msg and "test_oracle.py" in msg, msg
 
 
 def test_unsupported_primitive_inside_a_library_jit_says_where():

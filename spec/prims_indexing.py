@@ -628,8 +628,9 @@ eval_rules[scatter_add_p] = _scatter_add_eval
 eval_rules[scatter_p] = _scatter_eval
 
 
-def _scatter_add_jvp(primals, tangents, **params):
-    """Linear in (operand, updates): the tangents are scatter-added alike. JAX:
+def scatter_addsub_jvp(prim):
+    """The JVP rule of scatter-add or scatter-sub `prim`: linear in (operand,
+    updates), the tangents are scattered alike. JAX:
     def _scatter_addsub_jvp(prim, primals, tangents, *, ...):
       val_out = prim.bind(operand, indices, updates, ...)
       if type(g_operand) is ad_util.Zero and type(g_updates) is ad_util.Zero:
@@ -638,15 +639,16 @@ def _scatter_add_jvp(primals, tangents, **params):
         g_operand = ad.instantiate_zeros(g_operand)
         g_updates = ad.instantiate_zeros(g_updates)
         tangent_out = prim.bind(g_operand, indices, g_updates, ...)"""
-    (operand, indices, updates), (g_operand, _, g_updates) = primals, tangents
-    out = bind(scatter_add_p, operand, indices, updates, **params)
-    if isinstance(g_operand, Zero) and isinstance(g_updates, Zero):
-        return out, None
-    g_operand, g_updates = instantiate(g_operand), instantiate(g_updates)
-    return out, bind(scatter_add_p, g_operand, indices, g_updates, **params)
+    def rule(primals, tangents, **params):
+        (operand, indices, updates), (g_operand, _, g_updates) = primals, tangents
+        out = bind(prim, operand, indices, updates, **params)
+        if isinstance(g_operand, Zero) and isinstance(g_updates, Zero):
+            return out, None
+        return out, bind(prim, instantiate(g_operand), indices, instantiate(g_updates), **params)
+    return rule
 
 
-jvp_rules[scatter_add_p] = _scatter_add_jvp
+jvp_rules[scatter_add_p] = scatter_addsub_jvp(scatter_add_p)
 
 
 def _gather_back(t, indices, updates_shape, params, **kw):

@@ -40,7 +40,7 @@ from spec.prims_indexing import (_LIN3, _SCATTER_PARAMS, ScatterDimensionNumbers
                                  _ref_add_rows, _ref_add_windows, _scatter_add_from_jax,
                                  _scatter_add_transpose, _scatter_batcher, _scatter_bind, _scatter_dims,
                                  _scatter_emitter, _scatter_shape, _scatter_target, _scatter_where,
-                                 _select, iota, rev, scatter_add)
+                                 _select, iota, rev, scatter_add, scatter_addsub_jvp)
 from spec.prims_structural import reshape
 
 scatter_mul_p = primitive("scatter-mul", _SCATTER_PARAMS)
@@ -121,24 +121,7 @@ for _p in _COMBINE:
 # ==========================================================================
 # scatter-sub
 
-def _scatter_sub_jvp(primals, tangents, **params):
-    """Linear in (operand, updates): the tangents are scatter-subtracted
-    alike. JAX (ad.primitive_jvps[scatter_sub_p] = partial(_scatter_addsub_jvp, scatter_sub_p)):
-      val_out = prim.bind(operand, indices, updates, ...)
-      if type(g_operand) is ad_util.Zero and type(g_updates) is ad_util.Zero:
-        tangent_out = ad_util.p2tz(val_out)
-      else:
-        g_operand = ad.instantiate_zeros(g_operand)
-        g_updates = ad.instantiate_zeros(g_updates)
-        tangent_out = prim.bind(g_operand, indices, g_updates, ...)"""
-    (operand, indices, updates), (g_operand, _, g_updates) = primals, tangents
-    out = bind(scatter_sub_p, operand, indices, updates, **params)
-    if isinstance(g_operand, Zero) and isinstance(g_updates, Zero):
-        return out, None
-    return out, bind(scatter_sub_p, instantiate(g_operand), indices, instantiate(g_updates), **params)
-
-
-jvp_rules[scatter_sub_p] = _scatter_sub_jvp
+jvp_rules[scatter_sub_p] = scatter_addsub_jvp(scatter_sub_p)   # _scatter_addsub_jvp, as scatter-add's
 
 
 def _scatter_sub_transpose(t, operand, indices, updates, **params):
@@ -208,8 +191,8 @@ def _scatter_mul_jvp(primals, tangents, **params):
         terms.append(bind(scatter_mul_p, g_x, i, y, **params))
     if not isinstance(g_y, Zero):
         if not params["unique_indices"]:
-            raise PrimitiveError(scatter_mul_p, "the JVP with respect to the updates is only implemented "
-                                                "with unique_indices=True (as in JAX); got unique_indices=False")
+            # JAX's declared lack, word for word (as nextafter's): not a refusal of the spec's
+            raise NotImplementedError("scatter_mul gradients are only implemented if `unique_indices=True`")
         terms.append(mul(x, scatter_add(zeros_like_type(x.type), i, g_y, _scatter_dims(params),
                                         indices_are_sorted=params["indices_are_sorted"],
                                         unique_indices=params["unique_indices"], mode=params["mode"])))
@@ -236,8 +219,7 @@ def _scatter_mul_transpose(t, operand, indices, updates, **params):
         raise PrimitiveError(scatter_mul_p, "transpose with respect to both operand and updates "
                                             "(bilinear: linear in one of them only)")
     if is_undefined(updates) and not params["unique_indices"]:
-        raise PrimitiveError(scatter_mul_p, "transpose with respect to the updates is only implemented "
-                                            "with unique_indices=True (as in JAX)")
+        raise NotImplementedError("scatter_mul gradients are only implemented if `unique_indices=True`")
     if isinstance(t, Zero):
         return [Zero(operand.type) if is_undefined(operand) else None, None,
                 Zero(updates.type) if is_undefined(updates) else None]

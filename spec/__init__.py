@@ -44,3 +44,4 @@ from spec import prims_debug  # noqa: F401
 from spec import prims_scatter  # noqa: F401
 from spec import prims_linalg  # noqa: F401
 from spec import prims_linear_solve  # noqa: F401
+from spec import prims_decompositions  # noqa: F401

@@ -78,9 +78,33 @@ def _pivoted(rng, shape):            # lu: rows of a dominant matrix permuted (c
     return _matrices(rng, shape, lambda rng, m, n: _dominant_one(rng, m, n)[rng.permutation(m)])
 
 
+def _spaced(rng, k):                 # k values 1 apart (+ up to 0.3), shuffled: gaps of at least 0.7
+    return rng.permutation(np.arange(k) + rng.uniform(0.0, 0.3, size=k))
+
+
+def _orthogonal(rng, n):
+    q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return q
+
+
+def _separated(rng, shape):          # eigh: symmetric, eigenvalues in -n/2 .. n/2 with gaps >= 0.7
+    def one(rng, m, n):
+        q = _orthogonal(rng, n)
+        return (q * (_spaced(rng, n) - n / 2)) @ q.T
+    return _matrices(rng, shape, one)
+
+
+def _separated_sv(rng, shape):       # svd: singular values 1 .. min(m, n) with gaps >= 0.7
+    def one(rng, m, n):
+        k = min(m, n)
+        return (_orthogonal(rng, m)[:, :k] * (_spaced(rng, k) + 1.0)) @ _orthogonal(rng, n)[:, :k].T
+    return _matrices(rng, shape, one)
+
+
 DOMAINS = {"normal": _normal, "positive": _positive, "away_from_zero": _away_from_zero,
            "unit": _unit, "distinct": _distinct, "halves": _halves, "bools": _bools, "ints": _ints,
-           "divisors": _divisors, "spd": _spd, "dominant": _dominant, "pivoted": _pivoted}
+           "divisors": _divisors, "spd": _spd, "dominant": _dominant, "pivoted": _pivoted,
+           "separated": _separated, "separated_sv": _separated_sv}
 
 
 def _indices(rng, shape, n):         # "indices:N": ints in [0, N)

@@ -30,7 +30,7 @@ import pytest
 
 import spec
 from spec import prims_linalg as la
-from spec.ir import Var
+from spec.ir import Program, Var
 
 RNG = np.random.default_rng(0)
 
@@ -178,16 +178,20 @@ def _jax():
 
 
 def _canonical(prog):
-    """A program's equations with its variables numbered by first use:
-    equal for programs equal up to names (and param order)."""
+    """A program's equations with its variables numbered by first use, a
+    sub-program (a nested jit's) canonical too: equal for programs equal
+    up to names (and param order)."""
     ids = {}
 
     def atom(a):
         if isinstance(a, Var):
             return ("var", ids.setdefault(a.id, len(ids)), str(a.type))
         return ("literal", repr(np.asarray(a.value).tolist()), str(a.type))
+
+    def param(v):
+        return _canonical(v) if isinstance(v, Program) else repr(v)
     [atom(v) for v in prog.inputs]
-    eqns = [(e.primitive.name, sorted((k, repr(v)) for k, v in e.params.items()),
+    eqns = [(e.primitive.name, sorted((k, param(v)) for k, v in e.params.items()),
              [atom(a) for a in e.inputs], [atom(v) for v in e.outputs]) for e in prog.eqns]
     return eqns, [atom(a) for a in prog.outputs]
 

@@ -28,6 +28,8 @@ from spec import prims_elementwise as pe
 from spec import prims_scatter as ps
 from spec.prims_indexing import ScatterDimensionNumbers
 
+from test_prims_indexing import _primitive_names  # the primitives of a jaxpr, sub-jaxprs included
+
 ROWS = ScatterDimensionNumbers((), (0,), (0,))          # x.at[i] on a vector
 IDX = np.array([[1], [0], [1], [3]], np.int32)           # a duplicate (1)
 SPECIALS = [-np.nan, -np.inf, -1.5, -0.0, 0.0, 2.0 ** -24, 2.0, np.inf, np.nan]   # ascending (a subnormal in f16)
@@ -247,16 +249,6 @@ ALLOWED = {"None": set(), "dots_saveable": set(),
            "everything_saveable": {"remat3-policy-only-for-dots-and-names"},
            # a gradient program: remat3's barrier goes on the inputs its backward pass reads
            "grad": {"remat3-barrier-iff-backward-reads-checkpoint-inputs"}}
-
-
-def _primitive_names(closed):
-    from jax._src import core as jcore
-    out = set()
-    for e in closed.jaxpr.eqns:
-        out.add(e.primitive.name)
-        for sub in jcore.jaxprs_in_params(e.params):
-            out |= _primitive_names(jcore.ClosedJaxpr(sub, ()))
-    return out
 
 
 def _policy(name):

@@ -226,6 +226,28 @@ def _accumulation(eqn, ins, out):
     return magnitude, max(terms, 1)
 
 
+# LAPACK's factorizations and triangular solves are backward stable: their
+# result is the exact one of an operand off by about eps of its size
+# (Higham, Accuracy and Stability of Numerical Algorithms, chs. 8, 10, 19;
+# Demmel, Applied Numerical Linear Algebra, 5.2 and 5.4 for eigh and svd).
+# Where the result is ill-conditioned in the operand (a repeated or zero
+# singular value or eigenvalue: its vectors, their signs and so the
+# derivative's choice among subgradients; a near-tie between pivots) that,
+# not a rounding of the result, is what rounding costs: the noisy run
+# factors an operand perturbed so (found by a sweep of user code: the
+# singular values of a rank-2 matrix, whose third is zero).
+BACKWARD_STABLE = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
+
+
+def _refactored(eqn, ins, half_eps, rng) -> list:
+    """The equation's results for its float operands perturbed by up to
+    half_eps of their magnitude (a backward error)."""
+    perturbed = [np.asarray(x) * (1 + half_eps * rng.uniform(-1, 1, np.shape(x)))
+                 if np.asarray(x).dtype == np.float64 else x for x in ins]
+    outs = eval_rules[eqn.primitive](*perturbed, **eqn.params)
+    return list(outs) if eqn.primitive.multiple_results else [outs]
+
+
 def rounding_noise_hook(dtype, rng, arithmetic=None):
     """A spec.evaluate hook for float64 runs that perturbs every float
     result as rounding in `dtype` could: by up to eps/2 of its magnitude,
@@ -242,6 +264,8 @@ def rounding_noise_hook(dtype, rng, arithmetic=None):
         if name in EXACT:        # selections and data movement round nothing
             return outs
         half_eps = _half_eps(eqn, dtype)
+        if name in BACKWARD_STABLE:
+            outs = _refactored(eqn, ins, half_eps, rng)
         operand_u = _operand_noise(eqn, dtype, arithmetic)
         unordered = name == "scatter-add" and arithmetic is not None and not arithmetic.deterministic
         new = []

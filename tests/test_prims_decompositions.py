@@ -366,3 +366,20 @@ def test_spec_gradient_of_user_function_matches_finite_differences(name):
         want = _fd_grad(lambda a: float(fn(a)), arg)
     got = spec.evaluate(spec.vjp_program(prog), arg, np.ones(()))[-1]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["svd_values", "norm_nuc", "eigh_values"])
+def test_oracle_check_passes_at_a_degenerate_spectrum(name):
+    """A rank-2 3x4 matrix (a zero singular value) and a matrix with a
+    repeated eigenvalue: the derivative there is a choice among
+    subgradients (the vectors' signs and basis), which JAX's float32 LAPACK
+    and the spec's float64 make differently. The tolerance models LAPACK's
+    backward error (oracle/tolerances.py BACKWARD_STABLE), so this is no
+    false alarm (it was one: a sweep of user code)."""
+    jnp = pytest.importorskip("jax.numpy")
+    rank2 = np.linspace(-1.5, 1.7, 12).reshape(3, 4).astype(np.float32)
+    repeated = np.diag([2.0, 2.0, 1.0]).astype(np.float32)
+    fn, arg = {"svd_values": (lambda y: jnp.linalg.svd(y, compute_uv=False).sum(), rank2),
+               "norm_nuc": (lambda y: jnp.linalg.norm(y, "nuc"), rank2),
+               "eigh_values": (lambda y: jnp.sum(jnp.linalg.eigh(y)[1] ** 3), repeated)}[name]
+    _assert_passes(fn, None, arg)

@@ -1426,6 +1426,22 @@ def _batched_dynamic_slice_gradient(ctx) -> bool:
                and e.params["indices_are_sorted"] for e in _eqns(_stack_program(ctx)))
 
 
+QR_JVP_ERROR = "Unimplemented case of QR decomposition derivative"
+
+
+def _qr_jvp_unimplemented(ctx) -> bool:
+    """JAX raised qr_jvp_rule's NotImplementedError, the spec computed, and
+    the program factors a wide matrix (m < n) or a non-square one with
+    full_matrices: the cases that rule refused before jax 0.10.0."""
+    if not (isinstance(ctx.error, NotImplementedError) and str(ctx.error) == QR_JVP_ERROR
+            and ctx.spec_error is None):
+        return False
+    return any(e.primitive.name == "qr" and (e.inputs[0].type.shape[-2] < e.inputs[0].type.shape[-1]
+                                             or (e.params["full_matrices"]
+                                                 and e.inputs[0].type.shape[-2] != e.inputs[0].type.shape[-1]))
+               for e in _eqns(ctx.program))
+
+
 def _pjit_residual_forwarding(ctx):
     """A program with an output that forwards an input (`_forwards_an_input`),
     and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
@@ -2603,6 +2619,22 @@ DIVERGENCES = [
         "batched = jax.grad(lambda gs: jnp.sum(jax.vmap(f)(gs, i, j)))(np.stack([g, g]))\n"
         "print('dropped' if float(batched[0].sum()) == 0.0 else 'kept (6.0)')  # dropped",
         _batched_dynamic_slice_gradient, releases=Releases("0.4.25", "0.9.0")),
+    Divergence(
+        "qr-derivative-of-wide-or-complete-is-unimplemented",
+        "Before jax 0.10.0 qr's JVP rule (qr_jvp_rule, jax/_src/lax/linalg.py) raised "
+        "NotImplementedError('Unimplemented case of QR decomposition derivative') for a wide "
+        "matrix (m < n) and for full_matrices of a non-square one; 0.10.0 differentiates both "
+        "(the [X1 X2] split and an LU solve for the completing columns), as the spec does "
+        "(found by running the new qr on 0.6.2; measured with the wheels' sources: 0.4.25 to "
+        "0.9.2 raise, 0.10.0 computes). A derivative JAX lacks, not a wrong one. The predicate: "
+        "JAX raised that error, the spec computed, and the program factors such a matrix.",
+        "x = jnp.arange(6.0).reshape(2, 3) + jnp.eye(2, 3)\n"
+        "try:\n"
+        "    jax.jacfwd(lambda x: jnp.linalg.qr(x)[1])(x)\n"
+        "    print('differentiated')\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)  # Unimplemented case of QR decomposition derivative",
+        _qr_jvp_unimplemented, releases=Releases("0.4.25", "0.10.0")),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

@@ -54,7 +54,8 @@ from spec.evaluate import evaluate
 from spec.explain import eqn_flops, opaque_bodies
 from spec.ir import Program
 from spec.jvp import dependence_rules, jvp_traced
-from spec.prims_elementwise import add_any, neg
+from spec.prims_elementwise import neg
+from spec.transpose import add_tangents_or_zero
 
 
 class LinearSolveTuple(NamedTuple):
@@ -236,15 +237,6 @@ def _neg(t):
     return -np.asarray(t) if isinstance(t, (np.ndarray, np.generic)) else neg(t)
 
 
-def _add_tangents(x, y):
-    """ad.add_tangents: a symbolic zero is the other term; else add_any."""
-    if isinstance(x, Zero):
-        return y
-    if isinstance(y, Zero):
-        return x
-    return add_any(x, y)
-
-
 def _custom_linear_solve_jvp(primals, tangents, *, const_lengths, jaxprs):
     """_custom_linear_solve_jvp: A x - b = 0, so dA x + A dx - db = 0 and
     dx = A^{-1}(db - dA x). x = the equation again; rhs = db if matvec's
@@ -262,7 +254,7 @@ def _custom_linear_solve_jvp(primals, tangents, *, const_lengths, jaxprs):
         rhs = b_dot
     else:
         matvec_tangents = _tangent_linear_map(jaxprs.matvec, params.matvec, params_dot.matvec, x_leaves)
-        rhs = [_add_tangents(d, m) for d, m in zip(b_dot, [_neg(t) for t in matvec_tangents])]
+        rhs = [add_tangents_or_zero(d, m) for d, m in zip(b_dot, [_neg(t) for t in matvec_tangents])]
     zero = next((i for i, r in enumerate(rhs) if isinstance(r, Zero)), None)
     if zero is not None:
         raise PrimitiveError(linear_solve_p, "Error interpreting argument to custom_linear_solve as a JAX "

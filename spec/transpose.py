@@ -26,7 +26,9 @@ class TransposeError(TypeError):
     pass
 
 
-def _add_ct(a, b):
+def add_tangents_or_zero(a, b):
+    """ad.add_tangents: a symbolic zero is the other term; else add_any
+    (cotangents accumulate alike)."""
     if isinstance(a, Zero):
         return b
     if isinstance(b, Zero):
@@ -91,7 +93,7 @@ def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts
     ct_env: dict[int, object] = {}
     for a, ct in zip(prog.outputs, cts_out):
         if isinstance(a, Var) and a.id in linear_vars:
-            ct_env[a.id] = _add_ct(ct_env.get(a.id, Zero(a.type)), ct)
+            ct_env[a.id] = add_tangents_or_zero(ct_env.get(a.id, Zero(a.type)), ct)
 
     for e in reversed(linear_eqns):   # backward
         cts = [ct_env.pop(v.id, Zero(v.type)) for v in e.outputs]
@@ -106,7 +108,7 @@ def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts
         for a, ct in zip(e.inputs, cts_in):
             if ct is None or not (isinstance(a, Var) and a.id in linear_vars):
                 continue
-            ct_env[a.id] = _add_ct(ct_env.get(a.id, Zero(a.type)), ct)
+            ct_env[a.id] = add_tangents_or_zero(ct_env.get(a.id, Zero(a.type)), ct)
 
     return [ct_env.get(v.id, Zero(v.type)) for v, lin in zip(prog.inputs, linear) if lin]
 

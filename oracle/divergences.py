@@ -1690,11 +1690,30 @@ DIVERGENCES = [
         "print_saved_residuals(lambda a, w: f(jnp.cos(a), w), 1.0, 2.0)  # f32[] output of cos",
         lambda ctx: ctx.remat3_defect_mattered("grandchildren_opaque"), releases=REMAT3),
     Divergence(
+        "remat3-recomputes-a-saved-value-without-tangent",
+        "Under jax_remat3 (jax 0.10.2) a dot or named value the policy saves is rematerialized "
+        "as primal_left_tangent_right(saved, recomputed) (lax._dot_general_remat, "
+        "CheckpointName.remat), a custom_jvp whose rule reads `recomputed` only for its tangent. "
+        "Where the value has no tangent (computed from integers, a PRNG key, constants or "
+        "stop_gradient: jax.random.multivariate_normal's noise @ L), linearization binds that "
+        "custom_jvp whole, so the backward pass recomputes the value it saved, and the "
+        "checkpoint also saves what the recomputation reads (an integer argument). remat2, and "
+        "the spec, save the value alone. Wasted memory and compute; gradients are right. "
+        + _MODEL_PREDICATE,
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda w, n: jnp.sum((n.astype(jnp.float32) @ jnp.ones((3, 3))) * w), "
+        "policy=jax.checkpoint_policies.dots_saveable)\n"
+        "print_saved_residuals(f, jnp.ones((2, 3)), jnp.ones((2, 3), jnp.int32))  "
+        "# i32[2,3] from the argument args[1]",
+        lambda ctx: ctx.remat3_defect_mattered("zero_tangent_recomputed"), releases=REMAT3),
+    Divergence(
         "remat3-policy-only-for-dots-and-names",
         "Under jax_remat3 (jax 0.10.2, interpreters/remat.py) only dot_general, jit, scan, cond "
-        "and hi-primitives such as checkpoint_name have rules that consult the policy; every "
-        "other equation is recomputed, so e.g. everything_saveable saves only the checkpoint's "
-        "inputs, dot outputs and named values. " + _MODEL_PREDICATE,
+        "and hi-primitives such as checkpoint_name have rules that consult the policy, and only "
+        "about the equations of the checkpoint's body as written: every other equation is "
+        "recomputed, so e.g. everything_saveable saves only the checkpoint's inputs, dot "
+        "outputs and named values, and a dot that a JVP rule computes (qr's, with "
+        "full_matrices) is recomputed where remat2 offers it to the policy. " + _MODEL_PREDICATE,
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sum(jnp.sin(jnp.sin(x))), "
         "policy=jax.checkpoint_policies.everything_saveable)\n"

@@ -376,6 +376,99 @@ def _with_inputs_read_through_grandchildren(staged: Eqn, eqn: Eqn, in_unknowns) 
 # is not consulted inside it (its own policy acts later, inside the
 # enclosing checkpoint's backward pass, out of saved_residuals' sight).
 
+# -- remat3 asks its policy about the body's own equations (jax 0.10.2) ------
+# RematTrace.process_primitive asks the policy only through `remat.rules`
+# (lax._dot_general_remat, CheckpointName.remat), about the equations of
+# the body as written and, through the jit, scan and cond rules, of their
+# bodies: a dot that a JVP rule computes (qr's q_mp @ z_pn) is recomputed,
+# where remat2 (remat_jvp, then partial_eval_jaxpr_custom of the JVP)
+# offers it to the policy. The model marks the body's own dots and names
+# with primitives of its own (`_primal_level`), the only ones its view asks
+# about. Both rules rematerialize a saved value as
+# `primal_left_tangent_right(saved, recomputed)` (jax/_src/ad_checkpoint.py),
+# a custom_jvp whose rule returns `saved` and reads `recomputed` only for
+# the tangent; where `recomputed` has no tangent (computed from integers, a
+# key, constants, stop_gradient), linearization binds it as one opaque
+# custom_jvp_call reading both, so the backward pass recomputes the value
+# it saved, and the checkpoint saves what that reads (an integer argument;
+# found through jax.random.multivariate_normal): the defect
+# `zero_tangent_recomputed`.
+
+def _plt():
+    """primal_left_tangent_right(saved, recomputed) = saved, with the
+    tangent of `recomputed` (a model primitive, jax/_src/ad_checkpoint.py's
+    custom_jvp): where neither has a tangent, bound whole, reading both."""
+    prim = MODEL_PRIMITIVES.get("primal_left_tangent_right")
+    if prim is not None and prim in core.jvp_rules:
+        return prim
+    prim = prim or Primitive("primal_left_tangent_right", False)
+    core.param_specs[prim] = ()
+    core.shape_rules[prim] = lambda saved, recomputed: [saved]
+    core.eval_rules[prim] = lambda saved, recomputed: saved
+    core.jvp_rules[prim] = lambda primals, tangents: (primals[0], tangents[1])
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES["primal_left_tangent_right"] = prim
+    return prim
+
+
+def _primal_level(base: Primitive, rematerialized: bool) -> Primitive:
+    """`base` (dot_general or name) as an equation of a checkpoint's body
+    itself, the value the policy may save: `base`'s rules, except a JVP rule
+    binding this primitive for the primal, with `base`'s tangent or, where
+    it is `rematerialized` (the saved half of primal_left_tangent_right,
+    the rematerialization's input), none."""
+    key = ("primal level", base.name, rematerialized)
+    prim = MODEL_PRIMITIVES.get(key)
+    if prim is not None and prim in core.jvp_rules:
+        return prim
+    prim = prim or Primitive(base.name, base.multiple_results)
+    core.param_specs[prim] = core.param_specs[base]
+    for table in (core.shape_rules, core.eval_rules, core.transpose_rules, core.dce_rules, dependence_rules,
+                  source_rules, core.cost_rules):
+        if base in table:
+            table[prim] = table[base]
+
+    def jvp(primals, tangents, **params):
+        saved = bind(prim, *primals, **params)
+        if rematerialized:
+            return saved, Zero(saved.type)
+        _, tangent = core.jvp_rules[base](primals, tangents, **params)   # its primal is dead code
+        return saved, tangent
+    core.jvp_rules[prim] = jvp
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES[key] = prim
+    _PRIMAL_LEVEL[prim] = base
+    return prim
+
+
+_PRIMAL_LEVEL: dict = {}     # the model's primal-level primitive -> spec's
+
+
+def _marked_primal_level(prog: Program, zero_tangent_recomputed: bool, inside: bool = False) -> Program:
+    """Every dot_general and name written in a checkpoint's body (or in a
+    program it holds: a jit's, a custom rule's, ...) the model's
+    `_primal_level` primitive; with `zero_tangent_recomputed`, as remat3
+    rematerializes it: primal_left_tangent_right(saved, the equation again).
+    (Where remat3 asks no policy, in a custom rule or a while loop, the
+    model's other defects and rules leave them unsaved.)"""
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda sub: _marked_primal_level(
+            sub, zero_tangent_recomputed, inside or e.primitive is remat_p))
+        if not (inside and e.primitive.name in ("dot_general", "name") and e.primitive not in _PRIMAL_LEVEL):
+            eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why,
+                            residual_outputs=e.residual_outputs))
+            continue
+        marked = _primal_level(e.primitive, zero_tangent_recomputed)
+        if not zero_tangent_recomputed:
+            eqns.append(Eqn(marked, e.inputs, e.outputs, params))
+            continue
+        saved, recomputed = Var(e.outputs[0].type), Var(e.outputs[0].type)
+        eqns += [Eqn(marked, e.inputs, [saved], params), Eqn(e.primitive, e.inputs, [recomputed], params),
+                 Eqn(_plt(), [saved, recomputed], e.outputs, {})]
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
 def remat3_recognises(policy) -> bool:
     return policy is None or isinstance(policy, (
         sp._NothingSaveable, sp._EverythingSaveable, sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable,
@@ -388,32 +481,39 @@ class _Remat3View(sp._Policy):
     policy: Any
 
     def __call__(self, prim, *in_types, **params):
-        p = self.policy
-        if prim.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
-            return sp.ask(p, prim, in_types, params) is sp.Saveable
-        if prim.name == "name":
+        p, base = self.policy, _PRIMAL_LEVEL.get(prim)
+        if base is None:        # not an equation of the body as written (`_marked_primal_level`)
+            return False
+        if base.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
+            return sp.ask(p, base, in_types, params) is sp.Saveable
+        if base.name == "name":
             if isinstance(p, (sp.save_only_these_names, sp.save_any_names_but_these)):
-                return sp.ask(p, prim, in_types, params) is sp.Saveable
+                return sp.ask(p, base, in_types, params) is sp.Saveable
             return p is sp.everything_saveable
         return False
 
 
-def remat3_effective(policy):
-    return _Remat3View(policy)
+def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Program:
+    """`prog` with its checkpoints asking their policies as remat3 does:
+    about the dots and names of their bodies as written, and only those
+    (the view, `_Remat3View`)."""
+    return map_policies(_marked_primal_level(prog, zero_tangent_recomputed), _Remat3View)
 
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
-REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "view", "opaque_outputs", "instantiated_inputs",
-                  "inputs_first", "scan_rule", "jit_rule", "linearized_body")
+REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "zero_tangent_recomputed", "view",
+                  "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
                  custom_opaque=True, linearized_body=True, jit_rule=True,
-                 grandchildren_opaque=True) -> Program:
+                 grandchildren_opaque=True, zero_tangent_recomputed=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
-    `view` it applies its policy as remat3 does; with `custom_opaque` a
+    `view` it applies its policy as remat3 does (`remat3_viewed`; with
+    `zero_tangent_recomputed`, rematerializing what it saved where that has
+    no tangent); with `custom_opaque` a
     custom_jvp/custom_vjp call inside a checkpoint is a checkpoint of its
     own (remat3's RematTrace.process_custom_*_call rebinds it whole in the
     recomputation: the policy never sees inside its rules). Each flag
@@ -423,7 +523,7 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:
-        prog = map_policies(prog, remat3_effective)
+        prog = remat3_viewed(prog, zero_tangent_recomputed)
     return map_params(prog, lambda e, params: params, primitive=lambda e: prim if e.primitive is remat_p
                       else e.primitive)
 

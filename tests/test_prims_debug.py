@@ -140,11 +140,11 @@ def test_remat3_runs_effects_as_the_policy_it_sees(table, case, field):
     forward and again in the backward pass under every policy, so under
     everything_saveable twice where remat2 runs it once. The spec's rule
     under the policy remat3 effectively applies gives the recorded count."""
-    from oracle.remat3_model import map_policies, remat3_effective
+    from oracle.remat3_model import remat3_viewed
     name, policy, *ordered = case.split("/")
     effect = calling_back(ordered == ["ordered"]) if ordered else printing
     prog, args = _checkpointed(name, policy, effect)
-    viewed = map_policies(prog, remat3_effective)
+    viewed = remat3_viewed(prog)
     assert count_effects(spec.grad(viewed, tuple(range(len(args)))), *args) == RECORDED[table][case][field]
 
 

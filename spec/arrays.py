@@ -186,6 +186,38 @@ class _Numeric:
         out = np.where(m == 0, _Numeric.digamma(x), out)
         return np.where(valid, out, np.nan)
 
+    # -- spec/prims_special.py: Bessel i0e/i1e, incomplete gamma and beta (float64;
+    #    the special points -- 0, infinities, NaN, the domain's edges -- as XLA has them) --
+    @staticmethod
+    def bessel_i0e(x):
+        """exp(-|x|) I0(x): even, 1 at 0, 0 at +-inf."""
+        return _bessel_ie(0, x)
+
+    @staticmethod
+    def bessel_i1e(x):
+        """exp(-|x|) I1(x): odd (-0 at -0 and -inf), 0 at +inf."""
+        return _bessel_ie(1, x)
+
+    @staticmethod
+    def igamma(a, x):
+        """P(a, x) = gamma(a, x) / Gamma(a), the regularized lower incomplete gamma."""
+        return _igamma(a, x, "igamma")
+
+    @staticmethod
+    def igammac(a, x):
+        """Q(a, x) = 1 - P(a, x), the regularized upper incomplete gamma."""
+        return _igamma(a, x, "igammac")
+
+    @staticmethod
+    def igamma_grad_a(a, x):
+        """dP(a, x)/da."""
+        return _igamma(a, x, "igamma_grad_a")
+
+    @staticmethod
+    def regularized_incomplete_beta(a, b, x):
+        """I_x(a, b) = B(x; a, b) / B(a, b)."""
+        return _betainc(a, b, x)
+
     # -- spec/prims_reductions.py: reductions, cumulative ops, sort --
     @staticmethod
     def reduce_min(x, axes):
@@ -224,6 +256,230 @@ class _Numeric:
     def top_k(x, k, axis):
         """The k largest along `axis`, in decreasing order, and their indices."""
         return _top_k(x, k, axis, _numeric_key_order)
+
+
+# -- numerical helpers of spec/prims_special.py's Bessel and incomplete gamma/beta
+#    functions (float64; written after Numerical Recipes' and Cephes' algorithms) --
+
+_EPS64 = float(np.finfo(np.float64).eps)
+_LOG_MAX64 = float(np.log(np.finfo(np.float64).max))
+_BESSEL_SERIES_MAX = 30.0      # |x| up to which the power series is summed (beyond: the asymptotic series)
+
+
+def _bessel_ie(nu: int, x):
+    """exp(-|x|) I_nu(x), nu in (0, 1). For |x| <= 30 the power series
+    sum_k (x/2)^(2k+nu) / (k! (k+nu)!) (positive terms: no cancellation)
+    times exp(-|x|); beyond, Hankel's asymptotic expansion
+    (2 pi |x|)^(-1/2) sum_k (-1)^k prod_{j<=k} (4 nu^2 - (2j-1)^2) / (k! (8|x|)^k),
+    whose 40th term is below 1e-23 there. I1 is odd (the sign of x, -0 and
+    -inf included); NaN stays NaN."""
+    x = np.asarray(x, np.float64)
+    ax = np.abs(x)
+    small = ax <= _BESSEL_SERIES_MAX
+    z = np.where(small, ax, 0.0)
+    q = (z / 2) ** 2
+    term = z / 2 if nu == 1 else np.ones_like(z)
+    total = term.copy()
+    k = 0
+    while True:
+        k += 1
+        term = term * q / (k * (k + nu))
+        total = total + term
+        if np.all(term <= 1e-17 * total):
+            break
+    series = total * np.exp(-z)
+    w = np.where(small | np.isnan(ax), 2 * _BESSEL_SERIES_MAX, ax)
+    mu = 4.0 * nu * nu
+    term = np.ones_like(w)
+    total = term.copy()
+    with np.errstate(invalid="ignore"):
+        for j in range(1, 41):
+            term = term * -(mu - (2 * j - 1) ** 2) / (j * 8 * w)
+            total = total + term
+        asymptotic = total / np.sqrt(2 * np.pi * w)
+    out = np.where(small, series, asymptotic)
+    if nu == 1:
+        out = np.copysign(out, x)
+    return np.where(np.isnan(x), np.nan, out)
+
+
+def _igamma_series(ax, x, a, enabled, derivative: bool):
+    """XLA's _igamma_series (jax/_src/lax/special.py, after Cephes' igam):
+    P(a, x) = ax / a * sum_n x^n / ((a+1)...(a+n)), ax = x^a e^-x / Gamma(a);
+    with `derivative` dP/da from the series' a-derivative summed alongside.
+    Elements not `enabled` keep the initial values (as XLA's selects do)."""
+    r, xs = a.copy(), np.where(enabled, x, 1.0)
+    c, ans = np.ones_like(a), np.ones_like(a)
+    dc_da, dans_da = np.zeros_like(a), np.zeros_like(a)
+    active = enabled.copy()
+    for _ in range(100000):
+        if not np.any(active):
+            break
+        r_n = r + 1
+        dc_da_n = dc_da * (xs / r_n) - (c * xs) / (r_n * r_n)
+        dans_da_n = dans_da + dc_da_n
+        c_n = c * (xs / r_n)
+        ans_n = ans + c_n
+        r, c, ans = np.where(active, r_n, r), np.where(active, c_n, c), np.where(active, ans_n, ans)
+        dc_da, dans_da = np.where(active, dc_da_n, dc_da), np.where(active, dans_da_n, dans_da)
+        going = c / ans > _EPS64
+        if derivative:
+            going = going | (np.abs(dc_da / dans_da) > _EPS64)
+        active = active & going
+    if not derivative:
+        return ans * ax / a
+    dlogax_da = np.log(x) - _Numeric.digamma(a + 1)
+    return ax * (ans * dlogax_da + dans_da) / a
+
+
+def _igammac_continued_fraction(ax, x, a, enabled, derivative: bool):
+    """XLA's _igammac_continued_fraction (after Cephes' igamc): Q(a, x) =
+    ax * CF(a, x) by the convergents p_k / q_k, with their a-derivatives
+    for dQ/da (`derivative`); rescaled by eps when |p_k| > 1/eps. At most
+    2000 steps; elements not `enabled` keep the initial values."""
+    y = 1 - a
+    z = x + y + 1
+    pkm2, qkm2 = np.ones_like(x), x.copy()
+    pkm1, qkm1 = x + 1, z * x
+    ans = pkm1 / qkm1
+    dpkm2, dqkm2, dpkm1, dqkm1 = np.zeros_like(x), np.zeros_like(x), np.zeros_like(x), -x
+    dans = (dpkm1 - ans * dqkm1) / qkm1
+    active = enabled.copy()
+    c = 0.0
+    while c < 2000 and np.any(active):
+        c += 1
+        y_n, z_n = y + 1, z + 2
+        yc = y_n * c
+        pk = pkm1 * z_n - pkm2 * yc
+        qk = qkm1 * z_n - qkm2 * yc
+        nonzero = qk != 0
+        r = pk / np.where(nonzero, qk, 1.0)
+        t = np.where(nonzero, np.abs((ans - r) / r), 1.0)
+        ans_n = np.where(nonzero, r, ans)
+        dpk = dpkm1 * z_n - pkm1 - dpkm2 * yc + pkm2 * c
+        dqk = dqkm1 * z_n - qkm1 - dqkm2 * yc + qkm2 * c
+        dans_n = np.where(nonzero, (dpk - ans_n * dqk) / np.where(nonzero, qk, 1.0), dans)
+        dt = np.where(nonzero, np.abs(dans_n - dans), 1.0)
+        n_pkm2, n_pkm1, n_qkm2, n_qkm1 = pkm1, pk, qkm1, qk
+        n_dpkm2, n_dqkm2, n_dpkm1, n_dqkm1 = dpkm1, dqkm1, dpk, dqk
+        rescale = np.abs(pk) > 1 / _EPS64
+        scale = np.where(rescale, _EPS64, 1.0)
+        n_pkm2, n_pkm1, n_qkm2, n_qkm1 = n_pkm2 * scale, n_pkm1 * scale, n_qkm2 * scale, n_qkm1 * scale
+        n_dpkm2, n_dqkm2 = n_dpkm2 * scale, n_dqkm2 * scale
+        n_dpkm1, n_dqkm1 = n_dpkm1 * scale, n_dqkm1 * scale
+        keep = lambda new, old: np.where(active, new, old)  # noqa: E731
+        ans, y, z = keep(ans_n, ans), keep(y_n, y), keep(z_n, z)
+        pkm2, pkm1, qkm2, qkm1 = keep(n_pkm2, pkm2), keep(n_pkm1, pkm1), keep(n_qkm2, qkm2), keep(n_qkm1, qkm1)
+        dpkm2, dqkm2 = keep(n_dpkm2, dpkm2), keep(n_dqkm2, dqkm2)
+        dpkm1, dqkm1 = keep(n_dpkm1, dpkm1), keep(n_dqkm1, dqkm1)
+        dans = keep(dans_n, dans)
+        going = t > _EPS64
+        if derivative:      # XLA stops on |d ans| <= eps; relative here, for float64 accuracy at any scale
+            going = going | (dt > _EPS64 * np.abs(dans_n))
+        active = active & going
+    if not derivative:
+        return ans * ax
+    return ax * (ans * (np.log(x) - _Numeric.digamma(a)) + dans)
+
+
+def _igamma(a, x, which: str):
+    """igamma, igammac or igamma_grad_a as XLA computes them (special.py's
+    igamma_impl, igammac_impl, igamma_grad_a_impl), in float64: the series
+    or the continued fraction where XLA chooses it, XLA's guards (domain,
+    underflow of x^a e^-x / Gamma(a), x = 0, x = inf, a = 0) and its selects
+    at the special points (so igamma(0, 0.5) is NaN there, as in XLA)."""
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    a, x = a.copy(), x.copy()
+    with np.errstate(all="ignore"):
+        is_nan = np.isnan(a) | np.isnan(x)
+        x_inf, a_zero, x_zero = x == np.inf, a == 0, x == 0
+        if which == "igamma_grad_a":
+            domain = (x < 0) | (a <= 0)
+        else:
+            domain = (x < 0) | (a < 0) | (a_zero & x_zero) | is_nan
+        logax = a * np.log(x) - x - _Numeric.lgamma(a)
+        underflow = logax < -_LOG_MAX64
+        ax = np.exp(logax)
+        if which == "igamma":
+            use_cf = (x >= 1) & (x > a)
+            enabled = ~(x_zero | domain | underflow | x_inf)
+            out = np.where(use_cf, 1 - _igammac_continued_fraction(ax, x, a, enabled & use_cf, False),
+                           _igamma_series(ax, x, a, enabled & ~use_cf, False))
+            out = np.where(x_zero, 0.0, out)
+            out = np.where(x_inf, 1.0, out)
+            return np.where(domain, np.nan, out)
+        if which == "igammac":
+            use_series = (x < 1) | (x < a)
+            enabled = ~(domain | underflow | x_inf | a_zero)
+            out = np.where(use_series, 1 - _igamma_series(ax, x, a, enabled & use_series, False),
+                           _igammac_continued_fraction(ax, x, a, enabled & ~use_series, False))
+            out = np.where(x_inf | a_zero, 0.0, out)
+            return np.where(domain, np.nan, out)
+        use_cf = (x > 1) & (x > a)
+        enabled = ~(x_zero | domain | underflow | is_nan)
+        out = np.where(use_cf, -_igammac_continued_fraction(ax, x, a, enabled & use_cf, True),
+                       _igamma_series(ax, x, a, enabled & ~use_cf, True))
+        out = np.where(x_zero, 0.0, out)
+        return np.where(domain | is_nan, np.nan, out)
+
+
+def _betacf(a, b, x):
+    """The continued fraction of I_x(a, b) (Numerical Recipes' betacf,
+    modified Lentz; DLMF 8.17.22): converges fast for x < (a+1)/(a+b+2)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c = np.ones_like(x)
+    d = 1 - qab * x / qap
+    d = 1 / np.where(np.abs(d) < tiny, tiny, d)
+    h = d.copy()
+    active = np.ones(x.shape, bool)
+    for m in range(1, 3000):
+        if not np.any(active):
+            break
+        m2 = 2 * m
+        h_n = h
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                    -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1 + num * d
+            d = np.where(np.abs(d) < tiny, tiny, d)
+            c = 1 + num / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            d = 1 / d
+            delta = d * c
+            h_n = h_n * delta
+        h = np.where(active, h_n, h)
+        active = active & (np.abs(delta - 1) > _EPS64)
+    return h
+
+
+def _betainc(a, b, x):
+    """I_x(a, b) as XLA computes it (special.py's regularized_incomplete_beta_impl),
+    in float64: the continued fraction at x < (a+1)/(a+b+2), else 1 - I_{1-x}(b, a),
+    times x^a (1-x)^b / (a B(a, b)) (a Gamma(a) -> 1 for a below 2 tiny); XLA's
+    selects at the special points: a = 0 or b = inf gives 1 (0 at x = 0), b = 0
+    or a = inf gives 0 (1 at x = 1), NaN outside a, b >= 0, 0 <= x <= 1."""
+    a, b, x = (v.copy() for v in np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, x))))
+    with np.errstate(all="ignore"):
+        a_zero = (a == 0) | (b == np.inf)
+        b_zero = (b == 0) | (a == np.inf)
+        x_zero, x_one = x == 0, x == 1
+        is_nan = np.isnan(a) | np.isnan(b) | np.isnan(x)
+        result_zero = (b_zero & ~x_one) | (a_zero & x_zero)
+        result_one = (a_zero & ~x_zero) | (b_zero & x_one)
+        result_nan = (a < 0) | (b < 0) | (x < 0) | (x > 1) | (a_zero & b_zero) | is_nan
+        special = result_zero | result_one | result_nan
+        a, b, x = np.where(special, 1.0, a), np.where(special, 1.0, b), np.where(special, 0.5, x)
+        rapid = x < (a + 1) / (a + b + 2)
+        a, b, x = np.where(rapid, a, b), np.where(rapid, b, a), np.where(rapid, x, 1 - x)
+        lbeta_small_a = _Numeric.lgamma(b) - _Numeric.lgamma(a + b)
+        lbeta = _Numeric.lgamma(a) + lbeta_small_a
+        factor = np.where(a < 2 * np.finfo(np.float64).tiny, np.exp(np.log1p(-x) * b - lbeta_small_a),
+                          np.exp(np.log(x) * a + np.log1p(-x) * b - lbeta) / a)
+        out = _betacf(a, b, x) * factor
+        out = np.where(rapid, out, 1 - out)
+    out = np.where(result_zero, 0.0, out)
+    out = np.where(result_one, 1.0, out)
+    return np.where(result_nan, np.nan, out)
 
 
 # -- symbolic ----------------------------------------------------------------
@@ -490,6 +746,11 @@ def _symbolic_math_op(name):
         def nextafter(*_):
             raise SymbolicError("nextafter: the next representable number has no exact symbolic meaning")
         return nextafter
+    if name in ("bessel_i0e", "bessel_i1e", "igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta"):
+        def numeric_only(*_):
+            raise SymbolicError(f"{name}: evaluated numerically only (series and continued fractions, with "
+                                "XLA's selects at the special points)")
+        return numeric_only
     if name in ("reduce_min", "reduce_prod"):
         le = _decide("reduce_min", sympy.Le)
         step = (lambda a, v: a if le(a, v) else v) if name == "reduce_min" else (lambda a, v: a * v)

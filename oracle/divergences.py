@@ -237,14 +237,22 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     reverse mode and saved_residuals linearize through it): remat3
     differentiates a checkpoint's body with respect to the constants it
     closes over too, so a rule declared unimplemented for a perturbed
-    operand runs (scatter-mul's updates with duplicate indices)."""
+    operand runs (scatter-mul's updates with duplicate indices; at second
+    order, the forward mode of a pullback: gammainc(a, x) with a constant,
+    whose pullback holds igamma_grad_a(a, x), which has no derivative)."""
     if (ctx.implementation != "remat3" or not isinstance(ctx.error, NotImplementedError)
             or ctx.spec_error is not None):
         return False
-    try:
-        spec.jvp(remat3_model(ctx.program))
-    except NotImplementedError as e:
-        return str(e) == str(ctx.error)
+    model = remat3_model(ctx.program)
+    differentiated = [lambda: spec.jvp(model)]
+    if ctx.property == "second_order":
+        differentiated.append(lambda: spec.jvp(spec.vjp_program(model)))
+    for differentiate in differentiated:
+        try:
+            differentiate()
+        except NotImplementedError as e:
+            if str(e) == str(ctx.error):
+                return True
     return False
 
 
@@ -1912,8 +1920,11 @@ DIVERGENCES = [
         "x.at[i].multiply(c) with duplicate indices and constant factors c raises scatter-mul's "
         "NotImplementedError (its updates' derivative needs unique indices) in forward mode, "
         "reverse mode and saved_residuals, where remat2, no checkpoint and the spec compute: "
-        "the factors have no tangent (found while adding scatter-mul). The predicate: remat3, "
-        "JAX's NotImplementedError, and the remat3 model's JVP raises it word for word.",
+        "the factors have no tangent (found while adding scatter-mul); and at second order "
+        "gammainc(a, x) with a constant a, whose pullback then holds igamma_grad_a(a, x), which "
+        "has no derivative (found while adding igamma). The predicate: remat3, JAX's "
+        "NotImplementedError, and the remat3 model's JVP (at second order: of its pullback) "
+        "raises it word for word.",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sin(x.at[jnp.array([0, 1, 0])].multiply(jnp.array([2., 3., .5]))).sum())\n"
         "try:\n"

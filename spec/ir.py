@@ -42,6 +42,8 @@ DTYPES = {
     "f32": np.dtype("float32"),
     "f16": np.dtype("float16"),
     "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "i8": np.dtype("int8"),
     "i16": np.dtype("int16"),
     "i32": np.dtype("int32"),
@@ -54,7 +56,7 @@ DTYPES = {
     "key<fry>": KEY_FRY,
 }
 SHORT_NAMES = {dt: name for name, dt in DTYPES.items()}
-FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16"))
+FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16", "f8_e4m3fn", "f8_e5m2"))
 KEY_DTYPES = frozenset({KEY_FRY})
 
 

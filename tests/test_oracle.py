@@ -386,12 +386,13 @@ def test_unsupported_primitive_lax_bessel_i1e():
         assert name in supported
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16"])
-def test_fake_quantisation_through_a_narrow_integer_checks(dtype):
-    """A straight-through estimator through int8 (or another narrow
-    integer): JAX saturates the float -> integer cast (values beyond the
-    range clamp, XLA's convert), as the spec; oracle.check compares the
-    values, gradients and residuals with JAX's."""
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "float8_e4m3fn", "float8_e5m2"])
+def test_fake_quantisation_through_a_narrow_type_checks(dtype):
+    """A straight-through estimator through int8, fp8 (or another narrow
+    type): JAX saturates the float -> integer cast (values beyond the
+    range clamp, XLA's convert), as the spec, and rounds to fp8 as
+    ml_dtypes does; oracle.check compares the values, gradients and
+    residuals with JAX's."""
     def loss(x):
         q = jnp.round(x * 100).astype(dtype).astype(jnp.float32) / 100
         return jnp.sum(jnp.sin(x) * lax.stop_gradient(q - x) + x * q)
@@ -399,11 +400,12 @@ def test_fake_quantisation_through_a_narrow_integer_checks(dtype):
     assert report.status("values", "remat2") == "ok", report
 
 
-@pytest.mark.parametrize("dtype", ["float8_e4m3fn"])
+@pytest.mark.parametrize("dtype", ["int4", "float8_e4m3b11fnuz"])
 def test_a_cast_to_an_unmodelled_dtype_is_unsupported_and_says_where(dtype):
-    """Fake quantisation (a straight-through estimator through fp8): the
-    cast's dtype is not modelled, an Unsupported naming it and the line,
-    not a TypeError from the spec (found by a sweep of model code)."""
+    """Fake quantisation (a straight-through estimator through int4 or an
+    unmodelled fp8): the cast's dtype is not modelled, an Unsupported naming
+    it and the line, not a TypeError from the spec (found by a sweep of
+    model code)."""
     def loss(x):
         q = jnp.round(x * 10).astype(dtype).astype(jnp.float32) / 10
         return jnp.sum(x + lax.stop_gradient(q - x))

@@ -93,8 +93,8 @@ def test_unmodelled_primitive_in_a_lazy_rule_is_unsupported():
     @jax.custom_vjp
     def tan(x):
         return jnp.tan(x)
-    tan.defvjp(lambda x: (jnp.tan(x), (x, jax.lax.bessel_i0e(x))), lambda r, g: (g / jnp.cos(r[0]) ** 2,))
-    with pytest.raises(oracle.Unsupported, match="bessel_i0e"):
+    tan.defvjp(lambda x: (jnp.tan(x), (x, jax.lax.zeta(x + 2.0, x))), lambda r, g: (g / jnp.cos(r[0]) ** 2,))
+    with pytest.raises(oracle.Unsupported, match="zeta"):
         oracle.check(lambda x: jax.checkpoint(tan)(x) * 2., oracle.AS_IS, 0.5)
 
 

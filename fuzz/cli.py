@@ -52,12 +52,13 @@ def _shape_key(prog) -> str:
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
             fail_fast: bool, results, control_flow: bool = True, first_round: int = 0,
-            corpus: tuple = (), novelty: bool = False):
+            corpus: tuple = (), novelty: bool = False, finish_by: float | None = None):
     """One campaign worker: first its share `corpus` of the corpus cases
     (`_corpus_phase`), then rounds of ROUND_DRAWS drawn programs, checking
     every one, or with `novelty` those fuzz/novelty.py selects (each round its own
     Hypothesis seed, so that every finding replays from `seed`, its job and
-    its round) until `deadline` or `max_examples`. It tells the driver
+    its round) until `deadline` or `max_examples`; a finding is shrunk and
+    reduced until `finish_by` at the latest (the driver's grace). It tells the driver
     (`results.put`) the JAX it checks against, when it starts checking a
     program (the heartbeat), what each check found, the first failure of a
     round at once (unshrunk) and the shrunk finding. `database` opens the
@@ -83,7 +84,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
             if not failures:
                 results.put(("error", job, f"{type(e).__name__}: {e}"))
                 break
-            prog, err, how = failures[-1]
+            prog, err, how = _reduced_finding(*failures[-1], finish_by or deadline)
             results.put(("finding", job, _finding(prog, err, seed, round_, impls, how)))
             if fail_fast:
                 break
@@ -196,7 +197,7 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             how = f"# spelling: {spelling}\n# stack: {stack}"
             if not failures:
                 results.put(("failure", job, _finding(prog, e, seed, round_, impls, how)))
-            failures[:] = [(prog, e, how)]
+            failures[:] = [(prog, e, how, stack, spelling)]
             raise
         if failures or report is None:      # a shrink step: not a new program checked
             results.put(("idle", job, None))
@@ -208,6 +209,23 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
         prop()
         return checked
     return run
+
+
+def _reduced_finding(prog, err, how: str, stack, spelling, deadline: float):
+    """The shrunk finding's program reduced further (fuzz/focus.py
+    `reduced_failure`), within its budget and never past the campaign's
+    deadline: (program, error, how)."""
+    import oracle
+    from fuzz.focus import REDUCE_SECONDS, reduced_failure
+    if not isinstance(err, oracle.Mismatch):
+        return prog, err, how
+    r = reduced_failure(prog, err, stack=stack, spelling=spelling,
+                        budget_s=min(REDUCE_SECONDS, deadline - time.time()))
+    if r.program is prog:
+        return prog, err, how
+    if not r.stack_kept:      # checked without it
+        how = "\n".join(line for line in how.splitlines() if not line.startswith("# stack:"))
+    return r.program, r.mismatch, f"{how}\n# {r.note}"
 
 
 def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3"), how: str = "") -> dict:
@@ -277,6 +295,10 @@ def _where_found(f: dict) -> str:
     return (where + (f", on {host}" if host else "")
             + (", checking against " + ", ".join(f"{k}={v}" for k, v in env.items()) if env else ""))
 
+
+# the share of --minutes a finding still shrinking (and being reduced) is given
+# past the deadline
+GRACE_SHARE = 0.08
 
 # the driver ends a worker whose current program has run this long past the
 # per-example limit: a hang inside C++ (XLA), where SIGALRM cannot reach
@@ -363,10 +385,23 @@ class _Campaign:
             from fuzz.corpus import seeds
             share = tuple(c.name for c in seeds()[job::corpus_jobs])
         # workers stop drawing 2 s early, so that the last checks end by the deadline
-        self.workers.start(job=job, seed=a.seed, deadline=self.deadline - 2.0, max_examples=per_job,
+        self.workers.start(job=job, seed=a.seed, deadline=self.deadline - 2.0, finish_by=self.finish_by - 2.0,
+                           max_examples=per_job,
                            impls=self.impls, database=self.workers.database(self.database),
                            fail_fast=a.fail_fast, control_flow=not a.no_control_flow,
                            first_round=first_round, corpus=share, novelty=a.novelty)
+
+    @property
+    def finish_by(self) -> float:
+        """The deadline and a grace for findings still shrinking: 8% of
+        --minutes (the campaign ends within 10% of it)."""
+        return self.deadline + GRACE_SHARE * (self.deadline - self.start)
+
+    def running(self) -> bool:
+        """Time is not up: before the deadline, or within the grace while a
+        finding is still being shrunk and reduced."""
+        now = time.time()
+        return now < self.deadline or (bool(self.unshrunk) and now < self.finish_by)
 
     def record(self, job: int, payload: dict, note: str = "") -> None:
         """Write a finding the first time its key is seen; count every hit."""
@@ -510,7 +545,7 @@ def _drive(c: _Campaign) -> None:
     """The driver's loop: take the workers' messages, watch their
     heartbeats, print progress, until every worker is done or time is up."""
     last_print = 0.0
-    while c.done < c.jobs and time.time() < c.deadline:
+    while c.done < c.jobs and c.running():
         message = c.workers.receive(timeout=0.5)
         if message is None and not c.workers.alive():
             break

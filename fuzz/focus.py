@@ -9,8 +9,16 @@ cap). Once a program has failed, only what failed decides whether a smaller
 one still shows the bug: checking just that is several times faster (a
 residual set needs no compile at all) and keeps the shrinker from sliding
 to a different failure.
+
+Once Hypothesis has shrunk a failure, `reduced_failure` reduces the
+program further (fuzz/reduce.py), keeping a smaller one only where the same
+pair still fails: the campaign does it for each finding, and `pytest fuzz/`
+in Hypothesis' final replay of the shrunk example, so that the Mismatch it
+reports (and its reproducer) is the reduced program's.
 """
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import oracle
 
@@ -40,4 +48,61 @@ class Focus:
         except oracle.Mismatch as e:
             if not self.failed:
                 self.failed = e.failed
+            if _final_replay():
+                r = reduced_failure(prog, e, stack=stack, spelling=spelling, budget_s=REDUCE_SECONDS)
+                if r.program is not prog:
+                    raise oracle.Mismatch(f"({r.note})\n{r.mismatch}", r.mismatch.report, r.mismatch.repro,
+                                          r.mismatch.failed) from e
             raise
+
+
+REDUCE_SECONDS = 60      # at most, per failure
+
+
+def _final_replay() -> bool:
+    """Hypothesis is replaying the shrunk example, to report it."""
+    try:
+        from hypothesis.control import current_build_context
+        return bool(current_build_context().is_final)
+    except Exception:       # not inside a Hypothesis test
+        return False
+
+
+class Reduction(NamedTuple):
+    program: Any             # the smallest program found failing so
+    mismatch: oracle.Mismatch    # its Mismatch (with its reproducer)
+    note: str                # how much smaller ("" where not)
+    stack_kept: bool         # a stack property failed: the program kept its stack
+
+
+def reduced_failure(prog, err, *, stack=None, spelling=None, budget_s: float = REDUCE_SECONDS) -> Reduction:
+    """`prog`, which failed with the Mismatch `err`, reduced (fuzz/reduce.py)
+    while the same (property, implementation) still fails, checked as the
+    fuzzer checks (in its spelling; with its stack where a stack property
+    failed, whose inputs and outputs then stay). The program is `prog`
+    itself where nothing smaller fails so or the budget is spent."""
+    from fuzz.reduce import equation_count, reduced
+    failed = set(err.failed)
+    only = tuple(sorted({p for p, _ in failed}))
+    impls = tuple(sorted({i for _, i in failed}))
+    on_stack = stack is not None and any(p.startswith("stack") for p in only)
+    if not failed or budget_s <= 0:
+        return Reduction(prog, err, "", on_stack)
+    last = [err]
+
+    def fails(candidate) -> bool:
+        try:
+            with watchdog.time_limit():
+                properties.oracle_agrees(candidate, implementations=impls, only=only,
+                                         stack=stack if on_stack else None, spelling=spelling)
+        except oracle.Mismatch as e:
+            if failed & set(e.failed):
+                last[0] = e
+                return True
+        return False
+
+    smaller = reduced(prog, fails, budget_s=budget_s, keep_signature=on_stack)
+    if smaller is prog:
+        return Reduction(prog, err, "", on_stack)
+    note = f"reduced from {equation_count(prog)} to {equation_count(smaller)} equations by fuzz/reduce.py"
+    return Reduction(smaller, last[0], note, on_stack)

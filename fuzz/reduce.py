@@ -1,0 +1,141 @@
+"""A failing program made smaller after Hypothesis has shrunk it.
+
+Hypothesis shrinks the *choices* a program was drawn from; a choice that
+builds part of a checkpoint's body also feeds the draws after it, so a
+shrunk program can keep equations, outputs and inputs the failure does
+not need (a campaign's finding under one injected JAX bug kept 24
+equations of which a names policy on one value mattered). Here the program
+itself is reduced, step by step (delta debugging on the IR), each step
+kept only where the reduced program still fails the same way:
+
+- its dead code removed, and its inputs nothing reads;
+- one of its outputs dropped (with what only that output needed);
+- an equation bypassed: an output replaced by one of the equation's own
+  operands of the same type (the equation then dead);
+- a jit or checkpoint inlined: its body in its place;
+- the same steps inside a sub-program (a checkpoint's, a jit's, a scan's
+  body, a cond branch), keeping its signature.
+
+Each step makes the program strictly smaller (`size`), so the reduction
+ends; it also ends at its time budget. `reduced` is given the check that
+says whether a candidate still fails the same way.
+
+>>> import spec
+>>> prog = spec.trace(lambda x, y: (spec.ops.sin(spec.ops.cos(x)), spec.ops.exp(y)), spec.f32[3], spec.f32[3])
+>>> fails = lambda p: any(e.primitive.name == "sin" for e in p.eqns)
+>>> print(reduced(prog, fails, budget_s=10))
+{ lambda ; a:f32[3]. let
+    b:f32[3] = sin a
+  in (b,) }
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from spec.ir import Eqn, Program, Var, subprograms
+from spec.partial_eval import dce
+from spec.remat import _clone
+
+INLINED = ("call", "remat")     # a body applied to the inputs: inlining keeps the values
+
+
+def equation_count(prog: Program) -> int:
+    """Equations of `prog`, those of its sub-programs included."""
+    return sum(1 + sum(equation_count(sub) for _, sub in subprograms(e.params)) for e in prog.eqns)
+
+
+def size(prog: Program) -> tuple:
+    """What a reduction step must make smaller."""
+    return equation_count(prog), len(prog.outputs), len(prog.inputs), len(str(prog))
+
+
+def reduced(prog: Program, fails: Callable[[Program], bool], *, budget_s: float = 60.0,
+            keep_signature: bool = False) -> Program:
+    """`prog` reduced while `fails(candidate)` holds, greedily, to a
+    fixpoint or until `budget_s` seconds have passed. With `keep_signature`
+    its inputs and outputs stay (a transformation stack drawn for it
+    refers to them)."""
+    deadline = time.monotonic() + budget_s
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for candidate in candidates(prog, keep_signature=keep_signature):
+            if time.monotonic() >= deadline:
+                break
+            if size(candidate) < size(prog) and _fails(fails, candidate):
+                prog, improved = candidate, True
+                break
+    return prog
+
+
+def _fails(fails, candidate) -> bool:
+    try:
+        return bool(fails(candidate))
+    except Exception:       # a candidate the check cannot take: not the same failure
+        return False
+
+
+def candidates(prog: Program, *, keep_signature: bool = False) -> Iterator[Program]:
+    """The one-step reductions of `prog`, the likely largest first."""
+    yield dce(prog, prune_inputs=not keep_signature)[0]
+    if not keep_signature and len(prog.outputs) > 1:
+        for i in range(len(prog.outputs)):
+            yield dce(prog, [j != i for j in range(len(prog.outputs))], prune_inputs=True)[0]
+    for k in range(len(prog.eqns) - 1, -1, -1):
+        if prog.eqns[k].primitive.name in INLINED:
+            yield _inlined(prog, k)
+    for k in range(len(prog.eqns) - 1, -1, -1):
+        yield from _bypassed(prog, k)
+    for k, e in enumerate(prog.eqns):
+        for i, (_, sub) in enumerate(subprograms(e.params)):
+            for smaller in candidates(sub, keep_signature=True):
+                yield _with_subprogram(prog, k, i, smaller)
+
+
+def _substituted(prog: Program, k: int, env: dict, eqns: list) -> Program:
+    """`prog` with equation k replaced by `eqns`, and every later read of
+    a variable in `env` reading its atom instead."""
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    later = [Eqn(e.primitive, [read(a) for a in e.inputs], e.outputs, e.params, why=e.why,
+                 residual_outputs=e.residual_outputs) for e in prog.eqns[k + 1:]]
+    return Program(prog.inputs, prog.eqns[:k] + eqns + later, [read(a) for a in prog.outputs],
+                   input_names=prog.input_names)
+
+
+def _bypassed(prog: Program, k: int) -> Iterator[Program]:
+    """Equation k with one output replaced by an operand of its type."""
+    e = prog.eqns[k]
+    for v in e.outputs:
+        for a in e.inputs:
+            if a.type == v.type:
+                yield dce(_substituted(prog, k, {v.id: a}, [e]))[0]
+                break
+
+
+def _inlined(prog: Program, k: int) -> Program:
+    """Equation k (a jit or a checkpoint) replaced by its body's equations."""
+    e = prog.eqns[k]
+    body = e.params["jaxpr"]
+    env = {v.id: a for v, a in zip(body.inputs, e.inputs)}
+    eqns = _clone(body.eqns, env)
+    outs = [env.get(a.id, a) if isinstance(a, Var) else a for a in body.outputs]
+    return _substituted(prog, k, {v.id: a for v, a in zip(e.outputs, outs)}, eqns)
+
+
+def _with_subprogram(prog: Program, k: int, i: int, sub: Program) -> Program:
+    """`prog` with the i-th sub-program of equation k (in `subprograms`
+    order) replaced by `sub`."""
+    e = prog.eqns[k]
+    key, _ = subprograms(e.params)[i]
+    params = dict(e.params)
+    if isinstance(key, tuple):          # the j-th program of a tuple-valued param (cond's branches)
+        name, j = key
+        progs = list(params[name])
+        progs[j] = sub
+        params[name] = type(params[name])(*progs) if hasattr(params[name], "_fields") else tuple(progs)
+    else:
+        params[key] = sub
+    eqn = Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why, residual_outputs=e.residual_outputs)
+    return Program(prog.inputs, prog.eqns[:k] + [eqn] + prog.eqns[k + 1:], prog.outputs,
+                   input_names=prog.input_names)

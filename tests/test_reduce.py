@@ -1,0 +1,156 @@
+"""fuzz/reduce.py: a failing program reduced step by step, each step kept
+only where the failure stays. The failures here are predicates on the
+program's structure (what a JAX bug would need to be visible); the
+expected programs are written out by hand."""
+import numpy as np
+
+import spec
+from fuzz.reduce import candidates, equation_count, reduced
+from spec import ops
+from spec.remat import checkpoint, checkpoint_name
+from spec.prims_call import call
+
+P = spec.policies
+f32 = spec.f32
+
+
+def _names(prog) -> list:
+    """Primitive names, depth first (sub-programs right after their equation)."""
+    out = []
+    for e in prog.eqns:
+        out.append(e.primitive.name)
+        for _, sub in spec.ir.subprograms(e.params):
+            out += _names(sub)
+    return out
+
+
+def _named_residual_program():
+    """A shrunk finding's shape: a names-policy checkpoint that matters,
+    and a jit, a second checkpoint, dead code and outputs that do not."""
+    def named(x):
+        return ops.sin(checkpoint_name(ops.sin(x), "b"))
+
+    def other(x, w):
+        return ops.cos(x) * w
+
+    def fn(x, w, z):
+        dead = ops.exp(z)                                            # noqa: F841
+        jitted, = call(spec.trace(lambda a: ops.tanh(a) + a, f32[3]), x)
+        a = checkpoint(named, policy=P.save_any_names_but_these("b"))(jitted)
+        b = checkpoint(other, policy=P.dots_saveable)(x, w)
+        return a, b, ops.neg(z)
+    return spec.trace(fn, f32[3], f32[3], f32[3])
+
+
+def _fails(prog) -> bool:
+    """The 'bug': a save_any_names_but_these checkpoint naming a value."""
+    def has(p, inside=False):
+        for e in p.eqns:
+            here = inside or (e.primitive.name == "remat"
+                              and isinstance(e.params["policy"], P.save_any_names_but_these))
+            if here and e.primitive.name == "name":
+                return True
+            if any(has(sub, here) for _, sub in spec.ir.subprograms(e.params)):
+                return True
+        return False
+    return has(prog)
+
+
+def test_reduces_to_the_checkpoint_and_the_name_that_fail():
+    prog = _named_residual_program()
+    assert equation_count(prog) == 12
+    small = reduced(prog, _fails, budget_s=30)
+    assert _fails(small)
+    assert _names(small) == ["remat", "name"]
+    assert len(small.inputs) == 1 and len(small.outputs) == 1
+
+
+def test_every_kept_step_still_fails_and_is_smaller():
+    kept = []
+
+    def fails(p):
+        ok = _fails(p)
+        if ok:
+            kept.append(p)
+        return ok
+    prog = _named_residual_program()
+    reduced(prog, fails, budget_s=30)
+    sizes = [equation_count(p) for p in [prog] + kept]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
+
+
+def test_keep_signature_keeps_inputs_and_outputs():
+    prog = _named_residual_program()
+    small = reduced(prog, _fails, budget_s=30, keep_signature=True)
+    assert [v.type for v in small.inputs] == [v.type for v in prog.inputs]
+    assert [a.type for a in small.outputs] == [a.type for a in prog.outputs]
+    assert equation_count(small) < equation_count(prog)
+
+
+def test_values_are_kept_by_dce_and_inlining():
+    """Dead code removal and inlining keep the values (the bypass does not:
+    it is kept only where the failure stays)."""
+    prog = _named_residual_program()
+    args = [np.linspace(0.1, 0.9, 3, dtype=np.float32) * k for k in (1, 2, 3)]
+    want = spec.evaluate(prog, *args)
+    dce_only, *rest = candidates(prog)
+    for got, w in zip(spec.evaluate(dce_only, *args), want):
+        np.testing.assert_array_equal(got, w)
+    from fuzz.reduce import _inlined
+    for k, e in enumerate(prog.eqns):
+        if e.primitive.name in ("call", "remat"):
+            for got, w in zip(spec.evaluate(_inlined(prog, k), *args), want):
+                np.testing.assert_array_equal(got, w)
+
+
+def test_a_check_that_raises_or_no_budget_keeps_the_program():
+    prog = _named_residual_program()
+    assert reduced(prog, _fails, budget_s=0) is prog
+
+    def raises(p):
+        raise RuntimeError("the check cannot take this candidate")
+    assert reduced(prog, raises, budget_s=30) is prog
+
+
+def test_inside_a_cond_branch_the_branch_signature_stays():
+    def fn(p, x):
+        return spec.cond(p, lambda v: ops.sin(ops.cos(v)), lambda v: ops.exp(v), x)
+    prog = spec.trace(fn, spec.bool_[()], f32[3])
+    small = reduced(prog, lambda q: "cos" in _names(q) and "exp" in _names(q), budget_s=30)
+    assert _names(small) == ["convert_element_type", "cond", "exp", "cos"]
+    spec.evaluate(small, np.bool_(True), np.ones(3, np.float32))     # still a valid program
+
+
+def test_pytest_fuzz_reports_the_reduced_failure_in_hypothesis_final_replay():
+    """fuzz/focus.py: in Hypothesis' final replay of a failing example the
+    Mismatch raised is the reduced program's (a bug planted into JAX:
+    save_only_these_names saves exactly the other names; the dead `exp`
+    and the unread output `cos` go, the names checkpoint stays)."""
+    import pytest
+    pytest.importorskip("jax")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    import oracle
+    import planted_bugs
+    from fuzz.focus import Focus
+
+    def fn(x, y):
+        dead = ops.exp(y)                                            # noqa: F841
+        named = checkpoint(lambda v: ops.sin(checkpoint_name(ops.sin(v), "a")),
+                           policy=P.save_only_these_names("a"))(x)
+        return named, ops.cos(y)
+    prog = spec.trace(fn, f32[3], f32[3])
+    focus = Focus(("remat2",))
+
+    @settings(max_examples=1, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.just(prog))
+    def check(p):
+        focus.check(p)
+    with planted_bugs.BUGS["save_only_these_names_inverted"]():
+        with pytest.raises(oracle.Mismatch) as excinfo:
+            check()
+    msg = str(excinfo.value)
+    assert msg.startswith(f"(reduced from {equation_count(prog)} to "), msg[:300]
+    assert "residuals differs under remat2" in msg
+    assert msg.startswith(f"(reduced from {equation_count(prog)} to 3 equations"), msg[:300]  # remat, sin, name

@@ -77,7 +77,10 @@ class Reduction(NamedTuple):
 
 def reduced_failure(prog, err, *, stack=None, spelling=None, budget_s: float = REDUCE_SECONDS) -> Reduction:
     """`prog`, which failed with the Mismatch `err`, reduced (fuzz/reduce.py)
-    while the same (property, implementation) still fails, checked as the
+    while every (property, implementation) that failed still fails (one of
+    them alone could be another failure, a smaller program sliding into a
+    known false alarm: found reducing a finding under an injected bug that
+    failed under remat2 and remat3), checked as the
     fuzzer checks (in its spelling; with its stack where a stack property
     failed, whose inputs and outputs then stay). The program is `prog`
     itself where nothing smaller fails so or the budget is spent."""
@@ -96,7 +99,7 @@ def reduced_failure(prog, err, *, stack=None, spelling=None, budget_s: float = R
                 properties.oracle_agrees(candidate, implementations=impls, only=only,
                                          stack=stack if on_stack else None, spelling=spelling)
         except oracle.Mismatch as e:
-            if failed & set(e.failed):
+            if failed <= set(e.failed):     # each pair still fails: not another failure slid into
                 last[0] = e
                 return True
         return False

@@ -153,4 +153,4 @@ def test_pytest_fuzz_reports_the_reduced_failure_in_hypothesis_final_replay():
     msg = str(excinfo.value)
     assert msg.startswith(f"(reduced from {equation_count(prog)} to "), msg[:300]
     assert "residuals differs under remat2" in msg
-    assert msg.startswith(f"(reduced from {equation_count(prog)} to 3 equations"), msg[:300]  # remat, sin, name
+    assert msg.startswith(f"(reduced from {equation_count(prog)} to 4 equations"), msg[:300]  # remat, sin, name, sin

@@ -257,10 +257,24 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
             inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
         elif not subprograms(e.params):
             inputs = _tangent_reading_inputs(e)
+        elif pruned and e.primitive.name == "while":
+            inputs = _while_tangent_reading_inputs(e)
         elif pruned and e.primitive in dce_rules:
             inputs = _dce_kept_inputs(e, [v.id in read for v in e.outputs])
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
+
+
+def _while_tangent_reading_inputs(e: Eqn) -> list:
+    """The operands of a while loop `e` whose tangents its JVP reads: the
+    carries and the body's consts its body (without dead code) reads; no
+    cond const (_while_loop_jvp takes no tangent for them). A body const the
+    body never reads leaves the checkpoint computing it with an unread
+    output tangent (found by a campaign's reduced finding: remat3 saves what
+    that tangent needs, the checkpoint's backward pass running whole)."""
+    nc, nb = e.params["cond_nconsts"], e.params["body_nconsts"]
+    body_reads = dce(e.params["body_jaxpr"])[1]
+    return [a for i, a in enumerate(e.inputs[nc:]) if i >= nb or body_reads[i]]
 
 
 def _dce_kept_inputs(e: Eqn, used_outputs: list) -> list:

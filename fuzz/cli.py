@@ -77,7 +77,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         round_ += 1
         failures: list = []
         test = _round(job, seed, round_, max_examples - checked, deadline, impls, db,
-                      results, control_flow, failures, novelty)
+                      results, control_flow, failures, novelty, finish_by)
         try:
             checked += test()
         except Exception as e:   # a Mismatch, a hang or an error of ours (or JAX's): never hidden
@@ -151,14 +151,18 @@ ROUND_DRAWS = 20
 NOVELTY_ROUND_DRAWS = 100
 
 
-def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flow, failures, novelty):
+def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flow, failures, novelty,
+           finish_by=None):
     """The Hypothesis test of one round; calling it returns how many
     programs it checked. It draws ROUND_DRAWS programs and checks each, or
     NOVELTY_ROUND_DRAWS and checks those `novelty` (fuzz/novelty.py, the
     worker's; None: every one) wants; `at_most` of them, and every shrink
     step.
     `failures` keeps the last failing (program, error) for the caller (the
-    shrunk one when Hypothesis re-raises)."""
+    shrunk one when Hypothesis re-raises). The driver hears of the first
+    failure at once, and again once it is reduced (fuzz/reduce.py, by
+    `finish_by` at the latest): what it writes if time runs out while
+    Hypothesis shrinks (a late finding of 38 equations was written so)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hyp_seed
 
@@ -195,9 +199,13 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             return
         except Exception as e:      # shrink it; the driver hears of the first failure at once
             how = f"# spelling: {spelling}\n# stack: {stack}"
-            if not failures:
-                results.put(("failure", job, _finding(prog, e, seed, round_, impls, how)))
+            first = not failures
             failures[:] = [(prog, e, how, stack, spelling)]
+            if first:
+                results.put(("failure", job, _finding(prog, e, seed, round_, impls, how)))
+                smaller, err, note = _reduced_finding(prog, e, how, stack, spelling, finish_by or deadline)
+                if smaller is not prog:
+                    results.put(("failure", job, _finding(smaller, err, seed, round_, impls, note)))
             raise
         if failures or report is None:      # a shrink step: not a new program checked
             results.put(("idle", job, None))
@@ -475,7 +483,8 @@ class _Campaign:
         """Findings still shrinking are written as they are; each report
         says how often the campaign hit its finding, and by which jobs."""
         for job, payload in list(self.unshrunk.items()):     # time ran out (or fail-fast) while shrinking
-            self.record(job, payload, note="Not shrunk: the campaign ended while Hypothesis was shrinking it.")
+            self.record(job, payload, note="Not shrunk: the campaign ended while Hypothesis was shrinking it "
+                                           "(the first failure, reduced where the program says so).")
         for key, d in self.findings.items():
             by_job = collections.Counter(job for job, _ in self.hits[key])
             with open(os.path.join(d, "report.md"), "a") as fh:

@@ -498,13 +498,17 @@ def _mismatch(case, report, mismatches, repro_dir, props=()) -> Mismatch:
     prop_obj = next((p for p in props if p.name == prop), None)
     code = prop_obj.repro_code if prop_obj is not None else None
     numeric = first.numeric if first.numeric is not None else _inputs_of(case, prop_obj)
-    repro = write_repro(case.prog, case.policy, case.args, prop, impl, first.message,
-                        repro_dir or DEFAULT_REPRO_DIR, numeric=numeric, code=code,
-                        spelling=getattr(case.call.fn, "spelling", CANONICAL))
+    try:
+        repro = write_repro(case.prog, case.policy, case.args, prop, impl, first.message,
+                            repro_dir or DEFAULT_REPRO_DIR, numeric=numeric, code=code,
+                            spelling=getattr(case.call.fn, "spelling", CANONICAL))
+        repro_text = repro.text
+    except Unsupported as e:    # a program the reproducer cannot write (a local callback): the Mismatch stands
+        repro, repro_text = None, f"(none: {e})"
     others = "".join(f"\nalso: {p} under {i}: {d.message.splitlines()[0]}" for p, i, d in mismatches[1:])
     what = next((f" [{p.description}]" for p in props if p.name == prop and p.description), "")
     return Mismatch(f"oracle.check({report.function}, policy={report.policy}): {prop} differs under {impl}{what}\n"
-                    f"{first.message}{others}\n{_env_line(report)}\nreproducer:\n{repro.text}",
+                    f"{first.message}{others}\n{_env_line(report)}\nreproducer:\n{repro_text}",
                     report=report, repro=repro, failed=[(p, i) for p, i, _ in mismatches])
 
 

@@ -53,14 +53,30 @@ def _where(eqn, enclosing: str = "") -> str:
 # constant throughout.
 _CONSTANTS: contextvars.ContextVar = contextvars.ContextVar("constants", default=None)
 
+# Where the equations being converted were staged, which decides what a
+# custom rule that closes over a traced value does (`_rule_closure`):
+#   "direct"  the function as written (the top level of the jaxpr oracle.check
+#             traces with oracle.AS_IS, and the rules of its custom functions):
+#             JAX differentiates it by calling the rules themselves, whose
+#             closed-over tracers are live;
+#   "staged"  inside a jaxpr JAX staged (a checkpoint, scan, cond or while body):
+#             the rule is traced later, when the tracer it closes over is stale;
+#   "jit"     the same, inside a jitted function.
+_STAGING: contextvars.ContextVar = contextvars.ContextVar("staging", default="direct")
+# The constvars of the jaxpr being converted: id(var) -> (var, JAX's value
+# for it), for matching a rule's closed-over tracer to a const operand.
+_BOUND: contextvars.ContextVar = contextvars.ContextVar("bound", default=None)
 
-def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "") -> Program:
-    """Convert a ClosedJaxpr (or Jaxpr without consts) to a spec Program."""
+
+def from_jaxpr(closed_jaxpr, input_names=None, _enclosing: str = "", _lead=()) -> Program:
+    """Convert a ClosedJaxpr (or Jaxpr without consts) to a spec Program.
+    (`_lead`: (types, {constvar position: lead position}): leading inputs
+    of these types, which the mapped constvars read.)"""
     if _CONSTANTS.get() is not None:
-        return _from_jaxpr(closed_jaxpr, input_names, _enclosing)
+        return _from_jaxpr(closed_jaxpr, input_names, _enclosing, _lead)
     token = _CONSTANTS.set({})
     try:
-        return _from_jaxpr(closed_jaxpr, input_names, _enclosing)
+        return _from_jaxpr(closed_jaxpr, input_names, _enclosing, _lead)
     finally:
         _CONSTANTS.reset(token)
 
@@ -76,7 +92,7 @@ def _constant(c, aval) -> Literal:
     return seen[key][1]
 
 
-def _from_jaxpr(closed_jaxpr, input_names, _enclosing) -> Program:
+def _from_jaxpr(closed_jaxpr, input_names, _enclosing, _lead=()) -> Program:
     jcore = jx.core()
     jaxpr = closed_jaxpr.jaxpr if hasattr(closed_jaxpr, "consts") else closed_jaxpr
     consts = list(closed_jaxpr.consts) if hasattr(closed_jaxpr, "consts") else []
@@ -88,21 +104,26 @@ def _from_jaxpr(closed_jaxpr, input_names, _enclosing) -> Program:
             return Literal(np.asarray(x.val, dtype=t.dtype), ArrayType(t.shape, t.dtype))
         return env[x]
 
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = _constant(c, v.aval)
-    inputs = []
+    lead_types, lead_of = _lead if _lead else ((), {})
+    inputs = [Var(t) for t in lead_types]
+    for i, (v, c) in enumerate(zip(jaxpr.constvars, consts)):
+        env[v] = inputs[lead_of[i]] if i in lead_of else _constant(c, v.aval)
     for v in jaxpr.invars:
         nv = Var(spec_type(v.aval))
         env[v] = nv
         inputs.append(nv)
     eqns = []
-    for e in jaxpr.eqns:
-        ins = [read(x) for x in e.invars]
-        prim, params = _convert_eqn(e, _enclosing)
-        outs = [Var(spec_type(v.aval)) for v in e.outvars]
-        for v, nv in zip(e.outvars, outs):
-            env[v] = nv
-        eqns.append(Eqn(prim, ins, outs, params))
+    token = _BOUND.set({id(v): (v, c) for v, c in zip(jaxpr.constvars, consts)})
+    try:
+        for e in jaxpr.eqns:
+            ins = [read(x) for x in e.invars]
+            prim, params = _convert_eqn(e, _enclosing)
+            outs = [Var(spec_type(v.aval)) for v in e.outvars]
+            for v, nv in zip(e.outvars, outs):
+                env[v] = nv
+            eqns.append(Eqn(prim, ins, outs, params))
+    finally:
+        _BOUND.reset(token)
     outputs = [read(x) for x in jaxpr.outvars]
     names = tuple(input_names) if input_names else None
     if names is None:
@@ -128,6 +149,16 @@ def _where_any(jaxpr, enclosing) -> str:
 
 
 def _convert_eqn(e, enclosing=""):
+    name = jx.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])[0]
+    staging = _STAGING.get()
+    token = _STAGING.set("jit" if name == "jit" or staging == "jit" else "staged")   # for its sub-jaxprs
+    try:
+        return _convert_eqn_staged(e, enclosing, staging)
+    finally:
+        _STAGING.reset(token)
+
+
+def _convert_eqn_staged(e, enclosing, staging):
     where = _where(e, enclosing)
     name, params = jx.canonical_eqn(e.primitive.name, dict(e.params), [v.aval for v in e.invars])
     here = _location(e)
@@ -202,7 +233,7 @@ def _convert_eqn(e, enclosing=""):
             return SPEC_PRIMS["name"], dict(name=hi.name)
         raise Unsupported(f"call_hi_primitive {kind}{where} is not supported; supported: RematTraced, CheckpointName")
     if name in ("custom_jvp_call", "custom_vjp_call"):
-        return _convert_custom(name, params, inner, where)
+        return _convert_custom(name, params, inner, where, e.invars, staging)
     return spec_params(name, params, where)
 
 
@@ -226,14 +257,103 @@ def _zero_tangents_inlined(prog: Program, n_primals: int, asked, nonzeros) -> Pr
     return Program(kept, eqns, [read(x) for x in prog.outputs], input_names=None)
 
 
-def _convert_custom(name: str, p: dict, inner: str, where: str):
+# mlir's error for a tracer among a jaxpr's constants, word for word
+# (jax/_src/interpreters/mlir.py, ir_constant)
+NO_CONSTANT_HANDLER = "No constant handler for type: {}"
+STALE_TRACER_ISSUE = "https://github.com/jax-ml/jax/issues/20889"
+
+
+def _source_index(tracer, sources) -> int | None:
+    """Which const operand of the equation the rule's closed-over `tracer`
+    is: the tracer of that operand's variable (`tracer.val`, the jaxpr
+    variable JAX traced it as), or the value the enclosing jaxpr binds
+    that operand's constvar to."""
+    val = getattr(tracer, "val", None)
+    for i, (var, bound) in enumerate(sources):
+        if bound is tracer or (val is not None and val is var):
+            return i
+    return None
+
+
+def _rule_closure(consts, sources, here, perturbed, rule: str) -> tuple[list, dict]:
+    """The consts of a rule's jaxpr, with those that are tracers (values the
+    rule closes over, traced when the custom function was) resolved:
+    (consts, {constvar position: const operand it reads}).
+
+    Where JAX calls the rule itself (`here` == "direct": the function as
+    written) the tracer is live: the rule reads the equation's const operand
+    of that tracer (a constant's tracer: its value). A perturbed one is
+    Unsupported: JAX's rule closes over a JVPTracer and leaks it (an
+    UnexpectedTracerError, or a tracer among the constants of the jaxpr JAX
+    compiles). Where JAX staged the equation (a checkpoint, scan, cond or
+    while body, or a jit), the rule is traced when the custom function's
+    trace is over and the tracer is stale (jax-ml/jax#20889): in a jitted
+    function it becomes a constant of that jit's jaxpr, whose lowering
+    raises mlir's TypeError (raised here, as JAX raises it); elsewhere it
+    leaks into the jaxpr of the whole function, which fails (or not) as that
+    function is run: Unsupported."""
+    jcore = jx.core()
+    out, lead = [], {}
+    for i, c in enumerate(consts):
+        if not isinstance(c, jcore.Tracer):
+            out.append(c)
+            continue
+        j = _source_index(c, sources) if here == "direct" else None
+        literal = getattr(c, "val", None)
+        if j is not None and not perturbed[j]:
+            lead[i] = j
+            out.append(None)
+            continue
+        if here == "direct" and isinstance(literal, jcore.Literal) and j is None:
+            out.append(np.asarray(literal.val))          # a constant's tracer, live: its value
+            continue
+        aval = getattr(c, "aval", None)
+        what = f"a traced {aval.str_short() if aval is not None else 'value'}"
+        if j is not None:
+            raise Unsupported(
+                f"{rule} closes over {what} that is differentiated (the custom "
+                f"function's closed-over value {j} has a nonzero tangent): JAX's rule closes over "
+                f"a JVPTracer and leaks it (an UnexpectedTracerError, or a tracer among the "
+                f"constants of the jaxpr it compiles), which the spec does not model; pass the "
+                f"value to the custom function as an argument (num_consts counts the values it "
+                f"closes over)")
+        if here == "jit":
+            raise TypeError(NO_CONSTANT_HANDLER.format(type(c)))
+        raise Unsupported(
+            f"{rule} closes over {what} of a trace that is over ("
+            + ("not a closed-over value of the custom function (num_consts) given to the rule"
+               if here == "direct" else "the custom function was staged out: a checkpoint, scan, "
+               "cond or while body, traced before the rule") +
+            f"): JAX leaks that tracer into the jaxpr it differentiates ({STALE_TRACER_ISSUE}), "
+            f"an error or not as the jaxpr is run, which the spec does not model; pass the value "
+            f"to the custom function as an argument")
+    return out, lead
+
+
+def _rule_program(jaxpr, consts, lead_types, sources, here, perturbed, rule, inner) -> Program:
+    """A rule's jaxpr as a spec program taking the equation's consts first
+    (those the rule closes over are read from there) and the jaxpr's
+    inputs, converted where the equation was staged (`here`)."""
+    consts, lead = _rule_closure(consts, sources, here, perturbed, rule)
+    token = _STAGING.set(here)
+    try:
+        return from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner, _lead=(lead_types, lead))
+    finally:
+        _STAGING.reset(token)
+
+
+def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here: str = "staged"):
     """custom_jvp_call / custom_vjp_call: the primal body, and the rules as
     spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
     `fwd_jaxpr_thunk(*nonzeros)`, and `bwd` traced with jax.make_jaxpr at
-    the residuals' and cotangents' avals), converted on first use."""
-    if p.get("num_consts", 0):
-        raise Unsupported(f"{name}{where}: param num_consts={p['num_consts']} is not supported "
-                          f"(the spec models custom functions that close over no traced values: num_consts=0)")
+    the residuals' and cotangents' avals), converted on first use.
+
+    `num_consts` leading operands are values the custom function closes over
+    (JAX's lift_jvp / lift_fwd drop them before calling the rules); a rule
+    program takes them first, reading those the rule closes over (see
+    `_rule_closure`). A key's first num_consts flags say which consts are
+    perturbed: the forward rule of a custom_vjp_call raises JAX's
+    CustomVJPException for one (lift_fwd)."""
     known = {"call_jaxpr", "num_consts", "symbolic_zeros", "jvp_jaxpr_fun", "fwd_jaxpr_thunk", "bwd", "out_trees"}
     extra = sorted(set(p) - known)
     if extra:
@@ -241,10 +361,16 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
     body = from_jaxpr(p["call_jaxpr"], _enclosing=inner)
     fname = jx.func_name(p["call_jaxpr"], "fun")
     sz = bool(p["symbolic_zeros"])
+    nc = int(p.get("num_consts", 0) or 0)
+    bound = _BOUND.get() or {}
+    sources = [(v, bound.get(id(v), (None, None))[1]) for v in list(invars)[:nc]]
+    const_types = body.in_types[:nc]
     if name == "custom_jvp_call":
         fun = p["jvp_jaxpr_fun"]
+        rule_name = f"custom_jvp_call {fname}{where}: its JVP rule {jx.func_name(fun, 'jvp')}"
 
-        def trace_jvp(nonzeros):
+        def trace_jvp(key):
+            perturbed, nonzeros = key[:nc], key[nc:]
             asked = list(nonzeros)
             if not sz and capabilities().custom_jvp_int_tangents_typed:
                 # JAX instantiates every zero tangent before calling such a rule
@@ -253,38 +379,59 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
                 # SymbolicZero (found by the model suite on 0.4.25: logaddexp)
                 asked = [True] * len(nonzeros)
             jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in asked])
-            prog = from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner)
-            return _zero_tangents_inlined(prog, len(nonzeros), asked, nonzeros), [not z for z in out_zeros]
-        rule = Rule(jx.func_name(fun, "jvp"), trace_jvp, len(body.inputs))
-        return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, symbolic_zeros=sz, name=fname)
+            prog = _rule_program(jaxpr, consts, const_types, sources, here, perturbed, rule_name, inner)
+            return (_zero_tangents_inlined(prog, len(key), asked, nonzeros),     # consts and primals first
+                    [not z for z in out_zeros])
+        rule = Rule(jx.func_name(fun, "jvp"), trace_jvp, len(body.inputs), consts=nc)
+        return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, num_consts=nc or None,
+                                                   symbolic_zeros=sz, name=fname)
     thunk, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]
     n_out = len(body.outputs)
+    fwd_name = f"custom_vjp_call {fname}{where}: its forward rule {jx.func_name(thunk, 'fwd')}"
 
-    def trace_fwd(nonzeros):
+    def trace_fwd(key):
+        perturbed, nonzeros = key[:nc], key[nc:]
+        if any(perturbed) and here != "direct":
+            # lift_fwd: `if any(const_nonzeros): raise ad.CustomVJPException()`; where JAX
+            # calls fwd itself (the function as written) there is no lift_fwd: the consts'
+            # tangents are dropped, as a custom_jvp_call's are
+            from jax._src.interpreters import ad
+            raise ad.CustomVJPException()
         jaxpr, consts = jx.call(thunk, *nonzeros)
-        prog = from_jaxpr(jx.core().ClosedJaxpr(jaxpr, consts), _enclosing=inner)
+        prog = _rule_program(jaxpr, consts, const_types, sources, here, perturbed, fwd_name, inner)
         _, res_tree, input_fwds = jx.out_trees(out_trees)
         n_pruned = len(prog.outputs) - n_out
         pruned = iter(prog.outputs[:n_pruned])
+        # input_fwds count the consts (process_custom_vjp_call's out_trees_ adds num_consts)
         res = [next(pruned) if f is None else prog.inputs[f] for f in input_fwds]
         return Program(prog.inputs, prog.eqns, prog.outputs[n_pruned:] + res), [True] * n_out
 
-    fwd_rule = Rule(jx.func_name(thunk, "fwd"), trace_fwd, len(body.inputs))
+    fwd_rule = Rule(jx.func_name(thunk, "fwd"), trace_fwd, len(body.inputs), consts=nc)
+    bwd_name = f"custom_vjp_call {fname}{where}: its backward rule {jx.func_name(bwd, 'bwd')}"
 
     def trace_bwd(ct_nonzeros):
         import jax
         from jax.custom_derivatives import SymbolicZero
         ad_util = jx.ad_util()
         # the residuals of the forward rule traced last (JAX's bwd reads out_trees() alike)
-        key = next(reversed(fwd_rule._memo), (True,) * len(body.inputs))
+        key = next(reversed(fwd_rule._memo), (False,) * nc + (True,) * (len(body.inputs) - nc))
         fwd_prog = fwd_rule(key)[0]
         res_types = fwd_prog.out_types[n_out:]
+        # a residual the forward rule returns as a Python or numpy constant
+        # reaches JAX's bwd concrete (measured on 0.10.2: a bool as a bool, a
+        # float as a TypedFloat, np.float32 as a TypedNdArray): equinox's
+        # filter_custom_vjp passes its `perturbed` flags so, and its bwd
+        # filters with them. The bwd is traced with the value (a bool scalar
+        # as a Python bool), the program's input for it left unread
+        known = [None if not isinstance(a, Literal) else a.value.item() if a.value.shape == ()
+                 and a.value.dtype == np.bool_ else a.value for a in fwd_prog.outputs[n_out:]]
         avals = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in res_types] + [
             jax.ShapeDtypeStruct(t.shape, t.dtype) for t, k in zip(body.out_types, ct_nonzeros) if k]
         pattern = []
 
         def f(*args):
             res, given = args[:len(res_types)], iter(args[len(res_types):])
+            res = [r if v is None else v for r, v in zip(res, known)]
             cts = [next(given) if k else (SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype)) if sz
                                           else jax.numpy.zeros(t.shape, t.dtype))
                    for t, k in zip(body.out_types, ct_nonzeros)]
@@ -292,10 +439,17 @@ def _convert_custom(name: str, p: dict, inner: str, where: str):
             pattern[:] = [not isinstance(o, (ad_util.Zero, SymbolicZero)) for o in outs]
             return [o for o, k in zip(outs, pattern) if k]
         closed = jax.make_jaxpr(f)(*avals)
-        return from_jaxpr(closed, _enclosing=inner), pattern
+        # bwd is never given the consts: a tracer it closes over is read from none
+        consts, _ = _rule_closure(list(closed.consts), [], here, (), bwd_name)
+        token = _STAGING.set(here)
+        try:
+            prog = from_jaxpr(jx.core().ClosedJaxpr(closed.jaxpr, consts), _enclosing=inner)
+        finally:
+            _STAGING.reset(token)
+        return prog, pattern
 
     bwd_rule = Rule(jx.func_name(bwd, "bwd"), trace_bwd, n_out)
-    return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=body, fwd=fwd_rule, bwd=bwd_rule,
+    return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=body, fwd=fwd_rule, bwd=bwd_rule, num_consts=nc or None,
                                                symbolic_zeros=sz, name=fname)
 
 

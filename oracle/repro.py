@@ -199,62 +199,88 @@ def given(values, key, nonzeros):
             for v, k, n in zip(values, key, nonzeros) if k]
 
 
+def closed_over(values):
+    """The values a custom function closes over, each one JAX value (a constant
+    becomes one array): JAX makes each a const of the custom call."""
+    return [v if isinstance(v, jax.core.Tracer) else jnp.asarray(v) for v in values]
+
+
 def symbolic_zero(x):
     from jax.custom_derivatives import SymbolicZero
     return SymbolicZero(jax.core.ShapedArray(jnp.shape(x), jnp.result_type(x)))
 ''',
     "custom_jvp_function": '''
-def custom_jvp_function(fun, name, jvp_name, rules, symbolic_zeros):
+def custom_jvp_function(fun, name, jvp_name, rules, symbolic_zeros, num_consts=0):
     """jax.custom_jvp(fun), named `name`, whose JVP rule `jvp_name` runs the program the
     rule was traced to for the perturbed inputs: rules[perturbed] = (program, nonzero
-    tangent outputs). Without symbolic zeros every tangent is given (one pattern)."""
+    tangent outputs). Without symbolic zeros every tangent is given (one pattern).
+    With num_consts, it is applied with the values it closes over first: fun and the
+    rule's programs take them first (the rule their values only)."""
     from jax.custom_derivatives import SymbolicZero
-    fun.__name__ = fun.__qualname__ = name
-    f = jax.custom_jvp(fun)
 
-    def jvp(primals, tangents):
-        if symbolic_zeros:
-            nonzeros = [type(t) is not SymbolicZero for t in tangents]
-        else:       # instantiated: float0 for integer inputs
-            nonzeros = [jnp.result_type(t) != jax.dtypes.float0 for t in tangents]
-        key = rule_for(rules, nonzeros, jvp_name)
-        prog, out_nz = rules[key]
-        outs = prog(*primals, *given(tangents, key, nonzeros))
-        n = len(outs) - sum(out_nz)
-        nz = iter(outs[n:])
-        return tuple(outs[:n]), tuple(next(nz) if z else symbolic_zero(o) for o, z in zip(outs[:n], out_nz))
-    jvp.__name__ = jvp.__qualname__ = jvp_name
-    f.defjvp(jvp, symbolic_zeros=symbolic_zeros)
-    return f
+    def make(consts):
+        def body(*args):
+            return fun(*consts, *args)
+        body = body if consts else fun
+        body.__name__ = body.__qualname__ = name
+        f = jax.custom_jvp(body)
+
+        def jvp(primals, tangents):
+            if symbolic_zeros:
+                nonzeros = [type(t) is not SymbolicZero for t in tangents]
+            else:       # instantiated: float0 for integer inputs
+                nonzeros = [jnp.result_type(t) != jax.dtypes.float0 for t in tangents]
+            key = rule_for(rules, nonzeros, jvp_name)
+            prog, out_nz = rules[key]
+            outs = prog(*consts, *primals, *given(tangents, key, nonzeros))
+            n = len(outs) - sum(out_nz)
+            nz = iter(outs[n:])
+            return tuple(outs[:n]), tuple(next(nz) if z else symbolic_zero(o) for o, z in zip(outs[:n], out_nz))
+        jvp.__name__ = jvp.__qualname__ = jvp_name
+        f.defjvp(jvp, symbolic_zeros=symbolic_zeros)
+        return f
+    if not num_consts:
+        return make(())
+    return lambda *xs: make(closed_over(xs[:num_consts]))(*xs[num_consts:])
 ''',
     "custom_vjp_function": '''
-def custom_vjp_function(fun, name, num_outputs, fwd_name, fwd_rules, bwd_name, bwd_rules, symbolic_zeros):
+def custom_vjp_function(fun, name, num_outputs, fwd_name, fwd_rules, bwd_name, bwd_rules, symbolic_zeros,
+                        num_consts=0):
     """jax.custom_vjp(fun), named `name`, whose rules run the programs they were traced
     to: fwd_rules[perturbed inputs] = primals -> outputs + residuals, and
     bwd_rules[nonzero output cotangents] = (residuals, nonzero cotangents -> nonzero
-    input cotangents, which input cotangents are nonzero)."""
+    input cotangents, which input cotangents are nonzero). With num_consts, it is
+    applied with the values it closes over first: fun and fwd take them first."""
     from jax.custom_derivatives import SymbolicZero
-    fun.__name__ = fun.__qualname__ = name
-    f = jax.custom_vjp(fun)
 
-    def fwd(*args):
-        if symbolic_zeros:
-            nonzeros, args = [a.perturbed for a in args], [a.value for a in args]
-        else:       # every float input counts as perturbed
-            nonzeros = [jnp.issubdtype(jnp.result_type(a), jnp.floating) for a in args]
-        outs = fwd_rules[rule_for(fwd_rules, nonzeros, fwd_name)][0](*args)
-        return tuple(outs[:num_outputs]), tuple(outs[num_outputs:])
+    def make(consts):
+        def body(*args):
+            return fun(*consts, *args)
+        body = body if consts else fun
+        body.__name__ = body.__qualname__ = name
+        f = jax.custom_vjp(body)
 
-    def bwd(res, cts):
-        nonzeros = [type(c) is not SymbolicZero for c in cts] if symbolic_zeros else [True] * len(cts)
-        key = rule_for(bwd_rules, nonzeros, bwd_name)
-        prog, out_nz = bwd_rules[key]
-        outs = iter(prog(*res, *given(cts, key, nonzeros)))
-        return tuple(next(outs) if nz else None for nz in out_nz)
-    fwd.__name__ = fwd.__qualname__ = fwd_name
-    bwd.__name__ = bwd.__qualname__ = bwd_name
-    f.defvjp(fwd, bwd, symbolic_zeros=symbolic_zeros)
-    return f
+        def fwd(*args):
+            if symbolic_zeros:
+                nonzeros, args = [a.perturbed for a in args], [a.value for a in args]
+            else:       # every float input counts as perturbed
+                nonzeros = [jnp.issubdtype(jnp.result_type(a), jnp.floating) for a in args]
+            outs = fwd_rules[rule_for(fwd_rules, nonzeros, fwd_name)][0](*consts, *args)
+            return tuple(outs[:num_outputs]), tuple(outs[num_outputs:])
+
+        def bwd(res, cts):
+            nonzeros = [type(c) is not SymbolicZero for c in cts] if symbolic_zeros else [True] * len(cts)
+            key = rule_for(bwd_rules, nonzeros, bwd_name)
+            prog, out_nz = bwd_rules[key]
+            outs = iter(prog(*res, *given(cts, key, nonzeros)))
+            return tuple(next(outs) if nz else None for nz in out_nz)
+        fwd.__name__ = fwd.__qualname__ = fwd_name
+        bwd.__name__ = bwd.__qualname__ = bwd_name
+        f.defvjp(fwd, bwd, symbolic_zeros=symbolic_zeros)
+        return f
+    if not num_consts:
+        return make(())
+    return lambda *xs: make(closed_over(xs[:num_consts]))(*xs[num_consts:])
 ''',
     "custom_lin": '''
 def custom_lin(bwd_name, bwd_rules, num_res, in_nonzeros, symbolic_zeros, out_types):
@@ -416,7 +442,7 @@ _KEY = re.compile(r"\[(-?\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 # names the emitted code reads as globals: a parameter must not shadow them
 _GLOBALS = {"jax", "jnp", "np", "ml_dtypes", "E", "checkpoint_name", "tuple", "functools"} | set(
     "cond_params scan_params wrap_init user_policy scan_step bind_scan bind_cond closed_call differentiated_checkpoint rule_for given "
-    "symbolic_zero custom_jvp_function custom_vjp_function custom_lin".split())
+    "symbolic_zero closed_over custom_jvp_function custom_vjp_function custom_lin".split())
 
 
 def _leaf_path(name: str):
@@ -667,6 +693,24 @@ class _Writer:
             return _assign(outs, f"jax.device_put({ins[0]})", False)
         return _assign(outs, f"jax.device_put({ins[0]}, jax.memory.Space.{space})", False)
 
+    def emit_pure_callback(self, e, ins, outs, indent, out, **_):
+        """E['pure_callback'] with the user's callback imported by module and
+        qualified name (spec/prims_callback.py): JAX's _FlatCallback of it,
+        its in_tree rebuilt from a skeleton of tuples, lists and dicts."""
+        p = e.params
+        cb = p["callback"]
+        fn, tree = (cb.callback_func, cb.in_tree) if type(cb).__name__ == "_FlatCallback" else (cb, None)
+        src = _import_source(fn, "pure_callback's callback")
+        if tree is not None:
+            skeleton = _tree_skeleton_source(tree.unflatten([0] * tree.num_leaves))
+            if skeleton is None:
+                from oracle.errors import Unsupported
+                raise Unsupported(f"a reproducer cannot write pure_callback's argument structure {tree} "
+                                  "(supported: tuples, lists, dicts with string keys and None around arrays)")
+            src = f"jax._src.callback._FlatCallback({src}, jax.tree_util.tree_structure({skeleton}))"
+        params = [f"callback={src}"] + [f"{k}={_param_source(v)}" for k, v in p.items() if k != "callback"]
+        return _assign(outs, f"E['pure_callback']({', '.join(ins + params)})", True)
+
     def emit_scan(self, e, ins, outs, indent, out, **_):
         """lax.scan where it makes exactly this equation (`_lax_scan_makes`),
         else JAX's scan primitive bound on it (bind_scan), as oracle.to_jax
@@ -729,7 +773,7 @@ class _Writer:
         p = e.params
         vjp = e.primitive.name == "custom_vjp_call"
         tables = _rule_tables(e)
-        key = (e.primitive.name, p["name"], p["symbolic_zeros"], _fingerprint(p["jaxpr"])) + tuple(
+        key = (e.primitive.name, p["name"], p["symbolic_zeros"], p.get("num_consts"), _fingerprint(p["jaxpr"])) + tuple(
             (r.__name__, tuple((k, _fingerprint(prog), nz) for k, prog, nz in t)) for r, t in tables)
         if key in self.customs:
             return self.customs[key]
@@ -739,11 +783,12 @@ class _Writer:
         kinds = ("fwd", "bwd") if vjp else ("jvp",)
         dicts = [self.rule_dict(r, t, f"{name}_{k}", "", block) for (r, t), k in zip(tables, kinds)]
         head = f"{name} = {self.use('custom_vjp_function' if vjp else 'custom_jvp_function')}({primal}, {p['name']!r}, "
+        consts = f", num_consts={p['num_consts']!r}" if p.get("num_consts") else ""
         if vjp:
             head += f"{len(p['jaxpr'].outputs)}, {tables[0][0].__name__!r}, {dicts[0]}, {tables[1][0].__name__!r}, "
-            head += f"{dicts[1]}, symbolic_zeros={p['symbolic_zeros']!r})"
+            head += f"{dicts[1]}, symbolic_zeros={p['symbolic_zeros']!r}{consts})"
         else:
-            head += f"{tables[0][0].__name__!r}, {dicts[0]}, symbolic_zeros={p['symbolic_zeros']!r})"
+            head += f"{tables[0][0].__name__!r}, {dicts[0]}, symbolic_zeros={p['symbolic_zeros']!r}{consts})"
         self.blocks.append(block + ["", head])
         return name
 
@@ -774,6 +819,51 @@ class _Writer:
         self.policies[id(fn)] = fn.__name__
         self.blocks.append(own.rstrip("\n").splitlines())
         return fn.__name__
+
+
+def _import_source(fn, what: str) -> str:
+    """Source importing `fn` by its module and qualified name, where that
+    gives `fn` itself back; else Unsupported (for the reproducer only)."""
+    import importlib
+    from oracle.errors import Unsupported
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    why = None
+    if not module or not qualname:
+        why = "it has no module and qualified name"
+    elif module == "__main__" or "<" in qualname:
+        why = f"it is defined {'in a script (__main__)' if module == '__main__' else 'inside a function'}"
+    else:
+        try:
+            found = importlib.import_module(module)
+            for part in qualname.split("."):
+                found = getattr(found, part)
+        except Exception:      # noqa: BLE001 -- any failure means: not importable as named
+            found = None
+        if found is not fn:
+            why = f"{module}.{qualname} does not import it"
+    if why is not None:
+        raise Unsupported(f"a reproducer cannot write {what} {fn!r}: {why}; supported: a function or "
+                          "class a reproducer can import by module and qualified name (defined at "
+                          "the top level of an importable module)")
+    return f"__import__('importlib').import_module({module!r}).{qualname}"
+
+
+def _tree_skeleton_source(node) -> str | None:
+    """Source of a pytree of tuples, lists, dicts (string keys) and None
+    whose leaves are 0; None for any other node."""
+    if node is None or (type(node) is int and node == 0):
+        return repr(node)
+    if type(node) in (tuple, list):
+        items = [_tree_skeleton_source(x) for x in node]
+        if any(i is None for i in items):
+            return None
+        return _tuple(items) if type(node) is tuple else "[" + ", ".join(items) + "]"
+    if type(node) is dict and all(type(k) is str for k in node):
+        items = {k: _tree_skeleton_source(v) for k, v in node.items()}
+        if any(v is None for v in items.values()):
+            return None
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
+    return None
 
 
 _MODULES = {"jax": "jax", "jnp": "jax.numpy", "lax": "jax.lax", "np": "numpy"}
@@ -824,26 +914,41 @@ def _rule_keys(rule, nonzeros, symbolic_zeros) -> list[tuple]:
     return list(dict.fromkeys(keys))
 
 
-def _traced(rule, keys) -> list[tuple]:
-    """(key, program, nonzero outputs) for each key the rule can be traced for."""
+def _traced(rule, keys, num_consts=0) -> list[tuple]:
+    """(key, program, nonzero outputs) for each key the rule can be traced
+    for. With num_consts, `keys` are the arguments' and the rule is traced
+    with no const perturbed (the written function closes over the consts:
+    their values only)."""
     out = []
     for key in keys:
         try:
-            prog, nz = rule(key)
+            prog, nz = rule((False,) * num_consts + tuple(key))
         except Exception:       # a pattern the rule does not handle: JAX would fail there too
             continue
         out.append((key, prog, tuple(nz)))
     return out
 
 
+def _arg_keys(rule, nonzeros, symbolic_zeros, num_consts) -> list[tuple]:
+    """_rule_keys of a custom call's rule over its arguments (not its consts)."""
+    if not num_consts:
+        return _rule_keys(rule, nonzeros, symbolic_zeros)
+    traced = [k[num_consts:] for k in getattr(rule, "_memo", {}) if not any(k[:num_consts])]
+    keys = _rule_keys(None, nonzeros[num_consts:], symbolic_zeros)
+    if symbolic_zeros:
+        keys += [k for k in traced if len(k) == len(keys[0])]
+    return list(dict.fromkeys(keys))
+
+
 def _rule_tables(e) -> list[tuple]:
     """[(rule, traced table)] of a custom_jvp_call (jvp) or custom_vjp_call (fwd, bwd)."""
     p = e.params
     sz = p["symbolic_zeros"]
+    nc = p.get("num_consts") or 0
     floats = [is_float(t.dtype) for t in p["jaxpr"].in_types]
     if e.primitive.name == "custom_jvp_call":
-        return [(p["jvp"], _traced(p["jvp"], _rule_keys(p["jvp"], floats, sz)))]
-    fwd = _traced(p["fwd"], _rule_keys(p["fwd"], floats, sz))
+        return [(p["jvp"], _traced(p["jvp"], _arg_keys(p["jvp"], floats, sz, nc), nc))]
+    fwd = _traced(p["fwd"], _arg_keys(p["fwd"], floats, sz, nc), nc)
     outs = [is_float(t.dtype) for t in p["jaxpr"].out_types] if sz else [True] * len(p["jaxpr"].outputs)
     return [(p["fwd"], fwd), (p["bwd"], _traced(p["bwd"], _rule_keys(p["bwd"], outs, sz)))]
 

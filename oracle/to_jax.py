@@ -260,56 +260,80 @@ def _tangent_zero(t, symbolic: bool):
     return SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype))
 
 
+def _closed_over(xs, types):
+    """The values a custom function closes over, as JAX values: a literal
+    const becomes one array (a tracer of the trace it is made in), so that
+    JAX makes it one const of the custom call, as the import had it."""
+    import jax.numpy as jnp
+    from jax import core as jax_core
+    return [x if isinstance(x, jax_core.Tracer) else jnp.asarray(x, dtype=t.dtype) for x, t in zip(xs, types)]
+
+
 def _custom_jvp(params, table):
     """jax.custom_jvp of the body, with a JVP rule that runs the spec rule's
-    program for the perturbed inputs."""
+    program for the perturbed inputs. With num_consts, the returned function
+    takes the consts first and the custom function closes over them (JAX
+    makes them the call's consts again, in the order the body reads them);
+    the rule is given their values (as closed over: never their tangents)."""
     import jax
     from jax.custom_derivatives import SymbolicZero
     body, rule, sz = params["jaxpr"], params["jvp"], params["symbolic_zeros"]
+    nc = params.get("num_consts") or 0
+    args_types = body.in_types[nc:]
 
-    def fun(*a):
-        return _run(body, a, table)
-    fun.__name__ = params["name"]
-    f = jax.custom_jvp(fun)
+    def call(*xs):
+        consts = _closed_over(xs[:nc], body.in_types[:nc])
 
-    def jvp(primals, tangents):
-        key = [type(t) is not SymbolicZero for t in tangents] if sz else [is_float(t.dtype) for t in body.in_types]
-        prog, out_nz = rule(key)
-        outs = _run(prog, [*primals, *[t for t, k in zip(tangents, key) if k]], table)
-        n = len(body.outputs)
-        it = iter(outs[n:])
-        return outs[:n], [next(it) if nz else _tangent_zero(t, sz) for t, nz in zip(body.out_types, out_nz)]
-    jvp.__name__ = rule.__name__
-    f.defjvp(jvp, symbolic_zeros=sz)
-    return f
+        def fun(*a):
+            return _run(body, [*consts, *a], table)
+        fun.__name__ = params["name"]
+        f = jax.custom_jvp(fun)
+
+        def jvp(primals, tangents):
+            key = [type(t) is not SymbolicZero for t in tangents] if sz else [is_float(t.dtype) for t in args_types]
+            prog, out_nz = rule((False,) * nc + tuple(key))
+            outs = _run(prog, [*consts, *primals, *[t for t, k in zip(tangents, key) if k]], table)
+            n = len(body.outputs)
+            it = iter(outs[n:])
+            return outs[:n], [next(it) if nz else _tangent_zero(t, sz) for t, nz in zip(body.out_types, out_nz)]
+        jvp.__name__ = rule.__name__
+        f.defjvp(jvp, symbolic_zeros=sz)
+        return f(*xs[nc:])
+    return call
 
 
 def _custom_vjp(params, table):
-    """jax.custom_vjp of the body, with fwd and bwd running the spec rules' programs."""
+    """jax.custom_vjp of the body, with fwd and bwd running the spec rules'
+    programs (consts closed over as in _custom_jvp; bwd gives them none)."""
     import jax
     from jax.custom_derivatives import SymbolicZero
     body, fwd_rule, bwd_rule, sz = params["jaxpr"], params["fwd"], params["bwd"], params["symbolic_zeros"]
+    nc = params.get("num_consts") or 0
     n = len(body.outputs)
 
-    def fun(*a):
-        return _run(body, a, table)
-    fun.__name__ = params["name"]
-    f = jax.custom_vjp(fun)
+    def call(*xs):
+        consts = _closed_over(xs[:nc], body.in_types[:nc])
 
-    def fwd(*args):
-        if sz:
-            key, args = [a.perturbed for a in args], [a.value for a in args]
-        else:
-            key = [is_float(t.dtype) for t in body.in_types]
-        prog, _ = fwd_rule(key)
-        outs = _run(prog, args, table)
-        return outs[:n], outs[n:]
+        def fun(*a):
+            return _run(body, [*consts, *a], table)
+        fun.__name__ = params["name"]
+        f = jax.custom_vjp(fun)
 
-    def bwd(res, cts):
-        key = [type(c) is not SymbolicZero for c in cts] if sz else [True] * n
-        prog, out_nz = bwd_rule(key)
-        outs = iter(_run(prog, [*res, *[c for c, k in zip(cts, key) if k]], table))
-        return tuple(next(outs) if nz else None for nz in out_nz)
-    fwd.__name__, bwd.__name__ = fwd_rule.__name__, bwd_rule.__name__
-    f.defvjp(fwd, bwd, symbolic_zeros=sz)
-    return f
+        def fwd(*args):
+            if sz:
+                key, args = [a.perturbed for a in args], [a.value for a in args]
+            else:
+                key = [is_float(t.dtype) for t in body.in_types[nc:]]
+            prog, _ = fwd_rule((False,) * nc + tuple(key))
+            outs = _run(prog, [*consts, *args], table)
+            return outs[:n], outs[n:]
+
+        def bwd(res, cts):
+            key = [type(c) is not SymbolicZero for c in cts] if sz else [True] * n
+            prog, out_nz = bwd_rule(key)
+            outs = iter(_run(prog, [*res, *[c for c, k in zip(cts, key) if k]], table))
+            return tuple(next(outs) if nz else None for nz in out_nz)
+        fwd.__name__, bwd.__name__ = fwd_rule.__name__, bwd_rule.__name__
+        f.defvjp(fwd, bwd, symbolic_zeros=sz)
+        return f(*xs[nc:])
+    return call

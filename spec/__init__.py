@@ -41,6 +41,7 @@ from spec import prims_stack  # noqa: F401
 from spec import prims_tile  # noqa: F401
 from spec import prims_platform  # noqa: F401
 from spec import prims_debug  # noqa: F401
+from spec import prims_callback, prims_equinox  # noqa: F401
 from spec import prims_scatter  # noqa: F401
 from spec import prims_linalg  # noqa: F401
 from spec import prims_linear_solve  # noqa: F401

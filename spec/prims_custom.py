@@ -9,13 +9,23 @@ end. A rule is keyed by which inputs are perturbed (nonzero), so that
 `symbolic_zeros=True` rules see symbolic zeros (`spec.Zero`) as JAX's see
 `SymbolicZero`s; it gives a Program and which outputs are nonzero:
 
-    custom_jvp_call[jaxpr, jvp, symbolic_zeros, name]
-        jvp(nonzeros) : primals, nonzero tangents -> outs, nonzero tangent outs
-    custom_vjp_call[jaxpr, fwd, bwd, symbolic_zeros, name]
-        fwd(nonzeros) : primals -> outs, residuals
+    custom_jvp_call[jaxpr, jvp, num_consts, symbolic_zeros, name] *consts, *args
+        jvp(nonzeros) : consts, primals, nonzero tangents -> outs, nonzero tangent outs
+    custom_vjp_call[jaxpr, fwd, bwd, num_consts, symbolic_zeros, name] *consts, *args
+        fwd(nonzeros) : consts, primals -> outs, residuals
         bwd(nonzeros) : residuals, nonzero output cotangents -> nonzero input cotangents
     custom_lin[bwd, num_res, in_nonzeros, symbolic_zeros, out_types]
         residuals, nonzero tangents -> output tangents      (linear; only transposable)
+
+`num_consts` (None: 0, as JAX prints none) leading inputs are values the
+custom function closes over: JAX's `process_custom_jvp_call` /
+`process_custom_vjp_call` of DynamicJaxprTrace make the tracers `fun`
+closes over leading operands (`num_consts=len(consts)`, the body's
+constvars made invars). A rule's key is one flag per input, consts
+first: whether a const carries a nonzero tangent, then which arguments
+are perturbed (`nonzeros` above are the arguments'). A rule program
+takes the consts' values first (a rule that closes over one reads it;
+JAX's rule does so through its closure); it is never given their tangents.
 
 Semantics (JAX 0.10.2):
 
@@ -24,23 +34,37 @@ Semantics (JAX 0.10.2):
   tangents unless `symbolic_zeros` (JVPTrace/LinearizeTrace
   `process_custom_jvp_call`; under linearization the rule is partially
   evaluated, as `linearize_from_jvp` does, by the generic
-  known-tangents-are-zero machinery of spec/jvp.py).
+  known-tangents-are-zero machinery of spec/jvp.py). The consts' tangents
+  are dropped: JAX's `lift_jvp` (CustomJVPCallPrimitive.get_bind_params)
+  calls the rule on `xs[num_consts:n]` and `xs[n+num_consts:]` only, so a
+  closed-over value is not differentiated through (no error); the rule
+  still runs when only a const is perturbed (the all-zero test of
+  process_custom_jvp_call counts the consts).
 * JVP of custom_vjp_call: the forward rule, inlined (its residuals are
   ordinary values: a checkpoint's policy decides about them like any other),
   and a `custom_lin` holding `bwd` for the tangents. Evaluating, batching
   or differentiating custom_lin raises JAX's TypeError: forward-mode AD of
   a custom_vjp function is an error; reverse mode transposes custom_lin
-  into `bwd`.
-* transpose: custom_jvp_call transposes its primal body (JAX's
-  `_custom_jvp_call_transpose_fancy`); custom_lin is `bwd`.
+  into `bwd`. A perturbed const raises JAX's CustomVJPException: `lift_fwd`,
+  the forward rule JAX makes of the equation, raises it, and so does the
+  spec's forward rule, told by its key which consts are perturbed (a rule
+  imported from the function as written, whose fwd JAX calls itself, drops
+  the tangent instead, as a custom_jvp_call does: oracle/from_jax.py). bwd
+  gives the consts no cotangent (`_handle_consts_in_bwd`: zeros).
+* transpose: custom_jvp_call transposes its primal body, consts and
+  arguments alike (JAX's `_custom_jvp_call_transpose_fancy`); custom_lin
+  is `bwd`.
 * partial evaluation: no rule, as in JAX (`partial_eval_jaxpr_custom` has
   none for either): all-known -> known (the policy decides), else staged.
   (JAX's trace-based partial evaluation would inline the primal of a
   custom_jvp_call with unknown inputs; linearization never builds one, so
   the spec stages it whole.)
 * batching: the primal and the rules are batched (BatchTrace's
-  `process_custom_*_call`); outputs keep the primal's batch dims, and bwd's
-  cotangents are moved (summed) to the inputs' dims.
+  `process_custom_*_call`, consts batched as the arguments are); outputs
+  keep the primal's batch dims, and bwd's cotangents are moved (summed) to
+  the arguments' dims.
+* DCE keeps every input, consts included (`_custom_jvp_call_dce` /
+  `_custom_vjp_call_dce` DCE the body with instantiate=True).
 """
 from __future__ import annotations
 
@@ -61,6 +85,22 @@ from spec.prims_remat_opt import optimized_fwd
 from spec.transpose import transpose_traced
 
 FWD_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+# ad.CustomVJPException's message, word for word: lift_fwd raises it for a
+# custom_vjp_call whose closed-over value (a const) carries a nonzero tangent
+CLOSED_OVER_ERROR = ("Detected differentiation of a custom_vjp function with respect to "
+                     "a closed-over value. That isn't supported because the custom VJP "
+                     "rule only specifies how to differentiate the custom_vjp function "
+                     "with respect to explicit input parameters. Try passing the "
+                     "closed-over value into the custom_vjp function as an argument, and "
+                     "adapting the custom_vjp fwd and bwd rules.")
+
+
+class CustomVJPException(Exception):
+    """JAX's ad.CustomVJPException (an Exception): differentiating a
+    custom_vjp function with respect to a value it closes over."""
+
+    def __init__(self):
+        super().__init__(CLOSED_OVER_ERROR)
 
 
 # --------------------------------------------------------------------------
@@ -73,13 +113,15 @@ class Rule:
     equation's own primitive with the same rule): `map_programs(fn)` gives
     the rule whose programs are fn of these (spec.ir.map_subprograms uses it)."""
 
-    def __init__(self, name: str, trace: Callable, arity: int, base=None):
+    def __init__(self, name: str, trace: Callable, arity: int, base=None, consts: int | None = None):
         self.__name__ = name
         self._trace = trace
         self.arity = arity         # the length of a key
         self._memo: dict = {}
         self._busy: set = set()
         self.base = base           # what the rule was derived from (dce, batching, ...)
+        # how many of a key's flags are the consts' (a jvp or fwd rule of a call with num_consts)
+        self.consts = consts if consts is not None else (base.consts if base is not None else 0)
 
     def __call__(self, nonzeros) -> tuple[Program, tuple[bool, ...]]:
         key = tuple(bool(n) for n in nonzeros)
@@ -101,9 +143,9 @@ class Rule:
         return Rule(self.__name__, trace, self.arity, base=self)
 
     def traced_programs(self) -> list[Program]:
-        """The programs traced so far, at least the all-perturbed one
-        (unless tracing it is under way)."""
-        full = (True,) * self.arity
+        """The programs traced so far, at least the all-perturbed one (every
+        argument perturbed, no const: unless tracing it is under way)."""
+        full = (False,) * self.consts + (True,) * (self.arity - self.consts)
         if full not in self._memo and full not in self._busy:
             self(full)
         return [p for p, _ in self._memo.values()]
@@ -122,9 +164,9 @@ class CustomVJPPrimal(NamedTuple):
 # --------------------------------------------------------------------------
 # primitives
 
-custom_jvp_call_p = primitive("custom_jvp_call", ["jaxpr", "jvp", "symbolic_zeros", "name"],
+custom_jvp_call_p = primitive("custom_jvp_call", ["jaxpr", "jvp", "num_consts", "symbolic_zeros", "name"],
                               multiple_results=True)
-custom_vjp_call_p = primitive("custom_vjp_call", ["jaxpr", "fwd", "bwd", "symbolic_zeros", "name"],
+custom_vjp_call_p = primitive("custom_vjp_call", ["jaxpr", "fwd", "bwd", "num_consts", "symbolic_zeros", "name"],
                               multiple_results=True)
 custom_lin_p = primitive("custom_lin", ["bwd", "num_res", "in_nonzeros", "symbolic_zeros", "out_types"],
                          multiple_results=True)
@@ -134,9 +176,13 @@ for _p in (custom_jvp_call_p, custom_vjp_call_p, custom_lin_p):
 
 
 def _body_shape(prim):
-    def rule(*in_types, jaxpr, name, symbolic_zeros, **rules):
+    def rule(*in_types, jaxpr, name, symbolic_zeros, num_consts, **rules):
         if not isinstance(jaxpr, Program):
             raise PrimitiveError(prim, f"param jaxpr must be a Program, got {type(jaxpr).__name__}")
+        if num_consts is not None and (isinstance(num_consts, bool) or not isinstance(num_consts, int)
+                                       or not 0 < num_consts <= len(in_types)):
+            raise PrimitiveError(prim, f"param num_consts must be None (no consts) or an int in "
+                                       f"1..{len(in_types)}, got {num_consts!r}")
         for k, r in rules.items():
             if not isinstance(r, Rule):
                 raise PrimitiveError(prim, f"param {k} must be a spec.prims_custom.Rule, got {type(r).__name__}")
@@ -190,29 +236,40 @@ def _perturbed(tangents, in_types, symbolic_zeros):
     return tuple(is_differentiable(t) for t in in_types)
 
 
-def _custom_jvp_jvp(primals, tangents, *, jaxpr, jvp, symbolic_zeros, name):
+def _const_perturbed(tangents, k) -> tuple[bool, ...]:
+    """Which of the k consts carry a nonzero tangent (the consts' part of a rule's key)."""
+    return tuple(not isinstance(t, Zero) for t in tangents[:k])
+
+
+def _custom_jvp_jvp(primals, tangents, *, jaxpr, jvp, num_consts, symbolic_zeros, name):
     """process_custom_jvp_call: call the user's rule `jvp` (inlined), traced
-    lazily for this set of perturbed inputs."""
-    nonzeros = _perturbed(tangents, jaxpr.in_types, symbolic_zeros)
-    rule, out_nz = jvp(nonzeros)
-    nz_tangents = [instantiate(t) for t, nz in zip(tangents, nonzeros) if nz]
+    lazily for this set of perturbed inputs. The rule is given the consts'
+    values, never their tangents: JAX's lift_jvp drops `xs[n:n+num_consts]`."""
+    k = num_consts or 0
+    nonzeros = _perturbed(tangents[k:], jaxpr.in_types[k:], symbolic_zeros)
+    rule, out_nz = jvp(_const_perturbed(tangents, k) + nonzeros)
+    nz_tangents = [instantiate(t) for t, nz in zip(tangents[k:], nonzeros) if nz]
     outs = eval_program_traced(rule, *primals, *nz_tangents)
     n = len(jaxpr.outputs)
     it = iter(outs[n:])
     return outs[:n], [next(it) if nz else None for nz in out_nz]
 
 
-def _custom_vjp_jvp(primals, tangents, *, jaxpr, fwd, bwd, symbolic_zeros, name):
+def _custom_vjp_jvp(primals, tangents, *, jaxpr, fwd, bwd, num_consts, symbolic_zeros, name):
     """process_custom_vjp_call: the forward rule `fwd` inlined (its residuals
     are ordinary values, which a checkpoint's policy may save or recompute),
     then a `custom_lin` holding `bwd` for the tangents; evaluating that
-    raises JAX's TypeError: forward mode of a custom_vjp is an error."""
-    nonzeros = tuple(not isinstance(t, Zero) for t in tangents)
-    fwd_prog, _ = fwd(nonzeros if symbolic_zeros else _perturbed(tangents, jaxpr.in_types, False))
+    raises JAX's TypeError: forward mode of a custom_vjp is an error. The
+    forward rule's key flags the perturbed consts: lift_fwd's rule raises
+    CustomVJPException for one."""
+    k = num_consts or 0
+    nonzeros = tuple(not isinstance(t, Zero) for t in tangents[k:])
+    key = nonzeros if symbolic_zeros else _perturbed(tangents[k:], jaxpr.in_types[k:], False)
+    fwd_prog, _ = fwd(_const_perturbed(tangents, k) + key)
     n = len(jaxpr.outputs)
     outs = eval_program_traced(fwd_prog, *primals)
     primals_out, residuals = outs[:n], outs[n:]
-    nz_tangents = [t for t in tangents if not isinstance(t, Zero)]
+    nz_tangents = [t for t in tangents[k:] if not isinstance(t, Zero)]
     tangents_out = bind(custom_lin_p, *residuals, *nz_tangents, bwd=bwd, num_res=len(residuals),
                         in_nonzeros=nonzeros, symbolic_zeros=symbolic_zeros,
                         out_types=tuple(jaxpr.out_types))
@@ -226,7 +283,7 @@ jvp_rules[custom_vjp_call_p] = _custom_vjp_jvp
 # --------------------------------------------------------------------------
 # transpose
 
-def _custom_jvp_transpose(cts, *args, jaxpr, jvp, symbolic_zeros, name):
+def _custom_jvp_transpose(cts, *args, jaxpr, jvp, num_consts, symbolic_zeros, name):
     """_custom_jvp_call_transpose_fancy: transpose the primal body, inlined."""
     linear = [is_undefined(a) for a in args]
     nonlin = [a for a in args if not is_undefined(a)]
@@ -328,18 +385,20 @@ def _match(x, src, dst, size, sum_match=False):
     return moveaxis(x, src, dst)
 
 
-def _custom_jvp_batch(args, dims, *, jaxpr, jvp, symbolic_zeros, name):
+def _custom_jvp_batch(args, dims, *, jaxpr, jvp, num_consts, symbolic_zeros, name):
     """process_custom_jvp_call of BatchTrace: batch the primal; batch the
     rule with the same input dims and move its outputs to the primal's."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     body, out_dims = vmap_program(jaxpr, dims, "any", size)
+    nc = num_consts or 0
 
     def trace(key):
         rule, out_nz = jvp(key)
-        t_dims = [d for d, k in zip(dims, key) if k]
+        arg_key = key[nc:]
+        t_dims = [d for d, k in zip(dims[nc:], arg_key) if k]
         with building() as b:
             ins = [b.new_input(t) for t in body.in_types]
-            t_types = [_batched_type(t, d, size) for t, d, k in zip(jaxpr.in_types, dims, key) if k]
+            t_types = [_batched_type(t, d, size) for t, d, k in zip(jaxpr.in_types[nc:], dims[nc:], arg_key) if k]
             t_ins = [b.new_input(t) for t in t_types]
             outs, o_dims = vmap_traced(rule, ins + t_ins, list(dims) + t_dims, size)
             n = len(jaxpr.outputs)
@@ -347,8 +406,8 @@ def _custom_jvp_batch(args, dims, *, jaxpr, jvp, symbolic_zeros, name):
             outs = [_match(o, d, t, size) for o, d, t in zip(outs, o_dims, tgt)]
             return b.build(ins + t_ins, outs), out_nz
     rule = Rule(jvp.__name__, trace, jvp.arity, base=jvp)
-    return bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
-                name=name), out_dims
+    return bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, num_consts=num_consts,
+                symbolic_zeros=symbolic_zeros, name=name), out_dims
 
 
 def _batched_type(t: ArrayType, d, size) -> ArrayType:
@@ -359,7 +418,7 @@ def _batched_type(t: ArrayType, d, size) -> ArrayType:
     return ArrayType(shape, t.dtype, t.memory_space)
 
 
-def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, symbolic_zeros, name):
+def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, num_consts, symbolic_zeros, name):
     """process_custom_vjp_call of BatchTrace: batch the primal and fwd
     (outputs at the primal's dims, residuals wherever they come out); bwd
     is batched at the residuals' and outputs' dims and its cotangents are
@@ -388,12 +447,12 @@ def _custom_vjp_batch(args, dims, *, jaxpr, fwd, bwd, symbolic_zeros, name):
         with building() as b:
             ins = [b.new_input(_batched_type(t, d, size)) for t, d in zip(prog.in_types, in_dims)]
             outs, o_dims = vmap_traced(prog, ins, in_dims, size)
-            dst = [d for d, nz in zip(dims, out_nz) if nz]
+            dst = [d for d, nz in zip(dims[num_consts or 0:], out_nz) if nz]   # no cotangent for a const
             outs = [_match(o, d, t, size, sum_match=True) for o, d, t in zip(outs, o_dims, dst)]
             return b.build(ins, outs), out_nz
     new_fwd = Rule(fwd.__name__, trace_fwd, fwd.arity, base=fwd)
     new_bwd = Rule(bwd.__name__, trace_bwd, bwd.arity, base=bwd)
-    return bind(custom_vjp_call_p, *args, jaxpr=body, fwd=new_fwd, bwd=new_bwd,
+    return bind(custom_vjp_call_p, *args, jaxpr=body, fwd=new_fwd, bwd=new_bwd, num_consts=num_consts,
                 symbolic_zeros=symbolic_zeros, name=name), out_dims
 
 
@@ -434,7 +493,13 @@ def _fn_name(fn, default):
     return getattr(fn, "__name__", default)
 
 
-def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
+def _check_num_consts(num_consts, args, what):
+    if isinstance(num_consts, bool) or not isinstance(num_consts, int) or not 0 <= num_consts <= len(args):
+        raise TypeError(f"{what}: num_consts must be an int in 0..{len(args)} (the number of leading "
+                        f"closed-over values among the arguments), got {num_consts!r}")
+
+
+def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False, num_consts: int = 0):
     """jax.custom_jvp(fn) with fn.defjvp(jvp_fn): returns a function that
     applies `fn` as one custom_jvp_call equation.
 
@@ -443,29 +508,42 @@ def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
     (instantiated), or, with `symbolic_zeros`, `spec.Zero` values; a tangent
     output may be a `spec.Zero` (or None): a symbolic zero.
 
+    With `num_consts`, the first num_consts arguments are values the
+    function closes over (JAX's consts): `fn` takes them first, as it
+    takes the others, and the rule is `jvp_fn(consts, primals, tangents)`
+    with the consts' values only: their tangents are dropped, as JAX's
+    lift_jvp drops them (a closed-over value is not differentiated through).
+
     The custom_jvp_call equation evaluates `jaxpr` (the rule is never run);
     its JVP is the user's rule `jvp`, traced lazily per set of perturbed
     inputs."""
     name = _fn_name(fn, "custom_jvp")
+    nc = num_consts
 
     traced: dict = {}   # input types -> (body, multiple, rule): a rule calling the function reuses it
 
+    def apply(args, body, multiple, rule):
+        outs = bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, num_consts=nc or None,
+                    symbolic_zeros=symbolic_zeros, name=name)
+        return tuple(outs) if multiple else outs[0]
+
     def wrapped(*args):
         _check_traced(args, f"custom_jvp {name}")
+        _check_num_consts(nc, args, f"custom_jvp {name}")
         key = tuple(a.type for a in args)
         if key in traced:
-            body, multiple, rule = traced[key]
-            outs = bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
-                        name=name)
-            return tuple(outs) if multiple else outs[0]
+            return apply(args, *traced[key])
         body, multiple = _trace_body(fn, args)
         types = body.in_types
 
-        def trace(nonzeros):
+        def trace(flags):
+            nonzeros = flags[nc:]          # the consts' flags: their tangents are never given
             with building() as b:
-                primals = [b.new_input(t) for t in types]
-                tangents = [b.new_input(t) if nz else Zero(t) for t, nz in zip(types, nonzeros)]
-                pair = jvp_fn(tuple(primals), tuple(tangents))
+                consts = [b.new_input(t) for t in types[:nc]]
+                primals = [b.new_input(t) for t in types[nc:]]
+                tangents = [b.new_input(t) if nz else Zero(t) for t, nz in zip(types[nc:], nonzeros)]
+                pair = (jvp_fn(tuple(consts), tuple(primals), tuple(tangents)) if nc
+                        else jvp_fn(tuple(primals), tuple(tangents)))
                 if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                     raise TypeError(f"Custom JVP rule {_fn_name(jvp_fn, 'jvp')} for function {name} must "
                                     f"produce a pair (list or tuple of length two) representing primal "
@@ -481,13 +559,11 @@ def custom_jvp(fn: Callable, jvp_fn: Callable, *, symbolic_zeros: bool = False):
                 if _types_of(nz_t) != want:
                     raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
                                     f"corresponding shapes and dtypes. Expected {want} but got {_types_of(nz_t)}.")
-                ins = primals + [t for t in tangents if not isinstance(t, Zero)]
+                ins = consts + primals + [t for t in tangents if not isinstance(t, Zero)]
                 return b.build(ins, list(outs) + nz_t), out_nz
-        rule = Rule(_fn_name(jvp_fn, "jvp"), trace, len(types))
+        rule = Rule(_fn_name(jvp_fn, "jvp"), trace, len(types), consts=nc)
         traced[key] = (body, multiple, rule)
-        outs = bind(custom_jvp_call_p, *args, jaxpr=body, jvp=rule, symbolic_zeros=symbolic_zeros,
-                    name=name)
-        return tuple(outs) if multiple else outs[0]
+        return apply(args, body, multiple, rule)
     wrapped.__name__ = name
     return wrapped
 
@@ -530,7 +606,7 @@ def _bwd_rule_cotangents(cts_in, n_args: int) -> tuple:
 
 
 def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zeros: bool = False,
-               optimize_remat: bool = False):
+               optimize_remat: bool = False, num_consts: int = 0):
     """jax.custom_vjp(fn) with fn.defvjp(fwd_fn, bwd_fn): returns a function
     that applies `fn` as one custom_vjp_call equation.
 
@@ -543,9 +619,18 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
     The custom_vjp_call equation evaluates `jaxpr` (the rules are never
     run); forward-mode differentiation of it is an error (see its JVP).
     With `optimize_remat` the forward rule is one remat_opt equation
-    (spec/prims_remat_opt.py), as `defvjp(..., optimize_remat=True)` makes it."""
+    (spec/prims_remat_opt.py), as `defvjp(..., optimize_remat=True)` makes it.
+
+    With `num_consts`, the first num_consts arguments are values the
+    function closes over (JAX's consts): `fn` takes them first, the forward
+    rule is `fwd_fn(consts, *primals)` and `bwd_fn` returns cotangents of
+    the other arguments only; differentiating with respect to a const
+    raises JAX's CustomVJPException (lift_fwd)."""
     if symbolic_zeros and optimize_remat:
         raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
+    if num_consts and optimize_remat:
+        raise NotImplementedError("spec.custom_vjp: optimize_remat with num_consts is not modelled")
+    nc = num_consts
     name = _fn_name(fn, "custom_vjp")
     fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")
 
@@ -553,34 +638,40 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
 
     def wrapped(*args):
         _check_traced(args, f"custom_vjp {name}")
+        _check_num_consts(nc, args, f"custom_vjp {name}")
         key = tuple(a.type for a in args)
         if key not in traced:
             traced[key] = _trace_vjp(args)
         body, multiple, fwd, bwd = traced[key]
-        outs = bind(custom_vjp_call_p, *args, jaxpr=body, fwd=fwd, bwd=bwd,
+        outs = bind(custom_vjp_call_p, *args, jaxpr=body, fwd=fwd, bwd=bwd, num_consts=nc or None,
                     symbolic_zeros=symbolic_zeros, name=name)
         return tuple(outs) if multiple else outs[0]
 
     def _trace_vjp(args):
         body, multiple = _trace_body(fn, args)
-        types = body.in_types
+        types = body.in_types[nc:]           # the arguments (bwd gives the consts no cotangent)
         res_structure: dict = {}
 
-        def trace_fwd(nonzeros):
+        def trace_fwd(flags):
+            if any(flags[:nc]):
+                raise CustomVJPException()   # lift_fwd: `if any(const_nonzeros): raise ...`
+            nonzeros = flags[nc:]
             with building() as b:
+                consts = [b.new_input(t) for t in body.in_types[:nc]]
                 primals = [b.new_input(t) for t in types]
                 given = [CustomVJPPrimal(p, nz) for p, nz in zip(primals, nonzeros)] \
                     if symbolic_zeros else primals
-                outs, res = _fwd_rule_pair(fwd_fn(*given), body, fwd_name, name)
+                outs, res = _fwd_rule_pair(fwd_fn(tuple(consts), *given) if nc else fwd_fn(*given),
+                                           body, fwd_name, name)
                 kind, res_list = _residual_structure(res)
                 res_structure["kind"] = kind
                 res_structure["types"] = _types_of(res_list)
-                fwd = b.build(primals, list(outs) + res_list)
+                fwd = b.build(consts + primals, list(outs) + res_list)
             return (optimized_fwd(fwd, len(outs), body) if optimize_remat else fwd), [True] * len(outs)
 
         def trace_bwd(ct_nonzeros):
             if "kind" not in res_structure:
-                trace_fwd((True,) * len(types))
+                trace_fwd((False,) * nc + (True,) * len(types))
             kind = res_structure["kind"]
             with building() as b:
                 res = [b.new_input(t) for t in res_structure["types"]]
@@ -596,7 +687,7 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
                     raise ValueError(f"Custom VJP bwd rule must produce an output with the same type as "
                                      f"the args tuple of the primal function: expected {want}, got {_types_of(nz)}")
                 return b.build(res + [c for c in cts if not isinstance(c, Zero)], nz), out_nz
-        return (body, multiple, Rule(fwd_name, trace_fwd, len(types)),
+        return (body, multiple, Rule(fwd_name, trace_fwd, len(body.in_types), consts=nc),
                 Rule(bwd_name, trace_bwd, len(body.outputs)))
     wrapped.__name__ = name
     return wrapped

@@ -203,8 +203,12 @@ def _remat3_float0_tangents(ctx):
     exposed, n, _ = float0_tangent_outputs(ctx.program, [True] * len(ctx.program.outputs))
     if not n:
         return False
-    modelled = producer_sources(remat3_model(exposed))
-    return ctx.jax_residuals == modelled and modelled != producer_sources(remat3_model(ctx.program))
+    plain = producer_sources(remat3_model(ctx.program))
+    # and, the exposed outputs making a checkpoint live, with its nested checkpoints'
+    # unused outputs used (remat3-saves-for-unused-checkpoint-outputs; found by a campaign)
+    used, n_unused = unused_checkpoint_outputs_out(exposed)
+    return any(ctx.jax_residuals == m and m != plain
+               for m in [producer_sources(remat3_model(p)) for p in [exposed] + ([used] if n_unused else [])])
 
 
 def _remat3_reverse_raises_as_modelled(ctx):
@@ -521,6 +525,31 @@ def additive(explains: Callable, *, literals_apart: bool = False) -> Callable:
 def _difference(got: list, want: list):
     """(entries only `got` has, entries only `want` has), as Counters."""
     return collections.Counter(got) - collections.Counter(want), collections.Counter(want) - collections.Counter(got)
+
+
+def _custom_closure_constants(prog: Program, inside: bool = False) -> collections.Counter:
+    """The types of the arrays custom_jvp / custom_vjp functions inside a
+    checkpoint close over (their first num_consts operands), counted."""
+    out = collections.Counter()
+    for e in prog.eqns:
+        if inside and e.primitive.name in ("custom_jvp_call", "custom_vjp_call"):
+            out.update(str(a.type) for a in e.inputs[:e.params.get("num_consts") or 0])
+        for _, sub in subprograms(e.params):
+            out += _custom_closure_constants(sub, inside or e.primitive is remat_p)
+    return out
+
+
+@additive
+def _remat3_custom_closure_constants(got, want, ctx):
+    """Under remat3, JAX's list is the baseline's with "from a constant"
+    entries left out, each of the type of an array a custom function inside
+    a checkpoint closes over."""
+    if ctx.implementation != "remat3":
+        return False
+    only_got, only_want = _difference(got, want)
+    closed = _custom_closure_constants(ctx.program)
+    return (not only_got and bool(only_want) and all(src == "from a constant" for _, src in only_want)
+            and not (collections.Counter(t for t, _ in only_want.elements()) - closed))
 
 
 def _linearize_saved_zero(source: str, through_jits: bool = False):
@@ -1665,6 +1694,27 @@ DIVERGENCES = [
         "policy=jax.checkpoint_policies.save_only_these_names('r'))\n"
         "print_saved_residuals(f, jnp.ones(3))  # only the input",
         lambda ctx: ctx.remat3_defect_mattered("custom_opaque"), releases=REMAT3),
+    Divergence(
+        "remat3-rebinds-custom-rules-with-their-closed-over-constants",
+        "Under jax_remat3 (jax 0.10.2) a custom_jvp or custom_vjp function inside a checkpoint "
+        "is rebound whole in the recomputation with its Python closure "
+        "(RematTrace.process_custom_jvp_call), so an array it closes over is a constant of the "
+        "backward pass, not a residual; remat2 and the spec take it as the call's constant "
+        "operand (num_consts), read by the backward pass and saved (\"from a constant\"). A "
+        "checkpoint's own closed-over array is saved under both (found checking "
+        "jax.scipy.special.erfcx, whose coefficients its custom_jvp closes over). The "
+        "predicate: remat3, and JAX's list is the spec's (or the remat3 model's) with \"from a "
+        "constant\" entries left out, each of the type of an array a custom function inside a "
+        "checkpoint closes over.",
+        "import numpy as np\n"
+        "C = np.array([1., 2., 3.], np.float32)\n"
+        "f = jax.custom_jvp(lambda y: jnp.sin(y) * C)\n"
+        "f.defjvp(lambda p, t: (f(p[0]), jnp.cos(p[0]) * C * t[0]))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "sources = [s for _, s in saved_residuals(jax.checkpoint(lambda x: jnp.sum(f(x))), jnp.ones(3))]\n"
+        "print('constant saved:', 'from a constant' in sources)  # constant saved: False",
+        _remat3_custom_closure_constants, releases=REMAT3),
     Divergence(
         "remat3-ignores-enclosing-policy-in-nested-checkpoints",
         "Under jax_remat3 (jax 0.10.2) a checkpoint nested in a checkpoint is a hi-primitive "

@@ -307,7 +307,13 @@ def _pruned_bodies(liveness: Callable) -> bool:
 
 def _body_roots(e: Eqn, out_used: list) -> list:
     """Which outputs of `e`'s sub-programs are read, its outputs read as
-    `out_used`: a scan body's carries always (the next iteration reads them)."""
+    `out_used`: a scan body's carries always (the next iteration reads them);
+    every output of a checkpoint's body (its unused outputs are made outputs
+    of the program: remat3 runs a live checkpoint's backward pass whole, a
+    nested checkpoint's too, whose output only the unused one takes: found
+    by campaigns under injected bugs, reproduced on pristine jax 0.10.2)."""
+    if e.primitive is remat_p:
+        return [True] * len(out_used)
     if e.primitive is scan_p:
         return [True] * e.params["num_carry"] + out_used[e.params["num_carry"]:]
     return out_used

@@ -598,13 +598,19 @@ def remat3_variants(prog: Program) -> list:
     a structural remat3 defect holds: with its unused checkpoint outputs
     used (remat3-saves-for-unused-checkpoint-outputs), with the float
     outputs of checkpoints whose non-float output is live made outputs
-    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), and both."""
+    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), and both
+    (in either order)."""
     used, n_unused = unused_checkpoint_outputs_out(prog)
     variants = [prog] + ([used] if n_unused else [])
     for p in list(variants):
         exposed, n_live, _ = float0_tangent_outputs(p, [True] * len(p.outputs))
         if n_live:
             variants.append(exposed)
+            # the exposed outputs make a checkpoint live whose nested checkpoint has an
+            # unused output (found by a campaign: a checkpoint's integer output alone read)
+            exposed_used, n = unused_checkpoint_outputs_out(exposed)
+            if n:
+                variants.append(exposed_used)
     return variants
 
 

@@ -2947,3 +2947,25 @@ def test_remat3_recomputes_a_saved_value_only_where_it_has_no_tangent(case):
     assert report.status("residuals", "remat2") == "ok"
     _remat3_expected(report, "residuals", "known divergence" if no_tangent else "ok",
                      "remat3-recomputes-a-saved-value-without-tangent", no_tangent)
+
+
+@pytest.mark.parametrize("closure", ["custom_jvp", "checkpoint"])
+def test_remat3_saves_no_constant_a_custom_rule_closes_over(closure):
+    """remat3 (jax 0.10.2, measured with print_saved_residuals) rebinds a
+    custom_jvp inside a checkpoint with its closure: the array it closes
+    over is no residual (remat2 and the spec save it "from a constant");
+    an array the checkpoint's own body closes over is saved under both."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+    c = np.array([1.0, 2.0, 3.0], np.float32)
+    f = jax.custom_jvp(lambda y: jnp.sin(y) * c)
+    f.defjvp(lambda p, t: (f(p[0]), jnp.cos(p[0]) * c * t[0]))
+    loss = (lambda x: jnp.sum(f(x))) if closure == "custom_jvp" else (lambda x: jnp.sum(jnp.sin(x * c)))
+    report = oracle.check(loss, None, np.linspace(0.1, 0.9, 3, dtype=np.float32), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    name = "remat3-rebinds-custom-rules-with-their-closed-over-constants"
+    _remat3_expected(report, "residuals", "known divergence" if closure == "custom_jvp" else "ok",
+                     name, closure == "custom_jvp")

@@ -11,6 +11,7 @@ the primitive, where it occurs, and what is supported.
 from __future__ import annotations
 
 import contextvars
+from typing import NamedTuple
 
 import numpy as np
 
@@ -342,6 +343,27 @@ def _rule_program(jaxpr, consts, lead_types, sources, here, perturbed, rule, inn
         _STAGING.reset(token)
 
 
+class _CustomCall(NamedTuple):
+    """What the rules of one custom_jvp_call / custom_vjp_call equation are
+    converted with."""
+    body: Program            # the primal body
+    fname: str               # the custom function's name
+    symbolic_zeros: bool
+    num_consts: int          # leading operands: values the function closes over
+    sources: list            # (jaxpr var, where it was bound) of each const
+    where: str               # where the equation is, for messages
+    here: str                # where it was staged ("direct", "staged", "jit")
+    inner: str               # the enclosing description, for nested conversions
+
+    @property
+    def const_types(self) -> list:
+        return self.body.in_types[:self.num_consts]
+
+    def rule_program(self, jaxpr, consts, perturbed, rule_name) -> Program:
+        return _rule_program(jaxpr, consts, self.const_types, self.sources, self.here, perturbed, rule_name,
+                             self.inner)
+
+
 def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here: str = "staged"):
     """custom_jvp_call / custom_vjp_call: the primal body, and the rules as
     spec Rules that trace JAX's lazily (`jvp_jaxpr_fun(*in_zeros)`,
@@ -358,62 +380,79 @@ def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here:
     extra = sorted(set(p) - known)
     if extra:
         raise Unsupported(f"{name}{where}: param(s) {extra} not supported (the spec models {sorted(known)})")
-    body = from_jaxpr(p["call_jaxpr"], _enclosing=inner)
-    fname = jx.func_name(p["call_jaxpr"], "fun")
-    sz = bool(p["symbolic_zeros"])
     nc = int(p.get("num_consts", 0) or 0)
     bound = _BOUND.get() or {}
-    sources = [(v, bound.get(id(v), (None, None))[1]) for v in list(invars)[:nc]]
-    const_types = body.in_types[:nc]
+    call = _CustomCall(from_jaxpr(p["call_jaxpr"], _enclosing=inner), jx.func_name(p["call_jaxpr"], "fun"),
+                       bool(p["symbolic_zeros"]), nc,
+                       [(v, bound.get(id(v), (None, None))[1]) for v in list(invars)[:nc]], where, here, inner)
+    common = dict(num_consts=nc or None, symbolic_zeros=call.symbolic_zeros, name=call.fname)
     if name == "custom_jvp_call":
-        fun = p["jvp_jaxpr_fun"]
-        rule_name = f"custom_jvp_call {fname}{where}: its JVP rule {jx.func_name(fun, 'jvp')}"
+        return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=call.body, jvp=_jvp_rule(call, p["jvp_jaxpr_fun"]),
+                                                   **common)
+    fwd_rule = _fwd_rule(call, p["fwd_jaxpr_thunk"], p["out_trees"])
+    return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=call.body, fwd=fwd_rule, bwd=_bwd_rule(call, p["bwd"], fwd_rule),
+                                               **common)
 
-        def trace_jvp(key):
-            perturbed, nonzeros = key[:nc], key[nc:]
-            asked = list(nonzeros)
-            if not sz and capabilities().custom_jvp_int_tangents_typed:
-                # JAX instantiates every zero tangent before calling such a rule
-                # (ad.process_custom_jvp_call), so it only ever asks the thunk for
-                # none; this release's thunk asked for a zero hands the rule a
-                # SymbolicZero (found by the model suite on 0.4.25: logaddexp)
-                asked = [True] * len(nonzeros)
-            jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in asked])
-            prog = _rule_program(jaxpr, consts, const_types, sources, here, perturbed, rule_name, inner)
-            return (_zero_tangents_inlined(prog, len(key), asked, nonzeros),     # consts and primals first
-                    [not z for z in out_zeros])
-        rule = Rule(jx.func_name(fun, "jvp"), trace_jvp, len(body.inputs), consts=nc)
-        return SPEC_PRIMS["custom_jvp_call"], dict(jaxpr=body, jvp=rule, num_consts=nc or None,
-                                                   symbolic_zeros=sz, name=fname)
-    thunk, bwd, out_trees = p["fwd_jaxpr_thunk"], p["bwd"], p["out_trees"]
-    n_out = len(body.outputs)
-    fwd_name = f"custom_vjp_call {fname}{where}: its forward rule {jx.func_name(thunk, 'fwd')}"
+
+def _jvp_rule(call: _CustomCall, fun) -> Rule:
+    """A custom_jvp_call's JVP rule: `fun` (jvp_jaxpr_fun) traced per key."""
+    rule_name = f"custom_jvp_call {call.fname}{call.where}: its JVP rule {jx.func_name(fun, 'jvp')}"
+    nc = call.num_consts
+
+    def trace_jvp(key):
+        perturbed, nonzeros = key[:nc], key[nc:]
+        asked = list(nonzeros)
+        if not call.symbolic_zeros and capabilities().custom_jvp_int_tangents_typed:
+            # JAX instantiates every zero tangent before calling such a rule
+            # (ad.process_custom_jvp_call), so it only ever asks the thunk for
+            # none; this release's thunk asked for a zero hands the rule a
+            # SymbolicZero (found by the model suite on 0.4.25: logaddexp)
+            asked = [True] * len(nonzeros)
+        jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in asked])
+        prog = call.rule_program(jaxpr, consts, perturbed, rule_name)
+        return (_zero_tangents_inlined(prog, len(key), asked, nonzeros),     # consts and primals first
+                [not z for z in out_zeros])
+    return Rule(jx.func_name(fun, "jvp"), trace_jvp, len(call.body.inputs), consts=nc)
+
+
+def _fwd_rule(call: _CustomCall, thunk, out_trees) -> Rule:
+    """A custom_vjp_call's forward rule: `thunk` (fwd_jaxpr_thunk) traced
+    per key, its residuals forwarded from its inputs as JAX's out_trees say."""
+    fwd_name = f"custom_vjp_call {call.fname}{call.where}: its forward rule {jx.func_name(thunk, 'fwd')}"
+    nc, n_out = call.num_consts, len(call.body.outputs)
 
     def trace_fwd(key):
         perturbed, nonzeros = key[:nc], key[nc:]
-        if any(perturbed) and here != "direct":
+        if any(perturbed) and call.here != "direct":
             # lift_fwd: `if any(const_nonzeros): raise ad.CustomVJPException()`; where JAX
             # calls fwd itself (the function as written) there is no lift_fwd: the consts'
             # tangents are dropped, as a custom_jvp_call's are
             from jax._src.interpreters import ad
             raise ad.CustomVJPException()
         jaxpr, consts = jx.call(thunk, *nonzeros)
-        prog = _rule_program(jaxpr, consts, const_types, sources, here, perturbed, fwd_name, inner)
+        prog = call.rule_program(jaxpr, consts, perturbed, fwd_name)
         _, res_tree, input_fwds = jx.out_trees(out_trees)
         n_pruned = len(prog.outputs) - n_out
         pruned = iter(prog.outputs[:n_pruned])
         # input_fwds count the consts (process_custom_vjp_call's out_trees_ adds num_consts)
         res = [next(pruned) if f is None else prog.inputs[f] for f in input_fwds]
         return Program(prog.inputs, prog.eqns, prog.outputs[n_pruned:] + res), [True] * n_out
+    return Rule(jx.func_name(thunk, "fwd"), trace_fwd, len(call.body.inputs), consts=nc)
 
-    fwd_rule = Rule(jx.func_name(thunk, "fwd"), trace_fwd, len(body.inputs), consts=nc)
-    bwd_name = f"custom_vjp_call {fname}{where}: its backward rule {jx.func_name(bwd, 'bwd')}"
+
+def _bwd_rule(call: _CustomCall, bwd, fwd_rule: Rule) -> Rule:
+    """A custom_vjp_call's backward rule: `bwd` traced with jax.make_jaxpr
+    at the residuals' (of the forward rule traced last) and the nonzero
+    cotangents' avals."""
+    bwd_name = f"custom_vjp_call {call.fname}{call.where}: its backward rule {jx.func_name(bwd, 'bwd')}"
+    body, n_out = call.body, len(call.body.outputs)
 
     def trace_bwd(ct_nonzeros):
         import jax
         from jax.custom_derivatives import SymbolicZero
         ad_util = jx.ad_util()
         # the residuals of the forward rule traced last (JAX's bwd reads out_trees() alike)
+        nc = call.num_consts
         key = next(reversed(fwd_rule._memo), (False,) * nc + (True,) * (len(body.inputs) - nc))
         fwd_prog = fwd_rule(key)[0]
         res_types = fwd_prog.out_types[n_out:]
@@ -432,7 +471,7 @@ def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here:
         def f(*args):
             res, given = args[:len(res_types)], iter(args[len(res_types):])
             res = [r if v is None else v for r, v in zip(res, known)]
-            cts = [next(given) if k else (SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype)) if sz
+            cts = [next(given) if k else (SymbolicZero(jax.core.ShapedArray(t.shape, t.dtype)) if call.symbolic_zeros
                                           else jax.numpy.zeros(t.shape, t.dtype))
                    for t, k in zip(body.out_types, ct_nonzeros)]
             outs = jx.call(bwd, *res, *cts)
@@ -440,17 +479,14 @@ def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here:
             return [o for o, k in zip(outs, pattern) if k]
         closed = jax.make_jaxpr(f)(*avals)
         # bwd is never given the consts: a tracer it closes over is read from none
-        consts, _ = _rule_closure(list(closed.consts), [], here, (), bwd_name)
-        token = _STAGING.set(here)
+        consts, _ = _rule_closure(list(closed.consts), [], call.here, (), bwd_name)
+        token = _STAGING.set(call.here)
         try:
-            prog = from_jaxpr(jx.core().ClosedJaxpr(closed.jaxpr, consts), _enclosing=inner)
+            prog = from_jaxpr(jx.core().ClosedJaxpr(closed.jaxpr, consts), _enclosing=call.inner)
         finally:
             _STAGING.reset(token)
         return prog, pattern
-
-    bwd_rule = Rule(jx.func_name(bwd, "bwd"), trace_bwd, n_out)
-    return SPEC_PRIMS["custom_vjp_call"], dict(jaxpr=body, fwd=fwd_rule, bwd=bwd_rule, num_consts=nc or None,
-                                               symbolic_zeros=sz, name=fname)
+    return Rule(jx.func_name(bwd, "bwd"), trace_bwd, n_out)
 
 
 def trace_jax(fn, *args) -> Program:

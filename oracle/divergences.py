@@ -345,14 +345,19 @@ def _remat3_never_asks_refused_policy(ctx):
     model composed with remat3-saves-for-unused-checkpoint-outputs: found
     by the fuzzer, an offloading combination in one cond branch and an
     unused output of a nested checkpoint in another cond's branch; either
-    with scalar literals JAX does not save, as `_constant_type_literals`)."""
+    composed with an active additive divergence: scalar literals JAX does
+    not save, as `_constant_type_literals`, found by the fuzzer; a zero a
+    jit's linearization saves, found by a campaign: a pad's padding value
+    in a jit beside the checkpoint)."""
     if ctx.implementation != "remat3" or not isinstance(ctx.spec_error, sp.PolicyCombinationError):
         return False
     if ctx.property != "residuals":
         return True
     modelled = remat3_modelled(ctx)
-    # composed with literal-residuals-depend-on-the-constant-s-python-type too (found by the fuzzer)
-    return ctx.jax_residuals in modelled or any(_literals_left_out(ctx.jax_residuals, m) for m in modelled)
+    if ctx.jax_residuals in modelled:
+        return True
+    explains = [d.applies.explains for d in DIVERGENCES if hasattr(d.applies, "explains") and d.active()]
+    return any(e(ctx.jax_residuals, m, ctx) for e in explains for m in modelled)
 
 
 def _unchecked_or(policy):

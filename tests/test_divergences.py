@@ -2969,3 +2969,30 @@ def test_remat3_saves_no_constant_a_custom_rule_closes_over(closure):
     name = "remat3-rebinds-custom-rules-with-their-closed-over-constants"
     _remat3_expected(report, "residuals", "known divergence" if closure == "custom_jvp" else "ok",
                      name, closure == "custom_jvp")
+
+
+def test_remat3_refused_policy_composes_with_a_jit_s_saved_zero():
+    """A checkpoint under save_from_both_policies of an offload policy (the
+    spec refuses it, as remat2 does; remat3 applies nothing_saveable) in a
+    jit beside a pad whose padding value's zero tangent the jit's
+    linearization saves (`~float32[] output of jitted function`, measured):
+    remat3-unrecognised-policy-is-full-remat composed with that additive
+    divergence (found by a pristine campaign)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.ad_checkpoint import checkpoint_name
+
+    import oracle
+    cp = jax.checkpoint_policies
+    both = cp.save_from_both_policies(cp.save_only_these_names("a"),
+                                      cp.offload_dot_with_no_batch_dims("device", "pinned_host"))
+
+    @jax.jit
+    def f(a):
+        named = jax.checkpoint(lambda d: checkpoint_name(d, "a"), policy=both)(a)
+        return named, jax.lax.pad(a, 0.5, [(0, 0, 0), (0, 0, 0)])
+    report = oracle.check(f, oracle.AS_IS, np.linspace(0.1, 0.6, 6, dtype=np.float32).reshape(2, 3),
+                          properties=("residuals",))
+    assert report.status("residuals", "remat2") == "not applicable"     # both raise
+    _remat3_expected(report, "residuals", "known divergence", "remat3-unrecognised-policy-is-full-remat", True)

@@ -120,9 +120,20 @@ def _remat3_cond():
 
 
 def _with_model(prog: Program, base, model) -> Program:
-    """`prog` with every `base` equation (at any depth) the model's `model`."""
-    return map_params(prog, lambda e, params: params,
-                      primitive=lambda e: model if e.primitive is base else e.primitive)
+    """`prog` with every `base` equation the model's `model`, at any depth
+    but inside a nested checkpoint: remat3 rebinds that whole in the
+    recomputation, and its own split applies the model to its body (found by
+    a campaign: a jit's constant in a nested checkpoint is no residual of
+    the enclosing one)."""
+    eqns = []
+    for e in prog.eqns:
+        if is_checkpoint(e):
+            eqns.append(e)
+            continue
+        params = map_subprograms(e.params, lambda sub: _with_model(sub, base, model))
+        eqns.append(Eqn(model if e.primitive is base else e.primitive, e.inputs, e.outputs, params, why=e.why,
+                        residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
 def _with_remat3_scans(prog: Program) -> Program:
@@ -218,12 +229,13 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         (used primals, rem's residuals) in that order, which is the order a
         linearized scan or jit body first reads (and so stacks or returns)
         them."""
+        nested = nested_opaque and not linearize
         for on, model in ((scan_rule, _with_remat3_scans), (jit_rule, _with_remat3_calls)):
-            if on:
+            if on and not nested:   # nested: rebound whole, its scans and jits split by nothing
                 eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs,
                           dict(eqn.params, jaxpr=model(eqn.params["jaxpr"])), why=eqn.why,
                           residual_outputs=eqn.residual_outputs)
-        if nested_opaque and not linearize:
+        if nested:
             # nested in a checkpoint being split: remat3's default hi-primitive
             # rule is full remat, the enclosing policy is not asked inside
             saveable = lambda e: sp.Recompute

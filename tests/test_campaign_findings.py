@@ -292,3 +292,24 @@ def test_remat3_runs_a_live_checkpoint_s_nested_backward_pass_whole(case):
     if oracle.jax_api.unavailable("remat3"):
         return
     assert (name, "residuals", "remat3") in report.known_divergences, report
+
+
+def test_a_jit_constant_in_a_nested_checkpoint_is_no_residual_of_the_enclosing_one():
+    """remat3 (jax 0.10.2, measured: only the outer checkpoint's input) saves
+    a jit's constant as an output of the forward jit only where the jit's
+    own checkpoint is split (`_pjit_remat`); nested in a checkpoint whose
+    policy it does not recognise, the inner checkpoint is rebound whole and
+    the constant recomputed. The model split the nested jit as its own
+    (found by a pristine campaign: `output of jitted function` saved)."""
+    h = np.array([[0.1, 0.2], [0.3, 0.4]], np.float32)
+
+    def make():     # built under each implementation (jax.checkpoint picks it when called)
+        f2 = jax.jit(lambda i: i - h)
+        inner = jax.checkpoint(lambda x: jnp.cos(f2(x)))
+        outer = jax.checkpoint(lambda d: jnp.sin(inner(d)),
+                               policy=lambda prim, *_, **__: prim.name in ("cos", "sin"))
+        return lambda a: outer(jnp.broadcast_to(a, (2, 2)))
+    report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.float32(0.7), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    if not oracle.jax_api.unavailable("remat3"):
+        assert report.status("residuals", "remat3") == "known divergence", report

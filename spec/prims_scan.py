@@ -31,6 +31,8 @@ backward pass depends on their shape:
 """
 from __future__ import annotations
 
+import contextvars
+
 from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
@@ -300,6 +302,14 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
     return Program(known.inputs[:n_known_consts], body.eqns, body.outputs)
 
 
+# Set while the known loop body is staged again (`_restaged_by_hoisting`):
+# its unknown values are loop-varying primals, not tangents, so a carry
+# the fixpoint makes unknown keeps its known init (JAX's JaxprTrace
+# `_scan_partial_eval` instantiates the known value), where a linearization
+# makes it the zero tangent it is (`_staged_tangent_inputs`).
+_RESTAGING_PRIMALS = contextvars.ContextVar("restaging_primals", default=False)
+
+
 def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     """The known loop body as _scan_known_hoisting leaves it: JAX re-traces
     it with only its consts known (pe.trace_to_jaxpr_nounits, a JaxprTrace),
@@ -310,8 +320,12 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     on 0.4.25, measured on 0.10.2 too). JAX computes the invariant half
     before the loop; the spec keeps it in the body (the same values)."""
     n_varying = len(known_body.inputs) - n_known_consts
-    pe = partial_eval(known_body, [False] * n_known_consts + [True] * n_varying, instantiate=True,
-                      linearize=True, literals_are_residuals=False, constants_are_residuals=False)
+    token = _RESTAGING_PRIMALS.set(True)
+    try:
+        pe = partial_eval(known_body, [False] * n_known_consts + [True] * n_varying, instantiate=True,
+                          linearize=True, literals_are_residuals=False, constants_are_residuals=False)
+    finally:
+        _RESTAGING_PRIMALS.reset(token)
     known_eqns, known_atoms = clone_into(pe.known, known_body.inputs[:n_known_consts])
     res_atoms = known_atoms[len(known_atoms) - len(pe.residuals):]
     staged_eqns, outs = clone_into(pe.staged, res_atoms + known_body.inputs[n_known_consts:])
@@ -453,7 +467,8 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
         else:
             res_atoms.append(stacked_vars[v])
     intensive = [k not in ("fwd_xs", "stacked") for k, _ in res_kind]
-    promoted = [False] * nc + [u and not i for u, i in zip(carry_uk, _split(in_unknowns, nc, nk)[1])] + \
+    promoted = [False] * nc + [u and not i and not _RESTAGING_PRIMALS.get()
+                               for u, i in zip(carry_uk, _split(in_unknowns, nc, nk)[1])] + \
         [False] * (len(eqn.inputs) - nc - nk)
     zeros_eqns, staged_ins = _staged_tangent_inputs(eqn.inputs, uk, promoted)
     n_uc, n_ucarry = sum(const_uk), sum(carry_uk)

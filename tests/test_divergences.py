@@ -2994,5 +2994,7 @@ def test_remat3_refused_policy_composes_with_a_jit_s_saved_zero():
         return named, jax.lax.pad(a, 0.5, [(0, 0, 0), (0, 0, 0)])
     report = oracle.check(f, oracle.AS_IS, np.linspace(0.1, 0.6, 6, dtype=np.float32).reshape(2, 3),
                           properties=("residuals",))
-    assert report.status("residuals", "remat2") == "not applicable"     # both raise
+    # both raise; before jax 0.4.38 save_from_both_policies takes either answer (Python's `or`)
+    assert ((report.status("residuals", "remat2") == "not applicable")
+            or ("save-from-both-policies-answers-either-answer", "residuals", "remat2") in report.known_divergences)
     _remat3_expected(report, "residuals", "known divergence", "remat3-unrecognised-policy-is-full-remat", True)

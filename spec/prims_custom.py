@@ -629,7 +629,8 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
     if symbolic_zeros and optimize_remat:
         raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
     if num_consts and optimize_remat:
-        raise NotImplementedError("spec.custom_vjp: optimize_remat with num_consts is not modelled")
+        raise PrimitiveError(custom_vjp_call_p, f"optimize_remat=True with num_consts={num_consts} is not "
+                                                f"modelled (supported: either one alone)")
     nc = num_consts
     name = _fn_name(fn, "custom_vjp")
     fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")

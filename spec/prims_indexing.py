@@ -1,12 +1,13 @@
 """Indexing primitives: iota, gather, scatter-add, scatter, dynamic_slice,
-dynamic_update_slice, clamp, rev, split, argmax, argmin
+dynamic_update_slice, clamp, rev, argmax, argmin
 (jax/_src/lax/slicing.py and lax.py, jax 0.10.2).
 
 These are what `jnp` emits for real models' indexing: `x[idx]`,
 `x[:, idx]`, `jnp.take`, `jnp.take_along_axis` (integer-label
 cross-entropy), embedding lookups `table[ids]`, `.at[idx].add/set`,
 `lax.dynamic_slice`, causal masks and one-hot vectors from `iota`,
-`lax.switch`'s index `clamp`, `x[::-1]`, `jnp.split`, `jnp.argmax`.
+`lax.switch`'s index `clamp`, `x[::-1]`, `jnp.argmax` (`jnp.split` is
+spec/prims_structural.py's `split`, concatenate's transpose).
 Each primitive is one block, as in spec/prims_special.py: declaration and
 op, shape, evaluation, JVP and transpose in the shape of JAX's rules
 (cited), batching as JAX batches it, JAX facts and examples.
@@ -1283,68 +1284,6 @@ examples[rev_p] = [
     Example("rows", (((3, 4), "f32", "normal"),), lambda x: rev(x, (0,)), lambda x: x[::-1], linear=((True,),)),
     Example("both", (((3, 4), "f32", "normal"),), lambda x: rev(x, (0, 1)), lambda x: x[::-1, ::-1],
             linear=((True,),)),
-]
-
-
-# ==========================================================================
-# split
-
-split_p = primitive("split", ["sizes", "axis"], multiple_results=True)
-
-
-def split(x, sizes, axis=0):
-    """lax.split: consecutive pieces of x along `axis`, of the given sizes."""
-    return bind(split_p, x, sizes=_ints(sizes), axis=int(axis))
-
-
-def _split_shape(x, *, sizes, axis):
-    if not 0 <= axis < x.ndim or any(s < 0 for s in sizes) or sum(sizes) != x.shape[axis]:
-        raise PrimitiveError(split_p, f"sizes {tuple(sizes)} must be >= 0 and sum to dim {axis} of {x}")
-    return [ArrayType(x.shape[:axis] + (s,) + x.shape[axis + 1:], x.dtype) for s in sizes]
-
-
-def _split_eval(x, *, sizes, axis):
-    return [p.copy() for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis)]
-
-
-def _split_jvp(primals, tangents, *, sizes, axis):
-    """ad.deflinear2 (linear_jvp): the tangent split alike, or all zeros."""
-    (x,), (t,) = primals, tangents
-    outs = split(x, sizes, axis)
-    return outs, ([None] * len(sizes) if isinstance(t, Zero) else split(t, sizes, axis))
-
-
-def _split_transpose(cts, x, *, sizes, axis):
-    """The cotangents concatenated back, zeros instantiated. JAX:
-    def _split_transpose_rule(cotangents, operand, *, sizes, axis):
-      if all(type(t) is ad_util.Zero for t in cotangents): return [ad_util.Zero(operand.aval)]
-      cotangents = [ct.instantiate() if type(ct) is ad_util.Zero else ct for ct in cotangents]
-      return [concatenate(cotangents, dimension=axis)]"""
-    if all(isinstance(c, Zero) for c in cts):
-        return [Zero(x.type)]
-    return [concatenate([instantiate(c) for c in cts], axis)]
-
-
-shape_rules[split_p] = _split_shape
-eval_rules[split_p] = _split_eval
-jvp_rules[split_p] = _split_jvp
-transpose_rules[split_p] = _split_transpose
-
-
-def _split_batch(args, dims, *, sizes, axis):
-    """lax._split_batch_rule: every piece keeps the operand's batch axis."""
-    (x,), (bd,) = args, dims
-    return split(x, sizes, axis + 1 if axis >= bd else axis), [bd] * len(sizes)
-
-
-batch_rules[split_p] = _split_batch
-jax_facts[split_p] = JaxFacts("split", "lambda x, sizes, axis: lax.split(x, sizes, axis)",
-                              from_jax=lambda p: {**p, "sizes": _ints(p["sizes"]), "axis": int(p["axis"])})
-examples[split_p] = [
-    Example("rows", (((5, 3), "f32", "normal"),), lambda x: split(x, (1, 2, 2), 0),
-            lambda x: [x[:1], x[1:3], x[3:]], linear=((True,),)),
-    Example("columns-with-empty", (((2, 3), "f32", "normal"),), lambda x: split(x, (0, 1, 2), 1),
-            lambda x: [x[:, :0], x[:, :1], x[:, 1:]], linear=((True,),)),
 ]
 
 

@@ -24,6 +24,7 @@ import oracle  # noqa: E402
 from oracle.checker import implementation  # noqa: E402
 from oracle.divergences import _unused_scanned_checkpoint_inputs, _unused_scanned_checkpoint_outputs  # noqa: E402
 from oracle.from_jax import trace_jax  # noqa: E402
+from oracle.stacks import _without_direct_linearization  # noqa: E402
 
 
 def _scanned(a):
@@ -346,3 +347,38 @@ def test_nested_scans_vjp_is_what_finite_differences_say(body):
     want = (total(c + 1e-5) - total(c - 1e-5)) / 2e-5
     got = spec.evaluate(spec.vjp_program(prog), b, np.array(c), np.ones((1, 1)))[1]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _concatenate_stacks():
+    import spec
+    from spec import ops
+    from oracle import stacks as S
+    grad, vjp0 = S.Layer("grad"), S.Layer("vjp", argnums=(0,))
+    return {
+        "grad of concatenate(a, sin a)": (
+            lambda a, b, c: (ops.concatenate([a, ops.sin(a)], 0),), (spec.f32[3], spec.f32[()], spec.f32[()]),
+            S.Stack((grad,))),
+        "grad o vjp(argnums=(0,)) of concatenate(a, c)": (
+            lambda a, b, c: (ops.concatenate([a, c], 0),), (spec.f32[3], spec.f32[()], spec.f32[3]),
+            S.Stack((vjp0, grad))),
+    }
+
+
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="second-order residuals: direct linearization")
+@pytest.mark.parametrize("name", sorted(_concatenate_stacks()))
+def test_concatenate_transposes_by_one_split(name):
+    """JAX's saved residuals of second-order programs through concatenate's
+    transpose, measured live. lax._concatenate_transpose_rule splits the
+    cotangent with one `split` for every operand (jax 0.4.38 on), so a
+    second-order program saves an `output of split` where the spec, which
+    sliced out each undefined operand's piece, saved an `output of slice`,
+    and where an unused piece's zero is broadcast, not a scalar literal
+    (found by a pristine campaign on 0.10.2, seed 2)."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.spellings import Spelling
+    fn, types, stack = _concatenate_stacks()[name]
+    report = properties.oracle_agrees(spec.trace(fn, *types), implementations=("remat2",), stack=stack,
+                                      spelling=Spelling(), only=(S.STACK_RESIDUALS,))
+    assert [(r.property, r.status) for r in report.results] == [(S.STACK_RESIDUALS, "ok")], str(report)

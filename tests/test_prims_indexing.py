@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import spec
-from spec import prims_indexing as pi
+from spec import prims_indexing as pi, prims_structural
 
 RNG = np.random.default_rng(0)
 T = RNG.normal(size=(6, 4)).astype(np.float32)
@@ -267,7 +267,7 @@ def test_float_iota_through_oracle():
 # jax.vmap / jax.jvp of the same program, imported back
 
 MINE = {pi.iota_p, pi.gather_p, pi.scatter_add_p, pi.scatter_p, pi.dynamic_slice_p, pi.dynamic_update_slice_p,
-        pi.clamp_p, pi.rev_p, pi.split_p, pi.argmax_p, pi.argmin_p}
+        pi.clamp_p, pi.rev_p, prims_structural.split_p, pi.argmax_p, pi.argmin_p}
 EXAMPLES = [(p, ex) for p, exs in spec.core.examples.items() if p in MINE for ex in exs]
 EX_IDS = [f"{p.name}-{ex.name}" for p, ex in EXAMPLES]
 
@@ -421,7 +421,7 @@ def test_float_iota_evaluates_and_differentiates():
      "mode"),
     (lambda t, i: pi.gather(t, i, pi.GatherDimensionNumbers((1,), (0,), (0, 1)), (1, 3)), "start_index_map"),
     (lambda t, i: pi.scatter_add(t, i, t, pi.ScatterDimensionNumbers((1,), (0,), (0,))), "scatter dims"),
-    (lambda t, i: pi.split(t, (1, 1), 0), "sum to"),
+    (lambda t, i: prims_structural.split(t, (1, 1), 0), "sum to"),
 ])
 def test_refusals(bad, match):
     with pytest.raises(spec.PrimitiveError, match=match):

@@ -357,9 +357,12 @@ def _reading(body: Program, new: list, at: int) -> Program:
 
 def _with_inputs_read_through_grandchildren(staged: Eqn, eqn: Eqn, in_unknowns) -> Eqn:
     """The staged checkpoint also reading the inputs remat3 reads through
-    an opaque grandchild (after its other primal inputs)."""
+    an opaque grandchild (after its other primal inputs): values, and
+    constants (an array the checkpoint is called with is saved "from a
+    constant" too: found by a pristine campaign, three nested checkpoints
+    passing a closed-over array down to one that never reads it)."""
     extra = [a for a, x in zip(eqn.inputs, _inputs_read_through_grandchildren(eqn.params["jaxpr"], in_unknowns))
-             if x and isinstance(a, Var) and all(a is not b for b in staged.inputs)]
+             if x and (isinstance(a, Var) or not a.is_scalar) and all(a is not b for b in staged.inputs)]
     extra = [a for k, a in enumerate(extra) if all(a is not b for b in extra[:k])]
     if not extra:
         return staged

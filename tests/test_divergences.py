@@ -562,6 +562,31 @@ def test_remat3_reads_every_input_of_a_grandchild_whose_output_the_outer_lineari
     _remat3_expected(report, "residuals", "known divergence" if outer == "sin" else "ok", name, outer == "sin")
 
 
+@pytest.mark.parametrize("k_is", ["a constant", "an argument"])
+def test_remat3_reads_what_a_grandchild_is_called_with_even_a_constant(k_is):
+    """Three nested checkpoints pass k down to the innermost, which never
+    reads it. remat3 (jax 0.10.2, measured: print_saved_residuals lists `f32[3]
+    from a constant` for a closed-over array, `from the argument k` for an
+    argument) saves k with x; the spec, and remat2, x only. Found by a
+    pristine campaign (the model read a grandchild's Var inputs only)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+
+    def nested(k, x):   # built when called: jax.checkpoint picks remat2 or remat3 then
+        c = jax.checkpoint
+        return c(lambda k, d: jnp.sin(c(lambda k, e: c(lambda k, g: g)(k, e))(k, d)))(k, x)
+    x = np.array([-1.1, 0.8, 0.5], np.float32)
+    k = np.array([0.5, 0.75, 1.0], np.float32)
+    fn, args = ((lambda x: nested(k, x)), (x,)) if k_is == "a constant" else (lambda x, k: nested(k, x), (x, k))
+    report = oracle.check(fn, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok"
+    _remat3_expected(report, "residuals", "known divergence",
+                     "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint", True)
+
+
 @pytest.mark.parametrize("linear_in_mid", [False, True], ids=["cos", "linear"])
 def test_grandchild_opacity_is_relative_to_the_outer_linearization(linear_in_mid):
     """The fuzzer's finding minimized (three nested checkpoints, the innermost

@@ -68,6 +68,7 @@ Semantics (JAX 0.10.2):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, bind, building, dce_rules,
@@ -631,65 +632,82 @@ def custom_vjp(fn: Callable, fwd_fn: Callable, bwd_fn: Callable, *, symbolic_zer
     if num_consts and optimize_remat:
         raise PrimitiveError(custom_vjp_call_p, f"optimize_remat=True with num_consts={num_consts} is not "
                                                 f"modelled (supported: either one alone)")
-    nc = num_consts
     name = _fn_name(fn, "custom_vjp")
-    fwd_name, bwd_name = _fn_name(fwd_fn, "fwd"), _fn_name(bwd_fn, "bwd")
-
-    traced: dict = {}   # input types -> (body, multiple, fwd, bwd)
+    traced: dict = {}   # input types -> (body, multiple, fwd rule, bwd rule)
 
     def wrapped(*args):
         _check_traced(args, f"custom_vjp {name}")
-        _check_num_consts(nc, args, f"custom_vjp {name}")
+        _check_num_consts(num_consts, args, f"custom_vjp {name}")
         key = tuple(a.type for a in args)
         if key not in traced:
-            traced[key] = _trace_vjp(args)
+            body, multiple = _trace_body(fn, args)
+            rules = _VJPRules(fwd_fn, bwd_fn, body, multiple, num_consts, symbolic_zeros, optimize_remat, name)
+            traced[key] = body, multiple, rules.fwd_rule(), rules.bwd_rule()
         body, multiple, fwd, bwd = traced[key]
-        outs = bind(custom_vjp_call_p, *args, jaxpr=body, fwd=fwd, bwd=bwd, num_consts=nc or None,
+        outs = bind(custom_vjp_call_p, *args, jaxpr=body, fwd=fwd, bwd=bwd, num_consts=num_consts or None,
                     symbolic_zeros=symbolic_zeros, name=name)
         return tuple(outs) if multiple else outs[0]
-
-    def _trace_vjp(args):
-        body, multiple = _trace_body(fn, args)
-        types = body.in_types[nc:]           # the arguments (bwd gives the consts no cotangent)
-        res_structure: dict = {}
-
-        def trace_fwd(flags):
-            if any(flags[:nc]):
-                raise CustomVJPException()   # lift_fwd: `if any(const_nonzeros): raise ...`
-            nonzeros = flags[nc:]
-            with building() as b:
-                consts = [b.new_input(t) for t in body.in_types[:nc]]
-                primals = [b.new_input(t) for t in types]
-                given = [CustomVJPPrimal(p, nz) for p, nz in zip(primals, nonzeros)] \
-                    if symbolic_zeros else primals
-                outs, res = _fwd_rule_pair(fwd_fn(tuple(consts), *given) if nc else fwd_fn(*given),
-                                           body, fwd_name, name)
-                kind, res_list = _residual_structure(res)
-                res_structure["kind"] = kind
-                res_structure["types"] = _types_of(res_list)
-                fwd = b.build(consts + primals, list(outs) + res_list)
-            return (optimized_fwd(fwd, len(outs), body) if optimize_remat else fwd), [True] * len(outs)
-
-        def trace_bwd(ct_nonzeros):
-            if "kind" not in res_structure:
-                trace_fwd((False,) * nc + (True,) * len(types))
-            kind = res_structure["kind"]
-            with building() as b:
-                res = [b.new_input(t) for t in res_structure["types"]]
-                cts = [b.new_input(t) if nz else Zero(t) for t, nz in zip(body.out_types, ct_nonzeros)]
-                py_res = None if kind == "none" else (tuple(res) if kind == "tuple" else
-                                                      res if kind == "list" else res[0])
-                cts_in = _bwd_rule_cotangents(bwd_fn(py_res, tuple(cts) if multiple else cts[0]), len(types))
-                out_nz = [not (c is None or isinstance(c, Zero)) and is_differentiable(t)
-                          for c, t in zip(cts_in, types)]
-                nz = [c for c, k in zip(cts_in, out_nz) if k]
-                want = [t for t, k in zip(types, out_nz) if k]
-                if _types_of(nz) != want:
-                    raise ValueError(f"Custom VJP bwd rule must produce an output with the same type as "
-                                     f"the args tuple of the primal function: expected {want}, got {_types_of(nz)}")
-                return b.build(res + [c for c in cts if not isinstance(c, Zero)], nz), out_nz
-        return (body, multiple, Rule(fwd_name, trace_fwd, len(body.in_types), consts=nc),
-                Rule(bwd_name, trace_bwd, len(body.outputs)))
     wrapped.__name__ = name
     return wrapped
+
+
+@dataclass
+class _VJPRules:
+    """The forward and backward rules of one custom_vjp function at one
+    input type, traced lazily from the user's `fwd_fn` and `bwd_fn` (JAX's
+    `fwd_jaxpr_thunk` and `bwd`). The backward rule reads the residuals in
+    the structure the forward rule returned them in (traced first)."""
+    fwd_fn: Callable
+    bwd_fn: Callable
+    body: Program
+    multiple: bool
+    num_consts: int
+    symbolic_zeros: bool
+    optimize_remat: bool
+    name: str
+    res_kind: str | None = None      # "none", "tuple", "list" or "single", once fwd is traced
+    res_types: list = field(default_factory=list)
+
+    def fwd_rule(self) -> "Rule":
+        return Rule(_fn_name(self.fwd_fn, "fwd"), self.trace_fwd, len(self.body.in_types), consts=self.num_consts)
+
+    def bwd_rule(self) -> "Rule":
+        return Rule(_fn_name(self.bwd_fn, "bwd"), self.trace_bwd, len(self.body.outputs))
+
+    def trace_fwd(self, flags):
+        """fwd(consts, primals) -> outs + residuals; flags: which inputs are perturbed."""
+        nc, body = self.num_consts, self.body
+        if any(flags[:nc]):
+            raise CustomVJPException()   # lift_fwd: `if any(const_nonzeros): raise ...`
+        with building() as b:
+            consts = [b.new_input(t) for t in body.in_types[:nc]]
+            primals = [b.new_input(t) for t in body.in_types[nc:]]
+            given = [CustomVJPPrimal(p, nz) for p, nz in zip(primals, flags[nc:])] \
+                if self.symbolic_zeros else primals
+            outs, res = _fwd_rule_pair(self.fwd_fn(tuple(consts), *given) if nc else self.fwd_fn(*given),
+                                       body, _fn_name(self.fwd_fn, "fwd"), self.name)
+            self.res_kind, res_list = _residual_structure(res)
+            self.res_types = _types_of(res_list)
+            fwd = b.build(consts + primals, list(outs) + res_list)
+        return (optimized_fwd(fwd, len(outs), body) if self.optimize_remat else fwd), [True] * len(outs)
+
+    def trace_bwd(self, ct_nonzeros):
+        """bwd(residuals, cts) -> the nonzero cotangents of the (non-const) arguments."""
+        types = self.body.in_types[self.num_consts:]      # bwd gives the consts no cotangent
+        if self.res_kind is None:
+            self.trace_fwd((False,) * self.num_consts + (True,) * len(types))
+        with building() as b:
+            res = [b.new_input(t) for t in self.res_types]
+            cts = [b.new_input(t) if nz else Zero(t) for t, nz in zip(self.body.out_types, ct_nonzeros)]
+            kind = self.res_kind
+            py_res = None if kind == "none" else tuple(res) if kind == "tuple" else res if kind == "list" else res[0]
+            cts_in = _bwd_rule_cotangents(self.bwd_fn(py_res, tuple(cts) if self.multiple else cts[0]), len(types))
+            out_nz = [not (c is None or isinstance(c, Zero)) and is_differentiable(t)
+                      for c, t in zip(cts_in, types)]
+            nz = [c for c, k in zip(cts_in, out_nz) if k]
+            want = [t for t, k in zip(types, out_nz) if k]
+            if _types_of(nz) != want:
+                raise ValueError(f"Custom VJP bwd rule must produce an output with the same type as "
+                                 f"the args tuple of the primal function: expected {want}, got {_types_of(nz)}")
+            return b.build(res + [c for c in cts if not isinstance(c, Zero)], nz), out_nz
 

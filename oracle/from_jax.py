@@ -394,6 +394,36 @@ def _convert_custom(name: str, p: dict, inner: str, where: str, invars=(), here:
                                                **common)
 
 
+def _float0_tangents_dropped(jaxpr, consts, n_primals: int, asked, out_zeros, rule: str):
+    """A custom JVP rule's jaxpr without float0 tangents: JAX hands the rule
+    a float0 zero as the tangent of each integer argument and takes one back
+    for each integer output (jax.dtypes.float0), where the spec's tangent of
+    an integer is a symbolic zero. So a float0 tangent input the rule does
+    not read is no input (`asked` False for it: jnp.ldexp's exponent), and
+    a float0 tangent output is a zero (`out_zeros` True: jnp.frexp's
+    exponent); the jaxpr is DCE'd of what only those outputs read (a
+    float0 zero constant, on releases that close over one, included). A
+    rule that reads a float0 tangent is refused."""
+    in_float0 = [jx.is_float0(v.aval) for v in jaxpr.invars]
+    out_float0 = [jx.is_float0(v.aval) for v in jaxpr.outvars]
+    if not any(in_float0) and not any(out_float0):
+        return jaxpr, consts, asked, out_zeros
+    jaxpr, used = jx.partial_eval().dce_jaxpr(jaxpr, [not f for f in out_float0],
+                                              instantiate=[not f for f in in_float0])
+    read = {id(a) for e in jaxpr.eqns for a in e.invars} | {id(a) for a in jaxpr.outvars}
+    kept = [(v, c) for v, c in zip(jaxpr.constvars, consts) if id(v) in read]
+    jaxpr = jaxpr.replace(constvars=[v for v, _ in kept])
+    consts = [c for _, c in kept]
+    if any(f and u for f, u in zip(in_float0, used)):
+        raise Unsupported(f"{rule} reads the float0 tangent of an integer argument, which the spec does "
+                          f"not model (its tangent of an integer is a symbolic zero)")
+    dropped = iter(in_float0[n_primals:])
+    asked = [a and not next(dropped) for a in asked]
+    dropped = iter(out_float0[len(out_zeros):])
+    out_zeros = [z or next(dropped) for z in out_zeros]
+    return jaxpr, consts, asked, out_zeros
+
+
 def _jvp_rule(call: _CustomCall, fun) -> Rule:
     """A custom_jvp_call's JVP rule: `fun` (jvp_jaxpr_fun) traced per key."""
     rule_name = f"custom_jvp_call {call.fname}{call.where}: its JVP rule {jx.func_name(fun, 'jvp')}"
@@ -409,6 +439,8 @@ def _jvp_rule(call: _CustomCall, fun) -> Rule:
             # SymbolicZero (found by the model suite on 0.4.25: logaddexp)
             asked = [True] * len(nonzeros)
         jaxpr, consts, out_zeros = jx.call(fun, *[not nz for nz in asked])
+        jaxpr, consts, asked, out_zeros = _float0_tangents_dropped(jaxpr, consts, len(nonzeros), asked, out_zeros,
+                                                                   rule_name)
         prog = call.rule_program(jaxpr, consts, perturbed, rule_name)
         return (_zero_tangents_inlined(prog, len(key), asked, nonzeros),     # consts and primals first
                 [not z for z in out_zeros])

@@ -870,3 +870,24 @@ def test_optimize_remat_through_jax(policy):
     assert "remat_opt" in str(prog)
     back = oracle.from_jaxpr(jax.make_jaxpr(oracle.to_jax(prog))(np.float32([0.1, 0.2, 0.3])))
     assert str(back).count("remat_opt") == str(prog).count("remat_opt")
+
+
+@pytest.mark.parametrize("name", ["ldexp", "frexp", "frexp-both"])
+def test_a_custom_jvp_rule_with_float0_tangents_of_integers(name):
+    """jnp.ldexp and jnp.frexp are custom_jvp functions of an integer
+    argument or output: JAX hands their rules float0 tangents (the ldexp
+    rule never reads its exponent's; the frexp rule returns a float0 zero
+    for its exponent), where the spec's tangent of an integer is a symbolic
+    zero. The oracle imports them and JAX agrees with the spec on every
+    property (it refused them as an unsupported dtype before)."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import oracle
+    fns = {"ldexp": lambda x: jnp.sum(jnp.ldexp(x, 3)),
+           "frexp": lambda x: jnp.sum(jnp.frexp(x)[0]),
+           "frexp-both": lambda x: jnp.sum(jnp.frexp(x)[0] * jnp.frexp(x)[1])}
+    x = np.linspace(-1.5, 1.7, 12, dtype=np.float32).reshape(3, 4)
+    report = oracle.check(fns[name], jax.checkpoint_policies.dots_saveable, x)
+    unchecked = {"not checked"} if oracle.jax_api.unavailable("remat3") else set()   # a release without remat3
+    assert {r.status for r in report.results} <= {"ok", "not applicable"} | unchecked, str(report)

@@ -39,6 +39,13 @@ def x64_enabled() -> bool:
     return jax.dtypes.canonicalize_dtype(np.float64) == np.float64
 
 
+def is_float0(aval) -> bool:
+    """The aval is of JAX's tangent dtype for integers and booleans
+    (jax.dtypes.float0, the same on every release)."""
+    import jax
+    return getattr(aval, "dtype", None) == jax.dtypes.float0
+
+
 def aval_of(x):
     """The abstract value of a JAX value, Python scalars included:
     `jax.typeof` where the release has it (it replaced core.get_aval, which

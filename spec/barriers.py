@@ -112,24 +112,33 @@ def _explicit(prog: Program) -> int:
     return n
 
 
-def _count(prog: Program, linear_inputs) -> int:
+def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
     """Staged remat equations, at any depth, with prevent_cse set that read
     a linear value: anything but the residuals (the inputs not in
     `linear_inputs`) and what is computed from them alone. A value made of
     literals alone is linear: an instantiated zero tangent (a scan's carry
     from a literal zero, whose body makes it a tangent: found by a campaign,
-    linearize o grad o grad of a checkpoint in a scan, on every release)."""
+    linearize o grad o grad of a checkpoint in a scan, on every release).
+
+    One that reads no linear value is a barrier too outside a checkpoint's
+    body: backward_pass replays it forward with `eqn.primitive.bind`, as it
+    is (a staged checkpoint kept for its effect, a jax.debug.print of known
+    values, whose tangent nothing reads: found by a pristine campaign). In
+    a checkpoint's body remat_transpose replays it by partial evaluation,
+    which inlines a known checkpoint (see `optimization_barriers`)."""
     forward = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if not is_linear}
     count = 0
     for e in prog.eqns:
         reads = [isinstance(a, Var) and a.id not in forward for a in e.inputs]
-        if e.primitive.name == "remat" and e.params["differentiated"] and any(reads) \
+        is_remat = e.primitive.name == "remat"
+        if is_remat and e.params["differentiated"] and (any(reads) or not in_checkpoint) \
                 and _prevents_cse(e.params):
             count += 1
         for _, sub in subprograms(e.params):
             offset = len(e.inputs) - len(sub.inputs)
             if offset >= 0:     # a literal operand of a body is linear there (a zero tangent)
-                count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:])
+                count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:],
+                                in_checkpoint or is_remat)
         if not any(reads) and any(isinstance(a, Var) for a in e.inputs):
             forward.update(v.id for v in e.outputs)
     return count

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from spec.core import (UndefinedPrimal, Zero, bind, building, effectful, instantiate,
+from spec.core import (UndefinedPrimal, Zero, bind, building, effectful, has_effects, instantiate,
                        transpose_rules)
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
@@ -97,8 +97,8 @@ def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts
 
     for e in reversed(linear_eqns):   # backward
         cts = [ct_env.pop(v.id, Zero(v.type)) for v in e.outputs]
-        if all(isinstance(c, Zero) for c in cts):
-            continue
+        if all(isinstance(c, Zero) for c in cts) and not has_effects(e):
+            continue    # JAX's backward_pass transposes it anyway, to no effect
         rule = transpose_rules.get(e.primitive)
         if rule is None:
             raise TransposeError(f"primitive {e.primitive.name!r} is not linear "

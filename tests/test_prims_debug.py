@@ -356,3 +356,53 @@ def test_an_effect_reading_the_carry_stays_in_the_scan(effect):
         return jnp.sum(c) + jnp.sum(ys)
     report = oracle.check(loss, None, np.linspace(-1, 1, 3, dtype=np.float32))
     assert {r.status for r in report.results} <= {"ok", "known divergence", "not compared"}, str(report)
+
+
+# --------------------------------------------------------------------------
+# a checkpoint kept for its effect alone (found by a pristine campaign)
+
+def _print_in_checkpoint(where: str, outputs: str):
+    """A checkpoint that prints b (known: b's tangent reaches no output),
+    with no float output or with one nothing reads, placed at top level or
+    in a jit, a scan body or a cond branch; built when called (remat2 or
+    remat3)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def printing(f):
+        jax.debug.print("x={x}", x=f)
+        return () if outputs == "none" else f * 2.0
+
+    def use(f):
+        jax.checkpoint(printing)(f)
+        return 0.0
+
+    if where == "top":
+        return lambda a, b: use(b) + a * 2.0
+    if where == "jit":
+        return lambda a, b: jax.jit(lambda a, b: use(b) + a * 2.0)(a, b)
+    if where == "scan":
+        return lambda a, b: lax.scan(lambda c, x: (jnp.sin(c) + use(x), None), a, b)[0]
+    return lambda a, b: lax.cond(a > 0, lambda a, b: use(b) + a * 2.0, lambda a, b: a, a, b)
+
+
+@pytest.mark.parametrize("outputs", ["none", "unused"])
+@pytest.mark.parametrize("where", ["top", "jit", "scan", "cond"])
+def test_a_checkpoint_kept_for_its_effect_alone(where, outputs, capsys):
+    """remat_partial_eval stages the checkpoint's unknown half without an
+    effect handle, so a staged checkpoint with no output is dropped: the
+    print does not run again in the backward pass, and b is not saved
+    (spec.remat._staged_if_reached). With an output nothing reads it is
+    kept for its effect, its tangent input pruned: the backward pass binds
+    it as it is, one optimization barrier (spec.barriers._count). JAX
+    measured live, every property."""
+    jax = pytest.importorskip("jax")
+    import oracle
+    from oracle.stacks import _without_direct_linearization
+    if outputs == "unused" and _without_direct_linearization() is not None:
+        pytest.skip("before direct linearization JAX drops the staged checkpoint whose output "
+                    "no tangent reads, effects and all: not modelled")
+    a, b = np.float32(0.7), np.ones((2, 3), np.float32)
+    report = oracle.check(oracle.Factory(lambda: _print_in_checkpoint(where, outputs)), oracle.AS_IS, a, b)
+    assert {r.status for r in report.results if r.implementation == "remat2"} == {"ok"}, str(report)

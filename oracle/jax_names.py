@@ -30,7 +30,7 @@ IGNORED_PARAMS = {
 # primitive's emitter (spec.core.JaxFacts, declared in its block), kept as
 # source text so that reproducers embed exactly this table (they must run
 # with jax and numpy alone).
-EMITTERS_SOURCE = ("from jax import lax\nfrom jax._src import ad_util\nfrom jax._src.lax import lax as lax_internal\n"
+EMITTERS_SOURCE = ("from jax import lax\nfrom jax._src import ad_util, debugging\nfrom jax._src.lax import lax as lax_internal\n"
                    "import jax\nimport jax.numpy as jnp\nfrom jax.ad_checkpoint import checkpoint_name\nE = {}\n"
                    + "".join(f"E[{p.name!r}] = {f.emitter}\n" for p, f in jax_facts.items() if f.emitter))
 

@@ -210,10 +210,10 @@ def _debug_callback_from_jax(p):
 # the callback runs.
 jax_facts[debug_callback_p] = JaxFacts(
     "debug_callback",
-    "lambda *xs, callback, effect, partitioned: jax._src.debugging.debug_callback_p.bind(*xs, "
+    "lambda *xs, callback, effect, partitioned: debugging.debug_callback_p.bind(*xs, "
     "callback=lambda *vs: print('debug_callback', *(tuple(v.shape) for v in vs)), "
-    "effect={'unordered': jax._src.debugging.debug_effect, "
-    "'ordered': jax._src.debugging.ordered_debug_effect}[effect], partitioned=partitioned)",
+    "effect={'unordered': debugging.debug_effect, "
+    "'ordered': debugging.ordered_debug_effect}[effect], partitioned=partitioned)",
     from_jax=_debug_callback_from_jax)
 
 

@@ -151,6 +151,8 @@ def canonical_eqn(name: str, params: dict, in_avals=()) -> tuple[str, dict]:
     params = {_RENAMED_PARAMS.get(k, k): v for k, v in params.items() if k not in dropped}
     if name == "top_k" and "axis" not in params:     # before 0.7 top_k works on the last axis
         params["axis"] = len(in_avals[0].shape) - 1
+    if name == "debug_callback" and "partitioned" not in params:     # added in jax 0.6.0
+        params["partitioned"] = False
     return name, params
 
 

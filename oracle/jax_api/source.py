@@ -69,6 +69,8 @@ def _without_batching_dims(cls):
     return make
 
 
+debugging = _Spelled(debugging, **({} if _takes(debugging.debug_callback_impl, 'partitioned') else   # jax 0.6 on
+                                   {'debug_callback_p': _binding_without(debugging.debug_callback_p, 'partitioned')}))
 _convert_params = jax.make_jaxpr(lambda x: lax.convert_element_type(x, np.int32))(np.float32(0)).eqns[0].params
 lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
     'sin', 'cos', 'tan', 'tanh', 'exp', 'exp2', 'expm1', 'log', 'log1p', 'logistic', 'sqrt', 'rsqrt', 'cbrt')

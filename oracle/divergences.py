@@ -1669,6 +1669,23 @@ def _eqns(prog: Program):
             yield from _eqns(sub)
 
 
+def _scans_with_constants(prog: Program) -> bool:
+    """A scan of `prog`, at any depth, whose body holds a constant array of
+    its own (a non-scalar literal, at any depth of the body)."""
+    def holds_constant(body: Program) -> bool:
+        return any(isinstance(a, Literal) and not a.is_scalar for e in _eqns(body) for a in e.inputs)
+    return any(e.primitive.name == "scan" and holds_constant(e.params["jaxpr"]) for e in _eqns(prog))
+
+
+def _tuple_prevent_cse_over_scan_constants(ctx):
+    """remat2 raised _remat_bind's bare AssertionError, and a checkpoint
+    with a per-argument prevent_cse runs a scan with constants of its own."""
+    if ctx.implementation != "remat2" or type(ctx.error) is not AssertionError or str(ctx.error):
+        return False
+    return any(e.primitive is remat_p and isinstance(e.params["prevent_cse"], tuple)
+               and _scans_with_constants(e.params["jaxpr"]) for e in _eqns(ctx.program))
+
+
 DIVERGENCES = [
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
@@ -2869,6 +2886,30 @@ DIVERGENCES = [
         "g = jax.checkpoint(lambda x: (jnp.sin(x), 3.))\n"
         "jax.jit(jax.vmap(g))(jnp.ones(2))  # AttributeError",
         _remat3_constant_output_under_jit_vmap, releases=REMAT3),
+    Divergence(
+        "remat-transpose-prevent-cse-misses-the-transposed-body-s-constants",
+        "remat_transpose (jax/_src/ad_checkpoint.py, from jax 0.7.2, jax-ml/jax eb92beb6c6 "
+        "\"add prototype partial cse prevention for remat\"; unchanged at the newest source "
+        "checked) binds the transposed checkpoint on `*consts, *flat_args` but builds a "
+        "per-argument prevent_cse tuple for flat_args only, so _remat_bind's `assert "
+        "isinstance(prevent_cse, bool) or len(prevent_cse) == len(args)` fails (a bare "
+        "AssertionError) whenever the transposed body has constants of its own. A scan whose "
+        "closed jaxpr keeps a constant array (lax.scan hoists a closed-over array into an "
+        "operand; a scan bound on a ClosedJaxpr with consts, as JAX's own transformations make "
+        "them, keeps it) inside a checkpoint with a tuple prevent_cse is such a body: reverse "
+        "mode crashes where the spec computes (found by a pristine campaign, 670d63a880). The "
+        "predicate: remat2, JAX raised that bare AssertionError, and a checkpoint of the "
+        "program has a tuple prevent_cse and runs a scan with a constant of its own "
+        "(`_scans_with_constants`).",
+        "import numpy as np\n"
+        "from jax._src.lax.control_flow.loops import scan_p\n"
+        "k = np.array([0.5, 0.75, 1.0], np.float32)\n"
+        "body = jax.make_jaxpr(lambda c: jnp.sin(c) * k)(k)  # k stays a const of the closed jaxpr\n"
+        "probe = jax.make_jaxpr(lambda c: jax.lax.scan(lambda c, _: (c, None), c, None, length=1))(k)\n"
+        "f = jax.checkpoint(lambda c: scan_p.bind(c, **{**probe.eqns[0].params, 'jaxpr': body})[0],\n"
+        "                   prevent_cse=(False,))\n"
+        "jax.grad(lambda x: f(x).sum())(k)  # AssertionError",
+        _tuple_prevent_cse_over_scan_constants, releases=Releases("0.7.2")),
 ]
 
 

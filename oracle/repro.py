@@ -531,8 +531,12 @@ def _lax_scan_makes(e) -> bool:
     forwards an xs the body returns as a ys (jax/_src/lax/control_flow/
     loops.py, scan: `pe._jaxpr_forwarding`; found by a campaign on 0.4.25: a
     const no equation read, which the reproducer's lax.scan dropped, and with
-    it JAX's barrier)."""
+    it JAX's barrier). A body that holds a constant array of its own is not
+    what lax.scan makes either: it would hoist the array into a const (found
+    by a pristine campaign: a JAX crash only the bound form shows)."""
     body, nc, nk = e.params["jaxpr"], e.params["num_consts"], e.params["num_carry"]
+    if any(isinstance(a, Literal) and not a.is_scalar for a in [a for q in body.eqns for a in q.inputs] + list(body.outputs)):
+        return False
     consts, carries, xs = body.inputs[:nc], body.inputs[nc:nc + nk], body.inputs[nc + nk:]
     if any(isinstance(a, Literal) for a in e.inputs[:nc]) or len(set(e.inputs[:nc])) < nc:
         return False
@@ -1075,6 +1079,27 @@ def _residuals_check(prog: Program, prop: str, message: str) -> str:
     return text + _one_side_raised_ending(message)
 
 
+def _barriers_check(prog: Program, message: str) -> str:
+    """The code counting the optimization barriers in JAX's lowered
+    backward pass of f (oracle.properties.jax_barriers: jit of the pullback
+    of ones) and comparing whether there are any with the spec's count;
+    where one side raised, the ending that says so."""
+    from spec.barriers import optimization_barriers
+    try:
+        expected = optimization_barriers(prog)
+    except Exception as e:      # the spec refuses (as JAX should): the repro shows JAX's answer
+        expected = f"the spec raises {type(e).__name__}: {e}"
+    text = f"expected = {expected!r}  # the spec's count\n\n\n"
+    text += ("def backward(*a):\n"
+             f"    outs, pullback = jax.vjp({_flat_name(prog)}, *a)\n"
+             "    return pullback(tuple(jnp.ones_like(o) for o in outs))\n\n\n"
+             "got = jax.jit(backward).lower(*args).as_text().count('optimization_barrier')\n"
+             "print('JAX barriers:', got, ' spec barriers:', expected)\n")
+    if not isinstance(expected, int) or message.startswith("JAX raised "):
+        return text + _one_side_raised_ending(message)
+    return text + "assert (got > 0) == (expected > 0), 'optimization barriers differ from the spec'\n"
+
+
 def _transformed_residuals_check(prog: Program, numeric: dict, code: str) -> str:
     """The code comparing JAX's saved residuals of a transformed function
     (`code` computes `got` from `operands`) with the spec's."""
@@ -1183,8 +1208,10 @@ def write_repro(prog: Program, policy, args, prop: str, impl: str, message: str,
         text += _transformed_residuals_check(prog, numeric, code.replace("{f}", _flat_name(prog)))
     elif code and numeric and "barriers" in numeric:    # a transformed function's barriers
         text += _transformed_barriers_check(numeric, code.replace("{f}", _flat_name(prog)))
-    elif prop in ("residuals", "vjp_leaves", "prevent_cse"):
+    elif prop in ("residuals", "vjp_leaves"):
         text += _residuals_check(prog, prop, message)
+    elif prop == "prevent_cse":
+        text += _barriers_check(prog, message)
     else:
         text += _numeric_check(prog, args, prop, numeric, code, message)
     path = None

@@ -421,3 +421,33 @@ def test_remat_transpose_crashes_on_a_scan_constant_under_tuple_prevent_cse(kind
     active = next(d for d in oracle.divergences.DIVERGENCES if d.name == name).active()
     assert shown == (crashes and active), str(report)
     assert {r.status for r in report.results} <= {"ok", "known divergence", "not applicable"}, str(report)
+
+
+def test_a_prevent_cse_reproducer_counts_jax_s_barriers(tmp_path):
+    """A prevent_cse reproducer lowers jit of the pullback and counts JAX's
+    barriers (it compared saved residuals, and ended with the message: the
+    crash of 670d63a880 did not reproduce); and it binds a scan whose body
+    holds a constant array as oracle.to_jax does (lax.scan would hoist the
+    array, a program JAX computes). On the crashing program it raises
+    JAX's AssertionError; on a program where JAX and the spec agree it
+    runs to agreement."""
+    import subprocess
+    import sys
+
+    from oracle.jax_api.versions import Releases, holds
+    from oracle.repro import write_repro
+    if not holds(Releases("0.7.2")):
+        pytest.skip(f"per-argument prevent_cse is an API of jax 0.7.2 on, not {jax.__version__}")
+    x = np.array([-1.1, 0.8, 0.5], np.float32)
+    crash = write_repro(_checkpoint_over("scan", (False,)), None, [x], "prevent_cse", "remat2",
+                        "JAX raised AssertionError where the spec computes a result:\n  ")
+    agree = write_repro(_checkpoint_over("scan", True), None, [x], "prevent_cse", "remat2",
+                        "optimization barriers in the backward pass: spec predicts 1, JAX's HLO has 0")
+    runs = {}
+    for name, repro in (("crash", crash), ("agree", agree)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(repro.text)
+        runs[name] = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert runs["crash"].returncode != 0 and "AssertionError" in runs["crash"].stderr, runs["crash"].stderr[-2000:]
+    assert runs["agree"].returncode == 0, runs["agree"].stdout + runs["agree"].stderr[-2000:]
+    assert "JAX barriers:" in runs["agree"].stdout

@@ -416,6 +416,34 @@ def _known_prevent_cse(params, in_unknowns):
     return tuple(f for f, u in zip(p, in_unknowns) if not u) if isinstance(p, tuple) else p
 
 
+def _ask_known_checkpoints(body: Program, linear) -> None:
+    """Ask the policy of each checkpoint of `body` that reads no linear
+    value about its body's equations, discarding the answers.
+    remat_transpose partially evaluates the body with a JaxprTrace
+    (`pe.partial_eval_jaxpr_nounits` in ad_checkpoint._transpose_jaxpr),
+    whose process_primitive runs a primitive's custom partial-eval rule
+    whether or not its inputs are known: remat_partial_eval then asks the
+    checkpoint's policy about every equation of its body
+    (partial_eval_jaxpr_custom), though the body is evaluated inline
+    whatever the answers. So a policy that raises when asked
+    (save_from_both_policies of an offload policy: PolicyCombinationError)
+    raises in the backward pass of an enclosing checkpoint, where the
+    forward pass never asked it (found by a pristine campaign, b6a0087fd3).
+    Known checkpoints inside an all-known equation's sub-programs (a jit, a
+    scan) are asked too; those inside an equation that also reads a linear
+    value are split by its own rule."""
+    linear_ids = {v.id for v, lin in zip(body.inputs, linear) if lin}
+    for e in body.eqns:
+        if any(isinstance(a, Var) and a.id in linear_ids for a in e.inputs):
+            linear_ids.update(v.id for v in e.outputs)
+        elif e.primitive is remat_p:
+            sub = e.params["jaxpr"]
+            partial_eval(sub, [False] * len(sub.inputs), saveable=policy_saveable(e.params["policy"]))
+        else:
+            for _, sub in subprograms(e.params):
+                _ask_known_checkpoints(sub, [False] * len(sub.inputs))
+
+
 def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     """remat_transpose: a remat of the transposed body, which takes the
     nonzero cotangents only and returns the nonzero cotangents of the
@@ -424,6 +452,7 @@ def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     (backward_pass transposes every linear equation): the effects of the
     body's nonlinear part run again."""
     linear = [is_undefined(a) for a in args]
+    _ask_known_checkpoints(jaxpr, linear)
     nonzero_cts = [c for c in cts if not isinstance(c, Zero)]
     with building() as b:
         nonlin_in = [b.new_input(v.type) for v, lin in zip(jaxpr.inputs, linear) if not lin]

@@ -451,3 +451,31 @@ def test_a_prevent_cse_reproducer_counts_jax_s_barriers(tmp_path):
     assert runs["crash"].returncode != 0 and "AssertionError" in runs["crash"].stderr, runs["crash"].stderr[-2000:]
     assert runs["agree"].returncode == 0, runs["agree"].stdout + runs["agree"].stderr[-2000:]
     assert "JAX barriers:" in runs["agree"].stdout
+
+
+@pytest.mark.parametrize("where", ["known in a checkpoint", "linear in a checkpoint"])
+def test_remat_transpose_asks_a_known_nested_checkpoint_s_policy(where):
+    """save_from_both_policies of two offload policies raises JAX's
+    ValueError whenever it is asked. A checkpoint using it inside another
+    checkpoint, its output only compared (no tangent): the forward pass
+    never asks it, but the enclosing checkpoint's transposition partially
+    evaluates the body with a JaxprTrace, which runs remat_partial_eval on
+    the known checkpoint too and asks its policy (found by a pristine
+    campaign, b6a0087fd3: JAX raised where the spec computed). Both raise
+    now, as where the nested checkpoint's output has a tangent."""
+    from jax import lax
+    cp = jax.checkpoint_policies
+    older = next(d for d in oracle.divergences.DIVERGENCES if d.name == "save-from-both-policies-answers-either-answer")
+    if older.active():
+        pytest.skip(f"jax {jax.__version__}'s save_from_both_policies takes either answer ({older.name})")
+
+    def make():
+        pol = cp.save_from_both_policies(cp.offload_dot_with_no_batch_dims("device", "pinned_host"),
+                                         cp.offload_dot_with_no_batch_dims("device", "pinned_host"))
+        inner = jax.checkpoint(jnp.sin, policy=pol)
+        if where == "known in a checkpoint":
+            return lambda a: jax.checkpoint(lambda c: lax.select_n(c > inner(c), c, c))(a)
+        return lambda a: jax.checkpoint(lambda c: inner(c) * c)(a)
+    report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.float32(0.3), implementations=("remat2",))
+    assert report.status("vjp", "remat2") == "not applicable", str(report)     # both raise the same
+    assert {r.status for r in report.results} <= {"ok", "not applicable"}, str(report)

@@ -211,7 +211,7 @@ def _debug_callback_from_jax(p):
 jax_facts[debug_callback_p] = JaxFacts(
     "debug_callback",
     "lambda *xs, callback, effect, partitioned: debugging.debug_callback_p.bind(*xs, "
-    "callback=lambda *vs: print('debug_callback', *(tuple(v.shape) for v in vs)), "
+    "callback=lambda *vs: print('debug_callback', *(tuple(v.shape) for v in vs)) or (), "
     "effect={'unordered': debugging.debug_effect, "
     "'ordered': debugging.ordered_debug_effect}[effect], partitioned=partitioned)",
     from_jax=_debug_callback_from_jax)

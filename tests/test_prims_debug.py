@@ -205,6 +205,8 @@ def test_vmap_matches_jaxs_unrolled_prints():
         return x * c
     x, c = np.ones((3, 2), np.float32), np.ones(2, np.float32)
     theirs = oracle.from_jaxpr(jax.make_jaxpr(jax.vmap(f, in_axes=(0, None)))(x, c))
+    if not any(e.primitive.name == "debug_print" for e in theirs.eqns):
+        pytest.skip(f"jax {jax.__version__} prints by debug_callback (debug_print_p is jax 0.7's)")
     prog = spec.trace(lambda x, c: (debug_print(x, c, fmt="{} {}"), x * c)[1], f32[2], f32[2])
     mine = spec.vmap(prog, in_axes=(0, None), axis_size=3)
     assert [e.primitive.name for e in mine.eqns] == [e.primitive.name for e in theirs.eqns]
@@ -235,6 +237,12 @@ def _policy_and_arguments(jax, policy: str):
     return pol, (w1, w2, x)
 
 
+def _implementations() -> set:
+    """remat2, and remat3 where the installed release has it."""
+    import oracle
+    return {"remat2"} | (set() if oracle.jax_api.unavailable("remat3") else {"remat3"})
+
+
 @pytest.mark.parametrize("policy", ["None", "dots_saveable", "dots_with_no_batch_dims_saveable",
                                     "everything_saveable", "save_h"])
 def test_oracle_check_loss_that_prints(policy, capsys):
@@ -242,7 +250,7 @@ def test_oracle_check_loss_that_prints(policy, capsys):
     import oracle
     pol, (w1, w2, x) = _policy_and_arguments(jax, policy)
     report = oracle.check(_losses(), pol, w1, w2, x)
-    assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)
+    assert {r.implementation for r in report.results if r.status == "ok"} == _implementations(), str(report)
 
 
 def _callback_loss(ordered):
@@ -275,10 +283,14 @@ CALLBACK_CHECKS = [(p, False) for p in ("None", "dots_saveable", "everything_sav
 def test_oracle_check_loss_that_calls_back(policy, ordered):
     jax = _jax()
     import oracle
+    try:    # a keyword argument that is no array: static, from jax 0.4.3x on
+        jax.make_jaxpr(lambda v: jax.debug.callback(lambda v, *, tag: None, v, tag="h"))(1.0)
+    except TypeError:
+        pytest.skip(f"jax {jax.__version__}'s debug.callback takes only array arguments")
     pol, (w1, w2, x) = _policy_and_arguments(jax, policy)
     loss, seen = _callback_loss(ordered)
     report = oracle.check(loss, pol, w1, w2, x)
-    assert {r.implementation for r in report.results if r.status == "ok"} == {"remat2", "remat3"}, str(report)
+    assert {r.implementation for r in report.results if r.status == "ok"} == _implementations(), str(report)
     assert {r.status for r in report.results if r.implementation == "remat2"} <= {"ok", "not compared"}, str(report)
     assert ("h", (2, 4)) in seen and ("out", (2, 2)) in seen     # JAX ran the user's callbacks
 
@@ -355,7 +367,8 @@ def test_an_effect_reading_the_carry_stays_in_the_scan(effect):
         c, ys = jax.lax.scan(jax.checkpoint(body), x, jnp.ones((2, 3), jnp.float32))
         return jnp.sum(c) + jnp.sum(ys)
     report = oracle.check(loss, None, np.linspace(-1, 1, 3, dtype=np.float32))
-    assert {r.status for r in report.results} <= {"ok", "known divergence", "not compared"}, str(report)
+    unchecked = {"not checked"} if oracle.jax_api.unavailable("remat3") else set()   # a release without remat3
+    assert {r.status for r in report.results} <= {"ok", "known divergence", "not compared"} | unchecked, str(report)
 
 
 # --------------------------------------------------------------------------

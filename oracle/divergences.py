@@ -267,9 +267,11 @@ def _remat3_linearizes_checkpoint_bodies(ctx):
     (direct linearize), so an equation whose JVP has no linearization (the
     generic reduce_window's) fails even where nothing reads its outputs;
     remat2 partially evaluates the body's JVP, and the unused equation is
-    dead code."""
+    dead code. Any property that linearizes, a stack of transformations
+    with a grad, vjp or linearize layer included (found by a pristine
+    campaign, 32fae7ca1b)."""
     if (ctx.implementation != "remat3" or ctx.spec_error is not None
-            or ctx.property not in ("residuals", "vjp_leaves", "prevent_cse", "vjp", "second_order")
+            or ctx.property not in ("residuals", "vjp_leaves", "prevent_cse", "vjp", "second_order", "stack")
             or not isinstance(ctx.error, ValueError) or str(ctx.error) != LINEARIZATION_ERROR):
         return False
     try:

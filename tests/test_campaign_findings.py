@@ -481,3 +481,27 @@ def test_remat_transpose_asks_a_known_nested_checkpoint_s_policy(where):
     report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.float32(0.3), implementations=("remat2",))
     assert report.status("vjp", "remat2") == "not applicable", str(report)     # both raise the same
     assert {r.status for r in report.results} <= {"ok", "not applicable"}, str(report)
+
+
+@pytest.mark.parametrize("dead_window", [True, False])
+def test_remat3_grad_stack_through_a_dead_generic_reduce_window(dead_window):
+    """remat3 linearizes a checkpoint's body equation by equation, so a
+    generic reduce_window nothing reads makes jax.grad of a stack raise
+    JAX's linearization error (found by a pristine campaign, 32fae7ca1b: the
+    stack property was not among the predicate's properties); without the
+    window both agree with the spec."""
+    from fuzz import properties
+    from oracle import stacks as S
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def body(d, e):
+        if dead_window:
+            lax.reduce_window(e, 1.0, lambda g, h: g, (1, 3), (1, 1), "VALID")
+        return jnp.sin(d)
+    prog = trace_jax(lambda a, b: jax.checkpoint(body)(a, b), np.float32(0.5), np.ones((2, 5), np.float32))
+    report = properties.oracle_agrees(prog, implementations=("remat3",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK,))
+    name = "remat3-linearizes-checkpoint-bodies-per-equation"
+    assert report.status(S.STACK, "remat3") == ("known divergence" if dead_window else "ok"), str(report)
+    assert any(k[0] == name for k in report.known_divergences) == dead_window

@@ -109,7 +109,7 @@ class Property:
     description: str = ""
     implementations: tuple | None = None       # those it is compared under (None: every one)
     program: Callable | None = None            # case -> the program its answers are of (None: the case's)
-    unmodelled: Callable | None = None         # () -> why the installed JAX's answers are not modelled, or None
+    unmodelled: Callable | None = None         # case -> why JAX's answers for it are not modelled, or None
     without_dead_code: Callable | None = None  # case -> its spec program built with every level's dead code removed
 
     def context(self, case: Case, impl: str, **kw) -> divergences.Context:
@@ -136,7 +136,7 @@ class Property:
             return "no inputs to batch (jax.vmap needs an argument with an axis)"
         if impl is not None and self.implementations is not None and impl not in self.implementations:
             return f"compared under {', '.join(self.implementations)} only"
-        return self.unmodelled() if self.unmodelled is not None else None
+        return self.unmodelled(case) if self.unmodelled is not None else None
 
 
 # --------------------------------------------------------------------------

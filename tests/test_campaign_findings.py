@@ -505,3 +505,29 @@ def test_remat3_grad_stack_through_a_dead_generic_reduce_window(dead_window):
     name = "remat3-linearizes-checkpoint-bodies-per-equation"
     assert report.status(S.STACK, "remat3") == ("known divergence" if dead_window else "ok"), str(report)
     assert any(k[0] == name for k in report.known_divergences) == dead_window
+
+
+@pytest.mark.parametrize("sharding", ["named", "single device"])
+def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
+    """jax.grad of a program whose value is constrained to a NamedSharding
+    seeds its cotangent with a `reshard` (sharding in types), and the
+    transposes after it bind reduce_sum over no axes, which grad's own
+    linearization saves where the spec saves the literal 1.0 (found by a
+    pristine campaign, 6146d5a872): not modelled, so not compared, saying
+    why; the numbers are compared. A single-device sharding is compared."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec.prims_conv import sharding_constraint
+    if not hasattr(jax.sharding, "AxisType"):
+        pytest.skip(f"the emitter binds sharding constraints in jax 0.6's API, not {jax.__version__}'s")
+    kind = jax.devices()[0].default_memory().kind     # "device" (0.7 on), "unpinned_host" before
+    sh = (("NamedSharding", ("Mesh", (0,), (1,), ("x",), ("Auto",)), ("x", None), kind)
+          if sharding == "named" else ("SingleDeviceSharding", 0, kind))
+    prog = spec.trace(lambda a, b: (a, sharding_constraint(b, sh)), spec.f32[()], spec.f32[4, 2])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK_RESIDUALS, S.STACK))
+    direct = S._without_direct_linearization() is None
+    want = "not compared" if sharding == "named" or not direct else "ok"
+    assert report.status(S.STACK_RESIDUALS, "remat2") == want, str(report)
+    assert report.status(S.STACK, "remat2") == "ok", str(report)

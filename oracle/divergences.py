@@ -350,8 +350,12 @@ def _remat3_never_asks_refused_policy(ctx):
     composed with an active additive divergence: scalar literals JAX does
     not save, as `_constant_type_literals`, found by the fuzzer; a zero a
     jit's linearization saves, found by a campaign: a pad's padding value
-    in a jit beside the checkpoint)."""
-    if ctx.implementation != "remat3" or not isinstance(ctx.spec_error, sp.PolicyCombinationError):
+    in a jit beside the checkpoint). Where JAX raised too, for another
+    reason, the spec has no answer to compare it with either (found by a
+    campaign: the pad transpose's TypeError of a differentiated padding
+    value, which the spec's remat2 view never reached)."""
+    refused = ctx.spec_error if ctx.spec_error is not None else ctx.spec_error_too
+    if ctx.implementation != "remat3" or not isinstance(refused, sp.PolicyCombinationError):
         return False
     if ctx.property != "residuals":
         return True

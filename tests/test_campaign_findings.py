@@ -531,3 +531,33 @@ def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     want = "not compared" if sharding == "named" or not direct else "ok"
     assert report.status(S.STACK_RESIDUALS, "remat2") == want, str(report)
     assert report.status(S.STACK, "remat2") == "ok", str(report)
+
+
+def test_remat3_never_asks_a_refused_policy_where_jax_raises_for_another_reason():
+    """A save_from_both_policies of an offload policy, which the spec (as
+    remat2) refuses when asked, and remat3 never asks; beside it a pad of a
+    non-differentiable operand with a differentiated padding value, whose
+    transpose JAX cannot run (a TypeError). Under a grad stack remat3 raises
+    that TypeError where the spec raised the policy's refusal: both fail,
+    for different reasons, and the refused policy is the known divergence
+    (found by a pristine campaign, 4a1ae57152)."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec import ops, policies as sp
+    from spec.prims_math import ceil
+    from spec.prims_structural import pad
+    from spec.remat import checkpoint_name
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    pol = sp.save_from_both_policies(sp.save_and_offload_only_these_names(
+        names_which_can_be_saved=(), names_which_can_be_offloaded=("a",), offload_src="device", offload_dst="pinned_host"),
+                                     sp.save_only_these_names("a", "b"))
+
+    def fn(a, d):
+        padded = pad(ceil(d), a, ((0, 0, 0),))
+        return (ops.checkpoint(lambda h: checkpoint_name(ops.sin(checkpoint_name(h, "a")), "b"), policy=pol)(a), padded)
+    prog = spec.trace(fn, spec.f32[()], spec.f32[6])
+    report = properties.oracle_agrees(prog, implementations=("remat3",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK,))
+    assert report.status(S.STACK, "remat3") == "known divergence", str(report)

@@ -1632,7 +1632,8 @@ def _pad_transposed_for_its_padding_value_alone(ctx):
 
 
 # remat_dce's zip of a checkpoint's prevent_cse flags with its used inputs
-SAFE_ZIP_LENGTHS = re.compile(r"safe_zip\(\) argument 1 has length (\d+) but argument 0 has length (\d+)")
+# JAX caps a long argument's length in the message: "has length 17+" (found by a campaign)
+SAFE_ZIP_LENGTHS = re.compile(r"safe_zip\(\) argument 1 has length (\d+)\+? but argument 0 has length (\d+)")
 
 
 def _nested_per_argument_prevent_cse(ctx):

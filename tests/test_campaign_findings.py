@@ -561,3 +561,21 @@ def test_remat3_never_asks_a_refused_policy_where_jax_raises_for_another_reason(
     report = properties.oracle_agrees(prog, implementations=("remat3",), stack=S.Stack((S.Layer("grad"),)),
                                       only=(S.STACK,))
     assert report.status(S.STACK, "remat3") == "known divergence", str(report)
+
+
+@pytest.mark.parametrize("message", [
+    "safe_zip() argument 1 has length 2 but argument 0 has length 1",
+    "safe_zip() argument 1 has length 17+ but argument 0 has length 6. All lengths: (6, 17+) "
+    "(Note: length capped for argument(s) 1)"])
+def test_nested_per_argument_prevent_cse_names_jax_s_capped_lengths_too(message):
+    """JAX caps a long argument's length in its safe_zip message ("17+"):
+    the predicate of nested-per-argument-prevent-cse-loses-its-residual-flags
+    read only plain numbers, and a campaign's program with a long nested
+    checkpoint was a finding (da1d6fec31, under jax.linearize)."""
+    import spec
+    from oracle import divergences
+    from spec import ops
+    prog = spec.trace(lambda x: (ops.checkpoint(lambda y: ops.mul(ops.checkpoint(ops.sin, prevent_cse=(True,))(y), 2.0),
+                                                policy=spec.policies.everything_saveable)(x),), spec.f32[3])
+    ctx = divergences.Context("remat2", "stack", None, prog, error=ValueError(message))
+    assert divergences._nested_per_argument_prevent_cse(ctx)

@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 import ml_dtypes
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
-                       instantiate, is_undefined, jvp_rules, partial_eval_rules,
+                       is_undefined, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, staging_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var, is_float
 from spec.prims_conv import reduce_precision_p
@@ -51,7 +51,7 @@ from spec.core import batch_rules, building
 from spec.evaluate import evaluate
 from spec.ir import subprograms
 from spec.jvp import jvp_program
-from spec.transpose import transpose, transpose_traced
+from spec.transpose import transpose_traced
 
 # ==========================================================================
 # name (checkpoint_name)

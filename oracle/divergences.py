@@ -1676,6 +1676,28 @@ def _eqns(prog: Program):
             yield from _eqns(sub)
 
 
+HOST_COTANGENT = re.compile(r"Expected cotangent type (\w+)(\[[^\]]*\]) but got \1<host>\2")
+
+
+def _offloads(policy) -> bool:
+    """The policy may answer Offload (an offload policy, or a combination
+    holding one)."""
+    if isinstance(policy, sp._SaveFromBoth):
+        return _offloads(policy.policy_1) or _offloads(policy.policy_2)
+    return isinstance(policy, sp._OFFLOAD)
+
+
+def _offloaded_residual_cotangent_on_host(ctx):
+    """remat2 raised JAX's cotangent type check with the host memory space
+    the only difference (`Expected cotangent type f32[] but got
+    f32<host>[]`), where the spec computes, and a checkpoint of the
+    program has an offloading policy."""
+    if (ctx.implementation != "remat2" or ctx.spec_error is not None or not isinstance(ctx.error, ValueError)
+            or HOST_COTANGENT.search(str(ctx.error)) is None):
+        return False
+    return any(_offloads(p) for p in policies_in(ctx.program))
+
+
 def _scans_with_constants(prog: Program) -> bool:
     """A scan of `prog`, at any depth, whose body holds a constant array of
     its own (a non-scalar literal, at any depth of the body)."""
@@ -2917,6 +2939,23 @@ DIVERGENCES = [
         "                   prevent_cse=(False,))\n"
         "jax.grad(lambda x: f(x).sum())(k)  # AssertionError",
         _tuple_prevent_cse_over_scan_constants, releases=Releases("0.7.2")),
+    Divergence(
+        "grad-of-grad-of-an-offloaded-residual-gets-a-host-cotangent",
+        "Differentiating a checkpoint a second time where its policy offloads a residual to "
+        "host memory (save_and_offload_only_these_names, offload_dot_with_no_batch_dims): the "
+        "first derivative reads the offloaded value back, and the second one's backward pass "
+        "meets a cotangent in host memory where it expects one in device memory, and raises "
+        "`Expected cotangent type float32[] but got float32<host>[]` (jax 0.10.2; jax 0.6.2 "
+        "computes jax.jit of it: -sin(x), as the spec does; the releases between are not "
+        "checked). Found by a pristine campaign (f8be1365d7, grad o grad). The predicate: "
+        "remat2, JAX raised that ValueError (the types differ in the host memory space alone) "
+        "where the spec computes, and a checkpoint of the program has an offloading policy.",
+        "from jax.ad_checkpoint import checkpoint_name\n"
+        "pol = jax.checkpoint_policies.save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['a'], offload_src='device', offload_dst='pinned_host')\n"
+        "f = jax.checkpoint(lambda d: jnp.sin(checkpoint_name(d, 'a')), policy=pol)\n"
+        "jax.jit(jax.grad(jax.grad(f)))(0.5)  # ValueError",
+        _offloaded_residual_cotangent_on_host, releases=Releases("0.10.2")),
 ]
 
 

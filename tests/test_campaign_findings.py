@@ -579,3 +579,27 @@ def test_nested_per_argument_prevent_cse_names_jax_s_capped_lengths_too(message)
                                                 policy=spec.policies.everything_saveable)(x),), spec.f32[3])
     ctx = divergences.Context("remat2", "stack", None, prog, error=ValueError(message))
     assert divergences._nested_per_argument_prevent_cse(ctx)
+
+
+@pytest.mark.parametrize("offload", [True, False])
+def test_grad_of_grad_of_an_offloaded_residual(offload):
+    """jax.grad of jax.grad of a checkpoint offloading a named value to host
+    memory: jax 0.10.2 raises `Expected cotangent type float32[] but got
+    float32<host>[]` (found by a pristine campaign, f8be1365d7); the known
+    divergence names exactly that; saving the name instead agrees."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec import ops, policies as sp
+    from spec.remat import checkpoint_name
+    name = "grad-of-grad-of-an-offloaded-residual-gets-a-host-cotangent"
+    if not next(d for d in oracle.divergences.DIVERGENCES if d.name == name).active():
+        pytest.skip(f"{name} is declared for jax 0.10.2, not {jax.__version__}")
+    pol = (sp.save_and_offload_only_these_names(names_which_can_be_saved=(), names_which_can_be_offloaded=("a",),
+                                                offload_src="device", offload_dst="pinned_host")
+           if offload else sp.save_only_these_names("a"))
+    prog = spec.trace(lambda a, b: (ops.checkpoint(lambda d: ops.sin(checkpoint_name(d, "a")), policy=pol)(a),),
+                      spec.f32[()], spec.f32[()])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"), S.Layer("grad"))),
+                                      only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == ("known divergence" if offload else "ok"), str(report)

@@ -92,11 +92,18 @@ class JaxFacts:
               dimension-number dataclasses are read by attribute); None:
               the params are the spec's, by name
     ignored   JAX params the spec leaves out, with the one value accepted
+    literal_operands_folded
+              JAX's JVP rule applies Python operators to the primal
+              operands, so a scalar literal among them (a Python float,
+              weakly typed) is folded or promoted there as jnp does, which
+              the spec (no weak types) does not model: the names of
+              second-order residuals differ (the oracle does not compare them)
     """
     name: str
     emitter: str
     from_jax: Callable[[dict], dict] | None = None
     ignored: tuple = ()          # ((param name, accepted value), ...)
+    literal_operands_folded: bool = False
 
 
 jax_facts: dict[Primitive, JaxFacts] = {}

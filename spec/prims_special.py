@@ -287,7 +287,7 @@ shape_rules[igamma_p] = _binary_shape(igamma_p, kinds=("float",))
 eval_rules[igamma_p] = _binary_eval("igamma")
 jvp_rules[igamma_p] = _igamma_jvp
 batch_rules[igamma_p] = broadcast_batcher(igamma_p)
-jax_facts[igamma_p] = JaxFacts("igamma", "lambda a, x: lax.igamma(a, x)")
+jax_facts[igamma_p] = JaxFacts("igamma", "lambda a, x: lax.igamma(a, x)", literal_operands_folded=True)
 
 
 def _igammac_jvp(primals, tangents):
@@ -304,7 +304,7 @@ shape_rules[igammac_p] = _binary_shape(igammac_p, kinds=("float",))
 eval_rules[igammac_p] = _binary_eval("igammac")
 jvp_rules[igammac_p] = _igammac_jvp
 batch_rules[igammac_p] = broadcast_batcher(igammac_p)
-jax_facts[igammac_p] = JaxFacts("igammac", "lambda a, x: lax.igammac(a, x)")
+jax_facts[igammac_p] = JaxFacts("igammac", "lambda a, x: lax.igammac(a, x)", literal_operands_folded=True)
 
 
 def _igamma_grad_a_jvp(primals, tangents):
@@ -406,7 +406,8 @@ eval_rules[regularized_incomplete_beta_p] = _betainc_eval
 jvp_rules[regularized_incomplete_beta_p] = _betainc_jvp
 batch_rules[regularized_incomplete_beta_p] = broadcast_batcher(regularized_incomplete_beta_p)
 jax_facts[regularized_incomplete_beta_p] = JaxFacts("regularized_incomplete_beta",
-                                                    "lambda a, b, x: lax.betainc(a, b, x)")
+                                                    "lambda a, b, x: lax.betainc(a, b, x)",
+                                                    literal_operands_folded=True)
 
 
 def _betainc_reference(a: float, b: float):

@@ -603,3 +603,32 @@ def test_grad_of_grad_of_an_offloaded_residual(offload):
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"), S.Layer("grad"))),
                                       only=(S.STACK,))
     assert report.status(S.STACK, "remat2") == ("known divergence" if offload else "ok"), str(report)
+
+
+@pytest.mark.parametrize("fn", ["igamma", "betainc", "igamma of arrays"])
+def test_second_order_residuals_of_a_folded_literal_operand_are_not_compared(fn):
+    """lax.igamma(1.5, x) and lax.betainc(2.5, 1.5, x) with Python floats:
+    JAX's JVP rules apply Python operators to the primals, promoting a
+    weakly typed `a - 1` (convert_element_type) or folding `b - 1` to a
+    literal, which grad's own linearization names differently from the
+    spec (found by pristine campaigns, aad1d61dc9 and 2087fb15dc): not
+    compared, saying why; the numbers are. With array operands, compared."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec.prims_elementwise import _lit_like
+    from spec.prims_special import betainc, igamma
+    if fn == "igamma":
+        prog = spec.trace(lambda x: (igamma(_lit_like(x, 1.5), x),), spec.f32[4])
+    elif fn == "betainc":
+        prog = spec.trace(lambda x: (betainc(_lit_like(x, 2.5), _lit_like(x, 1.5), x),),
+                          spec.f32[2, 3])
+    else:
+        prog = spec.trace(lambda a, x: (igamma(a, x),), spec.f32[4], spec.f32[4])
+    grad = S.Layer("grad", argnums=(1,)) if fn == "igamma of arrays" else S.Layer("grad")   # (a's: igamma_grad_a)
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((grad,)),
+                                      only=(S.STACK_RESIDUALS, S.STACK))
+    direct = S._without_direct_linearization() is None
+    want = "ok" if fn == "igamma of arrays" and direct else "not compared"
+    assert report.status(S.STACK_RESIDUALS, "remat2") == want, str(report)
+    assert report.status(S.STACK, "remat2") == "ok", str(report)

@@ -1645,9 +1645,9 @@ def _nested_per_argument_prevent_cse(ctx):
     m = SAFE_ZIP_LENGTHS.search(str(ctx.error)) if isinstance(ctx.error, ValueError) else None
     if ctx.implementation != "remat2" or ctx.spec_error is not None or m is None or int(m[1]) <= int(m[2]):
         return False
-    return any(isinstance(inner.params["prevent_cse"], tuple)
-               for outer in _eqns(ctx.program) if outer.primitive is remat_p
-               for inner in _eqns(outer.params["jaxpr"]) if inner.primitive is remat_p)
+    return any(isinstance(inner.params["prevent_cse"], tuple)    # the checked function's (a stack level's
+               for outer in _eqns(ctx.user_program) if outer.primitive is remat_p     # checkpoints are staged:
+               for inner in _eqns(outer.params["jaxpr"]) if inner.primitive is remat_p)   # 9a4fe03557)
 
 
 def _vmapped_per_argument_prevent_cse_with_closed_constants(ctx):

@@ -632,3 +632,24 @@ def test_second_order_residuals_of_a_folded_literal_operand_are_not_compared(fn)
     want = "ok" if fn == "igamma of arrays" and direct else "not compared"
     assert report.status(S.STACK_RESIDUALS, "remat2") == want, str(report)
     assert report.status(S.STACK, "remat2") == "ok", str(report)
+
+
+def test_nested_per_argument_prevent_cse_under_a_grad_stack():
+    """The known JAX bug nested-per-argument-prevent-cse-loses-its-residual-
+    flags under a grad stack's second-order residuals: the predicate looks
+    at the checked function's checkpoints, not at the stack level's program,
+    where the outer checkpoint is already staged (found by a pristine
+    campaign, 9a4fe03557)."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec import ops, policies as sp
+    name = "nested-per-argument-prevent-cse-loses-its-residual-flags"
+    if not next(d for d in oracle.divergences.DIVERGENCES if d.name == name).active():
+        pytest.skip(f"{name} is declared for jax 0.7.2 on, not {jax.__version__}")
+    body = lambda d: (d, ops.checkpoint(ops.sin, prevent_cse=(False,))(d))    # noqa: E731
+    prog = spec.trace(lambda a: (ops.checkpoint(body, policy=sp.everything_saveable,
+                                                prevent_cse=False)(a)[0],), spec.f32[()])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK_RESIDUALS,))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "known divergence", str(report)

@@ -357,7 +357,7 @@ def _remat3_never_asks_refused_policy(ctx):
     refused = ctx.spec_error if ctx.spec_error is not None else ctx.spec_error_too
     if ctx.implementation != "remat3" or not isinstance(refused, sp.PolicyCombinationError):
         return False
-    if ctx.property != "residuals":
+    if ctx.property != "residuals" or ctx.jax_residuals is None:     # (JAX raised: no list to compare)
         return True
     modelled = remat3_modelled(ctx)
     if ctx.jax_residuals in modelled:

@@ -653,3 +653,22 @@ def test_nested_per_argument_prevent_cse_under_a_grad_stack():
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"),)),
                                       only=(S.STACK_RESIDUALS,))
     assert report.status(S.STACK_RESIDUALS, "remat2") == "known divergence", str(report)
+
+
+def test_refused_policy_predicate_where_both_raise_on_the_residuals_property():
+    """remat3-unrecognised-policy-is-full-remat where JAX raised too, on the
+    residuals property: there is no JAX list to compare, and the predicate
+    read one (TypeError: 'NoneType' object is not iterable, which the
+    checker reports as a RuntimeError of the predicate: found by a pristine
+    campaign, 6ae657106f, a while loop beside the refused policy)."""
+    import spec
+    from oracle import divergences
+    from spec import ops, policies as sp
+    from spec.remat import checkpoint_name
+    pol = sp.save_from_both_policies(sp.save_only_these_names("b"), sp.save_only_these_names("a"))
+    body = lambda x: ops.sin(checkpoint_name(checkpoint_name(x, "a"), "b"))     # noqa: E731
+    prog = spec.trace(lambda x: (ops.checkpoint(body, policy=pol)(x),), spec.f32[3])
+    refusal = sp.PolicyCombinationError("The return value of the policies should be a boolean.")
+    ctx = divergences.Context("remat3", "residuals", pol, prog, error=ValueError("Reverse-mode differentiation "
+                              "does not work for lax.while_loop"), spec_error_too=refusal)
+    assert divergences._remat3_never_asks_refused_policy(ctx)

@@ -269,6 +269,19 @@ def _closed_over(xs, types):
     return [x if isinstance(x, jax_core.Tracer) else jnp.asarray(x, dtype=t.dtype) for x, t in zip(xs, types)]
 
 
+def _body_closing_over(xs, params, table):
+    """(consts, fun): the custom call's consts as JAX values (`_closed_over`)
+    and its body as a function of the other operands, closing over them,
+    named as the custom function."""
+    body = params["jaxpr"]
+    consts = _closed_over(xs, body.in_types[:len(xs)])
+
+    def fun(*a):
+        return _run(body, [*consts, *a], table)
+    fun.__name__ = params["name"]
+    return consts, fun
+
+
 def _custom_jvp(params, table):
     """jax.custom_jvp of the body, with a JVP rule that runs the spec rule's
     program for the perturbed inputs. With num_consts, the returned function
@@ -282,11 +295,7 @@ def _custom_jvp(params, table):
     args_types = body.in_types[nc:]
 
     def call(*xs):
-        consts = _closed_over(xs[:nc], body.in_types[:nc])
-
-        def fun(*a):
-            return _run(body, [*consts, *a], table)
-        fun.__name__ = params["name"]
+        consts, fun = _body_closing_over(xs[:nc], params, table)
         f = jax.custom_jvp(fun)
 
         def jvp(primals, tangents):
@@ -312,11 +321,7 @@ def _custom_vjp(params, table):
     n = len(body.outputs)
 
     def call(*xs):
-        consts = _closed_over(xs[:nc], body.in_types[:nc])
-
-        def fun(*a):
-            return _run(body, [*consts, *a], table)
-        fun.__name__ = params["name"]
+        consts, fun = _body_closing_over(xs[:nc], params, table)
         f = jax.custom_vjp(fun)
 
         def fwd(*args):

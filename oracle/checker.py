@@ -55,11 +55,6 @@ from oracle.properties import (PROPERTIES as _PROPERTIES, Case, Disagreement, Pr
 IMPLEMENTATIONS = ("remat2", "remat3")
 PROPERTIES = tuple(_PROPERTIES)
 DEFAULT_REPRO_DIR = None   # set by the pytest plugin's --oracle-repro-dir
-# XLA:CPU's backend optimisation level 0 halves compile time for these small
-# check functions; it changes no semantics (only scheduling/vectorisation
-# of the same HLO), and numbers stay within oracle.tolerances. Given to
-# XLA:CPU only: other backends compile as their users' programs do.
-COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 STATUSES = ("ok", "known divergence", "not applicable", "not compared", "not checked")
 
 __all__ = ["AS_IS", "Factory", "Report", "Result", "check", "expected_residuals", "explain",
@@ -250,43 +245,60 @@ def jax_outcomes(case: Case, f, props, timings) -> dict:
     if compiled:
         value, error = _outcome(_compiled, case, f, compiled, timings)
         if error is None:
-            out.update({p.name: (value[p.name], None) for p in compiled})
+            out.update(value)
         elif len(compiled) == 1:
             out[compiled[0].name] = (None, error)
-        else:    # which properties raise? each alone
+        else:    # compiling or running raised: which property? each alone
             for p in compiled:
                 v, e = _outcome(_compiled, case, f, [p], timings)
-                out[p.name] = (None, e) if e is not None else (v[p.name], None)
+                out[p.name] = (None, e) if e is not None else v[p.name]
     return out
 
 
 def _compiled(case: Case, f, props, timings) -> dict:
-    """The compiled-tier properties from one jax.jit-compiled function."""
+    """The compiled-tier properties from one jax.jit-compiled function:
+    property name -> (value, error). A property whose term raises while
+    tracing has its error and leaves the others their one compilation
+    (JAX raises a transformation's refusal, e.g. vmap of a user's name
+    subclass, at trace time); compiling or running raising leaves."""
     import jax
     flat = case.call.flat(f)
     diff = [i for i, t in enumerate(case.prog.in_types) if is_float(t.dtype)]
+    traced_errors = {}
 
     def together(*operands):
-        return {p.name: p.jax_term(flat, operands, diff) for p in props}
+        terms = {}
+        for p in props:
+            term, error = _outcome(p.jax_term, flat, operands, diff)
+            if error is None:
+                terms[p.name] = term
+            else:
+                traced_errors[p.name] = error
+        return terms
     # a key's tangent is never read (keys are not differentiated); its batch is a key array
     operands = (list(case.call.jax_leaves), [t if is_float(t.dtype) else np.zeros(t.shape, np.int32)
                                              for t in case.tangents],
                 list(case.cts), [jax_value_of(b) for b in case.batched],
                 {p.name: [jax_value_of(a) for a in p.operands(case)] for p in props if p.operands})
-    options = COMPILER_OPTIONS
+    options = jax_api.cpu_compiler_options()
     if case.backend is not None:      # committed to the backend's device: the jit runs there
         operands = jax.device_put(operands, case.backend.device)
-        options = COMPILER_OPTIONS if case.backend.platform == "cpu" else {}
+        options = options if case.backend.platform == "cpu" else {}
     t0 = time.perf_counter()
     lowered = jax.jit(together).lower(*operands)
     t1 = time.perf_counter()
+    timings["jax_trace"] += t1 - t0
+    out = {name: (None, e) for name, e in traced_errors.items()}
+    if len(out) == len(props):
+        return out
     compiled = lowered.compile(compiler_options=options)
     t2 = time.perf_counter()
-    out = jax.block_until_ready(compiled(*operands))
-    out.update({p.name: p.after(out[p.name]) for p in props if p.after is not None})
-    timings["jax_trace"] += t1 - t0
+    values = jax.block_until_ready(compiled(*operands))
     timings["xla_compile"] += t2 - t1
     timings["execute"] += time.perf_counter() - t2
+    for p in props:
+        if p.name in values:
+            out[p.name] = (p.after(values[p.name]) if p.after is not None else values[p.name], None)
     return out
 
 

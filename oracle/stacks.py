@@ -41,12 +41,11 @@ from spec.ir import ArrayType, Literal, Program, is_float, is_key, subprograms
 
 from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument
-from oracle.checker import COMPILER_OPTIONS
 from spec import ops
 from spec.barriers import linear_optimization_barriers
 from spec.partial_eval import dce
 from spec.core import building, eval_program_traced
-from oracle import divergences, properties as P
+from oracle import divergences, jax_api, properties as P
 from oracle.jax_api.flags import flags
 
 AD_KINDS = ("jvp", "linearize", "vjp", "grad")
@@ -420,7 +419,8 @@ def stack_property(stack: Stack, prog: Program):
         def after(value):
             import jax
             f_lin, tangents = value
-            linear = jax.jit(call_linear).lower(f_lin, tangents).compile(compiler_options=COMPILER_OPTIONS)
+            linear = jax.jit(call_linear).lower(f_lin, tangents).compile(
+                compiler_options=jax_api.cpu_compiler_options())
             return list(jax.block_until_ready(linear(f_lin, tangents)))
     call = ("lin, tans = jax.jit(stack({f}))(*operands)\ngot = list(jax.jit(call_linear)(lin, tans))"
             if stack.linearized else "got = list(jax.jit(stack({f}))(*operands))")

@@ -91,12 +91,24 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
                     flags = [isinstance(a, Var) and a.id in depends for a in new.inputs]
                     outs_dep = output_dependence(new, flags)
                     depends.update(v.id for v, d in zip(new.outputs, outs_dep) if d)
+                _primal_outputs_known(outs, depends)
                 out_ts = [t if isinstance(t, Tracer) and isinstance(t.atom, Var) and t.atom.id in depends
                           else None for t in out_ts]
         for v, o, t in zip(e.outputs, outs, out_ts):
             primal_env[v.id] = o
             tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
+
+
+def _primal_outputs_known(primal_outs, depends):
+    """ad.linearize_from_jvp's check, made for each equation it linearizes
+    (a primitive without a linearization rule of its own: a checkpoint, a
+    while loop, the generic reduce_window), whether or not its outputs are
+    used: no primal output the JVP rule returns may depend on a tangent.
+    A checkpoint whose body holds a generic reduce_window has such an output
+    (found by a pristine campaign, 468ab22284: one the program never reads)."""
+    if any(isinstance(p, Tracer) and isinstance(p.atom, Var) and p.atom.id in depends for p in primal_outs):
+        raise ValueError(LINEARIZATION_ERROR)
 
 
 # Primitives whose linearization (JAX's, e.g. `_scan_linearize` via

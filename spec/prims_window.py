@@ -15,7 +15,8 @@ spec/prims_conv.py's monoid primitives).
   tangents whose computation is the JVP of `jaxpr`; a tangent of an init
   value is refused (JAX's TypeError). Its primal outputs come from the
   same equation as its tangents, so linearization (grad, vjp) fails in
-  JAX, and no transpose rule exists.
+  JAX (spec/jvp.py's `_primal_outputs_known`, from the dependence rule
+  below), and no transpose rule exists.
 * batching: `_generic_reduce_window_batch_rule` — batch axes to the front,
   a unit window there; batched init values are refused.
 
@@ -37,7 +38,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bin
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program
 from spec.prims_conv import _WINDOW, _ref_windows, _window_from_jax, _window_out_shape, _window_params, _window_views
-from spec.jvp import LINEARIZATION_ERROR, dependence_rules, jvp_traced, linearizing
+from spec.jvp import dependence_rules, jvp_traced
 from spec.partial_eval import instantiate_tangent
 
 reduce_window_p = primitive("reduce_window", ["jaxpr"] + _WINDOW, multiple_results=True)
@@ -138,11 +139,6 @@ def _reduce_window_jvp(primals, tangents, *, jaxpr: Program, **window):
     operands, inits = primals[:n], primals[n:]
     if not all(isinstance(t, Zero) for t in tangents[n:]):
         raise TypeError(INIT_TANGENT_ERROR)
-    if linearizing() and not all(isinstance(t, Zero) for t in tangents[:n]):
-        # JAX linearizes each equation from its JVP (ad.linearize_from_jvp),
-        # and this one's primal outputs depend on the tangents: it raises
-        # at the equation, whether or not its outputs are used
-        raise ValueError(LINEARIZATION_ERROR)
     op_tangents = [instantiate_tangent(t) for t in tangents[:n]]
     init_tangents = [np.zeros((), t.type.dtype) for t in tangents[n:]]
     outs = bind(reduce_window_p, *operands, *op_tangents, *inits, *init_tangents,

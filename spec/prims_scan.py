@@ -46,6 +46,7 @@ from spec.explain import eqn_flops
 from spec.jvp import jvp_traced, linearizing
 from spec.prims_call import call, call_p
 from spec.prims_elementwise import add_any
+from spec.remat import ask_known_checkpoints
 from spec.transpose import transpose
 import numpy as np
 
@@ -318,8 +319,14 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     remat_partial_eval, its staged half `differentiated=True`, and
     remat_lowering puts an optimization barrier on it (found by a campaign
     on 0.4.25, measured on 0.10.2 too). JAX computes the invariant half
-    before the loop; the spec keeps it in the body (the same values)."""
+    before the loop; the spec keeps it in the body (the same values). A
+    checkpoint reading only consts is split by remat_partial_eval too
+    (JaxprTrace runs the rule whatever its inputs), which asks its policy
+    about its body: a policy that raises when asked raises here (found by a
+    pristine campaign, c95dd0b0b0: save_from_both_policies of an offload
+    policy, in a scan body whose checkpoint reads a const)."""
     n_varying = len(known_body.inputs) - n_known_consts
+    ask_known_checkpoints(known_body, [False] * n_known_consts + [True] * n_varying)
     token = _RESTAGING_PRIMALS.set(True)
     try:
         pe = partial_eval(known_body, [False] * n_known_consts + [True] * n_varying, instantiate=True,

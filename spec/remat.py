@@ -416,7 +416,7 @@ def _known_prevent_cse(params, in_unknowns):
     return tuple(f for f, u in zip(p, in_unknowns) if not u) if isinstance(p, tuple) else p
 
 
-def _ask_known_checkpoints(body: Program, linear) -> None:
+def ask_known_checkpoints(body: Program, linear) -> None:
     """Ask the policy of each checkpoint of `body` that reads no linear
     value about its body's equations, discarding the answers.
     remat_transpose partially evaluates the body with a JaxprTrace
@@ -429,9 +429,13 @@ def _ask_known_checkpoints(body: Program, linear) -> None:
     (save_from_both_policies of an offload policy: PolicyCombinationError)
     raises in the backward pass of an enclosing checkpoint, where the
     forward pass never asked it (found by a pristine campaign, b6a0087fd3).
-    Known checkpoints inside an all-known equation's sub-programs (a jit, a
-    scan) are asked too; those inside an equation that also reads a linear
-    value are split by its own rule."""
+    A scan's linearization does the same to its known loop body
+    (_scan_known_hoisting, spec/prims_scan.py), `linear` there the
+    loop-varying inputs. Known checkpoints inside an all-known equation's
+    sub-programs (a jit, a scan) are asked too; those inside an equation
+    that also reads a linear value are left to its own rule (which, in the
+    hoisting trace, does not ask them: a known checkpoint inside a jit that
+    reads a loop-varying value goes unasked there)."""
     linear_ids = {v.id for v, lin in zip(body.inputs, linear) if lin}
     for e in body.eqns:
         if any(isinstance(a, Var) and a.id in linear_ids for a in e.inputs):
@@ -441,7 +445,7 @@ def _ask_known_checkpoints(body: Program, linear) -> None:
             partial_eval(sub, [False] * len(sub.inputs), saveable=policy_saveable(e.params["policy"]))
         else:
             for _, sub in subprograms(e.params):
-                _ask_known_checkpoints(sub, [False] * len(sub.inputs))
+                ask_known_checkpoints(sub, [False] * len(sub.inputs))
 
 
 def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
@@ -452,7 +456,7 @@ def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     (backward_pass transposes every linear equation): the effects of the
     body's nonlinear part run again."""
     linear = [is_undefined(a) for a in args]
-    _ask_known_checkpoints(jaxpr, linear)
+    ask_known_checkpoints(jaxpr, linear)
     nonzero_cts = [c for c in cts if not isinstance(c, Zero)]
     with building() as b:
         nonlin_in = [b.new_input(v.type) for v, lin in zip(jaxpr.inputs, linear) if not lin]

@@ -1,6 +1,6 @@
 """Fuzzing throughput: programs fully checked per second, and where the time goes.
 
-    python -m benchmarks.bench_fuzz [--programs N] [--seed S] [--scaling K]
+    python -m benchmarks.bench_fuzz [--programs N] [--seed S] [--scaling K] [--jobs N]
 
 Draws N programs with Hypothesis (timed), then runs on each, one process:
   full      oracle.check, remat2 and remat3, every property (one XLA
@@ -16,8 +16,9 @@ programs, with the split of the full check's time between Hypothesis
 generation, the spec, JAX tracing/lowering, XLA compilation and execution.
 With --scaling K it also draws K programs of each size (max_steps 2, 6, 24)
 and prints how full and naive grow with the number of equations.
-`remat-oracle fuzz --jobs 2` runs two such processes, so its rate is about
-twice the "full" figure on 2 cores.
+With --jobs N (default 2) the full check also runs in N processes, the same
+programs shared out among them (as `remat-oracle fuzz --jobs N` runs its
+workers), and the wall-clock rate is printed beside the others.
 """
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def main(argv=None):
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scaling", type=int, default=0, help="programs per size for the scaling table (0: none)")
+    ap.add_argument("--jobs", type=int, default=2,
+                    help="also run the full check in this many processes, the programs shared out (1: not)")
     args = ap.parse_args(argv)
 
     import oracle
@@ -82,6 +85,10 @@ def main(argv=None):
     for label, dt, split in (full, naive, jaxpr, spec_only):
         print(f"{label:6} {n / dt:7.2f} programs/s  ({dt:.1f} s)")
     print(f"full / naive: {naive[1] / full[1]:.2f}x")
+    if args.jobs > 1:
+        wall = full_in_jobs(args.jobs, args.programs, args.seed)
+        print(f"full, --jobs {args.jobs}: {n / wall:.2f} programs/s  ({wall:.1f} s; "
+              f"{naive[1] / wall:.2f}x naive's one process)")
     label, dt, split = full
     other = dt - sum(split.values())
     print("full check time split (per program):")
@@ -92,6 +99,39 @@ def main(argv=None):
         print(f"  {k:40} {v * 1e3:8.1f} ms  {100 * v / total:5.1f} %")
     if args.scaling:
         scaling(args.scaling, args.seed)
+
+
+def _check_share(job: int, jobs: int, n: int, seed: int, barrier, results):
+    """One --jobs worker: the same drawn programs, every `jobs`-th checked
+    once all workers have drawn them and warmed up (as a campaign's
+    long-lived workers are)."""
+    warnings.filterwarnings("ignore")
+    from fuzz import properties
+    progs = draw_programs(n, seed)
+    properties.oracle_agrees(progs[0])
+    barrier.wait()
+    t = time.perf_counter()
+    for p in progs[job::jobs]:
+        properties.oracle_agrees(p)
+    results.put(time.perf_counter() - t)
+
+
+def full_in_jobs(jobs: int, n: int, seed: int) -> float:
+    """Wall seconds for `jobs` processes to check the n programs, shared out."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(jobs + 1), ctx.Queue()
+    workers = [ctx.Process(target=_check_share, args=(j, jobs, n, seed, barrier, results)) for j in range(jobs)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    t = time.perf_counter()
+    for _ in workers:
+        results.get()
+    wall = time.perf_counter() - t
+    for w in workers:
+        w.join()
+    return wall
 
 
 def _naive(p):

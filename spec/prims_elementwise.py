@@ -744,13 +744,17 @@ def _select_n_eval(which, *cases):
 def _jvp_select_n(primals, tangents):
     # lax._select_jvp (jax/_src/lax/lax.py:8169): select the tangents with the
     # same predicate; every zero case tangent is one shared zero (`z =
-    # _zeros(...)`, made once), so a linearization saves it once
+    # _zeros(...)`, made once), so a linearization saves it once. JAX makes
+    # that zero (like the first nonzero tangent) whether or not a case
+    # tangent is zero: a dead `broadcast_in_dim` in the JVP that a
+    # checkpoint's policy is asked about (found by a pristine campaign,
+    # dee03d6bcc: a policy raising when asked about broadcast_in_dim)
     which, *cases = primals
     _, *case_ts = tangents
     ans = select_n(which, *cases)
     if all(isinstance(t, Zero) for t in case_ts):
         return ans, None
-    zero = next((instantiate(t) for t in case_ts if isinstance(t, Zero)), None)
+    zero = instantiate(Zero(next(t for t in case_ts if not isinstance(t, Zero)).type))
     return ans, select_n(which, *[zero if isinstance(t, Zero) else t for t in case_ts])
 
 

@@ -766,3 +766,31 @@ def test_a_scan_s_hoisting_asks_a_known_checkpoint_s_policy(reads):
     want = "not applicable" if raises else "ok"
     assert report.status("residuals", "remat2") == want, str(report)
     assert report.status("vjp", "remat2") == want, str(report)
+
+
+@pytest.mark.parametrize("second_case", ["the input", "a constant"])
+def test_select_n_s_jvp_makes_its_zero_whether_or_not_a_case_needs_it(second_case):
+    """lax._select_jvp makes a zero like the first nonzero case tangent
+    whenever one is nonzero, used or not: a dead broadcast_in_dim in a
+    checkpoint body's JVP, which remat_partial_eval asks the policy about.
+    A policy raising when asked about broadcast_in_dim (one answering
+    Offloadable, the other False) raises in JAX with either second case
+    (found by a pristine campaign, dee03d6bcc, where the spec made the zero
+    only for a zero case tangent and computed)."""
+    import spec
+    from fuzz import properties
+    from fuzz.strategies import SavePrimitives
+    from spec import ops, policies as sp
+    from spec.prims_elementwise import select_n
+    if _without_direct_linearization() is not None:
+        pytest.skip(f"jax {jax.__version__}: save_from_both_policies of an offload policy is checked "
+                    "on releases with direct linearization")
+    pol = sp.save_from_both_policies(SavePrimitives(frozenset()),
+                                     SavePrimitives(frozenset(), offload=frozenset({"broadcast_in_dim"})))
+
+    def body(c):
+        other = c if second_case == "the input" else spec.Literal(np.full(3, 2.0, np.float32), spec.f32[3])
+        return select_n(ops.gt(ops.reduce_sum(c, axes=(0,)), np.float32(0)), c, other)
+    prog = spec.trace(lambda c: (ops.checkpoint(body, policy=pol)(c),), spec.f32[3])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
+    assert report.status("residuals", "remat2") == "not applicable", str(report)

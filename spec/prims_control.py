@@ -91,7 +91,7 @@ def switch(index, branches: Sequence[Callable], *operands):
     Unlike lax.switch this binds no `clamp` (the spec has none): the cond
     itself clamps an out-of-range index. Use it with an index known to be
     in range to match a JAX program written with lax.switch."""
-    return _cond(index, list(branches), operands)
+    return _cond(index, list(branches), operands, trace_order=range(len(branches)))
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
@@ -107,7 +107,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     if np.dtype(getattr(pred, "dtype", np.asarray(pred).dtype)) != np.bool_:
         pred = ops.ne(pred, 0)
     index = ops.convert_element_type(pred, np.int32)
-    return _cond(index, [false_fn, true_fn], operands)
+    return _cond(index, [false_fn, true_fn], operands, trace_order=(1, 0))    # true_fun is traced first
 
 
 def _forwarded_input(prog: Program, out) -> int | None:
@@ -117,12 +117,49 @@ def _forwarded_input(prog: Program, out) -> int | None:
     return None
 
 
-def _cond(index, fns, operands):
+def _constants_read(prog: Program) -> list[Literal]:
+    """The constants (non-scalar Literals) `prog`'s equations and outputs
+    read directly, in the order a trace meets them, each once: the consts
+    of the jaxpr JAX traces from a branch function (pe.separate_consts)."""
+    seen, consts = set(), []
+    for a in [a for e in prog.eqns for a in e.inputs] + list(prog.outputs):
+        if isinstance(a, Literal) and not a.is_scalar and id(a.value) not in seen:
+            seen.add(id(a.value))
+            consts.append(a)
+    return consts
+
+
+def _with_common_constants(progs: list[Program], trace_order) -> tuple[list[Program], list[Literal]]:
+    """lax.cond's `_merge_common_consts` (jax/_src/lax/control_flow/common.py):
+    every branch's constants, concatenated in the order the branches were
+    traced and de-duplicated (by identity), become leading operands of the
+    cond, and each branch takes all of them as its first inputs, reading
+    its own. So no branch of a cond lax.cond or lax.switch makes closes over
+    an array (a branch with consts is bound only by JAX's own rules, e.g. a
+    partial evaluation's staged branch, which from_jax reads as it is)."""
+    consts = []
+    for i in trace_order:
+        consts += [c for c in _constants_read(progs[i]) if all(c.value is not d.value for d in consts)]
+    if not consts:
+        return progs, []
+    hoisted = []
+    for p in progs:
+        ins = [Var(c.type) for c in consts]
+        var_of = lambda a: next((v for c, v in zip(consts, ins) if isinstance(a, Literal) and c.value is a.value),  # noqa: E731
+                                a)
+        eqns = [Eqn(e.primitive, [var_of(a) for a in e.inputs], e.outputs, e.params, why=e.why,
+                    residual_outputs=e.residual_outputs) for e in p.eqns]
+        hoisted.append(Program(ins + list(p.inputs), eqns, [var_of(a) for a in p.outputs]))
+    return hoisted, consts
+
+
+def _cond(index, fns, operands, trace_order):
     builder = next((a.builder for a in (index, *operands) if isinstance(a, Tracer)), None) \
         or current_builder()
     types = [to_atom(x, builder).type for x in operands]
     traced = [_trace_fn(f, types) for f in fns]
-    progs = [p for p, _ in traced]
+    progs, consts = _with_common_constants([p for p, _ in traced], trace_order)
+    operands = (*consts, *operands)
     if any(p.out_types != progs[0].out_types for p in progs[1:]):
         raise PrimitiveError(cond_p, "branches must have equal output types, got "
                                      + " and ".join(str(p.out_types) for p in progs))

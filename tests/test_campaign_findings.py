@@ -163,14 +163,16 @@ def test_remat3_jvps_a_checkpoint_in_a_while_body():
 def _constant_branch_program(prevent_cse, constant):
     """A checkpoint over a cond whose second branch adds a constant (an
     array: a non-scalar Literal, a ClosedJaxpr const where oracle.to_jax
-    binds it; or a scalar), and returns its input too."""
+    binds it, as JAX's own rules bind a staged branch, not as lax.cond
+    makes it; or a scalar), and returns its input too."""
     import spec
     from spec import ops
-    from spec.prims_control import cond
+    from spec.prims_control import cond_eqn
 
     def body(x):
-        p = ops.gt(ops.reduce_sum(x, (0,)), np.float32(0.0))
-        return cond(p, ops.sin, lambda v: ops.add(constant, v), x), x
+        p = ops.convert_element_type(ops.gt(ops.reduce_sum(x, (0,)), np.float32(0.0)), np.int32)
+        branches = [spec.trace(b, spec.f32[3]) for b in (ops.sin, lambda v: ops.add(constant, v))]
+        return cond_eqn(p, x, branches=branches)[0], x
     return spec.trace(lambda x: ops.checkpoint(body, prevent_cse=prevent_cse)(x)[0], spec.f32[3])
 
 

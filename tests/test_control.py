@@ -351,30 +351,48 @@ def test_a_while_body_holding_a_generic_reduce_window_has_no_linearization():
 BRANCH_CONSTANT = np.array([0.5, 0.75, 1.0], np.float32)
 
 
-def _checkpointed_cond_reading_a_constant(f):
+def _checkpointed_cond_reading_a_constant(f, form="lax.cond"):
     """A checkpoint (names policy, no name bound inside the cond) whose cond
-    has a branch reading a closed-over array: a const of that branch's
-    ClosedJaxpr, as oracle.to_jax binds it."""
+    has a branch reading a closed-over array: as lax.cond makes it (the
+    array a leading operand of the cond, `_merge_common_consts`), or bound
+    with the array a const of that branch's ClosedJaxpr (as JAX's own rules
+    bind a staged branch, and from_jax reads it)."""
+    from spec.prims_control import cond_eqn
+
+    def masked(n):
+        return ops.select_n(ops.gt(n, BRANCH_CONSTANT), n, n + ops.sin(n))
+
     def body(f):
-        def masked(n):
-            return ops.select_n(ops.gt(n, BRANCH_CONSTANT), n, n + ops.sin(n))
         pred = ops.gt(ops.reduce_sum(f, (0,)), np.float32(0.0))
-        out = spec.cond(pred, lambda s: s + ops.sin(s), masked, f)
+        if form == "lax.cond":
+            out = spec.cond(pred, lambda s: s + ops.sin(s), masked, f)
+        else:
+            branches = [spec.trace(b, spec.f32[3]) for b in (lambda s: s + ops.sin(s), masked)]
+            out, = cond_eqn(ops.convert_element_type(pred, np.int32), f, branches=branches)
         return ops.checkpoint_name(f, "c"), out
     return ops.checkpoint(body, policy=sp.save_only_these_names("c"), prevent_cse=False)(f)
 
 
-def test_a_cond_branch_s_constant_is_no_residual_inside_a_checkpoint():
+# what the spec saves, by the cond's form: lax.cond's hoisted constant is a
+# known operand of the cond, saved ("f32[3] from a constant"; jax 0.10.2's
+# print_saved_residuals of the same function written with lax.cond lists
+# it, and the oracle check below compares with JAX on the installed release)
+CONSTANT_BRANCH_RESIDUALS = {"lax.cond": ["constant", "argument"], "branch const": ["argument"]}
+
+
+@pytest.mark.parametrize("form", sorted(CONSTANT_BRANCH_RESIDUALS))
+def test_a_cond_branch_s_constant_inside_a_checkpoint(form):
     """Found by the campaign (jax 0.4.25, round k, finding 0953d98a80; a
     spec bug, 0.10.2 too): inside a checkpoint JAX splits each branch with
     partial_eval_jaxpr_custom, which writes the branch's constvars known and
     instantiated, and gives both halves the branch's consts
     (`core.ClosedJaxpr(jaxpr_staged, jaxpr.consts)`, _cond_partial_eval_custom):
     the staged branch reads the constant itself. The spec made it a residual
-    of the known cond (an extra `output of cond`). JAX's list, on the
-    installed release, is the independent answer."""
-    prog = spec.trace(_checkpointed_cond_reading_a_constant, spec.f32[3])
-    assert [r.source.kind for r in spec.saved_residuals(prog)] == ["argument"]
+    of the known cond (an extra `output of cond`). A cond made as lax.cond
+    makes it has no branch consts: the constant is an operand, and saved.
+    JAX's list, on the installed release, is the independent answer."""
+    prog = spec.trace(lambda f: _checkpointed_cond_reading_a_constant(f, form), spec.f32[3])
+    assert [r.source.kind for r in spec.saved_residuals(prog)] == CONSTANT_BRANCH_RESIDUALS[form]
     pytest.importorskip("jax")
     import oracle
     report = oracle.check(oracle.to_jax(prog), oracle.AS_IS, np.array([0.54, 0.52, 1.31], np.float32),

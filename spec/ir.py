@@ -246,6 +246,35 @@ class Program:
         p.text(str(self))
 
 
+def constants_read(prog: Program) -> list[Literal]:
+    """The constants (non-scalar Literals) `prog`'s equations and outputs
+    read directly, each once, in the order a trace meets them: the consts
+    JAX's tracing of the same function closes over (pe.trace_to_jaxpr's
+    constvars, first use first). Those of sub-programs are theirs."""
+    seen, consts = set(), []
+    for a in [a for e in prog.eqns for a in e.inputs] + list(prog.outputs):
+        if isinstance(a, Literal) and not a.is_scalar and id(a.value) not in seen:
+            seen.add(id(a.value))
+            consts.append(a)
+    return consts
+
+
+def reading_constants_as_inputs(prog: Program, consts: list[Literal]) -> Program:
+    """`prog` with one leading input per constant in `consts`, read where
+    `prog` read the constant (a constant is the same one if its value is
+    the same array): how JAX's control flow and jax.checkpoint pass the
+    arrays a traced function closes over, as leading operands."""
+    ins = [Var(c.type) for c in consts]
+    by_value = {id(c.value): v for c, v in zip(consts, ins)}
+
+    def read(a):
+        return by_value.get(id(a.value), a) if isinstance(a, Literal) else a
+    eqns = [Eqn(e.primitive, [read(a) for a in e.inputs], e.outputs, e.params, why=e.why,
+                residual_outputs=e.residual_outputs) for e in prog.eqns]
+    return Program(ins + list(prog.inputs), eqns, [read(a) for a in prog.outputs], input_names=(
+        None if prog.input_names is None else ("",) * len(ins) + tuple(prog.input_names)))
+
+
 def _is_program_tuple(v) -> bool:
     """A tuple-valued param of sub-programs: every entry a Program or None
     (custom_linear_solve's `jaxprs`, whose vecmat and transpose_solve may be

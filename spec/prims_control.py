@@ -47,7 +47,7 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_
                        instantiate, is_differentiable, is_undefined, jvp_rules,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
-from spec.ir import ArrayType, Eqn, Literal, Program, Var
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
 from spec.arrays import SymbolicError
 from spec.batching import bdim_at_front, broadcast_at, moveaxis, vmap_program
 from spec.core import current_builder, to_atom
@@ -117,18 +117,6 @@ def _forwarded_input(prog: Program, out) -> int | None:
     return None
 
 
-def _constants_read(prog: Program) -> list[Literal]:
-    """The constants (non-scalar Literals) `prog`'s equations and outputs
-    read directly, in the order a trace meets them, each once: the consts
-    of the jaxpr JAX traces from a branch function (pe.separate_consts)."""
-    seen, consts = set(), []
-    for a in [a for e in prog.eqns for a in e.inputs] + list(prog.outputs):
-        if isinstance(a, Literal) and not a.is_scalar and id(a.value) not in seen:
-            seen.add(id(a.value))
-            consts.append(a)
-    return consts
-
-
 def _with_common_constants(progs: list[Program], trace_order) -> tuple[list[Program], list[Literal]]:
     """lax.cond's `_merge_common_consts` (jax/_src/lax/control_flow/common.py):
     every branch's constants, concatenated in the order the branches were
@@ -139,18 +127,10 @@ def _with_common_constants(progs: list[Program], trace_order) -> tuple[list[Prog
     partial evaluation's staged branch, which from_jax reads as it is)."""
     consts = []
     for i in trace_order:
-        consts += [c for c in _constants_read(progs[i]) if all(c.value is not d.value for d in consts)]
+        consts += [c for c in constants_read(progs[i]) if all(c.value is not d.value for d in consts)]
     if not consts:
         return progs, []
-    hoisted = []
-    for p in progs:
-        ins = [Var(c.type) for c in consts]
-        var_of = lambda a: next((v for c, v in zip(consts, ins) if isinstance(a, Literal) and c.value is a.value),  # noqa: E731
-                                a)
-        eqns = [Eqn(e.primitive, [var_of(a) for a in e.inputs], e.outputs, e.params, why=e.why,
-                    residual_outputs=e.residual_outputs) for e in p.eqns]
-        hoisted.append(Program(ins + list(p.inputs), eqns, [var_of(a) for a in p.outputs]))
-    return hoisted, consts
+    return [reading_constants_as_inputs(p, consts) for p in progs], consts
 
 
 def _cond(index, fns, operands, trace_order):

@@ -41,7 +41,7 @@ import ml_dtypes
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
                        is_undefined, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, staging_rules, transpose_rules, Tracer)
-from spec.ir import Eqn, Program, Var, is_float
+from spec.ir import Eqn, Program, Var, constants_read, is_float, reading_constants_as_inputs
 from spec.prims_conv import reduce_precision_p
 from spec.semantics import semantics
 from spec.partial_eval import Source, dce, dce_body_eqn, inlined_when_known, partial_eval, source_rules
@@ -153,8 +153,12 @@ def checkpoint(fn: Callable, policy=None, prevent_cse: bool = True, static_argnu
             multiple = isinstance(out, (tuple, list))
             prog = b.build(ins, list(out) if multiple else [out])
         _check_policy_names(policy, prog)
-        outs = bind(remat_p, *dyn, jaxpr=prog, policy=policy, prevent_cse=prevent_cse,
-                    differentiated=False)
+        # fun_remat binds the constants the body closes over as leading
+        # operands, never prevented from CSE (jax/_src/ad_checkpoint.py)
+        consts = constants_read(prog)
+        cse = (False,) * len(consts) + prevent_cse if isinstance(prevent_cse, tuple) else prevent_cse
+        outs = bind(remat_p, *consts, *dyn, jaxpr=reading_constants_as_inputs(prog, consts), policy=policy,
+                    prevent_cse=cse, differentiated=False)
         return tuple(outs) if multiple else outs[0]
     wrapped.__name__ = f"checkpoint({getattr(fn, '__name__', 'fn')})"
     return wrapped

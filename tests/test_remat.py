@@ -305,3 +305,35 @@ def test_remat_of_jit_forwards_inputs_as_jax_0_10_2_does():
         sources = [str(r.source) for r in spec.saved_residuals(prog)]
     assert sorted(sources) == sorted(["from the argument args[0]", "output of cos"]
                                      + ["output of jitted function '<lambda>'"] * 3)
+
+
+@pytest.mark.parametrize("prevent_cse", [True, (True,)])
+def test_checkpoint_passes_the_arrays_its_body_closes_over_as_leading_operands(prevent_cse):
+    """jax.checkpoint's fun_remat binds remat with the traced body's consts
+    (first use first) before the arguments, their prevent_cse flags False;
+    spec.checkpoint makes the same equation. JAX's jaxpr is the independent
+    answer (found through a pristine campaign, adaec2e930: remat3 gives a
+    closed-over array's zero tangent to the checkpoint, as an operand)."""
+    jax = pytest.importorskip("jax")
+    from oracle import jax_api
+    if isinstance(prevent_cse, tuple) and not jax_api.capabilities().per_argument_prevent_cse:
+        pytest.skip(f"jax {jax.__version__}: prevent_cse is a bool only")
+    k1, k2 = np.arange(3, dtype=np.float32), np.arange(3, dtype=np.float32) + 5
+
+    def body(mul, add, y):
+        return add(mul(y, k2), mul(k1, y)), k2
+    prog = spec.trace(lambda x: ops.checkpoint(lambda y: body(ops.mul, ops.add, y), prevent_cse=prevent_cse)(x),
+                      spec.f32[3])
+    jaxpr = jax.make_jaxpr(lambda x: jax.checkpoint(lambda y: body(jax.lax.mul, jax.lax.add, y),
+                                                    prevent_cse=prevent_cse)(x))(np.ones(3, np.float32))
+    eqn, = prog.eqns
+    jax_eqn, = jaxpr.jaxpr.eqns
+    flags = lambda p: tuple(p) if isinstance(p, tuple) else p     # noqa: E731
+    assert flags(eqn.params["prevent_cse"]) == flags(jax_eqn.params["prevent_cse"])
+    consts = dict(zip(jaxpr.jaxpr.constvars, jaxpr.consts))
+    want = [consts[v] if v in consts else "argument" for v in jax_eqn.invars]
+    got = [a.value if isinstance(a, spec.Literal) else "argument" for a in eqn.inputs]
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        assert (isinstance(g, str) and g == w) or np.array_equal(g, w)
+    assert not any(isinstance(a, spec.Literal) for e in eqn.params["jaxpr"].eqns for a in e.inputs)

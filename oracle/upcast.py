@@ -48,15 +48,18 @@ def upcast(prog: Program) -> Program:
 def _bind_up(e, ins):
     """The equation in float64; one whose rule refuses float64 (a bitcast
     of u32 to f32 keeps its width) computes in its own dtypes, its float
-    operands rounded to them and its float results widened."""
+    operands rounded to them and its float results widened. A float result
+    whose type a param gives that _up_params does not widen (a
+    pure_callback's result_avals: found by a pristine campaign, 9aa1baaed4)
+    is widened after it: every float value of the program is f64."""
     try:
-        return bind(e.primitive, *ins, **_up_params(e.params))
+        outs = bind(e.primitive, *ins, **_up_params(e.params))
     except PrimitiveError:
-        pass
-    ins = [convert_element_type(x, a.type.dtype) if is_float(a.type.dtype) and not isinstance(x, np.ndarray)
-           else (np.asarray(x, a.type.dtype) if isinstance(x, np.ndarray) else x) for x, a in zip(ins, e.inputs)]
-    outs = bind(e.primitive, *ins, **e.params)
-    widen = lambda o: convert_element_type(o, F64) if is_float(o.dtype) else o  # noqa: E731
+        ins = [convert_element_type(x, a.type.dtype) if is_float(a.type.dtype) and not isinstance(x, np.ndarray)
+               else (np.asarray(x, a.type.dtype) if isinstance(x, np.ndarray) else x)
+               for x, a in zip(ins, e.inputs)]
+        outs = bind(e.primitive, *ins, **e.params)
+    widen = lambda o: convert_element_type(o, F64) if is_float(o.dtype) and o.dtype != F64 else o  # noqa: E731
     return [widen(o) for o in outs] if e.primitive.multiple_results else widen(outs)
 
 

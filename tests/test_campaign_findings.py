@@ -796,3 +796,25 @@ def test_select_n_s_jvp_makes_its_zero_whether_or_not_a_case_needs_it(second_cas
     prog = spec.trace(lambda c: (ops.checkpoint(body, policy=pol)(c),), spec.f32[3])
     report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
     assert report.status("residuals", "remat2") == "not applicable", str(report)
+
+
+def test_a_callback_s_result_is_float64_in_the_reference():
+    """oracle/upcast.py widens every float value: a pure_callback's result
+    type comes from its result_avals param, which stayed f32, so the
+    float64 reference program took an f64 cotangent for an f32 output and
+    the spec raised EvaluationError where JAX differentiates (found by a
+    pristine campaign, 9aa1baaed4: grad of a callback of stop_gradient)."""
+    import spec
+    from fuzz import properties
+    from oracle.upcast import upcast
+    from spec.prims_callback import numpy_sin, pure_callback
+    from spec.prims_elementwise import stop_gradient
+    prog = spec.trace(lambda a, b: (pure_callback(numpy_sin, [b.type], stop_gradient(b), vmap_method="sequential")[0],
+                                    a), spec.f32[()], spec.f32[2, 3])
+    assert [str(t.dtype) for t in upcast(prog).out_types] == ["float64", "float64"]
+    try:
+        jax.make_jaxpr(oracle.to_jax(prog))(np.float32(1), np.ones((2, 3), np.float32))
+    except TypeError as e:     # 0.4.25: no vmap_method; 0.4.36: `vectorized` too
+        pytest.skip(f"jax {jax.__version__}: pure_callback's primitive is not the spec's: {e}")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("vjp", "values", "second_order"))
+    assert report.status("vjp", "remat2") == "ok", str(report)

@@ -13,6 +13,7 @@ import contextvars
 from spec.core import (Tracer, Zero, bind, building, instantiate,
                        is_differentiable, jvp_rules)
 from spec.ir import Program, Var
+from spec.partial_eval import partial_eval
 from spec.core import current_builder
 from spec.ir import subprograms
 
@@ -91,7 +92,7 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
                     flags = [isinstance(a, Var) and a.id in depends for a in new.inputs]
                     outs_dep = output_dependence(new, flags)
                     depends.update(v.id for v, d in zip(new.outputs, outs_dep) if d)
-                _primal_outputs_known(outs, depends)
+                _primal_outputs_known(outs, builder.eqns[start:], depends)
                 out_ts = [t if isinstance(t, Tracer) and isinstance(t.atom, Var) and t.atom.id in depends
                           else None for t in out_ts]
         for v, o, t in zip(e.outputs, outs, out_ts):
@@ -100,15 +101,28 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
 
 
-def _primal_outputs_known(primal_outs, depends):
+def _primal_outputs_known(primal_outs, jvp_eqns, depends):
     """ad.linearize_from_jvp's check, made for each equation it linearizes
     (a primitive without a linearization rule of its own: a checkpoint, a
     while loop, the generic reduce_window), whether or not its outputs are
     used: no primal output the JVP rule returns may depend on a tangent.
     A checkpoint whose body holds a generic reduce_window has such an output
-    (found by a pristine campaign, 468ab22284: one the program never reads)."""
+    (found by a pristine campaign, 468ab22284: one the program never reads).
+    linearize_from_jvp checks after partially evaluating the JVP rule's
+    equations, so what that raises comes first: a checkpoint's policy
+    raising when asked (found by a pristine campaign, c1fdeb0562)."""
     if any(isinstance(p, Tracer) and isinstance(p.atom, Var) and p.atom.id in depends for p in primal_outs):
+        _partially_evaluated(jvp_eqns, depends)
         raise ValueError(LINEARIZATION_ERROR)
+
+
+def _partially_evaluated(eqns, depends) -> None:
+    """Partially evaluate `eqns` as linearization does, the values in
+    `depends` unknown, for what that raises."""
+    defined = {v.id for e in eqns for v in e.outputs}
+    free = list({a.id: a for e in eqns for a in e.inputs if isinstance(a, Var) and a.id not in defined}.values())
+    prog = Program(free, eqns, [v for e in eqns for v in e.outputs])
+    partial_eval(prog, [v.id in depends for v in free], linearize=True)
 
 
 # Primitives whose linearization (JAX's, e.g. `_scan_linearize` via

@@ -818,3 +818,30 @@ def test_a_callback_s_result_is_float64_in_the_reference():
         pytest.skip(f"jax {jax.__version__}: pure_callback's primitive is not the spec's: {e}")
     report = properties.oracle_agrees(prog, implementations=("remat2",), only=("vjp", "values", "second_order"))
     assert report.status("vjp", "remat2") == "ok", str(report)
+
+
+def test_a_policy_raising_comes_before_the_linearization_error_of_its_checkpoint():
+    """linearize_from_jvp partially evaluates a checkpoint's JVP (which asks
+    its policy) before checking its primal outputs: where the policy
+    raises when asked (save_from_both_policies of two offload policies
+    answering Recompute for a `mul`) and a generic reduce_window makes an
+    output unknown, JAX raises the policy's error, as the spec must (found
+    by a pristine campaign, c1fdeb0562, when the spec's check came first)."""
+    import spec
+    from fuzz import properties
+    from spec import ops, policies as sp
+    from spec.prims_elementwise import stop_gradient
+    from spec.prims_window import reduce_window
+    if _without_direct_linearization() is not None:
+        pytest.skip(f"jax {jax.__version__} linearizes without direct linearization")
+
+    def body(d, e):
+        ops.mul(stop_gradient(d), d)        # unused: the policy is asked about it
+        return reduce_window(e, np.float32(1.0), lambda a, b: a, (1, 3))
+    offload = sp.offload_dot_with_no_batch_dims("device", "pinned_host")
+    pol = sp.save_from_both_policies(offload, offload)
+    prog = spec.trace(lambda a, b: (ops.checkpoint(body, policy=pol, prevent_cse=False)(a, b),),
+                      spec.f32[()], spec.f32[2, 5])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
+    assert report.status("residuals", "remat2") == "not applicable", str(report)
+    assert "policies should be a boolean" in report.results[0].detail, str(report)

@@ -57,6 +57,7 @@ LINEARIZATION_ERROR = ("Linearization failed to produce known values for all out
 def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     primal_env, tangent_env = {}, {}
     builder = current_builder()
+    first = len(builder.eqns)
     depends: set[int] = {t.atom.id for t in tangents if isinstance(t, Tracer) and isinstance(t.atom, Var)}
 
     def read_p(a):
@@ -92,7 +93,7 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
                     flags = [isinstance(a, Var) and a.id in depends for a in new.inputs]
                     outs_dep = output_dependence(new, flags)
                     depends.update(v.id for v, d in zip(new.outputs, outs_dep) if d)
-                _primal_outputs_known(outs, builder.eqns[start:], depends)
+                _primal_outputs_known(outs, builder.eqns[first:], depends)
                 out_ts = [t if isinstance(t, Tracer) and isinstance(t.atom, Var) and t.atom.id in depends
                           else None for t in out_ts]
         for v, o, t in zip(e.outputs, outs, out_ts):
@@ -109,8 +110,11 @@ def _primal_outputs_known(primal_outs, jvp_eqns, depends):
     A checkpoint whose body holds a generic reduce_window has such an output
     (found by a pristine campaign, 468ab22284: one the program never reads).
     linearize_from_jvp checks after partially evaluating the JVP rule's
-    equations, so what that raises comes first: a checkpoint's policy
-    raising when asked (found by a pristine campaign, c1fdeb0562)."""
+    equations, and JAX linearizes the equations before it first, so what
+    partially evaluating those raises comes first: a checkpoint's policy
+    raising when asked, in this equation (found by a pristine campaign,
+    c1fdeb0562) or an earlier one (a cond's branch: 2904291a57).
+    `jvp_eqns`: the equations this JVP has emitted so far."""
     if any(isinstance(p, Tracer) and isinstance(p.atom, Var) and p.atom.id in depends for p in primal_outs):
         _partially_evaluated(jvp_eqns, depends)
         raise ValueError(LINEARIZATION_ERROR)

@@ -820,28 +820,49 @@ def test_a_callback_s_result_is_float64_in_the_reference():
     assert report.status("vjp", "remat2") == "ok", str(report)
 
 
-def test_a_policy_raising_comes_before_the_linearization_error_of_its_checkpoint():
-    """linearize_from_jvp partially evaluates a checkpoint's JVP (which asks
-    its policy) before checking its primal outputs: where the policy
-    raises when asked (save_from_both_policies of two offload policies
-    answering Recompute for a `mul`) and a generic reduce_window makes an
-    output unknown, JAX raises the policy's error, as the spec must (found
-    by a pristine campaign, c1fdeb0562, when the spec's check came first)."""
+def _offloads_both(checkpoint, body):
+    """`body` in a checkpoint whose policy, save_from_both_policies of two
+    offload policies, raises when asked about a `mul` (both answer Recompute)."""
+    from spec import policies as sp
+    offload = sp.offload_dot_with_no_batch_dims("device", "pinned_host")
+    return checkpoint(body, policy=sp.save_from_both_policies(offload, offload), prevent_cse=False)
+
+
+def _raising_then_unlinearizable(where):
+    """A program whose linearization raises twice: a checkpoint's policy is
+    asked about a `mul`, and a generic reduce_window makes a primal
+    unknown, in that checkpoint or after it (in a cond's branch before)."""
     import spec
-    from fuzz import properties
-    from spec import ops, policies as sp
+    from spec import ops
     from spec.prims_elementwise import stop_gradient
     from spec.prims_window import reduce_window
+    window = lambda e: reduce_window(e, np.float32(1.0), lambda a, b: a, (1, 3))    # noqa: E731
+    if where == "in the checkpoint":
+        def body(d, e):
+            ops.mul(stop_gradient(d), d)        # unused: the policy is asked about it
+            return window(e)
+        return spec.trace(lambda a, b: (_offloads_both(ops.checkpoint, body)(a, b),), spec.f32[()], spec.f32[2, 5])
+
+    def f(b, g):
+        squares = _offloads_both(ops.checkpoint, lambda u: ops.reduce_sum(ops.mul(u, u), (0,)))
+        n = spec.cond(ops.gt(ops.reduce_sum(b, (0,)), np.float32(0)), lambda t: ops.sin(squares(t)),
+                      lambda t: ops.reduce_sum(t, (0,)), b)
+        return n, window(g)
+    return spec.trace(f, spec.f32[2], spec.f32[2, 5])
+
+
+@pytest.mark.parametrize("where", ["in the checkpoint", "after a cond holding the checkpoint"])
+def test_a_policy_raising_comes_before_a_later_linearization_error(where):
+    """linearize_from_jvp partially evaluates a checkpoint's JVP (which asks
+    its policy) before checking its primal outputs, and JAX linearizes the
+    equations in order: where the policy raises when asked and a generic
+    reduce_window makes a primal unknown, in the checkpoint or after it,
+    JAX raises the policy's error, as the spec must (found by pristine
+    campaigns, c1fdeb0562 and 2904291a57, when the spec's check came first)."""
+    from fuzz import properties
     if _without_direct_linearization() is not None:
         pytest.skip(f"jax {jax.__version__} linearizes without direct linearization")
-
-    def body(d, e):
-        ops.mul(stop_gradient(d), d)        # unused: the policy is asked about it
-        return reduce_window(e, np.float32(1.0), lambda a, b: a, (1, 3))
-    offload = sp.offload_dot_with_no_batch_dims("device", "pinned_host")
-    pol = sp.save_from_both_policies(offload, offload)
-    prog = spec.trace(lambda a, b: (ops.checkpoint(body, policy=pol, prevent_cse=False)(a, b),),
-                      spec.f32[()], spec.f32[2, 5])
-    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
+    report = properties.oracle_agrees(_raising_then_unlinearizable(where), implementations=("remat2",),
+                                      only=("residuals",))
     assert report.status("residuals", "remat2") == "not applicable", str(report)
     assert "policies should be a boolean" in report.results[0].detail, str(report)

@@ -3,8 +3,8 @@
     python -m benchmarks.bench_fuzz [--programs N] [--seed S] [--scaling K] [--jobs N]
 
 Draws N programs with Hypothesis (timed), then runs on each, one process:
-  full      oracle.check, remat2 and remat3, every property (one XLA
-            compilation per implementation)
+  full      oracle.check, remat2 and remat3, every property (both implementations
+            compiled in one XLA computation)
   naive     the baseline (benchmarks/naive_check.py): the same properties,
             each its own jax.jit per implementation, against the spec
             evaluated eagerly
@@ -124,13 +124,17 @@ def full_in_jobs(jobs: int, n: int, seed: int) -> float:
     workers = [ctx.Process(target=_check_share, args=(j, jobs, n, seed, barrier, results)) for j in range(jobs)]
     for w in workers:
         w.start()
-    barrier.wait()
-    t = time.perf_counter()
-    for _ in workers:
-        results.get()
-    wall = time.perf_counter() - t
-    for w in workers:
-        w.join()
+    try:    # a worker that dies leaves the barrier or the queue waiting: time out, not hang
+        barrier.wait(timeout=600)
+        t = time.perf_counter()
+        for _ in workers:
+            results.get(timeout=1800)
+        wall = time.perf_counter() - t
+    finally:
+        for w in workers:
+            w.join(timeout=5)
+            if w.is_alive():
+                w.terminate()
     return wall
 
 

@@ -231,40 +231,46 @@ def _outcome(fn, *args):
 
 
 # --------------------------------------------------------------------------
-# JAX's answers: jaxpr tier traced one by one, compiled tier in one function
+# JAX's answers: the jaxpr tier traced one by one; the compiled tier traced
+# under each implementation's flag, then every implementation's compiled in
+# one XLA computation (one compilation per check)
 
-def jax_outcomes(case: Case, f, props, timings) -> dict:
-    """property name -> (value, error) of JAX's side."""
+def jaxpr_outcomes(case: Case, f, props, timings) -> dict:
+    """property name -> (value, error) of JAX's side, for the jaxpr tier."""
     out = {}
     for p in props:
         if p.tier == "jaxpr":
             t0 = time.perf_counter()
             out[p.name] = _outcome(p.jax_side, case, f)
             timings["jax_trace"] += time.perf_counter() - t0
-    compiled = [p for p in props if p.tier == "compiled"]
-    if compiled:
-        value, error = _outcome(_compiled, case, f, compiled, timings)
-        if error is None:
-            out.update(value)
-        elif len(compiled) == 1:
-            out[compiled[0].name] = (None, error)
-        else:    # compiling or running raised: which property? each alone
-            for p in compiled:
-                v, e = _outcome(_compiled, case, f, [p], timings)
-                out[p.name] = (None, e) if e is not None else v[p.name]
     return out
 
 
-def _compiled(case: Case, f, props, timings) -> dict:
-    """The compiled-tier properties from one jax.jit-compiled function:
-    property name -> (value, error). A property whose term raises while
-    tracing has its error and leaves the others their one compilation
-    (JAX raises a transformation's refusal, e.g. vmap of a user's name
-    subclass, at trace time); compiling or running raising leaves."""
+@dataclass
+class Traced:
+    """One implementation's compiled-tier properties, traced under its flag
+    (so no later flag changes them) and waiting to be compiled: `jaxpr`
+    (None where every term raised) takes the `operands`' leaves and returns
+    the leaves of `out_shape`, the terms of the properties not in `errors`."""
+    case: Case
+    impl: str
+    f: object
+    props: list
+    jaxpr: object = None
+    operands: list = field(default_factory=list)
+    out_shape: object = None
+    errors: dict = field(default_factory=dict)     # property name -> the error its term raised tracing
+
+
+def trace_compiled(case: Case, impl: str, f, props, timings) -> Traced:
+    """The compiled-tier terms of `props` as one jaxpr. A property whose
+    term raises while tracing keeps its error and leaves the others their
+    compilation (JAX raises a transformation's refusal, e.g. vmap of a
+    user's name subclass, at trace time)."""
     import jax
     flat = case.call.flat(f)
     diff = [i for i, t in enumerate(case.prog.in_types) if is_float(t.dtype)]
-    traced_errors = {}
+    traced = Traced(case, impl, f, props)
 
     def together(*operands):
         terms = {}
@@ -273,32 +279,77 @@ def _compiled(case: Case, f, props, timings) -> dict:
             if error is None:
                 terms[p.name] = term
             else:
-                traced_errors[p.name] = error
+                traced.errors[p.name] = error
         return terms
     # a key's tangent is never read (keys are not differentiated); its batch is a key array
     operands = (list(case.call.jax_leaves), [t if is_float(t.dtype) else np.zeros(t.shape, np.int32)
                                              for t in case.tangents],
                 list(case.cts), [jax_value_of(b) for b in case.batched],
                 {p.name: [jax_value_of(a) for a in p.operands(case)] for p in props if p.operands})
-    options = jax_api.cpu_compiler_options()
     if case.backend is not None:      # committed to the backend's device: the jit runs there
         operands = jax.device_put(operands, case.backend.device)
-        options = options if case.backend.platform == "cpu" else {}
     t0 = time.perf_counter()
-    lowered = jax.jit(together).lower(*operands)
-    t1 = time.perf_counter()
-    timings["jax_trace"] += t1 - t0
-    out = {name: (None, e) for name, e in traced_errors.items()}
-    if len(out) == len(props):
-        return out
-    compiled = lowered.compile(compiler_options=options)
-    t2 = time.perf_counter()
-    values = jax.block_until_ready(compiled(*operands))
-    timings["xla_compile"] += t2 - t1
-    timings["execute"] += time.perf_counter() - t2
-    for p in props:
-        if p.name in values:
-            out[p.name] = (p.after(values[p.name]) if p.after is not None else values[p.name], None)
+    jaxpr, out_shape = jax.make_jaxpr(together, return_shape=True)(*operands)
+    timings["jax_trace"] += time.perf_counter() - t0
+    if len(traced.errors) < len(props):
+        traced.jaxpr, traced.out_shape, traced.operands = jaxpr, out_shape, jax.tree.leaves(operands)
+    return traced
+
+
+def run_compiled(traced: list[Traced], timings) -> list[dict]:
+    """The traced implementations' jaxprs in one jax.jit-compiled function,
+    run: for each, property name -> (value, None), or (None, the error its
+    term raised tracing). Compiling or running raising leaves."""
+    import jax
+    live = [t for t in traced if t.jaxpr is not None]
+    as_fun = jax_api.internals.core().jaxpr_as_fun
+
+    def together(*leaves):
+        outs, at = [], 0
+        for t in live:
+            outs.append(as_fun(t.jaxpr)(*leaves[at:at + len(t.operands)]))
+            at += len(t.operands)
+        return outs
+    backend = traced[0].case.backend
+    options = jax_api.cpu_compiler_options() if backend is None or backend.platform == "cpu" else {}
+    results = [{name: (None, e) for name, e in t.errors.items()} for t in traced]
+    if live:
+        t0 = time.perf_counter()
+        lowered = jax.jit(together).lower(*[x for t in live for x in t.operands])
+        t1 = time.perf_counter()
+        compiled = lowered.compile(compiler_options=options)
+        t2 = time.perf_counter()
+        outs = iter(jax.block_until_ready(compiled(*[x for t in live for x in t.operands])))
+        timings["jax_trace"] += t1 - t0
+        timings["xla_compile"] += t2 - t1
+        timings["execute"] += time.perf_counter() - t2
+        for t, result in zip(traced, results):
+            if t.jaxpr is not None:
+                values = jax.tree.unflatten(jax.tree.structure(t.out_shape), next(outs))
+                result.update({p.name: (p.after(values[p.name]) if p.after is not None else values[p.name], None)
+                               for p in t.props if p.name in values})
+    return results
+
+
+def compiled_outcomes(traced: list[Traced], timings) -> list[dict]:
+    """run_compiled of them all; where compiling or running raises, each
+    implementation alone, and where one raises alone, each of its
+    properties alone (traced again under its flag)."""
+    together, error = _outcome(run_compiled, traced, timings)
+    if error is None:
+        return together
+    out = []
+    for t in traced:
+        alone, error = _outcome(run_compiled, [t], timings)
+        if error is None:
+            out.append(alone[0])
+        elif len(t.props) == 1:
+            out.append({t.props[0].name: (None, error)})
+        else:
+            with _selected(t.impl):
+                each = [_outcome(lambda p: run_compiled([trace_compiled(t.case, t.impl, t.f, [p], timings)],
+                                                        timings)[0][p.name], p) for p in t.props]
+            out.append({p.name: (None, e) if e is not None else v for p, (v, e) in zip(t.props, each)})
     return out
 
 
@@ -423,10 +474,19 @@ def _check(fn, policy, args, kwargs, implementations, properties, static_argnums
             spec_outcomes[p.name] = _outcome(p.spec_side, case)
             _refuse_unmodelled(spec_outcomes[p.name][1])
     report.timings["spec"] += time.perf_counter() - t_spec
-    mismatches = []
+    sides = []
     for impl in implementations:
         with _selected(impl):
-            _check_implementation(case, impl, props, spec_outcomes, report, mismatches)
+            sides.append(_jax_side(case, impl, props, report.timings))
+    t0 = time.perf_counter()
+    traced = [side.traced for side in sides if side.traced is not None]
+    for t, outcomes in zip(traced, compiled_outcomes(traced, report.timings) if traced else []):
+        next(side for side in sides if side.traced is t).outcomes.update(outcomes)
+    shared = (time.perf_counter() - t0) / max(len(traced), 1)
+    mismatches = []
+    for side in sides:
+        with _selected(side.impl):     # comparisons and divergence predicates may trace JAX again
+            _judge_side(side, spec_outcomes, report, mismatches, shared)
     if mismatches:
         raise _mismatch(case, report, mismatches, repro_dir, props)
     return report
@@ -454,31 +514,57 @@ def _refuse_unmodelled(spec_error):
 
 def _selected(impl):
     """implementation(impl), or nothing where the release lacks it (then
-    _check_implementation reports it not checked)."""
+    _jax_side reports it not checked)."""
     return contextlib.nullcontext() if jax_api.unavailable(impl) else implementation(impl)
 
 
-def _check_implementation(case, impl, props, spec_outcomes, report, mismatches):
+@dataclass
+class _Side:
+    """JAX's side of one implementation: the results settled before any
+    comparison (not checked, not compared), the properties checked, their
+    outcomes, and the compiled tier waiting for its compilation."""
+    case: Case
+    impl: str
+    settled: list
+    checked: list = field(default_factory=list)
+    outcomes: dict = field(default_factory=dict)
+    traced: Traced | None = None
+    seconds: float = 0.0
+
+
+def _jax_side(case, impl, props, timings) -> _Side:
     missing = jax_api.unavailable(impl)
     if missing is not None:
-        report.results += [Result(p.name, impl, "not checked", missing) for p in props]
-        return
+        return _Side(case, impl, [Result(p.name, impl, "not checked", missing) for p in props])
     reason, error = _outcome(_honest, case.call, case.jax_policy, impl)
     if reason is not None:
-        report.results += [Result(p.name, impl, "not checked", reason) for p in props]
-        return
+        return _Side(case, impl, [Result(p.name, impl, "not checked", reason) for p in props])
     f = case.functions[impl] = target(case.call, case.jax_policy)
     checked = [p for p in props if p.applies(case, impl) is None]
-    report.results += [Result(p.name, impl, "not compared", p.applies(case, impl))
-                       for p in props if p not in checked]
+    side = _Side(case, impl, [Result(p.name, impl, "not compared", p.applies(case, impl))
+                              for p in props if p not in checked], checked)
     t0 = time.perf_counter()
     if error is not None:       # tracing the function under `impl` raised: so does every property
-        outcomes = {p.name: (None, error) for p in checked}
+        side.outcomes = {p.name: (None, error) for p in checked}
     else:
-        outcomes = jax_outcomes(case, f, checked, report.timings)
+        side.outcomes = jaxpr_outcomes(case, f, checked, timings)
+        compiled = [p for p in checked if p.tier == "compiled"]
+        if compiled:
+            side.traced, error = _outcome(trace_compiled, case, impl, f, compiled, timings)
+            if error is not None:
+                side.outcomes.update({p.name: (None, error) for p in compiled})
+    side.seconds = time.perf_counter() - t0
+    return side
+
+
+def _judge_side(side: _Side, spec_outcomes, report, mismatches, shared_seconds: float):
+    case, impl, outcomes = side.case, side.impl, side.outcomes
+    report.results += side.settled
+    if not side.checked:
+        return
     _refuse_what_jax_cannot_run(outcomes)
-    secs = (time.perf_counter() - t0) / max(len(checked), 1)
-    for p in checked:
+    secs = (side.seconds + (shared_seconds if side.traced is not None else 0.0)) / len(side.checked)
+    for p in side.checked:
         if p.name == "residuals" and outcomes[p.name][1] is None and spec_outcomes[p.name][1] is None:
             _, applied = normalized(case, impl, outcomes[p.name][0], spec_outcomes[p.name][0])
             report.normalizations += [(n, p.name, impl) for n in applied]

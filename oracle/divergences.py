@@ -1680,11 +1680,12 @@ HOST_COTANGENT = re.compile(r"Expected cotangent type (\w+)(\[[^\]]*\]) but got 
 
 
 def _offloads(policy) -> bool:
-    """The policy may answer Offload (an offload policy, or a combination
-    holding one)."""
+    """The policy may answer Offload (an offload policy, a combination
+    holding one, or a user's policy, which may answer Offloadable: found
+    by a pristine campaign, 570daba7ef, a drawn user policy offloading sin)."""
     if isinstance(policy, sp._SaveFromBoth):
         return _offloads(policy.policy_1) or _offloads(policy.policy_2)
-    return isinstance(policy, sp._OFFLOAD)
+    return isinstance(policy, sp._OFFLOAD) or (policy is not None and type(policy).__module__ != sp.__name__)
 
 
 def _offloaded_residual_cotangent_on_host(ctx):

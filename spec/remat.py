@@ -88,14 +88,21 @@ def _device_put_from_jax(params: dict) -> dict:
     jax 0.7 (`devices=[None], srcs=[None]`, a list of one per operand from
     jax 0.4.31; `device=None, src=None` before), and `jax.device_put(x)`
     on every release. An imported program's values live in device memory,
-    so that is `memory_space='device'`. Anything else (a device, a
-    sharding, a memory kind, several operands) is left as JAX's params,
-    which the spec does not model (refused by name)."""
+    so that is `memory_space='device'`. One that names a memory space
+    (`devices=(MemorySpace.Device,)`: what a third derivative of an
+    offloading checkpoint binds to bring a value back, found by a pristine
+    campaign, 570daba7ef; MemorySpace.Host to offload) moves the value
+    there. Anything else (a device, a sharding, a memory kind, several
+    operands) is left as JAX's params, which the spec does not model
+    (refused by name)."""
     places = [params.get("device"), params.get("src")] if "device" in params else [
         *params.get("devices", ()), *params.get("srcs", ())]
-    if len(places) != 2 or any(p is not None for p in places):
+    if len(places) != 2 or places[1] is not None:
         return params
-    return dict(memory_space="device")
+    if places[0] is None:
+        return dict(memory_space="device")
+    space = {"memoryspace.device": "device", "memoryspace.host": "pinned_host"}.get(str(places[0]).lower())
+    return params if space is None else dict(memory_space=space)
 
 
 jax_facts[device_put_p] = JaxFacts(

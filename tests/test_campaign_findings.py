@@ -853,3 +853,31 @@ def test_a_policy_raising_comes_before_a_later_linearization_error(where):
                                       only=("residuals",))
     assert report.status("residuals", "remat2") == "not applicable", str(report)
     assert "policies should be a boolean" in report.results[0].detail, str(report)
+
+
+def test_a_third_derivative_of_a_user_policy_s_offload():
+    """grad o grad o grad of a checkpoint whose user policy offloads `sin`:
+    JAX binds `device_put[devices=(MemorySpace.Device,)]` to bring a value
+    back, which the importer refused (Unsupported where JAX computes), and
+    then raises the known host-cotangent bug, which named only the built-in
+    offload policies (found by a pristine campaign, 570daba7ef)."""
+    import spec
+    from fuzz import properties
+    from fuzz.strategies import SavePrimitives
+    from oracle import stacks as S
+    from spec import ops
+    from spec.remat import _device_put_from_jax
+    name = "grad-of-grad-of-an-offloaded-residual-gets-a-host-cotangent"
+    space = type("MemorySpace", (), {"__str__": lambda self: "MemorySpace.Device"})()
+    assert _device_put_from_jax(dict(devices=(space,), srcs=(None,), copy_semantics=())) == dict(
+        memory_space="device")
+    if not next(d for d in oracle.divergences.DIVERGENCES if d.name == name).active():
+        pytest.skip(f"{name} is declared for jax 0.10.2, not {jax.__version__}")
+
+    def body(c):
+        return ops.add(c, ops.add(c, ops.sin(c)))
+    pol = SavePrimitives(frozenset(), offload=frozenset({"sin"}))
+    prog = spec.trace(lambda a: (ops.checkpoint(body, policy=pol, prevent_cse=(False,))(a),), spec.f32[()])
+    report = properties.oracle_agrees(prog, implementations=("remat2",),
+                                      stack=S.Stack((S.Layer("grad"),) * 3), only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == "known divergence", str(report)

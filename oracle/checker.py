@@ -479,10 +479,11 @@ def _check(fn, policy, args, kwargs, implementations, properties, static_argnums
         with _selected(impl):
             sides.append(_jax_side(case, impl, props, report.timings))
     t0 = time.perf_counter()
-    traced = [side.traced for side in sides if side.traced is not None]
-    for t, outcomes in zip(traced, compiled_outcomes(traced, report.timings) if traced else []):
-        next(side for side in sides if side.traced is t).outcomes.update(outcomes)
-    shared = (time.perf_counter() - t0) / max(len(traced), 1)
+    pending = [side for side in sides if side.traced is not None]
+    if pending:
+        for side, outcomes in zip(pending, compiled_outcomes([s.traced for s in pending], report.timings)):
+            side.outcomes.update(outcomes)
+    shared = (time.perf_counter() - t0) / max(len(pending), 1)
     mismatches = []
     for side in sides:
         with _selected(side.impl):     # comparisons and divergence predicates may trace JAX again

@@ -242,6 +242,16 @@ def _may_save_scalar_add(policy) -> bool:
         return True
 
 
+def folded_literal_operand(e) -> bool:
+    """`e` is of a primitive whose JAX JVP rule applies Python operators to
+    its primals (JaxFacts.literal_operands_folded) and has a scalar literal
+    operand: how JAX's rule treats it depends on how the literal was
+    spelled, which the program does not record."""
+    facts = spec.core.jax_facts.get(e.primitive)
+    return bool(facts is not None and facts.literal_operands_folded
+                and any(isinstance(a, spec.ir.Literal) and a.is_scalar for a in e.inputs))
+
+
 def _folded_literal_arithmetic_saved(case) -> str | None:
     """JAX's rule for a primitive with JaxFacts.literal_operands_folded
     (betainc_gradx: `a + b`, `b - 1`) writes Python operators, which numpy
@@ -253,9 +263,7 @@ def _folded_literal_arithmetic_saved(case) -> str | None:
     a pristine campaign, a174bd5065). Not compared there."""
     def walk(prog, saving):
         for e in prog.eqns:
-            facts = spec.core.jax_facts.get(e.primitive)
-            if saving and facts is not None and facts.literal_operands_folded and any(
-                    isinstance(a, spec.ir.Literal) and a.is_scalar for a in e.inputs):
+            if saving and folded_literal_operand(e):
                 return e.primitive.name
             inner = saving or (e.primitive.name == "remat" and _may_save_scalar_add(e.params["policy"]))
             found = next((n for _, sub in subprograms(e.params) if (n := walk(sub, inner))), None)

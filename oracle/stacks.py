@@ -37,7 +37,7 @@ from typing import Optional
 import numpy as np
 
 import spec
-from spec.ir import ArrayType, Literal, Program, is_float, is_key, subprograms
+from spec.ir import ArrayType, Program, is_float, is_key, subprograms
 
 from oracle.conventions import jax_value_of
 from oracle.errors import InvalidArgument
@@ -509,9 +509,7 @@ def _folded_literal_operand(prog: Program) -> str | None:
     betainc's folds `b - 1` to a literal: found by pristine campaigns,
     aad1d61dc9 and 2087fb15dc)."""
     for e in _all_eqns(prog):
-        facts = spec.core.jax_facts.get(e.primitive)
-        if facts is not None and facts.literal_operands_folded and any(
-                isinstance(a, Literal) and a.is_scalar for a in e.inputs):
+        if P.folded_literal_operand(e):
             return (f"second-order residuals of {e.primitive.name} with a literal operand are not modelled "
                     f"(JAX's rule folds or promotes a weakly typed Python scalar; the spec has no weak types)")
     return None

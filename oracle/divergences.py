@@ -1905,7 +1905,10 @@ DIVERGENCES = [
         "fuzzer). `_cond_remat` does the same to a cond branch's consts (a ClosedJaxpr with "
         "consts, as JAX's own rules and oracle.to_jax bind it; lax.cond makes them operands), "
         "where remat2's _cond_partial_eval_custom shares them (found by the campaign). "
-        "A copy of a constant: wasted memory, gradients are right. " + _MODEL_PREDICATE,
+        "A copy of a constant: wasted memory, gradients are right. The same split names a "
+        "residual that is both an input and an output of the jit by the input (the forward jit "
+        "is staged with `_pjit_forwarding`), where remat2's rule forwards the output first "
+        "(the same value, named \"output of jitted function\"). " + _MODEL_PREDICATE,
         "import numpy as np\n"
         "w = np.ones((2, 3), np.float32)\n"
         "f = jax.checkpoint(lambda x: jax.jit(lambda x: jnp.sin(x) * w)(x))\n"

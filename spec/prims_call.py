@@ -124,7 +124,15 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
         # it (a reduce_precision of it is the jit's output: found by a
         # campaign on 0.6.2, measured on 0.10.2 too)
         forwarded = isinstance(out, Var) and out.id in body_inputs
-        if forwarded and (linearize or semantics().remat_of_jit_forwards_inputs):
+        # a residual that is also a known output is that output (the known
+        # call returns it once, in its output's place; the last such place:
+        # `idx_map = {id(v): i for i, v in enumerate(out_vars)}`)
+        out_index = next((i for i in reversed(range(n_known)) if known_body_outs[i] is out), None)
+        forwards_input = forwarded and (linearize or semantics().remat_of_jit_forwards_inputs)
+        if forwards_input and (linearize or not constants_shared):
+            # ad.linearize_jaxpr forwards a residual that is an input before
+            # _pjit_linearize looks for it among the outputs; jax_remat3's
+            # forward jit is staged with its input forwards (`_pjit_forwarding`)
             res_atoms.append(known_ins[body_inputs[out.id]])
         elif isinstance(out, Literal) and constant_key(out) in own_constants:
             # one of the body's own constants: pjit's linearize rule forwards it
@@ -133,10 +141,15 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
             # constant a nested call forwarded is no const of this jaxpr, and
             # is returned like any other residual
             res_atoms.append(out)
-        elif any(out is o for o in known_body_outs):
-            # a residual that is also a known output is that output (the
-            # known call returns it once, in its output's place)
-            res_atoms.append(known_outs[next(i for i, o in enumerate(known_body_outs) if o is out)])
+        elif out_index is not None:
+            # inside a checkpoint an output forward comes before an input
+            # forward (closed_call_partial_eval_custom_rule: `out_binders_known
+            # [fout] if fout is not None else ins_known[fin] if fin is not
+            # None`): a jit returning its input saves that output (found by a
+            # pristine campaign on 0.10.2, 4bbc9ecb62)
+            res_atoms.append(known_outs[out_index])
+        elif forwards_input:
+            res_atoms.append(known_ins[body_inputs[out.id]])
         else:
             v = Var(r.type)
             res_atoms.append(v)

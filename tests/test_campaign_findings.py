@@ -911,3 +911,37 @@ def test_betainc_of_literal_parameters_under_a_policy_saving_arithmetic(saved):
     assert report.status("residuals", "remat2") == want, str(report)
     assert report.status("vjp_leaves", "remat2") == want, str(report)
     assert report.status("vjp", "remat2") == "ok", str(report)
+
+
+JIT_RETURNS = {     # what a jit inside a checkpoint returns -> whether JAX saves its output for sin's input
+    "sin and its input": (lambda h: (jnp.sin(h), h), True),
+    "its input twice": (lambda h: (jnp.sin(h), h, h), True),
+    "its input first": (lambda h: (h, jnp.sin(h)), True),
+    "sin only": (lambda h: (jnp.sin(h),), False),
+}
+
+
+@pytest.mark.parametrize("label", sorted(JIT_RETURNS))
+def test_a_jit_residual_that_is_its_input_and_its_output_is_the_output(label):
+    """Inside a checkpoint, remat2 splits a jit with
+    closed_call_partial_eval_custom_rule, which forwards a residual that is
+    one of the jit's known outputs before one that is its input: the input
+    of sin is saved as the jit's output where the jit also returns it,
+    used or not (read off JAX below), named 'a' where it does not (found by
+    a pristine campaign, 4bbc9ecb62). remat3 forwards the input."""
+    ret, saves_output = JIT_RETURNS[label]
+    policy = jax.checkpoint_policies.save_only_these_names("a")
+
+    def body(d):
+        return jax.jit(ret)(checkpoint_name(d, "a"))[-1 if label == "its input first" else 0], d
+    fn = lambda x: jax.checkpoint(body, policy=policy)(x)[0]    # noqa: E731
+    with implementation("remat2"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(fn, np.float32(0.3))]
+    report = oracle.check(fn, oracle.AS_IS, np.float32(0.3), properties=("residuals",))
+    if jax.__version__ != "0.10.2":     # before, remat of a jit forwarded no input (a versioned divergence)
+        assert report.status("residuals", "remat2") in ("ok", "known divergence"), report
+        return
+    assert [s.startswith("output of jitted function") for s in sources] == [saves_output], sources
+    assert report.status("residuals", "remat2") == "ok", report
+    if not oracle.jax_api.unavailable("remat3"):
+        assert report.status("residuals", "remat3") in ("ok", "known divergence"), report

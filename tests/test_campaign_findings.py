@@ -945,3 +945,24 @@ def test_a_jit_residual_that_is_its_input_and_its_output_is_the_output(label):
     assert report.status("residuals", "remat2") == "ok", report
     if not oracle.jax_api.unavailable("remat3"):
         assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="second-order residuals: direct linearization")
+def test_a_linearized_jit_s_residual_that_is_several_outputs_is_the_last():
+    """_pjit_linearize's output-to-output forwarding maps a residual to the
+    last primal output it equals (`idx_map = {id(v): i for i, v in
+    enumerate(out_vars)}`), and so does closed_call_partial_eval_custom_rule:
+    taking the first kept another output of a third-order jit alive, one
+    residual fewer than JAX saves (pristine campaign findings 6379f1684c and
+    7cce6ba647: jvp o grad o vjp of a jitted dot(a, log1p(a**2)))."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.spellings import Spelling
+    from spec.prims_elementwise import log1p, square
+    from spec.prims_structural import dot_general
+    prog = spec.trace(lambda a: (dot_general(a, log1p(square(a)), (((0,), (0,)), ((), ()))),), spec.f32[3])
+    stack = S.Stack((S.Layer("vjp"), S.Layer("grad"), S.Layer("jvp")))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                      only=(S.STACK_RESIDUALS,), spelling=Spelling(jit=True))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)

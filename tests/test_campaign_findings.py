@@ -986,3 +986,29 @@ def test_remat3_saving_for_an_unused_output_inside_a_jit_is_the_class():
                                                     ("ok", "known divergence")), report
     if not oracle.jax_api.unavailable("remat3"):
         assert ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3") in report.known_divergences, report
+
+
+def _scanned_argmax_checkpoint(a):
+    def body(c, x):
+        sin, index = jax.checkpoint(lambda z: (jnp.sin(z), jnp.argmax(z)))(x)
+        return c + sin.sum(), index
+    return jax.checkpoint(lambda a: lax.scan(body, np.float32(0), a))(a)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_a_stack_s_grad_leaves_a_scanned_integer_output_unread():
+    """A stack's grad differentiates the float outputs only, so a
+    checkpoint's scanned integer output, an output of the program, is
+    unread there, and remat3 raises its scanned-cotangent error
+    (remat3-grad-raises-for-an-unused-scanned-checkpoint-output; read off
+    JAX below; pristine campaign finding 0a48bf1b19)."""
+    from fuzz import properties
+    from oracle import stacks as S
+    a = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    with implementation("remat3"):
+        assert _jax_raises(lambda: jax.grad(lambda a: _scanned_argmax_checkpoint(a)[0])(a),
+                           ValueError, "Expected cotangent type")
+    prog = trace_jax(_scanned_argmax_checkpoint, a)
+    report = properties.oracle_agrees(prog, implementations=("remat3",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK,))
+    assert ("remat3-grad-raises-for-an-unused-scanned-checkpoint-output", S.STACK, "remat3") in report.known_divergences

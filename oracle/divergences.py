@@ -32,6 +32,7 @@ from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, produce
 from oracle.conventions import AS_IS
 from oracle.jax_api.flags import flags
 from spec.barriers import known_checkpoint_barriers, optimization_barriers
+from spec.core import jax_facts
 from spec.partial_eval import dce, source_of
 from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError
 from spec.remat import names_in
@@ -479,8 +480,7 @@ def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
     """Some checkpoint (at any depth) has an output nothing reads (no
     equation, not the program's outputs) that its body computes from a
     stacked output (a ys) of a scan in the body."""
-    read = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
-    read |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    read = _read_here(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
             body = e.params["jaxpr"]
@@ -491,6 +491,38 @@ def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
         if any(_unused_scanned_checkpoint_outputs(b) for _, b in subprograms(e.params)):
             return True
     return False
+
+
+def _read_here(prog: Program) -> set:
+    """The variables `prog`'s own equations or outputs read."""
+    return {a.id for a in [*(a for e in prog.eqns for a in e.inputs), *prog.outputs] if isinstance(a, Var)}
+
+
+def _zero_cotangent_rejecters_for_unread_outputs(prog: Program) -> bool:
+    """Some checkpoint (at any depth) has outputs nothing reads that need an
+    equation whose JAX transpose rule rejects a symbolic zero cotangent
+    (JaxFacts.transpose_rejects_zero_cotangent), one the outputs read do not
+    need: its cotangent is a symbolic zero."""
+    read = _read_here(prog)
+    for e in prog.eqns:
+        if e.primitive is remat_p:
+            body = e.params["jaxpr"]
+            used = [v.id in read for v in e.outputs]
+            if _zero_cotangent_rejecters(dce(body)[0]) > _zero_cotangent_rejecters(dce(body, used)[0]):
+                return True
+        if any(_zero_cotangent_rejecters_for_unread_outputs(b) for _, b in subprograms(e.params)):
+            return True
+    return False
+
+
+def _zero_cotangent_rejecters(prog: Program) -> int:
+    return sum(getattr(jax_facts.get(e.primitive), "transpose_rejects_zero_cotangent", False) for e in _eqns(prog))
+
+
+def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
+    return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order", "stack")
+            and isinstance(ctx.error, AttributeError) and "'Zero' object has no attribute" in str(ctx.error)
+            and _zero_cotangent_rejecters_for_unread_outputs(_as_differentiated(ctx)))
 
 
 def _remat3_scanned_cotangent_error(ctx) -> bool:
@@ -2010,6 +2042,23 @@ DIVERGENCES = [
         "    return jax.checkpoint(lambda unused, a: jnp.sin(a))(ys, a)\n"
         "jax.grad(f)(0.5)  # ValueError",
         _remat3_unused_scanned_input, releases=REMAT3),
+    Divergence(
+        "remat3-transposes-unread-checkpoint-outputs-with-zero-cotangents",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's backward pass transposes the equations "
+        "that only its unread outputs need, handing their rules a symbolic zero cotangent "
+        "(ad.Zero); remat2's remat_transpose drops them first. JAX's own rules accept a Zero; "
+        "equinox's select_if_vmap transpose asserts `ct.shape` before testing for one, and "
+        "jax 0.10.2's Zero has no shape: `AttributeError: 'Zero' object has no attribute "
+        "'shape'` (found by a pristine campaign, 2917f8e612). The predicate: remat3, reverse "
+        "mode, that error, and a checkpoint whose unread outputs alone need an equation whose "
+        "rule rejects a Zero (spec.core.JaxFacts.transpose_rejects_zero_cotangent).",
+        "from equinox.internal._loop.common import select_if_vmap_p\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(a, p, x, y):\n"
+        "    return jax.checkpoint(lambda a, p, x, y: (a * 2, select_if_vmap_p.bind(p, x, y)))(a, p, x, y)[0]\n"
+        "x = jnp.ones(3)\n"
+        "jax.grad(f, argnums=(0, 2))(1.0, True, x, x)  # AttributeError",
+        _remat3_transposes_with_zero_cotangents, releases=REMAT3),
     Divergence(
         "remat3-grad-raises-for-an-unused-scanned-checkpoint-output",
         "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "

@@ -98,12 +98,18 @@ class JaxFacts:
               weakly typed) is folded or promoted there as jnp does, which
               the spec (no weak types) does not model: the names of
               second-order residuals differ (the oracle does not compare them)
+    transpose_rejects_zero_cotangent
+              JAX's transpose rule fails when handed a symbolic zero
+              cotangent (ad.Zero) instead of an array, which JAX's own rules
+              accept: what a backward pass that transposes equations whose
+              outputs get no cotangent (jax_remat3's) runs into
     """
     name: str
     emitter: str
     from_jax: Callable[[dict], dict] | None = None
     ignored: tuple = ()          # ((param name, accepted value), ...)
     literal_operands_folded: bool = False
+    transpose_rejects_zero_cotangent: bool = False
 
 
 jax_facts: dict[Primitive, JaxFacts] = {}

@@ -1012,3 +1012,32 @@ def test_a_stack_s_grad_leaves_a_scanned_integer_output_unread():
     report = properties.oracle_agrees(prog, implementations=("remat3",), stack=S.Stack((S.Layer("grad"),)),
                                       only=(S.STACK,))
     assert ("remat3-grad-raises-for-an-unused-scanned-checkpoint-output", S.STACK, "remat3") in report.known_divergences
+
+
+def _selecting_checkpoint(read_selected: bool):
+    from equinox.internal._loop.common import select_if_vmap_p
+
+    def f(a, p, x, y):
+        doubled, selected = jax.checkpoint(lambda a, p, x, y: (a * 2, select_if_vmap_p.bind(p, x, y)))(a, p, x, y)
+        return doubled + jnp.sum(selected) if read_selected else doubled
+    return f
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("read_selected", [False, True])
+def test_remat3_hands_a_zero_cotangent_to_equinox_s_select_if_vmap(read_selected):
+    """remat3 transposes what only a checkpoint's unread output needs with a
+    symbolic zero cotangent, which equinox's select_if_vmap transpose
+    rejects (AttributeError; read off JAX below): the divergence is named
+    there, and where the output is read both compute (pristine campaign
+    finding 2917f8e612)."""
+    pytest.importorskip("equinox")
+    f = _selecting_checkpoint(read_selected)
+    x = np.float32([1.0, 2.0, 3.0])
+    args = (np.float32(1.0), np.bool_(True), x, x * 2)
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, "'Zero' object")
+    assert raises is not read_selected
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
+    assert report.status("vjp", "remat2") == "ok", report
+    assert report.status("vjp", "remat3") == ("ok" if read_selected else "known divergence"), report

@@ -19,6 +19,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "custom-vjp-of-an-instantiated-zero-tangent-fails": "can't apply forward-mode autodiff (jvp)",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-output": "Expected cotangent type",
+          "remat3-transposes-unread-checkpoint-outputs-with-zero-cotangents": "'Zero' object has no attribute",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
           "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",

@@ -201,3 +201,20 @@ def test_per_argument_prevent_cse_only_where_jax_has_it():
         walk(prog)
     draw()
     assert flags and (per_argument or not any(isinstance(p, tuple) for p in flags))
+
+
+def test_capabilities_are_the_release_s_whichever_implementation_the_user_selected():
+    """The probes read the release, not the user's flags: with jax_remat3
+    switched on (as a remat3 reproducer does) the per-argument prevent_cse
+    probe still reads remat2's equation."""
+    from oracle.jax_api import capabilities
+    expected = capabilities()
+    if not expected.remat3:
+        pytest.skip(f"jax {jax.__version__} has no jax_remat3")
+    capabilities.cache_clear()
+    jax.config.update("jax_remat3", True)
+    try:
+        assert capabilities() == expected
+    finally:
+        jax.config.update("jax_remat3", False)
+        capabilities.cache_clear()

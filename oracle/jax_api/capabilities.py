@@ -55,12 +55,21 @@ def _per_argument_prevent_cse() -> bool:
     0.7.2; before, a tuple is passed on as it is (no API)."""
     import jax
     import numpy as np
-    f = jax.checkpoint(lambda d: d["a"] * d["b"], prevent_cse=({"a": False, "b": True},))
     leaf = jax.ShapeDtypeStruct((), np.float32)
+    # read off remat2's equation: a user's jax_remat3=True binds a
+    # hi-primitive without the param (found re-running a remat3 reproducer);
+    # jax.checkpoint picks its implementation when called
+    remat3 = getattr(jax.config, "jax_remat3", False)
     try:
+        if remat3:
+            jax.config.update("jax_remat3", False)
+        f = jax.checkpoint(lambda d: d["a"] * d["b"], prevent_cse=({"a": False, "b": True},))
         eqn = jax.make_jaxpr(f)({"a": leaf, "b": leaf}).jaxpr.eqns[0]
     except Exception:   # noqa: BLE001 -- a release that rejects the tuple: no per-argument flags
         return False
+    finally:
+        if remat3:
+            jax.config.update("jax_remat3", True)
     return tuple(eqn.params.get("prevent_cse", ())) == (False, True)
 
 

@@ -42,12 +42,16 @@ def producer_sources(prog: Program) -> list:
                     # the nested checkpoint's own output: remat3 names its hi-primitive
                     return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and is_checkpoint(e):
+                    # what the body returns there, followed out again where it
+                    # is an input of the body (at any depth: found by a
+                    # pristine campaign, b5c7023ba6, a name saved through two
+                    # nested checkpoints)
                     body = e.params["jaxpr"]
-                    inner = body.outputs[k]
+                    value, src = resolve(body.outputs[k], body)
                     for i, bv in enumerate(body.inputs):
-                        if bv is inner:
+                        if bv is value:
                             return resolve(e.inputs[i], p)
-                    return resolve(inner, body)
+                    return value, src
         return atom, source_of(atom, p)
     out, seen = [], set()
     for r in lin.residuals:

@@ -1041,3 +1041,24 @@ def test_remat3_hands_a_zero_cotangent_to_equinox_s_select_if_vmap(read_selected
     report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
     assert report.status("vjp", "remat2") == "ok", report
     assert report.status("vjp", "remat3") == ("ok" if read_selected else "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_remat3_names_a_value_saved_through_nested_checkpoints_by_its_producer(depth):
+    """remat3 names a value saved out of nested checkpoints by what made it
+    (remat3-names-nested-checkpoint-values-by-producer): through two or more
+    checkpoints too, where the value is an input the inner ones forward
+    (read off JAX below; pristine campaign finding b5c7023ba6)."""
+    def make():
+        inner = jnp.sin
+        for _ in range(depth):
+            inner = jax.checkpoint(inner, prevent_cse=False)
+        return jax.checkpoint(lambda c: inner(checkpoint_name(c, "a")),
+                              policy=jax.checkpoint_policies.save_only_these_names("a"))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(make(), np.float32(0.3))]
+    assert [s.startswith("named 'a'") for s in sources] == [True], sources
+    report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.float32(0.3), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") in ("ok", "known divergence"), report

@@ -86,7 +86,8 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     outputs only a cond's index or an operand no branch reads take (no
     cotangent reaches it; found by the fuzzer's branch cover)."""
     return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True,
-                              _tangent_liveness(prog, pruned=True, zeros=False))
+                              _tangent_liveness(prog, pruned=True, zeros=False,
+                                                checkpoint_reads=_remat3_checkpoint_reads))
 
 
 def _staged_whole(e: Eqn) -> bool:
@@ -220,27 +221,43 @@ def _live(prog: Program) -> tuple[set, set]:
     return live, read
 
 
-def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True) -> Callable:
+def _remat_jvp_reads(e: Eqn) -> list:
+    """The operands of checkpoint `e` whose tangents remat2's remat_jvp
+    reads: those its body (without dead code) reads."""
+    return [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
+
+
+def _remat3_checkpoint_reads(e: Eqn) -> list:
+    """Every operand of checkpoint `e`: remat3's RematTraced linearization
+    instantiates each input tangent (`map(ad_util.instantiate, tangents)`),
+    so a checkpoint's output read only by another checkpoint that never
+    reads it has a live tangent (found by a pristine campaign, 6a79fea13c)."""
+    return list(e.inputs)
+
+
+def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
+                      checkpoint_reads: Callable = _remat_jvp_reads) -> Callable:
     """`_live_tangents` of `prog` and its sub-programs, knowing which of
     their values have a symbolic zero tangent (`zero_tangents`; none with
     `zeros=False`)."""
     zero = zero_tangents(prog) if zeros else frozenset()
 
     def liveness(p):
-        return _live_tangents(p, zero, pruned)
+        return _live_tangents(p, zero, pruned, checkpoint_reads)
     liveness.pruned = pruned        # sub-programs rooted at their equation's read outputs (`_body_roots`)
     return liveness
 
 
-def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = False) -> tuple[set, set]:
+def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = False,
+                   checkpoint_reads: Callable = _remat_jvp_reads) -> tuple[set, set]:
     """`_live` of the linear program: the equations some float output of
     which has its tangent read (transitively, by the program's float
     outputs) and not a symbolic zero (ids in `zero`: JAX's JaxprTrace stages
     no tangent equation for it; found by a campaign on 0.6.2: a scan whose
     only read output's tangent is zero keeps nothing of its unused carry),
-    and what they read. A checkpoint reads none of the operands
-    its body (without dead code) does not read (remat_jvp passes it no
-    tangent for them), and an equation reads no tangent for an output that
+    and what they read. A checkpoint reads the tangents of the operands
+    `checkpoint_reads` gives (remat2: none its body without dead code does
+    not read, remat_jvp passes it no tangent for them), and an equation reads no tangent for an output that
     only equations without a read float output take (a comparison feeding
     a select's predicate). So a staged-whole equation's output read only so
     is unused: its tangent computed, its residuals saved (found by campaigns
@@ -254,7 +271,7 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
         live.add(id(e))
         inputs = e.inputs
         if e.primitive is remat_p:
-            inputs = [a for a, u in zip(e.inputs, dce(e.params["jaxpr"])[1]) if u]
+            inputs = checkpoint_reads(e)
         elif not subprograms(e.params):
             inputs = _tangent_reading_inputs(e)
         elif pruned and e.primitive.name == "while":

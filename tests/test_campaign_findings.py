@@ -1062,3 +1062,27 @@ def test_remat3_names_a_value_saved_through_nested_checkpoints_by_its_producer(d
     report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.float32(0.3), properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("reader", ["checkpoint not reading it", "nothing"])
+def test_remat3_instantiates_the_tangent_of_an_operand_a_checkpoint_never_reads(reader):
+    """remat3 linearizes a checkpoint with every input tangent instantiated,
+    so an earlier checkpoint whose output only reaches an operand the later
+    body never reads still runs its backward pass whole, and saves what its
+    unused output needs (remat3-saves-for-unused-checkpoint-outputs); where
+    nothing reads that output, nothing is saved for it (both read off JAX
+    below; pristine campaign finding 6a79fea13c)."""
+    def f(a, b):
+        _, forwarded = jax.checkpoint(lambda g: (g + jnp.sin(g), g), prevent_cse=False)(a)
+        out = b
+        if reader != "nothing":
+            out = jax.checkpoint(lambda m, n: n, prevent_cse=False)(a + forwarded, b)
+        return out, a + jnp.sin(a)
+    args = (np.float32(0.3), np.ones((2, 3), np.float32))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert any(s.startswith("from the argument") for s in sources) is (reader != "nothing"), sources
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") == ("ok" if reader == "nothing" else "known divergence"), report

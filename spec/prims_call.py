@@ -100,9 +100,14 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     # ad.linearize_jaxpr whose tangent trace makes them constants on first
     # use) and inside a checkpoint (partial_eval_jaxpr_custom makes a known
     # value a residual when a staged equation first reads it)
+    # and inside a checkpoint neither half is DCE'd (closed_call_partial_eval_custom_rule's
+    # partial_eval_jaxpr_stateful): a residual only dead staged code reads is
+    # returned until an enclosing DCE prunes it, which a cond's merged residual
+    # slots may not (found by a pristine campaign, 791dc1fea2); a linearization
+    # traces the tangents with auto_dce (ad._linearize_jaxpr)
     pe = partial_eval(body, in_unknowns, saveable=saveable, linearize=linearize,
                       literals_are_residuals=False, constants_are_residuals=linearize or not constants_shared,
-                      in_inst=in_inst, stage_recomputed_outputs=True, order="first_use")
+                      in_inst=in_inst, stage_recomputed_outputs=True, order="first_use", dce_staged=linearize)
     if not any(in_unknowns) and not pe.recomputed and not pe.residuals and (linearize or not any(pe.staged_outputs)):
         return [eqn], [], [False] * len(eqn.outputs), [False] * len(eqn.outputs), [], {}
     # (inside a checkpoint an output the body returns as a literal is known and

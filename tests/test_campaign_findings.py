@@ -1118,3 +1118,25 @@ def test_the_save_anything_except_stub_inside_save_from_both_policies(combined):
     report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
     stub = _divergence_active("save-anything-except-these-names-is-a-stub")
     assert report.status("residuals", "remat2") == ("known divergence" if stub else "ok"), str(report)
+
+
+@pytest.mark.parametrize("other_branch", ["sin", "neg"])
+def test_a_jit_s_dead_code_in_a_cond_branch_keeps_its_residual_slot(other_branch):
+    """Inside a checkpoint a jit's split is not DCE'd
+    (closed_call_partial_eval_custom_rule), so its known half returns what
+    only its dead code needs; in a cond branch that residual takes a merged
+    slot another branch fills, and stays saved. Where the other branch
+    saves nothing, the enclosing DCE prunes it. Both read off JAX below
+    (pristine campaign finding 791dc1fea2)."""
+    def dead_sin(n):
+        jnp.sin(n)
+        return jnp.sin(n)
+    other = jnp.sin if other_branch == "sin" else jnp.negative
+    f = jax.checkpoint(lambda d: lax.cond(jnp.sum(d) > 0, other, jax.jit(dead_sin), d),
+                       policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)
+    x = np.float32([0.3, -0.2, 0.5])
+    with implementation("remat2"):
+        saved = [s for _, s in oracle.jax_api.internals.saved_residuals(f, x) if s.startswith("output of cond")]
+    assert len(saved) == (2 if other_branch == "sin" else 1), saved
+    report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",), implementations=("remat2",))
+    assert report.status("residuals", "remat2") == "ok", report

@@ -48,13 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, eval_rules, examples,
-                       instantiate, is_undefined, jax_facts, jvp_rules, primitive, shape_rules,
+                       instantiate, is_undefined, jax_facts, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType
 from spec.prims_callback import pure_callback
 from spec.prims_control import cond
 from spec.prims_conv import copy
-from spec.prims_elementwise import eq, ne, select_n
+from spec.prims_elementwise import add, convert_element_type, eq, lt, ne, select_n
 from spec.prims_reductions import _slice_in_dim, reduce_min
 from spec.prims_structural import broadcast_in_dim, reduce_max, squeeze
 
@@ -373,15 +373,19 @@ eval_rules[maybe_set_p] = _maybe_set_eval
 
 def _index(i, n: int):
     """jnp's normalisation of an integer index: i + n where i < 0."""
-    from spec.prims_elementwise import add, lt
     return select_n(lt(i, 0), i, add(i, n))
 
 
 def _buffer_get(xs, i):
     """xs.at[i].get() (jnp indexing by an integer scalar: a dynamic_slice of
-    one row, squeezed)."""
+    one row, squeezed). jnp's `_attempt_rewriting_take_via_slice` makes every
+    start index int32 and lax.dynamic_slice normalises each, the zeros of
+    the other axes too (`select_n(0 < 0, 0, 0 + n)`, equations JAX binds:
+    found by a pristine campaign, 18c4a0aaf6, where a grad saved them)."""
     from spec.prims_indexing import dynamic_slice
-    starts = [_index(i, xs.shape[0])] + [0] * (xs.ndim - 1)
+    if to_atom(i).type.dtype != np.int32:
+        i = convert_element_type(i, np.int32)
+    starts = [_index(s, n) for s, n in zip([i] + [np.int32(0)] * (xs.ndim - 1), xs.shape)]
     return squeeze(dynamic_slice(xs, starts, (1,) + tuple(xs.shape[1:])), (0,))
 
 
@@ -449,7 +453,7 @@ def _maybe_set_batch(args, dims, *, makes_false_steps):
     whose impl is jax.vmap of _maybe_set_impl; here the impl's operations,
     batched (the same values); the output batched at axis 0."""
     from spec.batching import moveaxis, vmap_traced
-    from spec.core import to_atom, trace
+    from spec.core import trace
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     types = [to_atom(a).type for a in args]
     types = [t if d is None else ArrayType(t.shape[:d] + t.shape[d + 1:], t.dtype) for t, d in zip(types, dims)]

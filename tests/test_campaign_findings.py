@@ -1140,3 +1140,25 @@ def test_a_jit_s_dead_code_in_a_cond_branch_keeps_its_residual_slot(other_branch
     assert len(saved) == (2 if other_branch == "sin" else 1), saved
     report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",), implementations=("remat2",))
     assert report.status("residuals", "remat2") == "ok", report
+
+
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="second-order residuals: direct linearization")
+@pytest.mark.parametrize("row", [(3,), (3, 2)])
+def test_maybe_set_s_transpose_reads_its_row_as_jnp_indexing_does(row):
+    """equinox's maybe_set transposes to `ct.at[i].get()`, whose
+    dynamic_slice start indices jnp normalises one by one, the other axes'
+    zeros too: a grad saves those select_n outputs (pristine campaign
+    finding 18c4a0aaf6, where the spec had a literal 0)."""
+    pytest.importorskip("equinox")
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec import ops
+    from spec.prims_equinox import maybe_set
+    buffer = ops.broadcast_in_dim
+    prog = spec.trace(lambda a, b, c, d: (maybe_set(b, buffer(np.float32(0), (4,) + row, ()), c, d),),
+                      spec.f32[()], spec.bool_[()], spec.f32[row], spec.i32[()])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("grad"),)),
+                                      only=(S.STACK_RESIDUALS, S.STACK))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)
+    assert report.status(S.STACK, "remat2") == "ok", str(report)

@@ -6,6 +6,7 @@ made used.
 """
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Callable
 
@@ -245,6 +246,8 @@ def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
     def liveness(p):
         return _live_tangents(p, zero, pruned, checkpoint_reads)
     liveness.pruned = pruned        # sub-programs rooted at their equation's read outputs (`_body_roots`)
+    # the spec's symbolic zeros, whatever `zeros` says (a threaded output's zeros read no such value)
+    liveness.symbolic_zeros = functools.cache(lambda: zero if zeros else zero_tangents(prog))
     return liveness
 
 
@@ -363,7 +366,7 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness
                     if j == i:
                         mine.append(a)
                     else:
-                        zero_eqns, zero = _zeros_read_linearly(b, a.type)
+                        zero_eqns, zero = _zeros_read_linearly(b, a.type, liveness.symbolic_zeros())
                         eqns += zero_eqns
                         mine.append(zero)
             branches.append(Program(b.inputs, eqns, b.outputs[:len(b.outputs) - n] + mine,
@@ -372,14 +375,16 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness
     return e.params, []
 
 
-def _zeros_read_linearly(branch: Program, t: ArrayType) -> tuple[list, object]:
+def _zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple[list, object]:
     """(equations, atom): zeros of type `t` for a branch that only passes a
     threaded output on, computed as 0 * sum(x) from a float input x of the
-    branch (or a literal where it has none). So the threaded output's
-    tangent there is linear in x's (no residual), not a symbolic zero, which
-    the cond's linearization would instantiate and save: JAX's real cond
-    has no such output."""
-    x = next((v for v in branch.inputs if v.type.dtype == t.dtype), None)
+    branch whose tangent is not a symbolic zero (ids in `zero`: not a
+    constant operand, found by a pristine campaign, adaec2e930), or a
+    literal where it has none. So the threaded output's tangent there is
+    linear in x's (no residual), not a symbolic zero, which the cond's
+    linearization would instantiate and save: JAX's real cond has no such
+    output."""
+    x = next((v for v in branch.inputs if v.type.dtype == t.dtype and v.id not in zero), None)
     if x is None:
         return [], spec.ir.Literal(np.zeros(t.shape, t.dtype), t)
     total, scaled, zeros = Var(ArrayType((), t.dtype)), Var(ArrayType((), t.dtype)), Var(t)

@@ -1162,3 +1162,31 @@ def test_maybe_set_s_transpose_reads_its_row_as_jnp_indexing_does(row):
                                       only=(S.STACK_RESIDUALS, S.STACK))
     assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)
     assert report.status(S.STACK, "remat2") == "ok", str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("other_returns", ["the constant", "an argument"])
+def test_remat3_unused_output_in_a_cond_beside_a_constant_operand(other_returns):
+    """remat3 saves a conv's inputs for a checkpoint's unused output in a
+    cond branch (remat3-saves-for-unused-checkpoint-outputs; read off JAX
+    below). The model threads that output out, the other branch returning
+    zeros read from an operand whose tangent is not a symbolic zero: the
+    cond's first operand is a constant here (pristine campaign finding
+    adaec2e930), whose zeros the cond's linearization would save."""
+    def conv(t, u):
+        return lax.conv_general_dilated(t, u, (1, 1), "VALID")
+
+    def branch(m, n, o, p):
+        return jax.checkpoint(lambda s, t, u: (s, conv(t, u)), policy=jax.checkpoint_policies.dots_saveable,
+                              prevent_cse=False)(n, o, p)[0]
+
+    def f(b, c, d):
+        other = (lambda m, n, o, p: m) if other_returns == "the constant" else (lambda m, n, o, p: n)
+        return lax.cond(jnp.sum(b) > 0, branch, other, np.float32([0.5, 0.75, 1.0]), b, c, d)
+    args = (np.float32([0.1, 0.2, 0.3]), np.ones((2, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32))
+    with implementation("remat3"):
+        saved = [str(a) for a, _ in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert "float32[2,3,5,5]" in saved and "float32[4,3,3,3]" in saved, saved
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3") in report.known_divergences, report

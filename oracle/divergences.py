@@ -61,6 +61,7 @@ class Context:
     checked_program: Program | None = None   # where `program` is a stack level's: the checked function's own
     linear_barriers_of: Callable | None = None   # stack_barriers: checked program -> the spec's count for it
     values_agree_for: Callable | None = None     # vjp: (variant, outputs gained) -> JAX's values are its
+    numeric_program: Callable | None = None      # a numeric property's: checked program -> the spec program compared
 
     @property
     def user_program(self) -> Program:
@@ -241,17 +242,20 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     and the remat3 model's JVP raises it word for word (every property:
     reverse mode and saved_residuals linearize through it): remat3
     differentiates a checkpoint's body with respect to the constants it
-    closes over too, so a rule declared unimplemented for a perturbed
-    operand runs (scatter-mul's updates with duplicate indices; at second
-    order, the forward mode of a pullback: gammainc(a, x) with a constant,
-    whose pullback holds igamma_grad_a(a, x), which has no derivative)."""
+    closes over too, and instantiates the tangents of the operands it never
+    reads, so a rule declared unimplemented for a perturbed operand runs
+    (scatter-mul's updates with duplicate indices; at second order, the
+    forward mode of a pullback: gammainc(a, x) with a constant, whose
+    pullback holds igamma_grad_a(a, x), which has no derivative; a
+    numeric property's own program too: a stack's linearize o grad of
+    igamma's output passed to a checkpoint that never reads it, found by a
+    pristine campaign, ed68629a1a)."""
     if (ctx.implementation != "remat3" or not isinstance(ctx.error, NotImplementedError)
             or ctx.spec_error is not None):
         return False
-    model = remat3_model(ctx.program)
-    differentiated = [lambda: spec.jvp(model)]
-    if ctx.property == "second_order":
-        differentiated.append(lambda: spec.jvp(spec.vjp_program(model)))
+    differentiated = [lambda: spec.jvp(remat3_model(ctx.program))]
+    if ctx.numeric_program is not None:
+        differentiated.append(lambda: ctx.numeric_program(remat3_model(ctx.user_program)))
     for differentiate in differentiated:
         try:
             differentiate()
@@ -2114,9 +2118,12 @@ DIVERGENCES = [
         "reverse mode and saved_residuals, where remat2, no checkpoint and the spec compute: "
         "the factors have no tangent (found while adding scatter-mul); and at second order "
         "gammainc(a, x) with a constant a, whose pullback then holds igamma_grad_a(a, x), which "
-        "has no derivative (found while adding igamma). The predicate: remat3, JAX's "
-        "NotImplementedError, and the remat3 model's JVP (at second order: of its pullback) "
-        "raises it word for word.",
+        "has no derivative (found while adding igamma); the tangents of operands the body never "
+        "reads are instantiated too, so linearize o grad differentiates igamma_grad_a for "
+        "igamma's output passed to a checkpoint that ignores it (found by a pristine campaign). "
+        "The predicate: remat3, JAX's NotImplementedError, and the remat3 model's JVP (or the "
+        "numeric property's own spec program of the model: a pullback's JVP, a stack) raises "
+        "it word for word.",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sin(x.at[jnp.array([0, 1, 0])].multiply(jnp.array([2., 3., .5]))).sum())\n"
         "try:\n"

@@ -112,6 +112,7 @@ class Property:
     program: Callable | None = None            # case -> the program its answers are of (None: the case's)
     unmodelled: Callable | None = None         # case -> why JAX's answers for it are not modelled, or None
     without_dead_code: Callable | None = None  # case -> its spec program built with every level's dead code removed
+    spec_program: Callable | None = None       # numeric: checked program -> the spec program whose values it compares
 
     def context(self, case: Case, impl: str, **kw) -> divergences.Context:
         """What a known divergence may look at, of this property's program."""
@@ -127,6 +128,7 @@ class Property:
             kw.setdefault("checked_program", case.prog)
         if self.without_dead_code is not None:
             kw.setdefault("without_dead_code", lambda: self.without_dead_code(case))
+        kw.setdefault("numeric_program", self.spec_program)
         return divergences.Context(impl, self.name, case.policy, prog, **kw)
 
     def applies(self, case: Case, impl: str | None = None) -> str | None:
@@ -534,7 +536,7 @@ def _vmap_term(f, operands, diff):
 def _numeric(name, term, weight=1, needs="none"):
     return Property(name, "compiled", _spec_numbers(NUMERIC[name]),
                     _numbers_compare(name, weight, NUMERIC[name], zero_cotangents_gained=name == "vjp"),
-                    jax_term=term, needs=needs, weight=weight)
+                    jax_term=term, needs=needs, weight=weight, spec_program=NUMERIC[name].program)
 
 
 def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, after=None,
@@ -555,7 +557,7 @@ def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, afte
     return Property(name, "compiled", _spec_numbers(cached),
                     _numbers_compare(name, weight, cached, zero_cotangents_gained, without_dead_code), jax_term=term,
                     weight=weight, operands=own, after=after, repro_code=repro_code, description=description,
-                    without_dead_code=without_dead_code)
+                    without_dead_code=without_dead_code, spec_program=numeric.program)
 
 
 VALUES = _numeric("values", _values_term)

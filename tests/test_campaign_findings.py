@@ -1190,3 +1190,26 @@ def test_remat3_unused_output_in_a_cond_beside_a_constant_operand(other_returns)
     report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
     assert ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3") in report.known_divergences, report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_differentiates_an_operand_a_checkpoint_never_reads_under_a_stack():
+    """remat3 instantiates the tangent of igamma's output passed to a
+    checkpoint that never reads it, so linearize o grad differentiates
+    igamma_grad_a, which has no derivative; remat2 and the spec compute
+    (JAX's answers: remat2's agrees, remat3 raises, the only error the
+    divergence's predicate accepts). The predicate builds the stack's own
+    spec program of the remat3 model (pristine campaign finding
+    ed68629a1a)."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.spellings import Spelling
+    from spec import ops
+    from spec.prims_special import igamma
+    prog = spec.trace(lambda a, b, c: (ops.checkpoint(lambda g, h: (g,), prevent_cse=False)(a, igamma(b, c))[0],
+                                       ops.sin(a)), spec.f32[()], spec.f32[2, 3], spec.f32[2, 3])
+    report = properties.oracle_agrees(prog, stack=S.Stack((S.Layer("grad"), S.Layer("linearize"))), only=(S.STACK,),
+                                      spelling=Spelling(jit=True))
+    assert report.status(S.STACK, "remat2") == "ok", str(report)
+    assert ("remat3-differentiates-a-checkpoint-s-constants", S.STACK, "remat3") in report.known_divergences

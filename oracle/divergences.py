@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (has_primitive, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unused_checkpoint_outputs_out, unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
                                  remat3_model, remat3_recognises, remat3_variants, remats)
@@ -492,10 +492,12 @@ def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
 
 
 def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
-    """Some checkpoint (at any depth) has an output nothing reads (no
-    equation, not the program's outputs) that its body computes from a
-    stacked output (a ys) of a scan in the body."""
-    read = _read_here(prog)
+    """Some checkpoint (at any depth) has an output whose tangent nothing
+    reads (`tangents_read`: one only a cond's index takes, found by a
+    pristine campaign, 6876483497; an integer output of the program, which a
+    stack's AD layers do not differentiate, 0a48bf1b19) that its body
+    computes from a stacked output (a ys) of a scan in the body."""
+    read = tangents_read(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
             body = e.params["jaxpr"]
@@ -508,17 +510,13 @@ def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
     return False
 
 
-def _read_here(prog: Program) -> set:
-    """The variables `prog`'s own equations or outputs read."""
-    return {a.id for a in [*(a for e in prog.eqns for a in e.inputs), *prog.outputs] if isinstance(a, Var)}
-
-
 def _zero_cotangent_rejecters_for_unread_outputs(prog: Program) -> bool:
-    """Some checkpoint (at any depth) has outputs nothing reads that need an
-    equation whose JAX transpose rule rejects a symbolic zero cotangent
-    (JaxFacts.transpose_rejects_zero_cotangent), one the outputs read do not
-    need: its cotangent is a symbolic zero."""
-    read = _read_here(prog)
+    """Some checkpoint (at any depth) has outputs whose tangents nothing reads
+    (`tangents_read`: a stack's AD layers differentiate float outputs only)
+    that need an equation whose JAX transpose rule rejects a symbolic zero
+    cotangent (JaxFacts.transpose_rejects_zero_cotangent), one the outputs
+    read do not need: its cotangent is a symbolic zero."""
+    read = tangents_read(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
             body = e.params["jaxpr"]
@@ -537,7 +535,7 @@ def _zero_cotangent_rejecters(prog: Program) -> int:
 def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
     return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order", "stack")
             and isinstance(ctx.error, AttributeError) and "'Zero' object has no attribute" in str(ctx.error)
-            and _zero_cotangent_rejecters_for_unread_outputs(_as_differentiated(ctx)))
+            and _zero_cotangent_rejecters_for_unread_outputs(ctx.program))
 
 
 def _remat3_scanned_cotangent_error(ctx) -> bool:
@@ -551,21 +549,7 @@ def _remat3_unused_scanned_input(ctx):
 
 
 def _remat3_unused_scanned_output(ctx):
-    return _remat3_scanned_cotangent_error(ctx) and _unused_scanned_checkpoint_outputs(_as_differentiated(ctx))
-
-
-def _as_differentiated(ctx) -> Program:
-    """The checked program as its reverse pass sees it: a stack's AD layers
-    differentiate only the float outputs of the level below (oracle.stacks:
-    `floats(outs)`), so a non-float output is read by nothing there (found
-    by a pristine campaign, 0a48bf1b19: a checkpoint's scanned argmax, an
-    integer output of the program, under grad); the vjp properties pull a
-    float0 cotangent back through it."""
-    if ctx.property != "stack":
-        return ctx.program
-    prog = ctx.program
-    return Program(prog.inputs, prog.eqns, [o for o in prog.outputs if is_float(o.type.dtype)],
-                   input_names=prog.input_names)
+    return _remat3_scanned_cotangent_error(ctx) and _unused_scanned_checkpoint_outputs(ctx.program)
 
 
 def _remat3_barriers(ctx):

@@ -251,6 +251,13 @@ def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
     return liveness
 
 
+def tangents_read(prog: Program) -> set:
+    """The ids of `prog`'s values whose tangents its linearization reads
+    (transitively, from its float outputs): not those only a comparison,
+    a cond's index or an integer output takes (`_live_tangents`)."""
+    return _live_tangents(prog)[1]
+
+
 def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = False,
                    checkpoint_reads: Callable = _remat_jvp_reads) -> tuple[set, set]:
     """`_live` of the linear program: the equations some float output of

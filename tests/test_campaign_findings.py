@@ -1213,3 +1213,29 @@ def test_remat3_differentiates_an_operand_a_checkpoint_never_reads_under_a_stack
                                       spelling=Spelling(jit=True))
     assert report.status(S.STACK, "remat2") == "ok", str(report)
     assert ("remat3-differentiates-a-checkpoint-s-constants", S.STACK, "remat3") in report.known_divergences
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("ys_read_by", ["a cond's index", "sin"])
+def test_a_scanned_checkpoint_output_only_a_cond_index_reads_has_no_tangent_read(ys_read_by):
+    """A checkpoint's scanned output that only decides a cond's index has
+    no tangent anything reads, so remat3 raises its scanned-cotangent error
+    (remat3-grad-raises-for-an-unused-scanned-checkpoint-output), as for an
+    unread output; read by sin, it differentiates (both read off JAX below;
+    pristine campaign finding 6876483497)."""
+    def f(a):
+        ys, carry = jax.checkpoint(lambda d: lax.scan(lambda g, _: (2 * g, g), d, None, length=1)[::-1],
+                                   prevent_cse=False)(a)
+        if ys_read_by == "sin":
+            return jnp.sin(ys).sum(), carry
+        return lax.cond(jnp.sum(ys) > 0, lambda x: x, lambda x: x, a), carry
+
+    def backward(a):
+        outs, pullback = jax.vjp(f, a)
+        return pullback(tuple(jnp.ones_like(o) for o in outs))
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: jax.jit(backward).lower(np.float32(0.5)), ValueError, "Expected cotangent type")
+    assert raises is (ys_read_by != "sin")
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.5), properties=("vjp",))
+    assert report.status("vjp", "remat2") == "ok", report
+    assert report.status("vjp", "remat3") == ("ok" if ys_read_by == "sin" else "known divergence"), report

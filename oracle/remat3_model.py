@@ -20,7 +20,7 @@ from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
 from spec.jvp import dependence_rules, jvp_traced
-from spec.partial_eval import Source, source_of, source_rules
+from spec.partial_eval import Source, constant_key, source_of, source_rules
 from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
 from spec.prims_scan import _scan_partial_eval, scan_p
@@ -173,9 +173,12 @@ def _plus(x, zero):
 
 def _inputs_before_residuals(staged: Eqn, eqn: Eqn) -> Eqn:
     """The staged checkpoint `staged` of `eqn` taking the checkpoint's
-    inputs before its residuals (remat3's `linearized(primals_rem, ...)`)."""
-    outer = {a.id for a in eqn.inputs if isinstance(a, Var)}
-    is_primal = [isinstance(a, Var) and a.id in outer for a in staged.inputs]
+    inputs before its residuals (remat3's `linearized(primals_rem, ...)`),
+    in operand order: its constant operands too (the arrays its function
+    closes over, which jax.checkpoint binds as leading operands: found by a
+    pristine campaign, 143be815af, in the order a jit returned them)."""
+    outer = {_operand_key(a) for a in eqn.inputs}
+    is_primal = [_operand_key(a) in outer for a in staged.inputs]
     order = [i for i, p in enumerate(is_primal) if p] + [i for i, p in enumerate(is_primal) if not p]
     body = staged.params["jaxpr"]
     params = dict(staged.params, jaxpr=Program([body.inputs[i] for i in order], body.eqns, body.outputs))
@@ -183,6 +186,11 @@ def _inputs_before_residuals(staged: Eqn, eqn: Eqn) -> Eqn:
         params["prevent_cse"] = tuple(params["prevent_cse"][i] for i in order)
     return Eqn(staged.primitive, [staged.inputs[i] for i in order], staged.outputs, params, why=staged.why,
                residual_outputs=staged.residual_outputs)
+
+
+def _operand_key(a) -> tuple:
+    """Which operand `a` is: a variable, or a constant (`constant_key`)."""
+    return ("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a))
 
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,

@@ -1239,3 +1239,26 @@ def test_a_scanned_checkpoint_output_only_a_cond_index_reads_has_no_tangent_read
     report = oracle.check(f, oracle.AS_IS, np.float32(0.5), properties=("vjp",))
     assert report.status("vjp", "remat2") == "ok", report
     assert report.status("vjp", "remat3") == ("ok" if ys_read_by == "sin" else "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("operands", ["constants first", "argument first", "closed over"])
+def test_remat3_s_linearized_checkpoint_reads_its_constant_operands_in_operand_order(operands):
+    """remat3's linearized checkpoint takes its operands, constants too,
+    before its residuals, in operand order, which is the order a jit
+    around it returns them (read off JAX below: jit of jit, where every
+    saved value is the outer jit's output; pristine campaign finding
+    143be815af)."""
+    c1 = np.float32([[0.5, 0.75, 1.0]])
+    c2 = np.float32([[0.5, 0.75, 1.0], [1.25, 1.5, 1.75]])
+    ck = {"constants first": lambda x: jax.checkpoint(lambda a, b, v: b * (a + v), prevent_cse=False)(c1, c2, x),
+          "argument first": lambda x: jax.checkpoint(lambda v, a, b: b * (a + v), prevent_cse=False)(x, c1, c2),
+          "closed over": lambda x: jax.checkpoint(lambda v: c2 * (c1 + v), prevent_cse=False)(x)}[operands]
+    f = jax.jit(lambda x: jax.jit(ck)(x + 1))
+    x = np.ones((2, 3), np.float32)
+    with implementation("remat3"):
+        shapes = [a.shape for a, _ in oracle.jax_api.internals.saved_residuals(f, x)]
+    assert shapes == ([(2, 3), (1, 3), (2, 3)] if operands == "argument first" else [(1, 3), (2, 3), (2, 3)]), shapes
+    report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") == "known divergence", report

@@ -613,22 +613,39 @@ def _linearize_saved_zero(source: str, through_jits: bool = False):
     body, a cond's branches) saves a zero a JVP rule instantiated: the only
     entries JAX has and the baseline lacks are scalar `source` outputs
     ("output of jitted function", "output of cond"; with `through_jits`, in
-    a program with a cond in a jit, outputs of the jit too: found on 0.4.36),
-    and the only ones the baseline has and JAX lacks are scalar literals, at
-    most one per such output of their type (the zero the spec reads as a
-    literal where JAX's known half returns it)."""
+    a program with a cond in a jit, outputs of the jit too: found on 0.4.36;
+    in a program with a cond in a scan body, outputs of the scan stacking
+    the scalar: found by a pristine campaign, 7194b3833c), and the only ones
+    the baseline has and JAX lacks are scalar literals, at most one per such
+    output of their type (the zero the spec reads as a literal where JAX's
+    known half returns it)."""
     @additive
     def explains(got, want, ctx):
         only_jax, only_spec = _difference(got, want)
         out_of_jit = through_jits and any(e.primitive.name == "call" and any(
             c.primitive.name == "cond" for c in _eqns(e.params["jaxpr"])) for e in _eqns(ctx.program))
-        named = lambda s: s.startswith(source) or (out_of_jit and _is_jit_output(s))  # noqa: E731
-        if not only_jax or not all(t.endswith("[]") and named(s) for t, s in only_jax):
+        lengths = _lengths_of_scans_around(ctx.program, source.split()[-1]) if through_jits else set()
+
+        def element(t, s):
+            """The scalar type `t` saves, named as the divergence does, or None."""
+            if t.endswith("[]") and (s.startswith(source) or (out_of_jit and _is_jit_output(s))):
+                return t
+            dtype, dims = t[:-1].split("[")
+            stacked = dims and all(int(d) in lengths for d in dims.split(","))
+            return f"{dtype}[]" if stacked and (s.startswith("output of scan") or _is_jit_output(s)) else None
+        if not only_jax or any(element(t, s) is None for t, s in only_jax):
             return False
-        outputs = collections.Counter(t for t, _ in only_jax.elements())
+        outputs = collections.Counter(element(t, s) for t, s in only_jax.elements())
         literals = collections.Counter(t for t, s in only_spec.elements() if s == "from a literal")
         return sum(only_spec.values()) == sum(literals.values()) and not (literals - outputs)
     return explains
+
+
+def _lengths_of_scans_around(prog: Program, primitive: str) -> set:
+    """The lengths of the scans (at any depth) whose bodies hold a
+    `primitive` equation at any depth."""
+    return {e.params["length"] for e in _eqns(prog) if e.primitive.name == "scan"
+            and any(c.primitive.name == primitive for c in _eqns(e.params["jaxpr"]))}
 
 
 _jit_linearize_zero = _linearize_saved_zero("output of jitted function")
@@ -2207,7 +2224,8 @@ DIVERGENCES = [
         "nothing (found by the fuzzer, with the campaign's coverage-guided selection: reduce_prod "
         "in a cond branch). Wasted memory (a scalar); gradients are right. The predicate: the "
         "only residuals JAX has and the spec lacks are scalar outputs of cond (in a program with a "
-        "cond in a jit, outputs of the jit: found on 0.4.36), and the only ones the spec has and "
+        "cond in a jit, outputs of the jit: found on 0.4.36; with a cond in a scan body, the "
+        "scalars stacked, outputs of the scan: found by a campaign), and the only ones the spec has and "
         "JAX lacks are scalar literals, at most one per such output of their type.",
         "from jax import lax\n"
         "f = lambda x: lax.cond(x.sum() > 0, lambda x: lax.pad(x, 1.0, ((0, 1, 0),)).sum() * x,\n"

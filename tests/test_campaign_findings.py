@@ -1262,3 +1262,25 @@ def test_remat3_s_linearized_checkpoint_reads_its_constant_operands_in_operand_o
     report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
     assert report.status("residuals", "remat3") == "known divergence", report
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_a_cond_s_saved_zero_in_a_scan_body_is_stacked(length):
+    """A cond branch's linearization saves the zero pad's JVP instantiated
+    for its padding value (cond-linearize-saves-an-instantiated-zero); in a
+    scan body the scan stacks it, one per iteration (read off JAX below:
+    a [length] output of scan the spec does not save; pristine campaign
+    finding 7194b3833c)."""
+    def f(a):
+        def body(c, _):
+            return lax.cond(jnp.sum(c) > 0, lambda x: lax.pad(x, np.float32(0.5), ((0, 0, 0),)), lambda x: x, c), None
+        return lax.scan(body, a, None, length=length)[0]
+    a = np.float32([0.3, 0.2, 0.1])
+    with implementation("remat2"):
+        shapes = [a.shape for a, s in oracle.jax_api.internals.saved_residuals(f, a) if s.startswith("output of scan")]
+    assert (length,) in shapes, shapes
+    report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",), implementations=("remat2",))
+    if jax.__version__ != "0.10.2":     # (older releases: other versioned divergences may name it)
+        assert report.status("residuals", "remat2") in ("ok", "known divergence"), report
+        return
+    assert ("cond-linearize-saves-an-instantiated-zero", "residuals", "remat2") in report.known_divergences, report

@@ -373,7 +373,7 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness
                     if j == i:
                         mine.append(a)
                     else:
-                        zero_eqns, zero = _zeros_read_linearly(b, a.type, liveness.symbolic_zeros())
+                        zero_eqns, zero = zeros_read_linearly(b, a.type, liveness.symbolic_zeros())
                         eqns += zero_eqns
                         mine.append(zero)
             branches.append(Program(b.inputs, eqns, b.outputs[:len(b.outputs) - n] + mine,
@@ -382,7 +382,7 @@ def _unused_outputs_threaded(e: Eqn, picks: Callable, enters: Callable, liveness
     return e.params, []
 
 
-def _zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple[list, object]:
+def zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple[list, object]:
     """(equations, atom): zeros of type `t` for a branch that only passes a
     threaded output on, computed as 0 * sum(x) from a float input x of the
     branch whose tangent is not a symbolic zero (ids in `zero`: not a

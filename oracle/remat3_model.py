@@ -14,8 +14,8 @@ from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_of_body_jvp, remat_p
 
-from oracle.program_variants import (MODEL_PRIMITIVES, is_checkpoint, map_params, map_policies,
-                                     unused_checkpoint_outputs_out)
+from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_checkpoint, map_params,
+                                     map_policies, unused_checkpoint_outputs_out)
 from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
@@ -600,6 +600,15 @@ def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, lis
     eqns, extra = [], []
     for e in reversed(prog.eqns):      # liveness flows from the outputs back
         out_live = [v.id in live_ids for v in e.outputs]
+        if any(out_live) and e.primitive is cond_p and any(
+                _float0_from_a_checkpoint(b, out_live) for b in e.params["branches"]):
+            # a checkpoint's float0 tangent reaches the cond's output, so its
+            # backward pass runs, and reads the index (found by pristine
+            # campaigns, 62409626bb and 99399c0536): its float outputs are live
+            e, floats = _with_a_float_output(e)
+            eqns.append(e)
+            extra = floats + extra
+            continue
         if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
             eqns.append(e)
             continue
@@ -618,6 +627,42 @@ def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, lis
     in_live = [v.id in live_ids for v in prog.inputs]
     return (Program(prog.inputs, eqns[::-1], prog.outputs + extra, input_names=prog.input_names),
             len(extra), in_live)
+
+
+def _float0_from_a_checkpoint(prog: Program, live: list) -> bool:
+    """Some non-float output of `prog` flagged in `live` is a checkpoint's
+    output, passed on through calls, scans and conds: remat3 gives it a
+    float0 tangent, not a symbolic zero."""
+    live_ids = {a.id for a, l in zip(prog.outputs, live) if l and isinstance(a, Var) and not is_float(a.type.dtype)}
+    for e in reversed(prog.eqns):
+        out_live = [v.id in live_ids for v in e.outputs]
+        if not any(out_live):
+            continue
+        if e.primitive is remat_p:
+            return True
+        bodies = e.params["branches"] if e.primitive is cond_p else \
+            [e.params["jaxpr"]] if e.primitive.name in _FORWARDING_CALLS else []
+        if any(_float0_from_a_checkpoint(b, out_live) for b in bodies):
+            return True
+    return False
+
+
+def _with_a_float_output(e: Eqn) -> tuple[Eqn, list]:
+    """(cond `e`, its float outputs); where it has none, `e` with one more:
+    zeros each branch reads linearly from its first float operand (so the
+    cond's backward pass, not a value, is what the output's tangent needs),
+    or `e` as it is where it has no float operand either."""
+    floats = [v for v in e.outputs if is_float(v.type.dtype)]
+    operand = next((a for a in e.inputs[1:] if is_float(a.type.dtype)), None)
+    if floats or operand is None:
+        return e, floats
+    t = ArrayType((), operand.type.dtype)
+    branches = []
+    for b in e.params["branches"]:
+        zero_eqns, zero = zeros_read_linearly(b, t, frozenset())
+        branches.append(Program(b.inputs, b.eqns + zero_eqns, b.outputs + [zero], input_names=b.input_names))
+    out = Var(t)
+    return Eqn(e.primitive, e.inputs, e.outputs + [out], dict(e.params, branches=tuple(branches)), why=e.why), [out]
 
 
 def remat3_variants(prog: Program) -> list:

@@ -1284,3 +1284,38 @@ def test_a_cond_s_saved_zero_in_a_scan_body_is_stacked(length):
         assert report.status("residuals", "remat2") in ("ok", "known divergence"), report
         return
     assert ("cond-linearize-saves-an-instantiated-zero", "residuals", "remat2") in report.known_divergences, report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("cond_outputs", ["a checkpoint's bool", "a checkpoint's bool beside a float",
+                                          "a comparison's bool beside a float"])
+def test_remat3_recomputes_the_index_of_a_cond_a_float0_tangent_reaches(cond_outputs):
+    """remat3 runs the backward pass of a checkpoint whose non-float output
+    is live (remat3-non-float-checkpoint-output-keeps-its-tangents-live),
+    and of a cond in it that such a tangent reaches from a nested
+    checkpoint, which reads the cond's index: the checkpoint saves what
+    recomputes it, whether the cond has float outputs or not; a comparison's
+    bool has a symbolic zero tangent, and nothing is saved for it (read off
+    JAX below; pristine campaign findings 62409626bb, 99399c0536)."""
+    compare = (lambda b, c: b <= c) if "comparison" in cond_outputs else \
+        (lambda b, c: jax.checkpoint(lambda o, p: o <= p)(b, c))
+
+    def body(a, b, c):
+        index = jnp.sum(a) > 0
+        if "beside" not in cond_outputs:
+            return lax.cond(index, compare, lambda b, c: jnp.zeros(b.shape, bool), b, c)
+        _, bools = lax.cond(index, lambda b, c: (b * 2, compare(b, c)), lambda b, c: (b, jnp.zeros(b.shape, bool)),
+                            b, c)
+        return jnp.sin(b), bools
+
+    def f(a, b, c):
+        return jax.checkpoint(body, policy=jax.checkpoint_policies.save_any_names_but_these("c"),
+                              prevent_cse=False)(a, b, c)
+    args = (np.float32([0.1, 0.2, 0.3]), np.ones((4, 5), np.float32), np.zeros((4, 5), np.float32))
+    saves_index = "comparison" not in cond_outputs
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert any(s.startswith("from the argument a") for s in sources) is saves_index, sources
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") == ("known divergence" if saves_index else "ok"), report

@@ -1319,3 +1319,29 @@ def test_remat3_recomputes_the_index_of_a_cond_a_float0_tangent_reaches(cond_out
     report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
     assert report.status("residuals", "remat3") == ("known divergence" if saves_index else "ok"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("use", ["forwarded", "an index"])
+def test_remat3_saves_no_integer_input_a_grandchild_only_forwards(use):
+    """remat3 reads every input of an opaque grandchild checkpoint whose
+    primal output the linearization needs, but an integer input the
+    grandchild only forwards is not saved; one it reads as an index is, as
+    remat2 saves it too (both read off JAX below; pristine campaign finding
+    1191f46a4f, where the model saved the integer)."""
+    def grandchild(u, v):
+        y = jnp.sin(jnp.broadcast_to(u.reshape(2, 1), (2, 2)))
+        return (lax.dynamic_slice(y, (v[0], 0), (1, 2)) if use == "an index" else y), v
+    child = lambda q, r: jax.checkpoint(grandchild)(q, r)        # noqa: E731
+
+    def body(l, m, n):
+        o, p = jax.checkpoint(child)(l, m)
+        return lax.scan(lambda c, _: (c * 2, None), o, None, length=2)[0], p
+    f = lambda a, b, c: jax.checkpoint(body)(lax.stop_gradient(a), b, c)[::-1]     # noqa: E731
+    args = (np.float32([0.1, 0.2]), np.arange(6, dtype=np.int32), np.ones(6, np.float32))
+    with implementation("remat3"):
+        dtypes = [str(a.dtype) for a, _ in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert ("int32" in dtypes) is (use == "an index"), dtypes
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert ("remat3-instantiates-zero-tangents-into-checkpoints", "residuals", "remat3") in report.known_divergences

@@ -332,14 +332,16 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool)
 
 
 def _forwarded_only(body: Program) -> list:
-    """Which inputs of `body` it only returns as they are (an output that is
-    the input, read by no equation): the grandchild's output is that input
-    outside, and remat3 reads no value for it (measured on jax 0.10.2: an
-    integer a grandchild forwards is not saved, one it ignores is; found by
-    pristine campaigns, 1191f46a4f and d476af5467)."""
+    """Which non-float inputs of `body` it only returns as they are (an
+    output that is the input, read by no equation): remat3 reads no value
+    for it (measured on jax 0.10.2: an integer a grandchild forwards is not
+    saved, one it ignores is, a float it forwards is; found by pristine
+    campaigns, 1191f46a4f and d476af5467; tests/test_divergences.py's
+    three nested checkpoints for the float). Open: a bool forwarded through
+    two checkpoints to an output was saved (2546d7b751)."""
     read = {a.id for e in body.eqns for a in e.inputs if isinstance(a, Var)}
     returned = {a.id for a in body.outputs if isinstance(a, Var)}
-    return [v.id in returned and v.id not in read for v in body.inputs]
+    return [v.id in returned and v.id not in read and not is_float(v.type.dtype) for v in body.inputs]
 
 
 def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:

@@ -81,7 +81,17 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
             if rule is None:
                 raise JVPError(f"primitive {e.primitive.name!r} has no JVP rule")
             start = len(builder.eqns)
-            outs, out_ts = rule(ps, ts, **e.params)
+            try:
+                outs, out_ts = rule(ps, ts, **e.params)
+            except ValueError as err:
+                if not (known_tangents_are_zero and str(err) == LINEARIZATION_ERROR):
+                    raise
+                # raised linearizing a sub-program (a cond branch): JAX has
+                # linearized this program's equations before it, and what
+                # partially evaluating them raises comes first (found by a
+                # pristine campaign, 2a521d8404: a while body's policy)
+                _partially_evaluated(builder.eqns[first:start], depends)
+                raise
             if not e.primitive.multiple_results:
                 outs, out_ts = [outs], [out_ts]
             if known_tangents_are_zero and e.primitive in jaxpr_linearized:

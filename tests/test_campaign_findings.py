@@ -834,6 +834,13 @@ def _raising_then_unlinearizable(where):
             ops.mul(stop_gradient(d), d)        # unused: the policy is asked about it
             return window(e)
         return spec.trace(lambda a, b: (_offloads_both(ops.checkpoint, body)(a, b),), spec.f32[()], spec.f32[2, 5])
+    if where == "in a while body, before a cond branch holding the window":
+        def looped(a, b):
+            step = _offloads_both(ops.checkpoint, lambda k: ops.add(k, np.float32(0.5)))
+            _, d = ops.while_loop(lambda c: ops.lt(c[0], np.int32(1)), lambda c: (ops.add(c[0], np.int32(1)), step(c[1])),
+                                  (np.int32(0), a))
+            return (spec.cond(ops.gt(d, np.float32(0)), lambda t, v: (window(v), ops.cos(t))[1], lambda t, v: t, a, b),)
+        return spec.trace(looped, spec.f32[()], spec.f32[2, 5])
 
     def f(b, g):
         squares = _offloads_both(ops.checkpoint, lambda u: ops.reduce_sum(ops.mul(u, u), (0,)))
@@ -843,14 +850,16 @@ def _raising_then_unlinearizable(where):
     return spec.trace(f, spec.f32[2], spec.f32[2, 5])
 
 
-@pytest.mark.parametrize("where", ["in the checkpoint", "after a cond holding the checkpoint"])
+@pytest.mark.parametrize("where", ["in the checkpoint", "after a cond holding the checkpoint",
+                                   "in a while body, before a cond branch holding the window"])
 def test_a_policy_raising_comes_before_a_later_linearization_error(where):
     """linearize_from_jvp partially evaluates a checkpoint's JVP (which asks
     its policy) before checking its primal outputs, and JAX linearizes the
     equations in order: where the policy raises when asked and a generic
-    reduce_window makes a primal unknown, in the checkpoint or after it,
-    JAX raises the policy's error, as the spec must (found by pristine
-    campaigns, c1fdeb0562 and 2904291a57, when the spec's check came first)."""
+    reduce_window makes a primal unknown, in the checkpoint or after it
+    (in a later cond's branch too), JAX raises the policy's error, as the
+    spec must (found by pristine campaigns, c1fdeb0562, 2904291a57 and
+    2a521d8404, when the spec's check came first)."""
     from fuzz import properties
     if _without_direct_linearization() is not None:
         pytest.skip(f"jax {jax.__version__} linearizes without direct linearization")

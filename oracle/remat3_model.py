@@ -20,7 +20,7 @@ from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
 from spec.jvp import dependence_rules, jvp_traced
-from spec.partial_eval import Source, constant_key, source_of, source_rules
+from spec.partial_eval import Source, constant_key, looked_through_value, source_of, source_rules
 from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
 from spec.prims_scan import _scan_partial_eval, scan_p
@@ -36,10 +36,18 @@ def producer_sources(prog: Program) -> list:
 
     def resolve(atom, p: Program):
         """(the value saved, its provenance)."""
+        atom = looked_through_value(atom, {v.id: e for e in p.eqns for v in e.outputs})
         for e in p.eqns:
             for k, v in enumerate(e.outputs):
                 if v is atom and is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
-                    # the nested checkpoint's own output: remat3 names its hi-primitive
+                    # the nested checkpoint's own output: remat3 names its
+                    # hi-primitive, unless it is an input the body returns as
+                    # it is, named by what made it (found by a pristine
+                    # campaign, c8af8a5faa: a name through an identity checkpoint)
+                    body = e.params["jaxpr"]
+                    i = next((i for i, bv in enumerate(body.inputs) if bv is body.outputs[k]), None)
+                    if i is not None:
+                        return resolve(e.inputs[i], p)
                     return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and is_checkpoint(e):
                     # what the body returns there, followed out again where it

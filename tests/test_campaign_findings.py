@@ -1389,3 +1389,28 @@ def test_remat3_reads_every_input_of_an_opaque_grandchild_but_those_it_forwards(
     assert report.status("residuals", "remat2") == "ok", report
     assert ("remat3-reads-every-input-of-an-opaque-grandchild-checkpoint", "residuals", "remat3") in \
         report.known_divergences, report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_names_a_value_an_identity_checkpoint_returns_by_its_producer():
+    """remat3 saves for a checkpoint's unused output (remat3-saves-for-
+    unused-checkpoint-outputs) the value a nested identity checkpoint
+    returns, named by what made it, `named 'a'` (read off JAX below), not
+    as the nested checkpoint's output (pristine campaign finding
+    c8af8a5faa)."""
+    def body(e, f):
+        g = checkpoint_name(e, "a")
+        h = jax.checkpoint(lambda i: i, policy=jax.checkpoint_policies.save_only_these_names("a", "b"),
+                           prevent_cse=False)(g)
+        return g, h * h
+
+    def fn(a):
+        named, _ = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                                  prevent_cse=False)(a, a)
+        return named, jnp.sin(a)
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(fn, np.float32(0.3))]
+    assert any(s.startswith("named 'a'") for s in sources), sources
+    report = oracle.check(fn, oracle.AS_IS, np.float32(0.3), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") == "known divergence", report

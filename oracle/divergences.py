@@ -88,10 +88,12 @@ class Context:
         (`remat3_variants`). So an additive divergence composes with
         remat3's modelled defects (found by the fuzzer: a jit's saved zero
         beside a checkpoint whose non-float output keeps its tangents
-        live)."""
+        live), and under remat2 with jax 0.10.2's stub
+        save_anything_except_these_names (found by a pristine campaign,
+        05909e1ead: a jit's saved zero beside it)."""
         if "_baselines" not in self.__dict__:
             lists = [self.spec_residuals] + (self.remat3_lists() if self.implementation == "remat3" else
-                                             self._kept_outputs_lists())
+                                             self._kept_outputs_lists() + self._stubbed_lists())
             lists = [b for b in lists if b is not None]
             self._baselines = [b for i, b in enumerate(lists) if b not in lists[:i]]
         return self._baselines
@@ -116,6 +118,15 @@ class Context:
                 spare[r] -= 1
             out.append(r)
         return out
+
+    def _stubbed_lists(self) -> list:
+        """The spec's list with every save_anything_except_these_names
+        policy jax 0.10.2's stub (save-anything-except-these-names-is-a-stub
+        active and such a policy in the program), else none."""
+        if (not any(_as_stubbed(p) != p for p in policies_in(self.program))
+                or not _active("save-anything-except-these-names-is-a-stub")):
+            return []
+        return [self.residuals_with(_as_stubbed)]
 
     def _kept_outputs_lists(self) -> list:
         """Before direct linearization (linearize-keeps-unused-outputs-of-

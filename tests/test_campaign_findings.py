@@ -1414,3 +1414,27 @@ def test_remat3_names_a_value_an_identity_checkpoint_returns_by_its_producer():
     report = oracle.check(fn, oracle.AS_IS, np.float32(0.3), properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
     assert report.status("residuals", "remat3") == "known divergence", report
+
+
+def test_the_save_anything_except_stub_composes_with_a_jit_s_saved_zero():
+    """In a jit, a pad's linearization saves the zero its JVP instantiated
+    (jit-linearize-saves-an-instantiated-zero) beside a checkpoint whose
+    save_anything_except_these_names policy jax 0.10.2 stubs
+    (save-anything-except-these-names-is-a-stub): the additive divergence is
+    measured against the stubbed list too (pristine campaign finding
+    05909e1ead)."""
+    import spec
+    from fuzz import properties
+    from oracle.spellings import Spelling
+    from spec import ops
+    from spec import policies as sp
+
+    def f(a):
+        c = ops.checkpoint(lambda d: (ops.mul(ops.checkpoint_name(d, "a"), ops.checkpoint_name(d, "a")),),
+                           policy=sp.save_anything_except_these_names("a"), prevent_cse=False)(a)
+        return c[0] if isinstance(c, (list, tuple)) else c, ops.pad(a, np.float32(0.5), ((0, 0, 0),) * 3)
+    prog = spec.trace(f, spec.f32[2, 2, 3])
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",),
+                                      spelling=Spelling(jit=True))
+    stub = _divergence_active("save-anything-except-these-names-is-a-stub")
+    assert report.status("residuals", "remat2") == ("known divergence" if stub else "ok"), str(report)

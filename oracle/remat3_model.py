@@ -62,8 +62,10 @@ def producer_sources(prog: Program) -> list:
                     return value, src
         return atom, source_of(atom, p)
     out, seen = [], set()
+    producers = {v.id: e for e in lin.forward.eqns for v in e.outputs}
     for r in lin.residuals:
-        src, value = r.source, r.var
+        # the value saved_residuals names (through a rounding: resolve looks through it too)
+        src, value = r.source, looked_through_value(r.var, producers)
         if src.kind == "output" and src.primitive == "remat2":
             value, src = resolve(r.var, lin.forward)
             if id(value) in seen:      # an input the nested checkpoint forwards, saved already:

@@ -14,7 +14,7 @@ them, and are forwarded as they are by a linearization.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -99,8 +99,8 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     # reads them: when linearizing (pjit's linearize rule, via
     # ad.linearize_jaxpr whose tangent trace makes them constants on first
     # use) and inside a checkpoint (partial_eval_jaxpr_custom makes a known
-    # value a residual when a staged equation first reads it)
-    # and inside a checkpoint neither half is DCE'd (closed_call_partial_eval_custom_rule's
+    # value a residual when a staged equation first reads it). Inside a
+    # checkpoint neither half is DCE'd (closed_call_partial_eval_custom_rule's
     # partial_eval_jaxpr_stateful): a residual only dead staged code reads is
     # returned until an enclosing DCE prunes it, which a cond's merged residual
     # slots may not (found by a pristine campaign, 791dc1fea2); a linearization
@@ -120,46 +120,16 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     staged_outs = [v for v, m in zip(eqn.outputs, pe.staged_outputs) if m]
     n_known = len(known_outs)
     res_atoms, new_res_vars, body_res_outs = [], [], []
-    known_body_outs = pe.known.outputs[:n_known]
-    own_constants = _constants_of(body) if linearize else set()
-    body_inputs = {v.id: i for i, v in enumerate(pe.known.inputs)}
+    forwarding = _Forwarding(known_ins, known_outs, pe.known.outputs[:n_known],
+                             {v.id: i for i, v in enumerate(pe.known.inputs)},
+                             _constants_of(body) if linearize else set(), linearize, constants_shared)
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
-        # forwarded where the residual is the body's input itself
-        # (`pe._jaxpr_forwarding`), not a value saved_residuals would name by
-        # it (a reduce_precision of it is the jit's output: found by a
-        # campaign on 0.6.2, measured on 0.10.2 too)
-        forwarded = isinstance(out, Var) and out.id in body_inputs
-        # a residual that is also a known output is that output (the known
-        # call returns it once, in its output's place; the last such place:
-        # `idx_map = {id(v): i for i, v in enumerate(out_vars)}`)
-        out_index = next((i for i in reversed(range(n_known)) if known_body_outs[i] is out), None)
-        forwards_input = forwarded and (linearize or semantics().remat_of_jit_forwards_inputs)
-        if forwards_input and (linearize or not constants_shared):
-            # ad.linearize_jaxpr forwards a residual that is an input before
-            # _pjit_linearize looks for it among the outputs; jax_remat3's
-            # forward jit is staged with its input forwards (`_pjit_forwarding`)
-            res_atoms.append(known_ins[body_inputs[out.id]])
-        elif isinstance(out, Literal) and constant_key(out) in own_constants:
-            # one of the body's own constants: pjit's linearize rule forwards it
-            # (ad.linearize_jaxpr: `fwd_inputs = (*jaxpr.consts, *in_primals)`,
-            # `residuals_ans = subs_list(in_fwd_res, [*jaxpr.consts, ...])`); a
-            # constant a nested call forwarded is no const of this jaxpr, and
-            # is returned like any other residual
-            res_atoms.append(out)
-        elif out_index is not None:
-            # inside a checkpoint an output forward comes before an input
-            # forward (closed_call_partial_eval_custom_rule: `out_binders_known
-            # [fout] if fout is not None else ins_known[fin] if fin is not
-            # None`): a jit returning its input saves that output (found by a
-            # pristine campaign on 0.10.2, 4bbc9ecb62)
-            res_atoms.append(known_outs[out_index])
-        elif forwards_input:
-            res_atoms.append(known_ins[body_inputs[out.id]])
-        else:
-            v = Var(r.type)
-            res_atoms.append(v)
-            new_res_vars.append(v)
+        atom = forwarding.atom(out)
+        if atom is None:       # returned by the known call
+            atom = Var(r.type)
+            new_res_vars.append(atom)
             body_res_outs.append(out)
+        res_atoms.append(atom)
     known_body = Program(pe.known.inputs, pe.known.eqns, pe.known.outputs[:n_known] + body_res_outs)
     known_eqn = Eqn(call_p, known_ins, known_outs + new_res_vars, dict(jaxpr=known_body, name=name))
     staged_eqn = Eqn(call_p, res_atoms + staged_ins, staged_outs, dict(jaxpr=pe.staged, name=name))
@@ -173,6 +143,53 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
             if isinstance(a, Var) and a.id in body_in:
                 subst[v.id] = known_ins[body_in[a.id]]
     return [known_eqn], [staged_eqn], pe.out_unknowns, pe.staged_outputs, pe.recomputed, subst
+
+
+@dataclass(frozen=True)
+class _Forwarding:
+    """How a split call passes a residual (an output of its known body) to
+    the staged call: forwarded from outside, or returned (`atom` None)."""
+    known_ins: list          # the call's known operands
+    known_outs: list         # the call's known outputs
+    known_body_outs: list    # what the known body returns for them
+    body_inputs: dict        # known body input id -> position
+    own_constants: set       # the body's own constants (`constant_key`), when linearizing
+    linearize: bool
+    constants_shared: bool
+
+    def atom(self, out):
+        """The atom outside the call standing for residual `out`, or None."""
+        # forwarded where the residual is the body's input itself
+        # (`pe._jaxpr_forwarding`), not a value saved_residuals would name by
+        # it (a reduce_precision of it is the jit's output: found by a
+        # campaign on 0.6.2, measured on 0.10.2 too)
+        forwarded = isinstance(out, Var) and out.id in self.body_inputs
+        forwards_input = forwarded and (self.linearize or semantics().remat_of_jit_forwards_inputs)
+        # a residual that is also a known output is that output (the known
+        # call returns it once, in its output's place; the last such place:
+        # `idx_map = {id(v): i for i, v in enumerate(out_vars)}`)
+        out_index = next((i for i in reversed(range(len(self.known_body_outs))) if self.known_body_outs[i] is out),
+                         None)
+        if forwards_input and (self.linearize or not self.constants_shared):
+            # ad.linearize_jaxpr forwards a residual that is an input before
+            # _pjit_linearize looks for it among the outputs; jax_remat3's
+            # forward jit is staged with its input forwards (`_pjit_forwarding`)
+            return self.known_ins[self.body_inputs[out.id]]
+        if isinstance(out, Literal) and constant_key(out) in self.own_constants:
+            # one of the body's own constants: pjit's linearize rule forwards it
+            # (ad.linearize_jaxpr: `fwd_inputs = (*jaxpr.consts, *in_primals)`,
+            # `residuals_ans = subs_list(in_fwd_res, [*jaxpr.consts, ...])`); a
+            # constant a nested call forwarded is no const of this jaxpr, and
+            # is returned like any other residual
+            return out
+        if out_index is not None:
+            # inside a checkpoint an output forward comes before an input
+            # forward (closed_call_partial_eval_custom_rule: `out_binders_known
+            # [fout] if fout is not None else ins_known[fin] if fin is not
+            # None`): a jit returning its input saves that output (found by a
+            # pristine campaign on 0.10.2, 4bbc9ecb62)
+            return self.known_outs[out_index]
+        return self.known_ins[self.body_inputs[out.id]] if forwards_input else None
 
 
 def _constants_of(prog: Program) -> set:

@@ -1,4 +1,6 @@
 """Spec self-consistency on drawn float64 programs (no JAX)."""
+import re
+
 import numpy as np
 from hypothesis import given, reject
 
@@ -30,7 +32,12 @@ def _unless_jax_refuses_too(run):
     except PrimitiveError as e:
         if "padding value alone" not in str(e):
             raise
-    except (NotImplementedError, PolicyCombinationError):
+    except NotImplementedError as e:
+        # JAX's message for a primitive it registers no JVP rule for; any
+        # other NotImplementedError is the spec's own and fails the test
+        if not re.fullmatch(r"Differentiation rule for '[\w-]+' not implemented", str(e)):
+            raise
+    except PolicyCombinationError:
         pass
     reject()
 

@@ -543,15 +543,19 @@ def _zero_cotangent_rejecters(prog: Program) -> int:
     return sum(getattr(jax_facts.get(e.primitive), "transpose_rejects_zero_cotangent", False) for e in _eqns(prog))
 
 
+# the properties that run a reverse pass (a stack's reverse layer too: found
+# by a campaign finding re-checked on 0.10.2)
+_REVERSE_PROPERTIES = ("prevent_cse", "vjp", "second_order", "stack")
+
+
 def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
-    return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order", "stack")
+    return (ctx.implementation == "remat3" and ctx.property in _REVERSE_PROPERTIES
             and isinstance(ctx.error, AttributeError) and "'Zero' object has no attribute" in str(ctx.error)
             and _zero_cotangent_rejecters_for_unread_outputs(ctx.program))
 
 
 def _remat3_scanned_cotangent_error(ctx) -> bool:
-    # a stack's reverse layer too (grad: found by a campaign finding re-checked on 0.10.2)
-    return (ctx.implementation == "remat3" and ctx.property in ("prevent_cse", "vjp", "second_order", "stack")
+    return (ctx.implementation == "remat3" and ctx.property in _REVERSE_PROPERTIES
             and isinstance(ctx.error, ValueError) and "Expected cotangent type" in str(ctx.error))
 
 

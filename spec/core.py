@@ -60,6 +60,15 @@ param_specs: dict[Primitive, tuple[str, ...]] = {}
 # primitives declared outside spec (not in `primitives`), whose rules are in
 # the tables: the oracle's models of JAX's implementations (oracle/divergences.py)
 extension_primitives: set = set()
+# What JAX's JaxprTrace (pe.partial_eval_jaxpr_nounits: remat_transpose
+# partially evaluates a checkpoint's body with it, a scan's linearization its
+# known loop body) does to an equation with sub-programs, as far as it shows:
+# the checkpoint policies it asks (spec.remat.ask_policies). `rule(eqn,
+# in_unknowns, ask)` calls `ask(program, unknowns)` for each sub-program the
+# primitive's rule in pe.custom_partial_eval_rules traces with a JaxprTrace.
+# A primitive without one is staged or bound whole (default_process_primitive):
+# nothing in its sub-programs is asked.
+jaxpr_trace_rules: dict[Primitive, Callable] = {}
 # FLOPs of one equation (for spec.explain's recompute cost). Default: one
 # operation per output element; data movement registers 0, dot_general 2*M*N*K.
 cost_rules: dict[Primitive, Callable] = {}

@@ -160,12 +160,16 @@ def output_dependence(eqn, in_flags) -> list[bool]:
     subs = subprograms(eqn.params)
     if not subs:
         return [any(in_flags)] * len(eqn.outputs)
-    body = subs[0][1]
-    dep = {v.id for v, f in zip(body.inputs, in_flags) if f}
-    for e in body.eqns:
+    return program_dependence(subs[0][1], in_flags)
+
+
+def program_dependence(prog: Program, in_flags) -> list[bool]:
+    """Which outputs of `prog` depend on its inputs flagged in `in_flags`."""
+    dep = {v.id for v, f in zip(prog.inputs, in_flags) if f}
+    for e in prog.eqns:
         flags = [isinstance(a, Var) and a.id in dep for a in e.inputs]
         dep.update(v.id for v, d in zip(e.outputs, output_dependence(e, flags)) if d)
-    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
+    return [isinstance(a, Var) and a.id in dep for a in prog.outputs]
 
 
 def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True, known_tangents_are_zero=False):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spec.core import (Example, JaxFacts, examples, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
-                       instantiate, jvp_rules, partial_eval_rules, primitive,
+                       instantiate, jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, staging_rules, transpose_rules, trace)
 from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
@@ -211,6 +211,9 @@ jvp_rules[call_p] = _call_jvp
 transpose_rules[call_p] = _call_transpose
 partial_eval_rules[call_p] = _call_partial_eval
 dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
+# _pjit_partial_eval traces the body with the operands' unknowns
+# (pe.partial_eval_jaxpr_nounits_fwd), known or not
+jaxpr_trace_rules[call_p] = lambda eqn, in_unknowns, ask: ask(eqn.params["jaxpr"], in_unknowns)
 
 
 def _call_staging(eqn: Eqn):

@@ -44,7 +44,7 @@ import numpy as np
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        cost_rules, dce_rules, eval_program_traced, eval_rules,
-                       instantiate, is_differentiable, is_undefined, jvp_rules,
+                       instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
@@ -53,8 +53,9 @@ from spec.batching import bdim_at_front, broadcast_at, moveaxis, vmap_program
 from spec.core import current_builder, to_atom
 from spec.evaluate import evaluate
 from spec.explain import eqn_flops
-from spec.jvp import dependence_rules, jaxpr_linearized, jvp_traced, linearizing, output_dependence
+from spec.jvp import dependence_rules, jaxpr_linearized, jvp_traced, linearizing, program_dependence
 from spec.partial_eval import dce, instantiate_tangent, literal_operands_inline, partial_eval
+from spec.remat import ask_policies
 from spec.prims_elementwise import eq, select_n, stop_gradient
 from spec.prims_structural import broadcast_in_dim
 from spec.transpose import transpose
@@ -286,21 +287,13 @@ def _cond_jvp(primals, tangents, *, branches):
     return outs[:n], [next(it) if nz else None for nz in out_nz]
 
 
-def _program_dependence(prog: Program, in_flags) -> list[bool]:
-    dep = {v.id for v, f in zip(prog.inputs, in_flags) if f}
-    for e in prog.eqns:
-        flags = [isinstance(a, Var) and a.id in dep for a in e.inputs]
-        dep.update(v.id for v, d in zip(e.outputs, output_dependence(e, flags)) if d)
-    return [isinstance(a, Var) and a.id in dep for a in prog.outputs]
-
-
 def _cond_dependence(eqn, in_flags):
     """An output depends on an input if it does in some branch (the
     default, the first sub-program, would look at branch 0 only)."""
     index_flag, *op_flags = in_flags
     if index_flag:
         return [True] * len(eqn.outputs)
-    per = [_program_dependence(b, op_flags) for b in eqn.params["branches"]]
+    per = [program_dependence(b, op_flags) for b in eqn.params["branches"]]
     return [any(d) for d in zip(*per)]
 
 
@@ -657,18 +650,24 @@ def _init_tangent(t):
     return Literal(np.zeros((), t.type.dtype), t.type, traced=True)
 
 
+def _carry_dependence(body: Program, body_flags: list, carry: list) -> list[bool]:
+    """Which carries depend on the flagged inputs after any number of
+    iterations: a fixpoint through the body (a flagged init is one)."""
+    for _ in range(1 + len(carry)):
+        new = [a or b for a, b in zip(carry, program_dependence(body, body_flags + carry))]
+        if new == carry:
+            return carry
+        carry = new
+    raise AssertionError("while: carry fixpoint not reached")
+
+
 def _while_dependence(eqn, in_flags):
     """Which carries depend on the flagged inputs: a fixpoint through the
     body; if the predicate depends on them, every carry does."""
     p = eqn.params
     cflags, bflags, carry = _split(in_flags, p["cond_nconsts"], p["body_nconsts"])
-    for _ in range(1 + len(carry)):
-        out = _program_dependence(p["body_jaxpr"], bflags + carry)
-        new = [a or b for a, b in zip(carry, out)]
-        if new == carry:
-            break
-        carry = new
-    if any(_program_dependence(p["cond_jaxpr"], cflags + carry)):
+    carry = _carry_dependence(p["body_jaxpr"], bflags, carry)
+    if any(program_dependence(p["cond_jaxpr"], cflags + carry)):
         return [True] * len(carry)
     return carry
 
@@ -687,18 +686,6 @@ def _known_part(prog: Program, unknowns, n_outs: int) -> Program:
     return dce(known)[0]
 
 
-def _ask_body_policies(body: Program, unknowns: list, saveable) -> None:
-    """A step of JAX's carry fixpoint when linearizing: each iteration
-    partially evaluates the body (`pe.partial_eval_jaxpr_nounits(body_jaxpr,
-    ...)` in `_while_partial_eval`, jax/_src/lax/control_flow/loops.py), so
-    every checkpoint in it that reads an unknown value is split by its own
-    policy, which is asked about its equations (and may refuse, as a
-    save_from_both_policies of a bool and a Recompute answer does: the
-    fuzzer's finding), whatever the loop then stages. The spec's fixpoint
-    is a dependence analysis; this asks the same questions."""
-    partial_eval(body, unknowns, saveable=saveable, linearize=True)
-
-
 def _while_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     """_while_partial_eval (linearize) / _while_partial_eval_custom: the
     unknown carries are found by a fixpoint through the body; a known loop
@@ -710,15 +697,10 @@ def _while_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     cond_uk, body_uk, carry_uk = _split(list(in_unknowns), nc, nb)
     body = p["body_jaxpr"]
-    for _ in range(1 + len(carry_uk)):
-        if linearize:
-            _ask_body_policies(body, body_uk + carry_uk, saveable)
-        out_uk = _program_dependence(body, body_uk + carry_uk)
-        new = [a or b for a, b in zip(carry_uk, out_uk)]
-        if new == carry_uk:
-            break
-        carry_uk = new
-    pred_uk = any(_program_dependence(p["cond_jaxpr"], cond_uk + carry_uk))
+    if linearize:           # JAX linearizes a while by JVP and a JaxprTrace
+        _while_jaxpr_trace(eqn, in_unknowns, ask_policies)
+    carry_uk = _carry_dependence(body, body_uk, carry_uk)
+    pred_uk = any(program_dependence(p["cond_jaxpr"], cond_uk + carry_uk))
     n = len(carry_uk)
     stage_all = pred_uk or (linearize and (not any(in_unknowns) or all(in_unknowns)))
     if stage_all:
@@ -816,3 +798,29 @@ def _register():
 
 
 _register()
+
+
+def _cond_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """_cond_partial_eval: an unknown index stages the whole cond
+    (default_process_primitive); else each branch is traced
+    (pe.partial_eval_jaxpr_nounits) with the operands' unknowns."""
+    index_unknown, *ops_unknown = in_unknowns
+    if not index_unknown:
+        for branch in eqn.params["branches"]:
+            ask(branch, ops_unknown)
+
+
+def _while_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """_while_partial_eval traces the body (pe.partial_eval_jaxpr_nounits)
+    until its unknown carries are a fixpoint, first with the carries
+    unknown at init (which asks each question a later trace asks), then the
+    predicate with the fixpoint's carries, before it decides whether to
+    stage the whole loop."""
+    p = eqn.params
+    cond_uk, body_uk, carry_uk = _split(list(in_unknowns), p["cond_nconsts"], p["body_nconsts"])
+    ask(p["body_jaxpr"], body_uk + carry_uk)
+    ask(p["cond_jaxpr"], cond_uk + _carry_dependence(p["body_jaxpr"], body_uk, carry_uk))
+
+
+jaxpr_trace_rules[cond_p] = _cond_jaxpr_trace
+jaxpr_trace_rules[while_p] = _while_jaxpr_trace

@@ -73,7 +73,7 @@ from typing import Callable, NamedTuple
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, bind, building, dce_rules,
                        eval_program_traced, eval_rules, instantiate, is_differentiable,
-                       is_undefined, jvp_rules, primitive, shape_rules, to_atom,
+                       is_undefined, jaxpr_trace_rules, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Program
 from spec.batching import BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
@@ -201,6 +201,26 @@ shape_rules[custom_jvp_call_p] = _body_shape(custom_jvp_call_p)
 shape_rules[custom_vjp_call_p] = _body_shape(custom_vjp_call_p)
 eval_rules[custom_jvp_call_p] = _body_eval
 eval_rules[custom_vjp_call_p] = _body_eval
+
+
+def _custom_jvp_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """JaxprTrace.process_custom_jvp_call: with every input known the call
+    is bound whole in the enclosing trace; else `fun` is traced with the
+    JaxprTrace, the JVP rule dropped."""
+    if any(in_unknowns):
+        ask(eqn.params["jaxpr"], in_unknowns)
+
+
+def _custom_vjp_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """JaxprTrace.process_custom_vjp_call: with every input known the call
+    is bound whole in the enclosing trace; else `fun` is traced with every
+    input made unknown (`in_knowns = (False,) * len(tracers)`)."""
+    if any(in_unknowns):
+        ask(eqn.params["jaxpr"], [True] * len(in_unknowns))
+
+
+jaxpr_trace_rules[custom_jvp_call_p] = _custom_jvp_jaxpr_trace
+jaxpr_trace_rules[custom_vjp_call_p] = _custom_vjp_jaxpr_trace
 
 
 def _lin_shape(*in_types, bwd, num_res, in_nonzeros, symbolic_zeros, out_types):

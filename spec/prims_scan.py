@@ -35,10 +35,10 @@ import contextvars
 
 from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
-                       jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
+                       jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
-from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence
+from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence, program_dependence
 from spec.partial_eval import TANGENT_ZERO, clone_into, dce, inline_known, literal_operands_inline, partial_eval
 from spec.batching import move_to, vmap_program
 from spec.evaluate import evaluate
@@ -46,7 +46,7 @@ from spec.explain import eqn_flops
 from spec.jvp import jvp_traced, linearizing
 from spec.prims_call import call, call_p
 from spec.prims_elementwise import add_any
-from spec.remat import ask_known_checkpoints
+from spec.remat import ask_policies
 from spec.transpose import transpose
 import numpy as np
 
@@ -234,7 +234,7 @@ def _scan_dependence(eqn, in_flags):
     body, nc, nk = p["jaxpr"], p["num_consts"], p["num_carry"]
     consts, carry, xs = _split(in_flags, nc, nk)
     for _ in range(1 + nk):
-        out = _body_dependence(body, consts + carry + xs)
+        out = program_dependence(body, consts + carry + xs)
         new = [a or b for a, b in zip(carry, out[:nk])]
         if new == carry:
             break
@@ -242,15 +242,19 @@ def _scan_dependence(eqn, in_flags):
     return carry + out[nk:]
 
 
-def _body_dependence(body: Program, flags):
-    dep = {v.id for v, f in zip(body.inputs, flags) if f}
-    for e in body.eqns:
-        fl = [isinstance(a, Var) and a.id in dep for a in e.inputs]
-        dep.update(v.id for v, d in zip(e.outputs, output_dependence(e, fl)) if d)
-    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
-
-
 dependence_rules[scan_p] = _scan_dependence
+
+
+def _scan_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """_scan_partial_eval traces the body (pe.partial_eval_jaxpr_nounits_fwd)
+    until its unknown carries are a fixpoint, first with the carries
+    unknown at init, which asks each question a later trace (more values
+    unknown) asks; its hoisting re-traces the known body with only the
+    consts known (`_restaged_by_hoisting`), asking fewer still."""
+    ask(eqn.params["jaxpr"], in_unknowns)
+
+
+jaxpr_trace_rules[scan_p] = _scan_jaxpr_trace
 
 
 # --------------------------------------------------------------------------
@@ -326,7 +330,7 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     pristine campaign, c95dd0b0b0: save_from_both_policies of an offload
     policy, in a scan body whose checkpoint reads a const)."""
     n_varying = len(known_body.inputs) - n_known_consts
-    ask_known_checkpoints(known_body, [False] * n_known_consts + [True] * n_varying)
+    ask_policies(known_body, [False] * n_known_consts + [True] * n_varying)
     token = _RESTAGING_PRIMALS.set(True)
     try:
         pe = partial_eval(known_body, [False] * n_known_consts + [True] * n_varying, instantiate=True,

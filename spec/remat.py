@@ -39,7 +39,7 @@ from typing import Callable, Sequence
 import ml_dtypes
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
-                       is_undefined, jvp_rules, partial_eval_rules,
+                       is_undefined, jaxpr_trace_rules, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, staging_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var, constants_read, is_float, reading_constants_as_inputs
 from spec.prims_conv import reduce_precision_p
@@ -50,7 +50,7 @@ from spec.batching import vectorized_batcher, vmap_program
 from spec.core import batch_rules, building
 from spec.evaluate import evaluate
 from spec.ir import subprograms
-from spec.jvp import jvp_program
+from spec.jvp import jvp_program, output_dependence
 from spec.transpose import transpose_traced
 
 # ==========================================================================
@@ -427,36 +427,29 @@ def _known_prevent_cse(params, in_unknowns):
     return tuple(f for f, u in zip(p, in_unknowns) if not u) if isinstance(p, tuple) else p
 
 
-def ask_known_checkpoints(body: Program, linear) -> None:
-    """Ask the policy of each checkpoint of `body` that reads no linear
-    value about its body's equations, discarding the answers.
-    remat_transpose partially evaluates the body with a JaxprTrace
-    (`pe.partial_eval_jaxpr_nounits` in ad_checkpoint._transpose_jaxpr),
-    whose process_primitive runs a primitive's custom partial-eval rule
-    whether or not its inputs are known: remat_partial_eval then asks the
-    checkpoint's policy about every equation of its body
-    (partial_eval_jaxpr_custom), though the body is evaluated inline
-    whatever the answers. So a policy that raises when asked
-    (save_from_both_policies of an offload policy: PolicyCombinationError)
-    raises in the backward pass of an enclosing checkpoint, where the
-    forward pass never asked it (found by a pristine campaign, b6a0087fd3).
-    A scan's linearization does the same to its known loop body
-    (_scan_known_hoisting, spec/prims_scan.py), `linear` there the
-    loop-varying inputs. Known checkpoints inside an all-known equation's
-    sub-programs (a jit, a scan) are asked too; those inside an equation
-    that also reads a linear value are left to its own rule (which, in the
-    hoisting trace, does not ask them: a known checkpoint inside a jit that
-    reads a loop-varying value goes unasked there)."""
-    linear_ids = {v.id for v, lin in zip(body.inputs, linear) if lin}
+def ask_policies(body: Program, unknowns) -> None:
+    """Ask the checkpoint policies JAX's JaxprTrace asks when it partially
+    evaluates `body` with these inputs `unknowns`, discarding the answers.
+    remat_transpose partially evaluates the checkpoint's body so, its
+    linear inputs unknown (`pe.partial_eval_jaxpr_nounits` in
+    ad_checkpoint._transpose_jaxpr), and so does a scan's linearization to
+    its known loop body, its loop-varying inputs unknown
+    (_scan_known_hoisting, spec/prims_scan.py). JaxprTrace.process_primitive
+    runs a primitive's custom partial-eval rule whether or not its inputs
+    are known: a checkpoint's (remat_partial_eval) asks its policy about its
+    body's equations, a jit's, scan's, cond's or while's traces its bodies
+    in turn (`jaxpr_trace_rules`). The answers change nothing the spec
+    models (the values are evaluated inline or staged whatever they are),
+    but a policy that raises when asked (save_from_both_policies of an
+    offload policy: PolicyCombinationError) raises in the backward pass of
+    an enclosing checkpoint, where the forward pass never asked it (found by
+    pristine campaigns, b6a0087fd3; 9ca57f4501 in a scan, a jit, a cond)."""
+    unknown_ids = {v.id for v, uk in zip(body.inputs, unknowns) if uk}
     for e in body.eqns:
-        if any(isinstance(a, Var) and a.id in linear_ids for a in e.inputs):
-            linear_ids.update(v.id for v in e.outputs)
-        elif e.primitive is remat_p:
-            sub = e.params["jaxpr"]
-            partial_eval(sub, [False] * len(sub.inputs), saveable=policy_saveable(e.params["policy"]))
-        else:
-            for _, sub in subprograms(e.params):
-                ask_known_checkpoints(sub, [False] * len(sub.inputs))
+        in_unknowns = [isinstance(a, Var) and a.id in unknown_ids for a in e.inputs]
+        if e.primitive in jaxpr_trace_rules:
+            jaxpr_trace_rules[e.primitive](e, in_unknowns, ask_policies)
+        unknown_ids.update(v.id for v, uk in zip(e.outputs, output_dependence(e, in_unknowns)) if uk)
 
 
 def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
@@ -467,7 +460,7 @@ def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     (backward_pass transposes every linear equation): the effects of the
     body's nonlinear part run again."""
     linear = [is_undefined(a) for a in args]
-    ask_known_checkpoints(jaxpr, linear)
+    ask_policies(jaxpr, linear)
     nonzero_cts = [c for c in cts if not isinstance(c, Zero)]
     with building() as b:
         nonlin_in = [b.new_input(v.type) for v, lin in zip(jaxpr.inputs, linear) if not lin]
@@ -491,6 +484,18 @@ jvp_rules[remat_p] = _remat_jvp
 transpose_rules[remat_p] = _remat_transpose
 partial_eval_rules[remat_p] = _remat_partial_eval
 dce_rules[remat_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs, ("prevent_cse",))
+
+
+def _remat_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
+    """remat_partial_eval: `pe.partial_eval_jaxpr_custom(jaxpr, in_unknowns,
+    ..., policy)` asks the checkpoint's policy about each equation of its
+    body whose inputs are all known, whether or not the checkpoint reads an
+    unknown value; a checkpoint inside is split with this policy
+    (call_partial_eval_custom_rule), its own unasked."""
+    partial_eval(eqn.params["jaxpr"], in_unknowns, saveable=policy_saveable(eqn.params["policy"]))
+
+
+jaxpr_trace_rules[remat_p] = _remat_jaxpr_trace
 source_rules[remat_p] = lambda eqn, var: Source("output", primitive="remat2")  # JAX's primitive name
 inlined_when_known.add(remat_p)     # remat_partial_eval evaluates a known checkpoint's body inline
 

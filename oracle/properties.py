@@ -30,6 +30,7 @@ from spec.prims_elementwise import add_p
 
 from oracle import divergences, normalizations, tolerances
 from oracle.conventions import Call, spec_value_of
+from oracle.errors import Unsupported
 from oracle.jax_params import spec_type
 from oracle.upcast import up, upcast
 from oracle.jax_api.internals import saved_residuals
@@ -370,10 +371,22 @@ class Numeric:
 def _second_order_program(prog):
     """jvp of the pullback in the primals, the cotangents held constant (as
     JAX's `jax.jvp(pullback, primals, tangents)` with `cts` closed over: a
-    cotangent tangent of explicit zeros would add 0 * inf = nan terms)."""
+    cotangent tangent of explicit zeros would add 0 * inf = nan terms). The
+    pullback as JAX traces it, dead forward code included: jax.vjp runs
+    the forward pass under jvp's trace, which differentiates every equation
+    of it, one the pullback never reads too (a JVP rule's residual for a
+    tangent nothing uses: igamma's igamma_grad_a, which has no JVP rule of
+    its own, raises; found by a pristine campaign, 4edfa774e4). Where the
+    spec cannot differentiate a dead equation JAX differentiates eagerly (a
+    custom_jvp rule closing over a value of a trace that is over, which the
+    spec re-traces: oracle/from_jax.py), only an error could show: the
+    pullback without its dead code is differentiated instead."""
     n_cts = sum(is_float(t.dtype) for t in prog.out_types)
     nonzeros = [is_float(t.dtype) for t in prog.in_types] + [False] * n_cts
-    return spec.jvp_program(spec.vjp_program(prog), nonzeros=nonzeros)[0]
+    try:
+        return spec.dce(spec.jvp_program(spec.traced_vjp_program(prog), nonzeros=nonzeros)[0])[0]
+    except Unsupported:
+        return spec.jvp_program(spec.vjp_program(prog), nonzeros=nonzeros)[0]
 
 
 NUMERIC = {

@@ -774,6 +774,10 @@ def _in_a_checkpoint(container):
     def outer(x):
         if container == "a scan":
             return lax.scan(lambda c, _: (c * _asked(c), None), x, None, length=2)[0]
+        if container == "a scan reading a const":     # its hoisting asks, in the forward pass
+            c = jnp.cos(x)
+            return lax.scan(lambda a, _: (jax.checkpoint(lambda a, c: a * jnp.sin(c), policy=_offload_or_dots())(a, c),
+                                          None), x, None, length=2)[0]
         if container == "a jit":
             return jax.jit(lambda a, b: a * _asked(b))(x, jnp.cos(x))
         if container == "a cond":
@@ -808,7 +812,8 @@ def _in_a_linearization(container):
     raise AssertionError(container)
 
 
-@pytest.mark.parametrize("container", ["a scan", "a jit", "a cond", "a known while", "a known custom_jvp",
+@pytest.mark.parametrize("container", ["a scan", "a scan reading a const", "a jit", "a cond", "a known while",
+                                       "a known custom_jvp",
                                        "a jit in a scan", "a while"])
 def test_a_jaxpr_trace_asks_the_policies_of_checkpoints_inside_what_it_traces(container):
     """A JaxprTrace (remat_transpose's partial evaluation of a checkpoint's
@@ -819,7 +824,10 @@ def test_a_jaxpr_trace_asks_the_policies_of_checkpoints_inside_what_it_traces(co
     though the checkpoint has no tangent. A custom_jvp call with every
     input known is bound whole, its body unasked. The spec asked only the
     checkpoints of equations reading no unknown value (found by a pristine
-    campaign, 9ca57f4501, in a scan). Whether JAX raises is read off JAX."""
+    campaign, 9ca57f4501, in a scan; and in the forward pass, where a
+    scan's partial evaluation inside a checkpoint hoists its loop-invariant
+    residuals, _scan_partial_eval_custom's `pe.partial_eval_jaxpr_nounits`).
+    Whether JAX raises is read off JAX."""
     if _without_direct_linearization() is not None:
         pytest.skip(f"jax {jax.__version__}: save_from_both_policies of an offload policy is checked "
                     "on releases with direct linearization")

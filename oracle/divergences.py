@@ -1890,6 +1890,24 @@ DIVERGENCES = [
         "print_saved_residuals(lambda a, w: f(jnp.cos(a), w), 1.0, 2.0)  # f32[] output of cos",
         lambda ctx: ctx.remat3_defect_mattered("grandchildren_opaque"), releases=REMAT3),
     Divergence(
+        "remat3-replays-a-checkpoint-s-effects-only-with-a-cotangent",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint is linearized as a hi-primitive "
+        "(RematTraced.lin and `linearized`), whose equation in the linear program has no effect "
+        "of its own: where no cotangent reaches the checkpoint (its outputs unused, or read by "
+        "nothing differentiable) it is dead code, and an effect of its body (a debug print) runs "
+        "in the forward pass only, nothing saved for it. remat2 (remat_transpose: the backward "
+        "pass transposes an equation with an effect whatever its cotangents), and the spec, run "
+        "the effect again in the backward pass, saving what it reads (found by a pristine "
+        "campaign: a checkpoint printing its input inside a cond branch). " + _MODEL_PREDICATE,
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "def f(x):\n"
+        "    jax.checkpoint(lambda y: jax.debug.print('{y}', y=y) or jnp.sin(y))(x)\n"
+        "    return jnp.cos(x)\n"
+        "print('remat2:', len(saved_residuals(f, 1.0)))\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "print('remat3:', len(saved_residuals(f, 1.0)))  # remat2: 2, remat3: 1",
+        lambda ctx: ctx.remat3_defect_mattered("effects_sealed"), releases=REMAT3),
+    Divergence(
         "remat3-recomputes-a-saved-value-without-tangent",
         "Under jax_remat3 (jax 0.10.2) a dot or named value the policy saves is rematerialized "
         "as primal_left_tangent_right(saved, recomputed) (lax._dot_general_remat, "

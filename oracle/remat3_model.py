@@ -5,7 +5,7 @@ say JAX's answer is exactly the model's (oracle/divergences.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -205,10 +205,10 @@ def _operand_key(a) -> tuple:
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
-                       jit_rule: bool = True, grandchildren_opaque: bool = True):
+                       jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
-           jit_rule, grandchildren_opaque)
+           jit_rule, grandchildren_opaque, effects_sealed)
     prim = MODEL_PRIMITIVES.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -267,6 +267,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
         if inputs_first and linearize and staged:
             staged = [_inputs_before_residuals(staged[0], eqn)]
+        if effects_sealed and linearize and staged:
+            staged = [replace(staged[0], primitive=_remat3_linearized())]
         return (known, staged, *rest)
 
     for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):
@@ -275,6 +277,35 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     core.jvp_rules[prim] = jvp
     core.extension_primitives.add(prim)
     MODEL_PRIMITIVES[key] = prim
+    return prim
+
+
+def _remat3_linearized():
+    """The model's linearized checkpoint, the staged half of a linearization:
+    remat's rules, its equation sealed (spec.core.effects_sealed). remat3
+    linearizes a checkpoint as a hi-primitive (RematTraced.lin and
+    `linearized`), whose equation in the linear program has no effect of
+    its own: dead code when no tangent of it is read, and not transposed
+    without a cotangent, so an effect of the body (a debug print) runs again
+    in the backward pass only where a cotangent reaches the checkpoint, and
+    nothing is saved for it (measured on 0.10.2: grad of a function whose
+    checkpoint prints prints twice, once if the checkpoint's outputs are
+    unused; found by a pristine campaign, 53b64b11f1, in a cond branch).
+    remat2 transposes a checkpoint for its effect alone (remat_transpose),
+    saving what the effect reads."""
+    prim = MODEL_PRIMITIVES.get("remat3_linearized")
+    if prim is not None and prim in core.transpose_rules:
+        return prim
+    # (re)register: a test may have restored the rule tables since
+    prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
+    core.param_specs[prim] = core.param_specs[remat_p]
+    for table in (core.shape_rules, core.eval_rules, core.jvp_rules, core.transpose_rules, core.partial_eval_rules,
+                  core.dce_rules, core.cost_rules, core.batch_rules, dependence_rules, source_rules):
+        if remat_p in table:
+            table[prim] = table[remat_p]
+    core.effects_sealed.add(prim)
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES["remat3_linearized"] = prim
     return prim
 
 
@@ -553,13 +584,14 @@ def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Progra
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
 REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "zero_tangent_recomputed", "view",
-                  "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body")
+                  "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body",
+                  "effects_sealed")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
                  custom_opaque=True, linearized_body=True, jit_rule=True,
-                 grandchildren_opaque=True, zero_tangent_recomputed=True) -> Program:
+                 grandchildren_opaque=True, zero_tangent_recomputed=True, effects_sealed=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does (`remat3_viewed`; with
@@ -570,7 +602,7 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
     prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body, jit_rule, grandchildren_opaque)
+                              linearized_body, jit_rule, grandchildren_opaque, effects_sealed)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:

@@ -77,13 +77,21 @@ cost_rules: dict[Primitive, Callable] = {}
 # sub-programs hold one, is never dead code (JAX's pe.has_effects)
 effectful: set[Primitive] = set()
 
+# primitives whose equation has no effect of its own though a sub-program
+# holds one: an opaque call, as JAX's hi-primitives are (hijax: the
+# equation's effects are the primitive's, none). Such an equation is dead
+# code when nothing reads it, and without a cotangent it is not transposed.
+# (The oracle's remat3 model: the linearized checkpoint.)
+effects_sealed: set[Primitive] = set()
+
 primitives: dict[str, Primitive] = {}
 
 
 def has_effects(eqn: Eqn) -> bool:
-    """Whether `eqn` has an effect: its primitive's, or one in a sub-program."""
-    return eqn.primitive in effectful or any(
-        has_effects(e) for _, sub in subprograms(eqn.params) for e in sub.eqns)
+    """Whether `eqn` has an effect: its primitive's, or one in a sub-program
+    (not through a primitive in `effects_sealed`)."""
+    return eqn.primitive not in effects_sealed and (eqn.primitive in effectful or any(
+        has_effects(e) for _, sub in subprograms(eqn.params) for e in sub.eqns))
 
 
 # --------------------------------------------------------------------------

@@ -12,6 +12,8 @@ divergence now, tested on its class and its neighbours:
   nothing to explain at top level, where JAX and the spec agree."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -249,6 +251,45 @@ def test_a_checkpoint_output_only_an_unread_while_const_takes_is_unused_under_re
         assert report.status("residuals", "remat3") == "ok"
     else:
         assert ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3") in report.known_divergences
+
+
+def _printing_checkpoint(x, used: bool, in_cond: bool):
+    """cos(x) beside a checkpoint that prints its input and returns its sin,
+    the sin added to the result where `used`; in a cond branch where
+    `in_cond`."""
+    def branch(x):
+        s = jax.checkpoint(lambda y: jax.debug.print("{y}", y=y) or jnp.sin(y))(x)
+        return jnp.cos(x) + (s if used else 0.0)
+    return (lax.cond(x.sum() > 0, branch, lambda x: x, x) if in_cond else branch(x)).sum()
+
+
+@pytest.mark.parametrize("used", [True, False])
+@pytest.mark.parametrize("in_cond", [False, True])
+def test_remat3_replays_a_checkpoint_s_effects_only_with_a_cotangent(used, in_cond):
+    """remat3 linearizes a checkpoint as a hi-primitive whose equation has no
+    effect of its own: reached by no cotangent it is dead code in the linear
+    program, its print is not run again and nothing is saved for it; remat2
+    transposes it for its effect, saving the input the print reads (found by
+    a pristine campaign, 53b64b11f1, in a cond branch). Whether remat3 saves
+    otherwise than remat2 is read off JAX: exactly then the oracle names the
+    divergence, and otherwise agrees."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    fn = functools.partial(_printing_checkpoint, used=used, in_cond=in_cond)
+    x = np.full(3, 0.5, np.float32)
+    lists = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            lists[impl] = [(str(a), s.split(" from ")[0]) for a, s in saved_residuals(fn, x)]
+    report = oracle.check(fn, oracle.AS_IS, x, implementations=("remat2", "remat3"), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", str(report)
+    name = "remat3-replays-a-checkpoint-s-effects-only-with-a-cotangent"
+    if lists["remat3"] != lists["remat2"]:
+        assert [n for n, _, _ in report.known_divergences] == [name], str(report)
+    else:
+        assert report.status("residuals", "remat3") == "ok", str(report)
+    assert (lists["remat3"] != lists["remat2"]) is not used     # the class: unused outputs only
 
 
 def _inner_unused_output_of_nested_checkpoint(a, b):

@@ -19,7 +19,7 @@ from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_c
 from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
-from spec.jvp import dependence_rules, jvp_traced
+from spec.jvp import dependence_rules, jvp_traced, output_dependence
 from spec.partial_eval import Source, constant_key, looked_through_value, source_of, source_rules
 from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
@@ -334,8 +334,8 @@ def _tangent_vars(body: Program, tangent_inputs: list) -> set:
             sub = e.params["jaxpr"]
             inner = _tangent_vars(sub, ins)
             tangent |= {v.id for v, o in zip(e.outputs, sub.outputs) if isinstance(o, Var) and o.id in inner}
-        elif any(ins):
-            tangent |= {v.id for v in e.outputs}
+        elif any(ins):      # a JVP'd scan, cond or jit: its primal outputs read no tangent
+            tangent |= {v.id for v, d in zip(e.outputs, output_dependence(e, ins)) if d}
     return tangent
 
 
@@ -354,35 +354,33 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool)
         if is_checkpoint(e):
             sub = e.params["jaxpr"]
             if opaque and any("P1" in c for c in outs):
-                forwarded_only = _forwarded_only(sub)
-                for a, fwd in zip(e.inputs, forwarded_only):
-                    if isinstance(a, Var) and a.id not in tangent and not fwd:
+                for a in e.inputs:
+                    if isinstance(a, Var) and a.id not in tangent:
                         need.setdefault(a.id, set()).add("P1")
             sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
             sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
             ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque)
             ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
         else:
-            c = set().union(*outs)
-            residual = {"P0"} if "L" in c else set()
-            ins = [(c if isinstance(a, Var) and a.id in tangent else (c - {"L"}) | residual) for a in e.inputs]
+            ins = [_input_need(e, k, outs, isinstance(a, Var) and a.id in tangent) for k, a in enumerate(e.inputs)]
         for a, ci in zip(e.inputs, ins):
             if isinstance(a, Var) and ci:
                 need.setdefault(a.id, set()).update(ci)
     return [need.get(v.id, set()) for v in body.inputs]
 
 
-def _forwarded_only(body: Program) -> list:
-    """Which non-float inputs of `body` it only returns as they are (an
-    output that is the input, read by no equation): remat3 reads no value
-    for it (measured on jax 0.10.2: an integer a grandchild forwards is not
-    saved, one it ignores is, a float it forwards is; found by pristine
-    campaigns, 1191f46a4f and d476af5467; tests/test_divergences.py's
-    three nested checkpoints for the float). Open: a bool forwarded through
-    two checkpoints to an output was saved (2546d7b751)."""
-    read = {a.id for e in body.eqns for a in e.inputs if isinstance(a, Var)}
-    returned = {a.id for a in body.outputs if isinstance(a, Var)}
-    return [v.id in returned and v.id not in read and not is_float(v.type.dtype) for v in body.inputs]
+def _input_need(e: Eqn, k: int, out_colours: list, is_tangent: bool) -> set:
+    """The colours input k of the equation `e` (not a checkpoint) is needed
+    with: those of the outputs that depend on it, a primal input that a
+    tangent output depends on being a residual ("P0"). Per output: a JVP'd
+    scan, cond or jit computes primal and tangent outputs in one equation,
+    and a tangent of its that reads no primal (a scan of `2 * c`) needs no
+    primal input (found by pristine campaigns, 1191f46a4f and 2546d7b751:
+    whether a grandchild's forwarded integer is saved follows from that)."""
+    deps = (output_dependence(e, [j == k for j in range(len(e.inputs))]) if len(e.outputs) > 1
+            else [True] * len(e.outputs))
+    c = set().union(*(o for o, d in zip(out_colours, deps) if d))
+    return c if is_tangent else (c - {"L"}) | ({"P0"} if "L" in c else set())
 
 
 def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:

@@ -529,8 +529,8 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     n_kc, n_kk = nc - sum(const_uk), nk - sum(carry_uk)
     n_known_outs = sum(not u for u in pe.out_unknowns)
     res_known = pe.known.outputs[n_known_outs:]
-    if hoist:   # the hoisting traces the known body, its consts known (pe.partial_eval_jaxpr_nounits)
-        ask_policies(pe.known, [False] * n_kc + [True] * (len(pe.known.inputs) - n_kc))
+    if hoist:   # the hoisting traces the known body as split, dead code too, its consts known
+        ask_policies(pe.known_traced, [False] * n_kc + [True] * (len(pe.known.inputs) - n_kc))
     invariant = _loop_invariant(pe.known, n_kc) if hoist else set()
     intensive = [hoist and (not isinstance(a, Var) or a.id in invariant) for a in res_known]
 

@@ -348,6 +348,9 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     # in partial_eval_jaxpr_custom's insertion order
     # (pe.call_partial_eval_custom_rule, jax/_src/interpreters/partial_eval.py).
     # Neither half is DCE'd (call_partial_eval_custom_rule, jax 0.10.2): the
+    # known remat computes every known value, dead ones too (which a scan's
+    # hoisting then asks the checkpoint's policy about: pristine campaign
+    # finding 57f43d1872, a JVP rule's constants); the
     # staged remat reads what its dead code reads, until an enclosing DCE
     # prunes it (dce_rules[remat_p], as remat_dce); a cond's staged branches
     # are not DCE'd, so there a dead nested checkpoint keeps its residuals
@@ -358,7 +361,7 @@ def _remat_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     known_ins = [a for a, u in zip(eqn.inputs, in_unknowns) if not u]
     known_outs = [v for v, u in zip(eqn.outputs, pe.out_unknowns) if not u]
     known = Eqn(remat_p, known_ins, known_outs + res_vars,
-                dict(params, jaxpr=pe.known, prevent_cse=_known_prevent_cse(params, in_unknowns)),
+                dict(params, jaxpr=pe.known_traced, prevent_cse=_known_prevent_cse(params, in_unknowns)),
                 why="a checkpoint nested in a checkpoint: split by the enclosing checkpoint's policy",
                 residual_outputs=len(res_vars))
     staged = _staged_remat(pe, eqn, res_vars, params, body_dce=False)

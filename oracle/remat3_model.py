@@ -782,14 +782,16 @@ def remat3_barrier_model(prog: Program) -> bool:
     own under remat3's view of its policy, saves one of its own inputs.
     Only its outputs something reads count: the backward pass of an
     unused output has a zero cotangent, and XLA removes it as dead code,
-    barrier and all."""
+    barrier and all, unless that zero reaches a custom_vjp's bwd rule
+    (`_reaching_a_custom_vjp`)."""
     live = _live_checkpoints(prog)
     read = _read_anywhere(prog)
     for e in remats(prog):
         if id(e) not in live:
             continue
         body = e.params["jaxpr"]
-        keep = [k for k, v in enumerate(e.outputs) if v.id in read]
+        custom = _reaching_a_custom_vjp(body)
+        keep = [k for k, v in enumerate(e.outputs) if v.id in read or custom[k]]
         if not keep:
             continue
         alone = remat3_model(spec.trace(lambda *xs, e=e: [bind(remat_p, *xs, **e.params)[k] for k in keep],
@@ -798,6 +800,26 @@ def remat3_barrier_model(prog: Program) -> bool:
         if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
             return True
     return False
+
+
+def _reaching_a_custom_vjp(body: Program) -> list:
+    """Which outputs of `body` depend on a custom_vjp call's (at any depth):
+    the cotangent of such an output reaches the user's bwd rule, which JAX
+    calls with the zero made an array (symbolic_zeros=False), and XLA cannot
+    drop what it computes: that output's backward pass is live though
+    nothing reads the output (found by a pristine campaign, 2f662fefa7: an
+    unused custom_vjp identity in a checkpoint; JAX's backward pass has the
+    barrier)."""
+    dep: set = set()
+    for e in body.eqns:
+        if _holds_a_custom_vjp(e) or any(isinstance(a, Var) and a.id in dep for a in e.inputs):
+            dep |= {v.id for v in e.outputs}
+    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
+
+
+def _holds_a_custom_vjp(e: Eqn) -> bool:
+    return (e.primitive.name == "custom_vjp_call" and not e.params["symbolic_zeros"]) or any(
+        _holds_a_custom_vjp(x) for _, sub in subprograms(e.params) for x in sub.eqns)
 
 
 def _read_anywhere(prog: Program) -> set:

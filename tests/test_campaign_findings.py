@@ -292,6 +292,50 @@ def test_remat3_replays_a_checkpoint_s_effects_only_with_a_cotangent(used, in_co
     assert (lists["remat3"] != lists["remat2"]) is not used     # the class: unused outputs only
 
 
+@jax.custom_vjp
+def _identity_vjp(x):
+    return x
+
+
+_identity_vjp.defvjp(lambda x: (x, x), lambda x, ct: (ct * x,))
+
+
+@jax.custom_jvp
+def _identity_jvp(x):
+    return x
+
+
+_identity_jvp.defjvp(lambda primals, tangents: (primals[0], tangents[0]))
+
+
+@pytest.mark.parametrize("custom", ["custom_vjp", "custom_jvp"])
+@pytest.mark.parametrize("used", [False, True])
+def test_remat3_s_backward_pass_of_an_unused_custom_vjp_output_is_live(custom, used):
+    """remat3 bars the checkpoint inputs its backward pass reads
+    (remat3-barrier-iff-backward-reads-checkpoint-inputs, prevent_cse=False
+    here); the backward pass of an unused output is dead code, except where
+    its zero cotangent reaches a custom_vjp's bwd rule, which JAX calls with
+    a zero array (pristine campaign finding 2f662fefa7: the barrier model
+    left that output out). Whether JAX's HLO has a barrier is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    rule = _identity_vjp if custom == "custom_vjp" else _identity_jvp
+
+    def f(a):
+        e, h = jax.checkpoint(lambda g: (g, rule(g)), prevent_cse=False)(a)
+        return jnp.sin(a) + e + (h if used else 0.0)
+    x = np.float32(0.5)
+    with implementation("remat3"):
+        barrier = "optimization_barrier" in jax.jit(jax.grad(f)).lower(x).as_text()
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("prevent_cse",))
+    if barrier:
+        assert ("remat3-barrier-iff-backward-reads-checkpoint-inputs", "prevent_cse", "remat3") in \
+            report.known_divergences, report
+    else:
+        assert report.status("prevent_cse", "remat3") == "ok", report
+    assert barrier is (custom == "custom_vjp")      # an identity custom_jvp reads no residual
+
+
 def _inner_unused_output_of_nested_checkpoint(a, b):
     """An inner checkpoint whose `arccos` output nothing reads, its forwarded
     input an output of the outer checkpoint that nothing reads either."""
@@ -819,6 +863,9 @@ def _in_a_checkpoint(container):
             c = jnp.cos(x)
             return lax.scan(lambda a, _: (jax.checkpoint(lambda a, c: a * jnp.sin(c), policy=_offload_or_dots())(a, c),
                                           None), x, None, length=2)[0]
+        if container == "a scan's dead known code":   # max's JVP rule's constants, which only the tangent reads
+            return lax.scan(lambda a, _: (jax.checkpoint(lambda g: lax.max(g, g), policy=_offload_or_dots())(a),
+                                          None), x, None, length=1)[0]
         if container == "a jit":
             return jax.jit(lambda a, b: a * _asked(b))(x, jnp.cos(x))
         if container == "a cond":
@@ -853,7 +900,8 @@ def _in_a_linearization(container):
     raise AssertionError(container)
 
 
-@pytest.mark.parametrize("container", ["a scan", "a scan reading a const", "a jit", "a cond", "a known while",
+@pytest.mark.parametrize("container", ["a scan", "a scan reading a const", "a scan's dead known code", "a jit",
+                                       "a cond", "a known while",
                                        "a known custom_jvp",
                                        "a jit in a scan", "a while"])
 def test_a_jaxpr_trace_asks_the_policies_of_checkpoints_inside_what_it_traces(container):
@@ -867,8 +915,9 @@ def test_a_jaxpr_trace_asks_the_policies_of_checkpoints_inside_what_it_traces(co
     checkpoints of equations reading no unknown value (found by a pristine
     campaign, 9ca57f4501, in a scan; and in the forward pass, where a
     scan's partial evaluation inside a checkpoint hoists its loop-invariant
-    residuals, _scan_partial_eval_custom's `pe.partial_eval_jaxpr_nounits`).
-    Whether JAX raises is read off JAX."""
+    residuals, _scan_partial_eval_custom's `pe.partial_eval_jaxpr_nounits`,
+    of its known body as partial_eval_jaxpr_custom left it, dead code too:
+    57f43d1872). Whether JAX raises is read off JAX."""
     if _without_direct_linearization() is not None:
         pytest.skip(f"jax {jax.__version__}: save_from_both_policies of an offload policy is checked "
                     "on releases with direct linearization")

@@ -53,7 +53,8 @@ from spec.batching import bdim_at_front, broadcast_at, moveaxis, vmap_program
 from spec.core import current_builder, to_atom
 from spec.evaluate import evaluate
 from spec.explain import eqn_flops
-from spec.jvp import dependence_rules, jaxpr_linearized, jvp_traced, linearizing, program_dependence
+from spec.jvp import (LINEARIZATION_ERROR, dependence_rules, jaxpr_linearized, jvp_traced, linearizing,
+                      program_dependence)
 from spec.partial_eval import dce, instantiate_tangent, literal_operands_inline, partial_eval
 from spec.remat import ask_policies
 from spec.prims_elementwise import eq, select_n, stop_gradient
@@ -278,13 +279,33 @@ def _cond_jvp(primals, tangents, *, branches):
     # `(h ** 0) * h` in a branch saves no zero); a zero tangent output of a
     # branch is still a residual output of the cond (`_known_zero`)
     lin = linearizing()
-    per_branch = [_branch_jvp(b, nonzeros, None, lin)[1] for b in branches]
+    per_branch = _branch_tangents(branches, nonzeros, lin)
     out_nz = [any(z) for z in zip(*per_branch)]
     jvps = tuple(_branch_jvp(b, nonzeros, out_nz, lin)[0] for b in branches)
     outs = cond_eqn(index, *ops, *[t for t, nz in zip(op_ts, nonzeros) if nz], branches=jvps)
     n = len(branches[0].outputs)
     it = iter(outs[n:])
     return outs[:n], [next(it) if nz else None for nz in out_nz]
+
+
+def _branch_tangents(branches, nonzeros, lin: bool) -> list:
+    """Which tangent outputs each branch's JVP makes nonzero. Linearizing,
+    _cond_linearize linearizes the branches one after the other, so where
+    one cannot be linearized (LINEARIZATION_ERROR: a generic reduce_window)
+    what linearizing the branches before it raises comes first (a
+    checkpoint's policy raising when asked: found by a pristine nightly,
+    ae0271da1c); the spec partially evaluates their JVPs, as linearizing
+    does, before it raises."""
+    done = []
+    for b in branches:
+        try:
+            done.append(_branch_jvp(b, nonzeros, None, lin))
+        except ValueError as err:
+            if lin and str(err) == LINEARIZATION_ERROR:
+                for prog, _ in done:
+                    partial_eval(prog, [False] * len(b.inputs) + [True] * sum(nonzeros), linearize=True)
+            raise
+    return [out_nz for _, out_nz in done]
 
 
 def _cond_dependence(eqn, in_flags):

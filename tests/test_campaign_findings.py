@@ -847,6 +847,39 @@ def test_a_scan_s_hoisting_asks_a_known_checkpoint_s_policy(reads):
     assert report.status("vjp", "remat2") == want, str(report)
 
 
+@pytest.mark.parametrize("checkpoint_branch", [0, 1])
+def test_a_cond_s_branches_are_linearized_in_order(checkpoint_branch):
+    """A cond with a checkpoint whose policy raises when asked about its
+    name in one branch, a generic reduce_window (no linearization) in the
+    other: _cond_linearize linearizes branch 0 first, so the error of the
+    first branch comes first (pristine nightly finding ae0271da1c, where the
+    spec raised the linearization error whichever branch came first).
+    Which error JAX raises is read off JAX; the spec must raise it too."""
+    if _without_direct_linearization() is not None:
+        pytest.skip(f"jax {jax.__version__}: a cond is linearized by JVP and partial evaluation")
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.save_only_these_names("a"), cp.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["b"], offload_src="device",
+        offload_dst="pinned_host"))
+    named = lambda a, b: jax.checkpoint(lambda x: checkpoint_name(x, "b"), policy=policy)(a)    # noqa: E731
+    window = lambda a, b: jnp.cos(a) + 0 * _generic_window(b).sum()                          # noqa: E731
+    branches = (named, window) if checkpoint_branch == 0 else (window, named)
+
+    def f(a, b):
+        return lax.switch((a > 0).astype(np.int32), branches, a, b)   # branches in index order
+    args = (np.float32(0.5), np.ones((2, 5), np.float32))
+    grad = jax.grad(f, argnums=(0, 1))
+    try:
+        grad(*args)
+        raise AssertionError("JAX differentiated it")
+    except ValueError as e:
+        policy_first = "policies should be a boolean" in str(e)
+        assert policy_first or "Linearization failed" in str(e), str(e)
+    assert policy_first is (checkpoint_branch == 0)
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "not applicable", str(report)
+
+
 def _asked(a):
     """A checkpoint whose policy raises when asked (_offload_or_dots) about
     the sin of a value that has no tangent."""

@@ -535,10 +535,7 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     intensive = [hoist and (not isinstance(a, Var) or a.id in invariant) for a in res_known]
 
     known_out_uk, known_outs_body, outer_known_outs = _known_scan_outputs(eqn, pe, carry_uk)
-    pe.known = Program(pe.known.inputs, [   # record the policy's answers (spec.explain shows them)
-        Eqn(e.primitive, e.inputs, e.outputs, e.params, residual_outputs=e.residual_outputs,
-            why=e.why or f"the checkpoint's policy answered {pe.decisions[id(e)]}")
-        if id(e) in pe.decisions else e for e in pe.known.eqns], pe.known.outputs)
+    pe.known = _with_decisions(pe.known, pe.decisions)
     int_atoms = [a for a, i in zip(res_known, intensive) if i]
     ext_atoms = [a for a, i in zip(res_known, intensive) if not i]
     int_vars = [Var(a.type) for a in int_atoms]
@@ -571,6 +568,15 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     staged = Eqn(scan_p, int_vars + list(eqn.inputs) + ext_vars, list(eqn.outputs),
                  dict(p, jaxpr=staged_body, num_consts=len(int_vars) + nc, num_carry=nk))
     return known_eqns, [staged], known_out_uk, [True] * n_out, pe.recomputed, {}
+
+
+def _with_decisions(known: Program, decisions: dict) -> Program:
+    """`known` with the policy's answer recorded on each equation it was
+    asked about (spec.explain shows them)."""
+    return Program(known.inputs, [
+        Eqn(e.primitive, e.inputs, e.outputs, e.params, residual_outputs=e.residual_outputs,
+            why=e.why or f"the checkpoint's policy answered {decisions[id(e)]}")
+        if id(e) in decisions else e for e in known.eqns], known.outputs)
 
 
 def call_p_():

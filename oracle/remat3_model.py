@@ -220,7 +220,12 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         """The body's linearization (known tangents are zeros); with
         opaque_outputs every float output tangent is returned, made to read
         the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
-        that partial evaluation cannot hoist it as known either."""
+        that partial evaluation cannot hoist it as known either. Its dead
+        code is gone first: remat3 linearizes the rematerialization, traced
+        with auto_dce (remat._remat_jaxpr's rem_trace, remat_transform), so
+        a dead generic reduce_window in a cond branch is never linearized
+        (found by a pristine nightly, 6bb6b14f48)."""
+        body = spec.dce(body)[0]
         with building() as b:
             primals = [b.new_input(t) for t in body.in_types]
             tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]

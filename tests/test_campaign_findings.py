@@ -366,6 +366,40 @@ def test_remat3_s_float0_liveness_through_a_jit_moves_the_jit_s_residuals(jitted
         ["remat3-non-float-checkpoint-output-keeps-its-tangents-live"], report
 
 
+@pytest.mark.parametrize("dead_window", [False, True])
+def test_remat3_linearizes_a_checkpoint_s_body_without_its_dead_code(dead_window):
+    """remat3 linearizes a checkpoint's rematerialization, traced with
+    auto_dce: a generic reduce_window (no linearization) that a cond branch
+    inside computes and drops is never linearized, and the checkpoint's
+    bool output keeps its float tangents live (remat3-non-float-checkpoint-
+    output-keeps-its-tangents-live). The model linearized the body as
+    written and failed (pristine nightly finding 6bb6b14f48). That remat3
+    saves otherwise than remat2 is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def other(j, d):
+        if dead_window:
+            _generic_window(d)
+        return j < 0
+
+    def body(j, d):
+        return jnp.sin(j), lax.cond(j > 0, lambda j, d: j > 0.5, other, j, d)
+
+    def f(a, d):
+        return jnp.cos(a), jax.checkpoint(body, prevent_cse=False)(a, d)[1]
+    args = (np.float32(0.5), np.ones((2, 5), np.float32))
+    lists = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            lists[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, *args)]
+    assert lists["remat3"] != lists["remat2"], lists
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert [n for n, _, _ in report.known_divergences] == \
+        ["remat3-non-float-checkpoint-output-keeps-its-tangents-live"], report
+
+
 def _inner_unused_output_of_nested_checkpoint(a, b):
     """An inner checkpoint whose `arccos` output nothing reads, its forwarded
     input an output of the outer checkpoint that nothing reads either."""

@@ -220,12 +220,9 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         """The body's linearization (known tangents are zeros); with
         opaque_outputs every float output tangent is returned, made to read
         the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
-        that partial evaluation cannot hoist it as known either. Its dead
-        code is gone first: remat3 linearizes the rematerialization, traced
-        with auto_dce (remat._remat_jaxpr's rem_trace, remat_transform), so
-        a dead generic reduce_window in a cond branch is never linearized
-        (found by a pristine nightly, 6bb6b14f48)."""
-        body = spec.dce(body)[0]
+        that partial evaluation cannot hoist it as known either. The body
+        is linearized as remat3 rematerializes it (`_rematerialized`)."""
+        body = _rematerialized(body)
         with building() as b:
             primals = [b.new_input(t) for t in body.in_types]
             tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
@@ -328,6 +325,43 @@ def _remat3_linearized():
 # forwards. The analysis colours what each value is needed for: "L" a
 # tangent; "P0" a primal of this body's own linearization; "P1" a primal of
 # the enclosing checkpoint's linearization (through this body, inline).
+
+# the primitives with a rule of their own in jax/_src/interpreters/remat.py's
+# `rules` whose bodies it traces again (_pjit_remat, _cond_remat, _scan_remat)
+_REMAT_TRACED_BODIES = ("call", "cond", "scan")
+
+
+def _rematerialized(body: Program) -> Program:
+    """`body` as remat3 linearizes it: the rematerialization of
+    remat_transform, whose trace keeps the body's own equations as written
+    (a dead generic reduce_window there is linearized, and raises: found by
+    a pristine campaign, 32fae7ca1b), while a jit's, cond's or scan's
+    bodies are traced again by remat.remat_jaxpr with auto_dce, their dead
+    code gone (one in a cond branch is never linearized: found by a
+    pristine nightly, 6bb6b14f48)."""
+    return Program(body.inputs, [
+        replace(e, params=map_subprograms(e.params, _auto_dce)) if e.primitive.name in _REMAT_TRACED_BODIES else e
+        for e in body.eqns], body.outputs, input_names=body.input_names)
+
+
+def _auto_dce(body: Program) -> Program:
+    """`body` as a trace with auto_dce leaves it: its dead equations gone, a
+    checkpoint in it kept whole where any output is used (a hi-primitive:
+    VJPHiPrimitive.dce neither prunes its outputs nor looks inside). Other
+    equations are pruned by their DCE rules (a checkpoint inside a cond
+    branch there is pruned as remat2 prunes it: not modelled)."""
+    live = {a.id for a in body.outputs if isinstance(a, Var)}
+    eqns = []
+    for e in reversed(body.eqns):
+        used = [v.id in live for v in e.outputs]
+        if not any(used) and not core.has_effects(e):
+            continue
+        if not is_checkpoint(e) and e.primitive in core.dce_rules:
+            e, _ = core.dce_rules[e.primitive](e, used)
+        eqns.append(e)
+        live |= {a.id for a in e.inputs if isinstance(a, Var)}
+    return Program(body.inputs, eqns[::-1], body.outputs, input_names=body.input_names)
+
 
 def _tangent_vars(body: Program, tangent_inputs: list) -> set:
     """Ids of the vars of `body` computed from a tangent input (those

@@ -699,8 +699,9 @@ def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, lis
             # backward pass runs, and reads the index (found by pristine
             # campaigns, 62409626bb and 99399c0536): its float outputs are live
             e, floats = _with_a_float_output(e)
+            e, inner = _with_branch_float0_outputs(e, out_live)
             eqns.append(e)
-            extra = floats + extra
+            extra = floats + inner + extra
             continue
         if not any(out_live) or e.primitive.name not in _FORWARDING_CALLS:
             eqns.append(e)
@@ -738,6 +739,36 @@ def _float0_from_a_checkpoint(prog: Program, live: list) -> bool:
         if any(_float0_from_a_checkpoint(b, out_live) for b in bodies):
             return True
     return False
+
+
+def _with_branch_float0_outputs(e: Eqn, live: list) -> tuple[Eqn, list]:
+    """(cond `e` with more outputs, them): the float outputs of the
+    checkpoints in its branches that a float0 tangent reaches
+    (`float0_tangent_outputs` of each branch), each out of its own branch,
+    zeros read linearly (`zeros_read_linearly`) in the others: the nested
+    checkpoint's backward pass runs, reading what its float outputs'
+    tangents need (found by a pristine nightly, 80d7b1a02a: a u32 output
+    of a checkpoint in a cond branch inside a checkpoint)."""
+    branches = e.params["branches"]
+    live = list(live) + [False] * (len(branches[0].outputs) - len(live))
+    threaded = [float0_tangent_outputs(b, live)[0] for b in branches]
+    slots = [t.outputs[len(b.outputs):] for t, b in zip(threaded, branches)]
+    if not any(slots):
+        return e, []
+    new_branches = []
+    for k, (b, t) in enumerate(zip(branches, threaded)):
+        eqns, outs = list(t.eqns), list(b.outputs)
+        for j, slot in enumerate(slots):
+            for a in slot:
+                if j == k:
+                    outs.append(a)
+                    continue
+                zero_eqns, zero = zeros_read_linearly(t, a.type, frozenset())
+                eqns += zero_eqns
+                outs.append(zero)
+        new_branches.append(Program(t.inputs, eqns, outs, input_names=t.input_names))
+    new = [Var(a.type) for slot in slots for a in slot]
+    return Eqn(e.primitive, e.inputs, e.outputs + new, dict(e.params, branches=tuple(new_branches)), why=e.why), new
 
 
 def _with_a_float_output(e: Eqn) -> tuple[Eqn, list]:

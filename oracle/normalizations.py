@@ -302,6 +302,32 @@ def _remat3_custom_jvp_outputs(impl, jax_res, spec_res, prog, aliases):
     return (lambda j, s: s == "output of custom_jvp_call" and j in names) if names else None
 
 
+@_renaming
+def _remat3_checkpoint_outputs_as_written(impl, jax_res, spec_res, prog, aliases):
+    """Under remat3, JAX's name for a checkpoint's output that the enclosing
+    linearization saves: what computes it in the body as written (`output
+    of reduce_prod`), where the spec names what computes it in the body's
+    JVP (reduce_prod's JVP ends in a squeeze): pairs of the two, from each
+    checkpoint's body and its JVP program."""
+    if impl != "remat3":
+        return None
+    pairs = set()
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "remat":
+                body = e.params["jaxpr"]
+                jvp_body = spec.jvp_program(body)[0]
+                for k, out in enumerate(body.outputs):
+                    if isinstance(out, Var) and isinstance(jvp_body.outputs[k], Var):
+                        pairs.add((str(source_of(out, body)), str(source_of(jvp_body.outputs[k], jvp_body))))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    pairs = {(j, s) for j, s in pairs if j != s}
+    return (lambda j, s: (j, s) in pairs) if pairs else None
+
+
 NORMALIZATIONS = [
     Normalization("saved-residuals-names-the-input-of-a-name",
                   "From jax 0.4.26 (jax-ml/jax 566af12aca, 'make print_saved_residuals show more "
@@ -385,6 +411,15 @@ NORMALIZATIONS = [
                   "custom_jvp_call` (found by a sweep of model code: flax.nnx.remat around "
                   "nnx.relu). Same value, same memory.",
                   _remat3_custom_jvp_outputs, releases=REMAT3),
+    Normalization("remat3-names-checkpoint-outputs-by-the-body-as-written",
+                  "Under jax_remat3 (jax 0.10.2) a checkpoint's forward pass evaluates its body as "
+                  "written (remat_transform binds each equation in the enclosing trace), so a "
+                  "checkpoint output the enclosing linearization saves is named by the body's own "
+                  "equation (`output of reduce_prod`), where remat2 and the spec compute it "
+                  "through the JVP rules' primal halves (reduce_prod's JVP ends in `output of "
+                  "squeeze`). Found by a pristine nightly (a checkpoint of reduce_prod scanned "
+                  "over). Same value, same memory.",
+                  _remat3_checkpoint_outputs_as_written, releases=REMAT3),
 ]
 
 

@@ -431,6 +431,31 @@ def test_remat3_s_float0_tangent_of_a_checkpoint_in_a_cond_branch():
         ["remat3-non-float-checkpoint-output-keeps-its-tangents-live"], report
 
 
+def test_remat3_names_a_checkpoint_output_by_the_body_as_written():
+    """A checkpoint of reduce_prod scanned over: remat3 names the saved
+    checkpoint output by the body's own equation, remat2 (and the spec) by
+    reduce_prod's JVP's last one (both read off JAX); the normalisation
+    remat3-names-checkpoint-outputs-by-the-body-as-written takes the one for
+    the other (pristine nightly finding 13fe70c2ad)."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def f(x):
+        return lax.scan(lambda c, y: (c * y, None), np.float32(1.0), jax.checkpoint(lambda b: jnp.prod(b, 0))(x))[0]
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    names = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            names[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, x)]
+    assert "output of reduce_prod" in names["remat3"] and "output of reduce_prod" not in names["remat2"], names
+    report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert report.status("residuals", "remat3") == "ok", report
+    assert ("remat3-names-checkpoint-outputs-by-the-body-as-written", "residuals", "remat3") in \
+        report.normalizations, report
+
+
 def _inner_unused_output_of_nested_checkpoint(a, b):
     """An inner checkpoint whose `arccos` output nothing reads, its forwarded
     input an output of the outer checkpoint that nothing reads either."""

@@ -279,6 +279,29 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     return False
 
 
+def _remat3_second_order_skips_dead_forward_code(ctx):
+    """The spec's second-order program raised a primitive's missing JVP
+    rule under remat3 where JAX computed, and the program built from the
+    pullback without its dead code computes: remat3's forward pass runs a
+    checkpoint's body as written, so the dead residual a JVP rule makes for
+    an unread tangent (igammac's igamma_grad_a) is never in it for
+    jax.jvp of the pullback to differentiate, where remat2's and the
+    spec's are (found by a pristine nightly, 3f72b1ac83: a checkpoint of
+    igammac in a scan body, its output unread). JAX's values are not
+    compared then."""
+    error = ctx.spec_error
+    if (ctx.implementation != "remat3" or ctx.property != "second_order" or ctx.error is not None
+            or not isinstance(error, NotImplementedError) or not str(error).startswith("Differentiation rule for")):
+        return False
+    prog = ctx.user_program
+    nonzeros = [is_float(t.dtype) for t in prog.in_types] + [False] * sum(is_float(t.dtype) for t in prog.out_types)
+    try:
+        spec.jvp_program(spec.vjp_program(prog), nonzeros=nonzeros)
+    except NotImplementedError:
+        return False
+    return True
+
+
 def _remat3_linearizes_checkpoint_bodies(ctx):
     """JAX raised its linearization error in reverse mode under remat3 where
     the spec computes, and the remat3 model's reverse pass raises it word
@@ -2169,6 +2192,29 @@ DIVERGENCES = [
         "except NotImplementedError as e:\n"
         "    print(e)  # scatter_mul gradients are only implemented if `unique_indices=True`",
         _remat3_differentiates_constants_as_modelled, releases=REMAT3),
+    Divergence(
+        "remat3-second-order-skips-a-checkpoint-s-dead-forward-code",
+        "jax.jvp of a pullback differentiates every equation jax.vjp's forward pass ran, a "
+        "residual a JVP rule makes for a tangent nothing reads too: under remat2 (and the spec) "
+        "igammac's JVP puts igamma_grad_a, which has no derivative, into the forward pass, and "
+        "JAX raises. Under jax_remat3 (jax 0.10.2) a checkpoint's forward pass runs its body as "
+        "written, so that residual is never in it, and JAX computes (found by a pristine "
+        "nightly: a checkpoint of igammac saving everything, in a scan body, its output "
+        "unread). The predicate: "
+        "remat3, the second_order property, the spec raised a missing JVP rule where JAX "
+        "computed, and the pullback without its dead code differentiates; JAX's values are "
+        "not compared then.",
+        "import numpy as np\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(a, b, c):\n"
+        "    ck = jax.checkpoint(jax.lax.igammac, policy=jax.checkpoint_policies.everything_saveable)\n"
+        "    ys = jax.lax.scan(lambda h, _: (h, ck(b, c)), a, None, length=1)[1]\n"
+        "    return a\n"
+        "x = (np.float32(1.0), np.full((2, 3), 0.5, np.float32), np.full((2, 3), 0.7, np.float32))\n"
+        "pull = lambda *d: jax.vjp(f, *d)[1](np.float32(1.0))\n"
+        "jax.jvp(pull, x, x)\n"
+        "print('computes')  # computes",
+        _remat3_second_order_skips_dead_forward_code, releases=REMAT3),
     Divergence(
         "remat3-linearizes-checkpoint-bodies-per-equation",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "

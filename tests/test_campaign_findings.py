@@ -456,6 +456,35 @@ def test_remat3_names_a_checkpoint_output_by_the_body_as_written():
         report.normalizations, report
 
 
+@pytest.mark.parametrize("policy", ["everything_saveable", "nothing_saveable"])
+def test_remat3_s_second_order_never_sees_a_checkpoint_s_dead_residual(policy):
+    """jax.jvp of the pullback of a scan whose body's checkpoint of igammac
+    is never read: saving everything, remat2 computes igamma_grad_a in the
+    forward pass and its jvp raises (the spec too); remat3 runs the body as
+    written and computes (pristine nightly finding 3f72b1ac83); recomputing
+    everything, both compute. Which raises is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    def f(a, b, c):     # the checkpoint made per call: remat2 or remat3 as selected then
+        ck = jax.checkpoint(lax.igammac, policy=getattr(jax.checkpoint_policies, policy))
+        lax.scan(lambda h, _: (h, ck(b, c)), a, None, length=1)
+        return a
+    x = (np.float32(1.0), np.full((2, 3), 0.5, np.float32), np.full((2, 3), 0.7, np.float32))
+    raises = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            raises[impl] = _jax_raises(lambda: jax.jvp(lambda *d: jax.vjp(f, *d)[1](np.float32(1.0)), x, x),
+                                       NotImplementedError, "igamma_grad_a")
+    assert raises == {"remat2": policy == "everything_saveable", "remat3": False}, raises
+    report = oracle.check(f, oracle.AS_IS, *x, properties=("second_order",))
+    assert report.status("second_order", "remat2") == ("not applicable" if raises["remat2"] else "ok"), report
+    if raises["remat2"]:
+        assert [n for n, _, _ in report.known_divergences] == \
+            ["remat3-second-order-skips-a-checkpoint-s-dead-forward-code"], report
+    else:
+        assert report.status("second_order", "remat3") == "ok", report
+
+
 def _inner_unused_output_of_nested_checkpoint(a, b):
     """An inner checkpoint whose `arccos` output nothing reads, its forwarded
     input an output of the outer checkpoint that nothing reads either."""

@@ -375,7 +375,6 @@ def test_remat3_linearizes_a_checkpoint_s_body_without_its_dead_code(dead_window
     output-keeps-its-tangents-live). The model linearized the body as
     written and failed (pristine nightly finding 6bb6b14f48). That remat3
     saves otherwise than remat2 is read off JAX."""
-    from jax._src.ad_checkpoint import saved_residuals
     if oracle.jax_api.unavailable("remat3"):
         pytest.skip(oracle.jax_api.unavailable("remat3"))
 
@@ -390,10 +389,7 @@ def test_remat3_linearizes_a_checkpoint_s_body_without_its_dead_code(dead_window
     def f(a, d):
         return jnp.cos(a), jax.checkpoint(body, prevent_cse=False)(a, d)[1]
     args = (np.float32(0.5), np.ones((2, 5), np.float32))
-    lists = {}
-    for impl in ("remat2", "remat3"):
-        with implementation(impl):
-            lists[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, *args)]
+    lists = _saved_per_implementation(f, *args)
     assert lists["remat3"] != lists["remat2"], lists
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
     assert [n for n, _, _ in report.known_divergences] == \
@@ -409,7 +405,6 @@ def test_remat3_s_float0_tangent_of_a_checkpoint_in_a_cond_branch():
     Open: with the u32 output dropped JAX saves `b` too (the outer
     checkpoint's backward pass runs whole, its unused non-float output's
     float0 tangent included), which no variant models yet."""
-    from jax._src.ad_checkpoint import saved_residuals
     if oracle.jax_api.unavailable("remat3"):
         pytest.skip(oracle.jax_api.unavailable("remat3"))
 
@@ -421,10 +416,7 @@ def test_remat3_s_float0_tangent_of_a_checkpoint_in_a_cond_branch():
         return jax.checkpoint(lambda a, b: lax.cond(a > 0, br0, lambda v, w: (v, jnp.zeros(3, np.uint32)), a, b),
                               prevent_cse=False)(a, b)
     args = (np.float32(0.5), np.ones((2, 3), np.float32))
-    lists = {}
-    for impl in ("remat2", "remat3"):
-        with implementation(impl):
-            lists[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, *args)]
+    lists = _saved_per_implementation(f, *args)
     assert lists["remat3"] != lists["remat2"], lists
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
     assert [n for n, _, _ in report.known_divergences] == \
@@ -437,17 +429,13 @@ def test_remat3_names_a_checkpoint_output_by_the_body_as_written():
     reduce_prod's JVP's last one (both read off JAX); the normalisation
     remat3-names-checkpoint-outputs-by-the-body-as-written takes the one for
     the other (pristine nightly finding 13fe70c2ad)."""
-    from jax._src.ad_checkpoint import saved_residuals
     if oracle.jax_api.unavailable("remat3"):
         pytest.skip(oracle.jax_api.unavailable("remat3"))
 
     def f(x):
         return lax.scan(lambda c, y: (c * y, None), np.float32(1.0), jax.checkpoint(lambda b: jnp.prod(b, 0))(x))[0]
     x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
-    names = {}
-    for impl in ("remat2", "remat3"):
-        with implementation(impl):
-            names[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, x)]
+    names = _saved_per_implementation(f, x)
     assert "output of reduce_prod" in names["remat3"] and "output of reduce_prod" not in names["remat2"], names
     report = oracle.check(f, oracle.AS_IS, x, properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", report
@@ -1027,6 +1015,17 @@ def test_a_cond_s_branches_are_linearized_in_order(checkpoint_branch):
     assert policy_first is (checkpoint_branch == 0)
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == "not applicable", str(report)
+
+
+def _saved_per_implementation(f, *args) -> dict:
+    """What saved_residuals says of f under remat2 and under remat3, each
+    entry cut at ' from': the JAX side of the remat3 tests below."""
+    from jax._src.ad_checkpoint import saved_residuals
+    lists = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            lists[impl] = [s.split(" from")[0] for _, s in saved_residuals(f, *args)]
+    return lists
 
 
 def _asked(a):

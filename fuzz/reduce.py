@@ -14,7 +14,8 @@ kept only where the reduced program still fails the same way:
   operands of the same type (the equation then dead);
 - a jit or checkpoint inlined: its body in its place;
 - the same steps inside a sub-program (a checkpoint's, a jit's, a scan's
-  body, a cond branch), keeping its signature.
+  body, a cond branch), keeping its signature; not inside a custom call's
+  body, which must stay the function its rules differentiate.
 
 Each step makes the program strictly smaller (`size`), so the reduction
 ends; it also ends at its time budget. `reduced` is given the check that
@@ -88,9 +89,23 @@ def candidates(prog: Program, *, keep_signature: bool = False) -> Iterator[Progr
     for k in range(len(prog.eqns) - 1, -1, -1):
         yield from _bypassed(prog, k)
     for k, e in enumerate(prog.eqns):
+        if _defined_by_rules(e):
+            continue
         for i, (_, sub) in enumerate(subprograms(e.params)):
             for smaller in candidates(sub, keep_signature=True):
                 yield _with_subprogram(prog, k, i, smaller)
+
+
+def _defined_by_rules(e: Eqn) -> bool:
+    """Whether `e` (a custom_jvp or custom_vjp call) is defined by rules
+    besides its body: its JVP, or fwd and bwd, traced from Python functions
+    the reducer cannot shrink along with it. Its body is left whole:
+    shrinking it alone gives a function whose rules disagree with it (a
+    custom_vjp whose primal is the identity and whose fwd computes sin: a
+    nightly finding, ab97f5437e, reduced so, where remat3, running the
+    primal and not the fwd rule inside a checkpoint, then differs by
+    design)."""
+    return any(hasattr(v, "map_programs") for v in e.params.values())
 
 
 def _substituted(prog: Program, k: int, env: dict, eqns: list) -> Program:

@@ -154,3 +154,18 @@ def test_pytest_fuzz_reports_the_reduced_failure_in_hypothesis_final_replay():
     assert msg.startswith(f"(reduced from {equation_count(prog)} to "), msg[:300]
     assert "residuals differs under remat2" in msg
     assert msg.startswith(f"(reduced from {equation_count(prog)} to 4 equations"), msg[:300]  # remat, sin, name, sin
+
+
+def test_a_custom_call_body_stays_the_function_its_rules_differentiate():
+    """A custom_vjp call's body is not reduced on its own (its fwd and bwd
+    rules are traced from Python functions and would still compute the
+    original): a nightly finding (ab97f5437e) was reduced to a custom_vjp
+    whose primal was the identity and whose fwd computed sin."""
+    f = spec.custom_vjp(lambda v: ops.sin(ops.cos(v)), lambda v: (ops.sin(ops.cos(v)), ops.cos(v)),
+                        lambda r, ct: (ct * r,))
+    prog = spec.trace(lambda x: ops.exp(f(x)), f32[3])
+    body_sizes = {equation_count(e.params["jaxpr"]) for c in candidates(prog) for e in c.eqns
+                  if e.primitive.name == "custom_vjp_call"}
+    assert body_sizes == {2}
+    # the call itself may still go: bypassed by its operand
+    assert any("custom_vjp_call" not in _names(c) for c in candidates(prog))

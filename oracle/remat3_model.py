@@ -44,10 +44,13 @@ def producer_sources(prog: Program) -> list:
                     # hi-primitive, unless it is an input the body returns as
                     # it is, named by what made it (found by a pristine
                     # campaign, c8af8a5faa: a name through an identity checkpoint)
-                    body = e.params["jaxpr"]
+                    primal = _inline_primal(e)     # a custom call's: what its primal computed
+                    body = e.params["jaxpr"] if primal is None else primal
                     i = next((i for i, bv in enumerate(body.inputs) if bv is body.outputs[k]), None)
                     if i is not None:
                         return resolve(e.inputs[i], p)
+                    if primal is not None:
+                        return resolve(body.outputs[k], body)
                     return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and is_checkpoint(e):
                     # what the body returns there, followed out again where it
@@ -648,6 +651,28 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
                       else e.primitive)
 
 
+@dataclass(frozen=True, repr=False)
+class RunsInline(sp._NothingSaveable):
+    """The policy of the checkpoint the model wraps a custom call in: save
+    nothing. `primal` is the call's primal program, which remat3's forward
+    pass runs inline (RematTrace.process_custom_jvp_call/_vjp_call:
+    `fun.call_wrapped(*in_vals)` on the parent trace, jax 0.10.2's
+    interpreters/remat.py), so a value it computes is named by the
+    primal's own equation (`producer_sources`)."""
+    primal: Program = None
+
+    def __repr__(self):
+        return "nothing_saveable (a custom call's primal, run inline)"
+
+
+def _inline_primal(e: Eqn) -> Program | None:
+    """The primal program of the custom call checkpoint `e` wraps, if it
+    wraps one (its policy `RunsInline`, viewed or not)."""
+    policy = e.params["policy"]
+    policy = policy.policy if isinstance(policy, _Remat3View) else policy
+    return policy.primal if isinstance(policy, RunsInline) else None
+
+
 def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program:
     """Every custom_jvp_call / custom_vjp_call inside a checkpoint wrapped in
     a checkpoint (policy None) of its own."""
@@ -657,8 +682,8 @@ def _custom_calls_as_checkpoints(prog: Program, inside: bool = False) -> Program
             sub, inside or e.primitive is remat_p))
         if inside and e.primitive.name in ("custom_jvp_call", "custom_vjp_call"):
             body = spec.trace(lambda *xs, e=e: bind(e.primitive, *xs, **e.params), *[a.type for a in e.inputs])
-            eqns.append(Eqn(remat_p, e.inputs, e.outputs,
-                            dict(jaxpr=body, policy=None, prevent_cse=False, differentiated=False)))
+            eqns.append(Eqn(remat_p, e.inputs, e.outputs, dict(
+                jaxpr=body, policy=RunsInline(e.params["jaxpr"]), prevent_cse=False, differentiated=False)))
         else:
             eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why,
                             residual_outputs=e.residual_outputs))

@@ -1854,3 +1854,31 @@ def test_the_save_anything_except_stub_composes_with_a_jit_s_saved_zero():
                                       spelling=Spelling(jit=True))
     stub = _divergence_active("save-anything-except-these-names-is-a-stub")
     assert report.status("residuals", "remat2") == ("known divergence" if stub else "ok"), str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("primal", ["sin", "identity"])
+def test_remat3_names_a_custom_call_s_output_by_its_primal_run_inline(primal):
+    """remat3's forward pass runs a custom_vjp call inside a checkpoint as
+    its primal function, inline (RematTrace.process_custom_vjp_call), so
+    the checkpoint's output, saved by a product outside, is named by the
+    primal's own equation (`output of sin`, or the argument it returns),
+    read off JAX below; under save_from_both_policies of two offload
+    policies, which the spec refuses and remat3 does not ask (pristine
+    nightly finding ab97f5437e)."""
+    fn = {"sin": jnp.sin, "identity": lambda x: x}[primal]
+    custom = jax.custom_vjp(fn)
+    custom.defvjp(lambda x: (fn(x), jnp.cos(x)), lambda c, g: (c * g,))
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(
+        cp.save_and_offload_only_these_names(names_which_can_be_saved=[], names_which_can_be_offloaded=["a"],
+                                             offload_src="device", offload_dst="pinned_host"),
+        cp.offload_dot_with_no_batch_dims("device", "pinned_host"))
+
+    def f(x):
+        return x * jax.checkpoint(lambda y: custom(jnp.cos(y)), policy=policy)(x)
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, np.float32(0.7))]
+    assert sources[-1].startswith({"sin": "output of sin", "identity": "output of cos"}[primal]), sources
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.7), properties=("residuals",), implementations=("remat3",))
+    assert report.status("residuals", "remat3") == "known divergence", report

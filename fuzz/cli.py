@@ -14,7 +14,9 @@ fuzz/novelty.py) with the differential property (oracle.check: values, JVP, VJP,
 second order, residual sets, vjp leaves, prevent_cse). A failing program is
 shrunk by Hypothesis, and every distinct finding (property +
 implementation + the shrunk program's shape) gets DIR/<id>/ with
-repro.py (standalone jax + numpy), program.txt (spec IR) and report.md.
+repro.py (standalone jax + numpy), program.txt (spec IR) and report.md;
+at the end each repro.py is run in a fresh interpreter and its report says
+whether it fails there (`_reproducers_checked`).
 Exit status: 1 if a discrepancy that is not a known divergence was found,
 0 otherwise. Every run replays from its seed.
 
@@ -492,6 +494,43 @@ class _Campaign:
                          + ", ".join(f"job {j} ({n})" for j, n in sorted(by_job.items())) + ".\n")
 
 
+# the least time the reproducers of a campaign's findings are given, together
+REPRO_SECONDS = 60.0
+
+
+def _reproducers_checked(dirs, *, budget_s: float) -> None:
+    """Each finding's repro.py run in a fresh interpreter, as a user runs
+    it, its report told whether it fails there. A shrunk finding can depend
+    on the state of the worker that found it (what earlier programs left in
+    JAX's caches or config): its reproducer then passes, and the report
+    says so, so that nobody takes it for a reproduced bug. Reproducers run
+    one at a time, each given what is left of `budget_s`; those the budget
+    does not reach say they were not run."""
+    until = time.time() + budget_s
+    for d in dirs:
+        path = os.path.join(d, "repro.py")
+        if not os.path.exists(path):
+            continue
+        left = until - time.time()
+        verdict = _repro_verdict(path, left) if left > 1 else "not run (the campaign's time was up)"
+        with open(os.path.join(d, "report.md"), "a") as fh:
+            fh.write(f"\nReproducer, run in a fresh interpreter: {verdict}.\n")
+
+
+def _repro_verdict(path: str, timeout_s: float) -> str:
+    import subprocess
+    try:
+        run = subprocess.run([sys.executable, os.path.basename(path)], cwd=os.path.dirname(path),
+                             capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"no exit within {timeout_s:.0f} s"
+    if run.returncode == 0:
+        return ("PASSES: it does not fail in a fresh interpreter, so the finding depended on the "
+                "state of the worker's process; replay it from its seed")
+    last = (run.stderr.strip().splitlines() or ["?"])[-1]
+    return f"fails (exit {run.returncode}: {last[:200]})"
+
+
 def _title(f: dict) -> str:
     return {"error": "an error while checking", "hang": "a hang while checking"}.get(
         f["property"], f"{f['property']} differs under {f['implementation']}")
@@ -544,6 +583,7 @@ def fuzz_main(args) -> int:
         workers.join(timeout=5)
     finally:
         workers.close()
+    _reproducers_checked(c.findings.values(), budget_s=max(REPRO_SECONDS, GRACE_SHARE * 60 * args.minutes))
     elapsed = time.time() - start
     print(file=sys.stderr)
     _summary(c.counts, c.programs, elapsed, c.findings, c.errors)

@@ -93,3 +93,24 @@ def test_the_campaign_summary_names_the_known_divergences_it_met(capsys):
             "       1  atan2-jvp-divides-the-product\n") in out
     cli._summary(collections.Counter({("vjp", "remat2", "ok"): 1}), 1, 1.0, {}, [])
     assert "by name" not in capsys.readouterr().out
+
+
+def test_each_reproducer_is_run_in_a_fresh_interpreter(tmp_path):
+    """A campaign runs each finding's repro.py in a fresh interpreter and
+    says in the report whether it fails there: a finding that depended on
+    the worker's state (its reproducer passes) is told apart (a nightly
+    finding, a5d9afc3be, did not fail alone)."""
+    scripts = {"fails": "raise AssertionError('values differ from the spec')\n", "passes": "print('ok')\n",
+               "slow": "import time\ntime.sleep(30)\n"}
+    for name, text in scripts.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "repro.py").write_text(text)
+        (tmp_path / name / "report.md").write_text("# Finding\n")
+    (tmp_path / "hang").mkdir()                      # a hang: no reproducer, nothing said
+    (tmp_path / "hang" / "report.md").write_text("# Finding\n")
+    cli._reproducers_checked([str(tmp_path / n) for n in ("fails", "passes", "hang", "slow")], budget_s=8)
+    report = {n: (tmp_path / n / "report.md").read_text() for n in ("fails", "passes", "hang", "slow")}
+    assert "fresh interpreter: fails (exit 1: AssertionError: values differ from the spec)" in report["fails"]
+    assert "fresh interpreter: PASSES" in report["passes"]
+    assert report["hang"] == "# Finding\n"
+    assert "fresh interpreter: no exit within" in report["slow"] or "not run" in report["slow"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -296,6 +297,10 @@ def trace_compiled(case: Case, impl: str, f, props, timings) -> Traced:
     return traced
 
 
+def _platform(backend) -> str:
+    return "cpu" if backend is None else backend.platform
+
+
 def run_compiled(traced: list[Traced], timings) -> list[dict]:
     """The traced implementations' jaxprs in one jax.jit-compiled function,
     run: for each, property name -> (value, None), or (None, the error its
@@ -311,7 +316,7 @@ def run_compiled(traced: list[Traced], timings) -> list[dict]:
             at += len(t.operands)
         return outs
     backend = traced[0].case.backend
-    options = jax_api.cpu_compiler_options() if backend is None or backend.platform == "cpu" else {}
+    options = jax_api.compiler_options(_platform(backend))
     results = [{name: (None, e) for name, e in t.errors.items()} for t in traced]
     if live:
         t0 = time.perf_counter()
@@ -478,6 +483,22 @@ def _check(fn, policy, args, kwargs, implementations, properties, static_argnums
     for impl in implementations:
         with _selected(impl):
             sides.append(_jax_side(case, impl, props, report.timings))
+    mismatches = _compiled_and_judged(sides, spec_outcomes, report)
+    compiled = {p.name for p in props if p.tier == "compiled"}
+    if any(name in compiled for name, _, _ in mismatches) and jax_api.compiler_options(_platform(on)):
+        # seen under the fast XLA:CPU options: confirmed under XLA's defaults
+        # before it is reported (oracle/jax_api/capabilities.py, _FAST_CPU_COMPILE)
+        report = dataclasses.replace(report, results=[], known_divergences=[], normalizations=[])
+        with jax_api.default_compilation():
+            mismatches = _compiled_and_judged(sides, spec_outcomes, report)
+    if mismatches:
+        raise _mismatch(case, report, mismatches, repro_dir, props)
+    return report
+
+
+def _compiled_and_judged(sides: list, spec_outcomes: dict, report: Report) -> list:
+    """The compiled tier of every side run, then every side judged into
+    `report`; returns the mismatches."""
     t0 = time.perf_counter()
     pending = [side for side in sides if side.traced is not None]
     if pending:
@@ -488,9 +509,7 @@ def _check(fn, policy, args, kwargs, implementations, properties, static_argnums
     for side in sides:
         with _selected(side.impl):     # comparisons and divergence predicates may trace JAX again
             _judge_side(side, spec_outcomes, report, mismatches, shared)
-    if mismatches:
-        raise _mismatch(case, report, mismatches, repro_dir, props)
-    return report
+    return mismatches
 
 
 def _refuse_what_jax_cannot_run(outcomes: dict):

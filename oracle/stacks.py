@@ -420,7 +420,7 @@ def stack_property(stack: Stack, prog: Program):
             import jax
             f_lin, tangents = value
             linear = jax.jit(call_linear).lower(f_lin, tangents).compile(
-                compiler_options=jax_api.cpu_compiler_options())
+                compiler_options=jax_api.compiler_options(jax.default_backend()))
             return list(jax.block_until_ready(linear(f_lin, tangents)))
     call = ("lin, tans = jax.jit(stack({f}))(*operands)\ngot = list(jax.jit(call_linear)(lin, tans))"
             if stack.linearized else "got = list(jax.jit(stack({f}))(*operands))")

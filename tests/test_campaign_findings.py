@@ -1882,3 +1882,40 @@ def test_remat3_names_a_custom_call_s_output_by_its_primal_run_inline(primal):
     assert sources[-1].startswith({"sin": "output of sin", "identity": "output of cos"}[primal]), sources
     report = oracle.check(f, oracle.AS_IS, np.float32(0.7), properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") == "known divergence", report
+
+
+def _erfc_tie_program(a, c):
+    """The pristine nightly finding cf0ec56a2c: a checkpoint of a jit
+    computing erfc, its result duplicated and reduced by max (a tie at every
+    index)."""
+    def body(a, c):
+        e = jax.jit(lambda a, c: (lax.erfc(c), a))(a, c)[0]
+        return lax.sin(a), e
+    d, e = jax.checkpoint(body, prevent_cse=False)(a, c)
+    return lax.reduce_max(lax.transpose(lax.broadcast_in_dim(e, (2, 4), (1,)), (1, 0)), (1,)), d
+
+
+def test_a_disagreement_under_the_fast_cpu_options_is_confirmed_under_xla_s_defaults():
+    """The oracle compiles its check functions with fast XLA:CPU options
+    (oracle.jax_api.cpu_compiler_options), whose code is not bit-exact with
+    XLA's default: there erfc, fused into the reduce_max and into the
+    comparison its JVP makes with the maximum, rounds differently in each,
+    the tie mask matches nothing and the linear function of jax.linearize
+    returns 0/0 = NaN. A disagreement seen so is checked again under XLA's
+    defaults, where JAX is right, before it is reported."""
+    from oracle.stacks import Layer, Stack, stack_property
+    args = (np.float32(-1.1369617), np.array([-0.5356694, 0.36159506, 1.304, 0.94708097], np.float32))
+    prog = trace_jax(_erfc_tie_program, *args)
+    stack = Stack((Layer("linearize"),))
+    report = oracle.check(_erfc_tie_program, oracle.AS_IS, *args, properties=(stack_property(stack, prog),),
+                          implementations=("remat2",))
+    assert report.status("stack", "remat2") == "ok", report
+    # under XLA's defaults, jax.linearize's linear function has no NaN
+    tangents = (np.float32(0.3), np.array([-0.27, -0.89, -0.45, -0.99], np.float32))
+
+    def linearized_then_called(*a):
+        _, f_lin = jax.linearize(_erfc_tie_program, *a[:2])
+        return f_lin(*a[2:])
+    run = lambda opts: jax.jit(linearized_then_called).lower(*args, *tangents).compile(  # noqa: E731
+        compiler_options=opts)(*args, *tangents)[0]
+    assert not np.isnan(np.asarray(run({}))).any()

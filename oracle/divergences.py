@@ -32,7 +32,7 @@ from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, produce
 from oracle.conventions import AS_IS
 from oracle.jax_api.flags import flags
 from spec.barriers import known_checkpoint_barriers, optimization_barriers
-from spec.core import jax_facts
+from spec.core import PrimitiveError, jax_facts
 from spec.partial_eval import dce, source_of
 from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError
 from spec.remat import names_in
@@ -249,6 +249,26 @@ def _remat3_reverse_raises_as_modelled(ctx):
     except NotImplementedError as e:
         return str(e) == str(ctx.error)
     return False
+
+
+def _remat3_perturbs_what_the_spec_holds_zero(ctx):
+    """The spec refused a rule (PrimitiveError) where JAX computed under
+    remat3, and the remat3 model computes that property's program: remat3
+    marks every output tangent of a checkpoint nonzero
+    (hijax._call_hi_primitive_linearize: `nzs_out = ... else True`), a zero
+    one too, so a rule downstream that the spec meets with a symbolic-zero
+    operand (pad transposed for its padding value alone) meets a perturbed
+    one (found by a pristine nightly, 1201bbdba3: a pad of a checkpoint's
+    stop_gradient'ed output). JAX's values are not compared then."""
+    if (ctx.implementation != "remat3" or ctx.error is not None
+            or not isinstance(ctx.spec_error, PrimitiveError)):
+        return False
+    program_of = ctx.numeric_program or spec.vjp_program
+    try:
+        program_of(remat3_model(ctx.user_program))
+    except Exception:       # noqa: BLE001 -- the model refuses too: not this defect
+        return False
+    return True
 
 
 def _remat3_differentiates_constants_as_modelled(ctx):
@@ -2169,6 +2189,24 @@ DIVERGENCES = [
         "    return jax.checkpoint(lambda x, unused: jnp.sum(x * 2.0))(x, pooled)\n"
         "jax.grad(f, argnums=(0, 1))(jnp.ones(3), jnp.ones((4, 5)))  # NotImplementedError",
         _remat3_reverse_raises_as_modelled, releases=REMAT3),
+    Divergence(
+        "remat3-perturbs-checkpoint-outputs-the-spec-holds-zero",
+        "Under jax_remat3 (jax 0.10.2) every output tangent of a checkpoint is marked nonzero "
+        "(hijax._call_hi_primitive_linearize: `nzs_out = ... else True`), a zero one (the "
+        "checkpoint's output is a stop_gradient'ed value) too, so a rule downstream meets a "
+        "perturbed operand where remat2 and the spec meet a symbolic zero: pad's transpose, "
+        "which the spec refuses for the padding value alone (and remat2 raises JAX's TypeError: "
+        "pad-cannot-be-transposed-for-its-padding-value-alone), runs for both operands and "
+        "remat3 computes a gradient (found by a pristine nightly, 1201bbdba3). The predicate: "
+        "remat3, the spec refused a rule (PrimitiveError) where JAX computed, and the remat3 "
+        "model computes the property's program; JAX's values are not compared.",
+        "from jax import lax\n"
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(a, b):\n"
+        "    c = jax.checkpoint(lambda d: lax.stop_gradient(d).max(0))(b)\n"
+        "    return lax.pad(c, a, ((0, 0, 0),)).sum()\n"
+        "print(jax.grad(f, argnums=(0, 1))(0.5, jnp.ones((3, 4)))[0])  # 0.0",
+        _remat3_perturbs_what_the_spec_holds_zero, releases=REMAT3),
     Divergence(
         "remat3-differentiates-a-checkpoint-s-constants",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is differentiated with respect to "

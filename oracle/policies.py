@@ -16,6 +16,7 @@ from typing import Callable
 from spec import policies as sp
 from oracle.errors import Unsupported
 from oracle.jax_api import internals as jx
+from oracle.jax_api.flags import flags as jax_flags
 from oracle.jax_params import spec_params, spec_type
 from oracle.jax_names import JAX_NAME, SPEC_NAME, emitters
 from spec.core import jax_facts, primitives
@@ -85,7 +86,7 @@ class JaxCallablePolicy:
 
     def __call__(self, prim, *in_types, **params):
         pe = jx.partial_eval()
-        jprim, avals, jparams = jax_view(prim.name, tuple(in_types), _freeze(params))
+        jprim, avals, jparams = jax_view(prim.name, tuple(in_types), _freeze(params), _freeze(jax_flags()))
         answer = self.fn(jprim, *avals, **jparams)
         if isinstance(answer, pe.Offloadable):
             return sp.Offload(answer.src, answer.dst)
@@ -104,9 +105,11 @@ def _freeze(params: dict):
 
 
 @functools.lru_cache(maxsize=4096)
-def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple):
+def jax_view(spec_prim_name: str, in_types: tuple, frozen_params: tuple, frozen_flags: tuple = ()):
     """JAX's (primitive, avals, params) for one spec equation, found by
-    tracing the corresponding jax.lax call."""
+    tracing the corresponding jax.lax call under the JAX flags given (what
+    it traces to depends on them: checkpoint_name under jax_remat3 is a
+    call_hi_primitive), which key the cache."""
     import jax
     params = dict(frozen_params)
     if spec_prim_name == "name":

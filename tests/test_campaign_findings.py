@@ -1937,3 +1937,22 @@ def test_remat3_transposes_a_pad_of_a_checkpoint_s_zero_tangent_output():
     assert grad_a == 0.0 and not grad_b.any()
     report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp", "prevent_cse"), implementations=("remat3",))
     assert ("remat3-perturbs-checkpoint-outputs-the-spec-holds-zero", "vjp", "remat3") in report.known_divergences
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_a_user_policy_is_asked_with_the_primitive_of_the_implementation_in_force():
+    """A user's JAX policy is asked with JAX's primitive for the equation
+    (oracle.policies.jax_view, cached): checkpoint_name traces to a
+    call_hi_primitive under jax_remat3 and to name_p under remat2, so the
+    cache is keyed on the flags; keyed on the equation alone, a view traced
+    under remat3 (a divergence predicate of one program) was what the next
+    program's remat2 side asked its policy with (in-process state that
+    made campaign findings not replay in a fresh interpreter)."""
+    import spec
+    from oracle.policies import JaxCallablePolicy
+    asked = []
+    policy = JaxCallablePolicy(lambda prim, *avals, **params: asked.append(prim.name) or False)
+    for impl in ("remat3", "remat2", "remat3"):
+        with implementation(impl):
+            policy(spec.core.primitives["name"], spec.f32[()], name="a")
+    assert asked == ["call_hi_primitive", "name", "call_hi_primitive"]

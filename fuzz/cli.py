@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import multiprocessing as mp
 import os
+import re
 import queue as queue_mod
 import socket
 import sys
@@ -527,7 +528,9 @@ def _repro_verdict(path: str, timeout_s: float) -> str:
     if run.returncode == 0:
         return ("PASSES: it does not fail in a fresh interpreter, so the finding depended on the "
                 "state of the worker's process; replay it from its seed")
-    last = (run.stderr.strip().splitlines() or ["?"])[-1]
+    lines = run.stderr.strip().splitlines() or ["?"]
+    # the exception's own line (JAX prints a note on its filtered frames after it)
+    last = next((line for line in reversed(lines) if re.match(r"[\w.]+(Error|Exception)\b", line)), lines[-1])
     return f"fails (exit {run.returncode}: {last[:200]})"
 
 

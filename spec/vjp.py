@@ -48,7 +48,7 @@ def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
     residuals and the order of the rest."""
     diff_in = _diff_inputs(prog, diff)
     diff_out = [is_differentiable(t) for t in prog.out_types]
-    jp, out_nz = jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
+    jp, out_nz = _jvp_in_order(prog, diff_in)
     n_in, n_tan = len(prog.inputs), sum(diff_in)
     n_out, n_tan_out = len(prog.outputs), sum(out_nz)
     pe = partial_eval(jp, [False] * n_in + [True] * n_tan,
@@ -74,6 +74,39 @@ def linearize(prog: Program, diff: Sequence[bool] | None = None) -> Linearized:
                 for t, d, nz in zip(prog.out_types, diff_out, out_nz + [False] * 0) if d]
         linear = b.build(res + tangents, outs)
     return Linearized(forward, linear, pe.residuals, diff_in, diff_out, forward_traced)
+
+
+def _jvp_in_order(prog: Program, diff_in: list[bool]):
+    """The JVP program `linearize` partially evaluates, or the error JAX
+    raises first where a JVP rule raises NotImplementedError. JAX's direct
+    linearization (ad.LinearizeTrace, jax_use_direct_linearize, on from jax
+    0.7) linearizes the equations in order, each one's JVP partially
+    evaluated (asking a checkpoint's policy) before the next one's JVP
+    runs: an earlier equation whose linearization raises (a policy that
+    refuses to be combined, asked) raises first (found by a pristine
+    campaign, 084625a3cb: a save_from_both_policies of an offload policy
+    before a cond whose branch's igamma has a second derivative)."""
+    try:
+        return jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
+    except NotImplementedError:
+        k = next(k for k in range(len(prog.eqns) + 1) if not _has_jvp(_prefix(prog, k + 1), diff_in))
+        if k:
+            linearize(_prefix(prog, k), diff_in)     # raises what linearizing them raises
+        raise
+
+
+def _prefix(prog: Program, k: int) -> Program:
+    """The first k equations of `prog`, returning every value they define."""
+    eqns = prog.eqns[:k]
+    return Program(prog.inputs, eqns, [v for e in eqns for v in e.outputs], input_names=prog.input_names)
+
+
+def _has_jvp(prog: Program, diff_in: list[bool]) -> bool:
+    try:
+        jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
+    except NotImplementedError:
+        return False
+    return True
 
 
 def _diff_inputs(prog: Program, diff: Sequence[bool] | None) -> list[bool]:

@@ -1956,3 +1956,25 @@ def test_a_user_policy_is_asked_with_the_primitive_of_the_implementation_in_forc
         with implementation(impl):
             policy(spec.core.primitives["name"], spec.f32[()], name="a")
     assert asked == ["call_hi_primitive", "name", "call_hi_primitive"]
+
+
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="direct linearization: equation by equation")
+def test_a_policy_raising_comes_before_a_later_equation_without_a_derivative():
+    """JAX's direct linearization linearizes the equations in order, each
+    one's JVP partially evaluated before the next one's JVP runs: a
+    checkpoint whose policy raises when asked (save_from_both_policies of
+    an offload policy) raises before a later igamma_grad_a's missing
+    derivative does (the spec differentiated the whole program first:
+    pristine campaign finding 084625a3cb, under grad o jvp)."""
+    cp = jax.checkpoint_policies
+
+    def f(a, b, c):
+        policy = cp.save_from_both_policies(cp.offload_dot_with_no_batch_dims("device", "pinned_host"),
+                                            cp.save_only_these_names("a"))
+        return jax.checkpoint(jnp.sin, policy=policy)(a) + jnp.sum(lax.igamma_grad_a(b, c))
+    args = (np.float32(0.3), np.full((2,), 1.5, np.float32), np.full((2,), 0.7, np.float32))
+    with pytest.raises(ValueError, match="policies should be a boolean"):
+        jax.grad(f, argnums=(0, 1, 2))(*args)
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp", "residuals"), implementations=("remat2",))
+    for prop in ("vjp", "residuals"):
+        assert report.status(prop, "remat2") == "not applicable", report

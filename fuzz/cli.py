@@ -3,6 +3,7 @@
     remat-oracle fuzz [--minutes M] [--examples N] [--seed S] [--jobs J]
                       [--jax-impl remat2,remat3] [--out DIR] [--fail-fast] [--no-corpus] [--novelty]
                       [--backend NAME] [--ray ADDRESS|auto|local [--gpus-per-worker G]]
+                      [--repro-seconds S]
 
 Each job is a worker (a local process, or with --ray a Ray task on a
 cluster: fuzz/cluster.py). Half of them first check the JAX-derived
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import multiprocessing as mp
@@ -72,6 +74,7 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
     from oracle import jax_api
 
     results.put(("hello", job, dict(host=socket.gethostname(), **jax_api.environment())))
+    _report_native_hangs(job, results, impls)
     db = database.open(results, job)
     from fuzz.novelty import Novelty
     checked, found = _corpus_phase(job, corpus, deadline, max_examples, results, fail_fast)
@@ -92,6 +95,48 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
             if fail_fast:
                 break
     results.put(("done", job, checked))
+
+
+# the program a worker is checking: {program, since, reported} (`_report_native_hangs`)
+_CHECKING: dict = {}
+
+
+@contextlib.contextmanager
+def _checking(prog):
+    """The worker checks `prog` for the duration (`_CHECKING`)."""
+    _CHECKING.update(program=prog, since=time.time(), reported=False)
+    try:
+        yield
+    finally:
+        _CHECKING.clear()
+
+
+def _report_native_hangs(job: int, results, impls: tuple) -> None:
+    """Start the worker's thread that writes a hang's reproducer: when the
+    program being checked has run a few seconds past the per-example limit
+    (SIGALRM did not end it: it is inside native code, an XLA compile), the
+    thread, which runs while the main thread waits in C++, sends the
+    driver the program's hang reproducer (`oracle.repro.write_hang_repro`),
+    which the driver writes if it then ends the silent worker. A hang
+    caught in Python ends before that and is shrunk as any failure."""
+    import threading
+    from fuzz import watchdog
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            checking = dict(_CHECKING)
+            if (not checking or checking["reported"]
+                    or time.time() - checking["since"] < watchdog.example_seconds() + 5):
+                continue
+            _CHECKING["reported"] = True
+            prog, seconds = checking["program"], round(time.time() - checking["since"])
+            message = (f"a hang: checking this program took longer than {seconds} s, inside native code "
+                       "(no Python stack)")
+            results.put(("hang_repro", job, (str(prog), _hang_repro(prog, watchdog.ExampleTimeout(
+                seconds, "native code"), impls))))
+            print(message, file=sys.stderr)
+    threading.Thread(target=watch, name="hang-reproducer", daemon=True).start()
 
 
 def _corpus_phase(job: int, names: tuple, deadline: float, max_examples: int, results,
@@ -196,7 +241,8 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             return                # nothing new in it (or enough checked): draw the next one
         results.put(("start", job, (str(prog), round_)))
         try:
-            report = focus.check(prog, stack=stack, spelling=spelling)
+            with _checking(prog):
+                report = focus.check(prog, stack=stack, spelling=spelling)
         except oracle.Unsupported:
             results.put(("idle", job, None))
             return
@@ -378,6 +424,7 @@ class _Campaign:
     hits: dict = dataclasses.field(default_factory=dict)           # key -> [(job, round)]
     unshrunk: dict = dataclasses.field(default_factory=dict)       # job -> first failure of its round
     busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round)
+    hang_repros: dict = dataclasses.field(default_factory=dict)    # job -> (program, its hang reproducer)
     environments: dict = dataclasses.field(default_factory=dict)   # job -> its host and JAX
     errors: list = dataclasses.field(default_factory=list)
     database: object = None                                        # the driver's example database
@@ -426,6 +473,8 @@ class _Campaign:
         """Take one message; True when the campaign should stop (fail-fast)."""
         if kind == "start":
             self.busy[job] = (time.time(), *payload)
+        elif kind == "hang_repro":       # the reproducer of the program the worker is stuck in
+            self.hang_repros[job] = payload
         elif kind in ("checked", "idle"):
             self.busy.pop(job, None)
             if kind == "checked":
@@ -471,8 +520,10 @@ class _Campaign:
             self.workers.kill(job)
             del self.busy[job]
             seconds = round(time.time() - since)
+            reproduced, repro = self.hang_repros.pop(job, ("", ""))
             self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
-                                  property="hang", implementation="-", program=program, repro="",
+                                  property="hang", implementation="-", program=program,
+                                  repro=repro if reproduced == program else "",
                                   message=f"a hang: the worker checking this program was silent for "
                                           f"{seconds} s (inside native code: no Python stack)",
                                   seed=self.args.seed, round=round_))
@@ -495,25 +546,22 @@ class _Campaign:
                          + ", ".join(f"job {j} ({n})" for j, n in sorted(by_job.items())) + ".\n")
 
 
-# the least time the reproducers of a campaign's findings are given, together
-REPRO_SECONDS = 60.0
-
-
 def _reproducers_checked(dirs, *, budget_s: float) -> None:
     """Each finding's repro.py run in a fresh interpreter, as a user runs
     it, its report told whether it fails there. A shrunk finding can depend
     on the state of the worker that found it (what earlier programs left in
     JAX's caches or config): its reproducer then passes, and the report
     says so, so that nobody takes it for a reproduced bug. Reproducers run
-    one at a time, each given what is left of `budget_s`; those the budget
-    does not reach say they were not run."""
+    one at a time, each given what is left of `budget_s` (--repro-seconds);
+    those the budget does not reach say they were not run."""
     until = time.time() + budget_s
     for d in dirs:
         path = os.path.join(d, "repro.py")
         if not os.path.exists(path):
             continue
         left = until - time.time()
-        verdict = _repro_verdict(path, left) if left > 1 else "not run (the campaign's time was up)"
+        verdict = (_repro_verdict(path, left) if left > 1 else
+                   "not run (the campaign's time was up: --repro-seconds gives it more)")
         with open(os.path.join(d, "report.md"), "a") as fh:
             fh.write(f"\nReproducer, run in a fresh interpreter: {verdict}.\n")
 
@@ -586,8 +634,9 @@ def fuzz_main(args) -> int:
         workers.join(timeout=5)
     finally:
         workers.close()
-    _reproducers_checked(c.findings.values(), budget_s=max(REPRO_SECONDS, GRACE_SHARE * 60 * args.minutes))
     elapsed = time.time() - start
+    _reproducers_checked(c.findings.values(), budget_s=args.repro_seconds if args.repro_seconds is not None
+                         else start + 1.1 * 60 * args.minutes - time.time())
     print(file=sys.stderr)
     _summary(c.counts, c.programs, elapsed, c.findings, c.errors)
     return 1 if c.findings or c.errors else 0
@@ -696,6 +745,10 @@ def main(argv=None) -> int:
                         "'auto' (the cluster this node belongs to) or 'local' (a Ray started here)")
     f.add_argument("--gpus-per-worker", type=float, default=0.0,
                    help="with --ray: GPUs each worker asks Ray for (0: CPU workers, one CPU each)")
+    f.add_argument("--repro-seconds", type=float, default=None, metavar="S",
+                   help="time to run the findings' reproducers in fresh interpreters at the end "
+                        "(default: what is left of --minutes plus 10%%, so that the campaign still "
+                        "ends on time)")
     args = parser.parse_args(argv)
     if args.command == "fuzz":
         if args.backend is not None and not _use_backend(args.backend):

@@ -115,3 +115,50 @@ def test_a_campaign_reports_a_hang_and_stops_on_time(tmp_path):
                         env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
     assert rc.returncode != 0 and "no hang" not in rc.stdout, rc.stdout + rc.stderr
     assert "remat_partial_eval_that_never_returns" in rc.stderr
+
+
+# plants a hang inside native code, where SIGALRM cannot end it: remat's
+# partial-eval rule locks a pthread mutex it already holds (ctypes releases
+# the GIL, so the worker's other threads run; the main thread never returns)
+PLANT_NATIVE = textwrap.dedent("""
+    import ctypes
+    import jax._src.ad_checkpoint as adc
+
+    def remat_partial_eval_stuck_in_native_code(*args, **kwargs):
+        libc = ctypes.CDLL(None)
+        mutex = ctypes.create_string_buffer(64)
+        libc.pthread_mutex_init(mutex, None)
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)
+
+    adc.pe.custom_partial_eval_rules[adc.remat_p] = remat_partial_eval_stuck_in_native_code
+""")
+
+
+def test_a_hang_in_native_code_gets_a_reproducer(tmp_path, monkeypatch):
+    """A worker stuck inside native code (no Python stack for SIGALRM to
+    interrupt) is ended by the driver, and its finding still has a
+    reproducer: the worker's hang-reproducer thread wrote it while the main
+    thread waited (fuzz/cli.py, `_report_native_hangs`)."""
+    driver = tmp_path / "campaign_with_a_native_hang.py"
+    driver.write_text(PLANT_NATIVE + textwrap.dedent("""
+        import sys
+        from fuzz import cli, watchdog
+        watchdog.EXAMPLE_SECONDS = watchdog.SHRINK_SECONDS = 3.0
+        cli.SILENT_SECONDS = 10.0
+        if __name__ == "__main__":
+            sys.exit(cli.main(sys.argv[1:]))
+    """))
+    out = tmp_path / "findings"
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, str(driver), "fuzz", "--minutes", "0.6", "--jobs", "1", "--fail-fast",
+                           "--jax-impl", "remat2", "--no-corpus", "--out", str(out)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    dirs = [d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")]
+    assert dirs, proc.stdout + proc.stderr
+    report = (dirs[0] / "report.md").read_text()
+    assert "a hang while checking" in report and "inside native code" in report, report
+    repro = (dirs[0] / "repro.py").read_text()
+    ast.parse(repro)
+    assert "faulthandler.dump_traceback_later" in repro

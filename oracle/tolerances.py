@@ -169,7 +169,7 @@ EXACT = frozenset({"neg", "abs", "max", "min", "reduce_max", "select_n", "stop_g
                    "slice", "pad", "gt", "lt", "ge", "le", "eq", "ne",
                    "reduce_window_max", "reduce_window_min", "select_and_gather_add",
                    "optimization_barrier", "copy", "sharding_constraint",
-                   "reduce_min", "cummax", "cummin", "sort", "top_k", "sign", "floor", "ceil", "round",
+                   "reduce_min", "cummax", "cummin", "sort", "top_k", "approx_top_k", "sign", "floor", "ceil", "round",
                    "gather", "scatter", "dynamic_slice", "dynamic_update_slice", "rev", "split", "clamp",
                    "iota", "argmax", "argmin", "is_finite"})
 

@@ -24,15 +24,17 @@ import numpy as np
 from spec.arrays import namespace
 from spec.batching import moveaxis
 from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
-                       eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
+                       eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules, trace,
+                       transpose_rules)
 from spec.ir import ArrayType, is_float
 from spec.jvp import jvp_traced
 from spec.prims_custom import custom_jvp
 from spec.prims_elementwise import (_full_like, _lit_like, abs, add, convert_element_type, div, eq, exp,
-                                    log1p, max, min, mul, ne, neg, select_n, sub)
+                                    log1p, lt, max, min, mul, ne, neg, select_n, sub)
 from spec.prims_structural import (_reducer_batcher, broadcast_in_dim, concatenate, pad, reduce_sum,
                                    reshape, reshape_p, slice, squeeze, transpose)
 from spec.prims_indexing import GatherDimensionNumbers, gather, iota, rev
+from spec.prims_call import call
 from spec.prims_structural import expand_dims
 
 # --------------------------------------------------------------------------
@@ -596,6 +598,139 @@ examples[top_k_p] = [
     Example("top_k-1d-all", (((4,), "f32", "distinct"),), lambda x: top_k(x, 4), _top_k_ref(4, 0)),
     Example("top_k-i32-ties-first-index", (((2, 6), "i32", "ints"),), lambda x: top_k(x, 3),
             _top_k_ref(3, 1)),
+]
+
+
+# ==========================================================================
+# approx_top_k (lax.approx_max_k, lax.approx_min_k)
+
+approx_top_k_p = primitive("approx_top_k", ["k", "reduction_dimension", "recall_target", "is_max_k",
+                                            "reduction_input_size_override", "aggregate_to_topk"],
+                           multiple_results=True)
+
+
+def approx_max_k(x, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
+                 aggregate_to_topk=True):
+    """lax.approx_max_k: the k largest entries along `reduction_dimension`
+    and their int32 indices. Approximate on TPU only; on CPU and GPU XLA
+    computes it exactly (ApproxTopK's fallback: a sort), in decreasing
+    order, the earlier index first among equals, as top_k."""
+    return bind(approx_top_k_p, x, k=int(k), reduction_dimension=int(reduction_dimension),
+                recall_target=float(recall_target), is_max_k=True,
+                reduction_input_size_override=int(reduction_input_size_override),
+                aggregate_to_topk=bool(aggregate_to_topk))
+
+
+def approx_min_k(x, k, reduction_dimension=-1, recall_target=0.95, reduction_input_size_override=-1,
+                 aggregate_to_topk=True):
+    """lax.approx_min_k: the k smallest entries, in increasing order (exact off TPU)."""
+    return bind(approx_top_k_p, x, k=int(k), reduction_dimension=int(reduction_dimension),
+                recall_target=float(recall_target), is_max_k=False,
+                reduction_input_size_override=int(reduction_input_size_override),
+                aggregate_to_topk=bool(aggregate_to_topk))
+
+
+def _approx_top_k_axis(x: ArrayType, reduction_dimension: int) -> int:
+    return reduction_dimension + (x.ndim if reduction_dimension < 0 else 0)
+
+
+def _approx_top_k_shape(x: ArrayType, *, k, reduction_dimension, recall_target, is_max_k,
+                        reduction_input_size_override, aggregate_to_topk):
+    """ann._approx_top_k_abstract_eval: k > 0, rank >= 1, k <= the reduced
+    dim's size, a floating operand; the reduced dim becomes k. With
+    aggregate_to_topk=False its size is XLA's
+    ApproxTopKReductionOutputSize (the TPU algorithm's bins), which the
+    spec does not model."""
+    p = approx_top_k_p
+    if k <= 0:
+        raise PrimitiveError(p, f"k must be positive, got {k}")
+    if x.ndim == 0:
+        raise PrimitiveError(p, f"approx_top_k operand must have >= 1 dimension, got {x}")
+    axis = _approx_top_k_axis(x, reduction_dimension)
+    if not 0 <= axis < x.ndim:
+        raise PrimitiveError(p, f"reduction_dimension={reduction_dimension} out of range for {x}")
+    if x.shape[axis] < k:
+        raise PrimitiveError(p, f"k must be smaller than the size of reduction_dim {x.shape[axis]}, got {k}")
+    if not is_float(x.dtype):
+        raise PrimitiveError(p, f"operand must be a floating type, got {x}")
+    if not aggregate_to_topk:
+        raise PrimitiveError(p, "aggregate_to_topk=False (an output of XLA's approximate bin size) is not modelled")
+    shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
+    return [ArrayType(shape, x.dtype), ArrayType(shape, np.int32)]
+
+
+def _approx_top_k_eval(x, *, k, reduction_dimension, is_max_k, **_):
+    """top_k's order, of -x for the smallest (the earlier index first among equals)."""
+    axis = _approx_top_k_axis(x, reduction_dimension)
+    _, indices = namespace(x).top_k(x if is_max_k else -np.asarray(x), k, axis)
+    values = np.take_along_axis(np.asarray(x), np.asarray(indices), axis)
+    return [_as_dtype(values, x.dtype), np.asarray(indices, np.int32)]
+
+
+def _take_along_axis(arr, indices, axis: int):
+    """jnp.take_along_axis(arr, indices, axis) where `indices` has arr's
+    shape but along `axis` (jax 0.10.2, jax/_src/numpy/indexing.py): a jit
+    named take_along_axis that wraps negative indices (lt, add, select_n),
+    appends a unit index dim, and gathers one element per index with the
+    other dims as batching dims, out of bounds filled (FILL_OR_DROP, NaN)."""
+    def body(a, i):
+        size = np.int32(a.shape[axis])
+        wrapped = select_n(lt(i, np.int32(0)), i, add(i, size))
+        others = tuple(d for d in range(a.ndim) if d != axis)
+        dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+                                       operand_batching_dims=others, start_indices_batching_dims=others)
+        return gather(a, reshape(wrapped, tuple(i.shape) + (1,)), dnums, (1,) * a.ndim, mode="fill")
+    return call(trace(body, arr.type, indices.type), arr, indices, name="take_along_axis")[0]
+
+
+def _approx_top_k_jvp(primals, tangents, **params):
+    """JAX (ann.py, _approx_top_k_jvp), which binds the primitive again:
+    val_out, arg_out = approx_max_k(operand, ...)   # or approx_min_k
+    tangent_out = p2tz(val_out) if tangent is Zero else
+                  take_along_axis(tangent, arg_out, axis=reduction_dimension)
+    return (val_out, arg_out), (tangent_out, p2tz(arg_out))"""
+    (x,), (t,) = primals, tangents
+    values, indices = bind(approx_top_k_p, x, **params)
+    axis = _approx_top_k_axis(x.type, params["reduction_dimension"])
+    return [values, indices], [_take_along_axis(t, indices, axis), None]
+
+
+def _approx_top_k_batch(args, dims, *, reduction_dimension, **params):
+    """ann._approx_top_k_batch_rule: reduction_dimension indexes the dims
+    other than the batch dim (`dim_map[reduction_dimension]`, a negative
+    one from the end); both outputs keep the batch dim."""
+    (x,), (bd,) = args, dims
+    dim_map = [d for d in range(x.ndim) if d != bd]
+    return bind(approx_top_k_p, x, reduction_dimension=dim_map[reduction_dimension], **params), [bd, bd]
+
+
+shape_rules[approx_top_k_p] = _approx_top_k_shape
+eval_rules[approx_top_k_p] = _approx_top_k_eval
+jvp_rules[approx_top_k_p] = _approx_top_k_jvp
+batch_rules[approx_top_k_p] = _approx_top_k_batch
+jax_facts[approx_top_k_p] = JaxFacts(
+    "approx_top_k", "lambda x, k, reduction_dimension, recall_target, is_max_k, reduction_input_size_override, "
+    "aggregate_to_topk: (lax.approx_max_k if is_max_k else lax.approx_min_k)(x, k, reduction_dimension, "
+    "recall_target, reduction_input_size_override=reduction_input_size_override, "
+    "aggregate_to_topk=aggregate_to_topk)")
+
+
+def _approx_top_k_ref(k, axis, largest):
+    def ref(x):
+        moved = np.moveaxis(x, axis, -1)
+        order = np.argsort(-moved if largest else moved, axis=-1, kind="stable")[..., :k]
+        vals = np.take_along_axis(moved, order, axis=-1)
+        return np.moveaxis(vals, -1, axis), np.moveaxis(order, -1, axis).astype(np.int32)
+    return ref
+
+
+examples[approx_top_k_p] = [
+    Example("approx_max_k-last-axis", (((3, 5), "f32", "distinct"),), lambda x: approx_max_k(x, 2),
+            _approx_top_k_ref(2, 1, True)),
+    Example("approx_min_k-axis0", (((4, 3), "f32", "distinct"),),
+            lambda x: approx_min_k(x, 3, reduction_dimension=0), _approx_top_k_ref(3, 0, False)),
+    Example("approx_max_k-3d-middle", (((2, 4, 3), "f32", "distinct"),),
+            lambda x: approx_max_k(x, 2, reduction_dimension=-2), _approx_top_k_ref(2, 1, True)),
 ]
 
 

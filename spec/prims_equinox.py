@@ -23,7 +23,7 @@ equinox/internal/_loop/common.py):
   (a checkpointed scan's ys, `buffers=` of the loops), at an integer
   scalar index; its transpose relies on the write-once promise (the
   buffer's cotangent passes through whole). Batched, equinox binds its
-  generic `vprim`; the spec batches the impl's operations (same values).
+  generic `vprim` (below), as the spec does.
 
 and `empty2`, JAX's own, which equinox's loops bring along (the backward
 rule of a checkpointed loop whose body holds a cond binds it).
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, eval_rules, examples,
-                       instantiate, is_undefined, jax_facts, jvp_rules, primitive, shape_rules, to_atom,
-                       transpose_rules, zeros_like_type)
+from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, UndefinedPrimal, Zero, axis_batch_rules,
+                       batch_rules, bind, eval_rules, examples, instantiate, is_undefined, jax_facts, jvp_rules,
+                       primitive, primitives, shape_rules, to_atom, transpose_rules, zeros_like_type)
 from spec.ir import ArrayType
 from spec.prims_callback import pure_callback
 from spec.prims_control import cond
@@ -442,27 +442,6 @@ def _maybe_set_transpose(cts, pred, xs, x, i, *, makes_false_steps):
 transpose_rules[maybe_set_p] = _maybe_set_transpose
 
 
-def _maybe_set_ops(pred, xs, x, i, makes_false_steps):
-    """_maybe_set_impl in spec ops (what equinox's vprim batches)."""
-    x = _select_if_vmap_or_select(pred, x, _buffer_get(xs, i), makes_false_steps)
-    return _buffer_set(xs, i, x)
-
-
-def _maybe_set_batch(args, dims, *, makes_false_steps):
-    """create_vprim's batch rule: batched, JAX binds `vprim[prim=maybe_set]`,
-    whose impl is jax.vmap of _maybe_set_impl; here the impl's operations,
-    batched (the same values); the output batched at axis 0."""
-    from spec.batching import moveaxis, vmap_traced
-    from spec.core import trace
-    size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    types = [to_atom(a).type for a in args]
-    types = [t if d is None else ArrayType(t.shape[:d] + t.shape[d + 1:], t.dtype) for t, d in zip(types, dims)]
-    impl = trace(lambda p, xs, x, i: [_maybe_set_ops(p, xs, x, i, makes_false_steps)], *types)
-    (out,), (d,) = vmap_traced(impl, args, dims, size)
-    return [out if d == 0 else moveaxis(out, d, 0)], [0]
-
-
-batch_rules[maybe_set_p] = _maybe_set_batch
 
 
 def _maybe_set_from_jax(p):
@@ -483,6 +462,180 @@ jax_facts[maybe_set_p] = JaxFacts(
     ".maybe_set_p.bind(pred, xs, x, i, i_static=None, i_treedef=jax.tree_util.tree_structure(0), kwargs=(), "
     "makes_false_steps=makes_false_steps)",
     from_jax=_maybe_set_from_jax)
+# --------------------------------------------------------------------------
+# vprim (equinox/internal/_primitive.py): how equinox batches its primitives
+
+vprim_p = primitive("vprim", ["primitive", "axis_size", "axis_name", "batch_axes", "params"], multiple_results=True)
+
+
+def _vprim_batcher(prim):
+    """create_vprim's batch rule: with every operand unbatched the primitive
+    as it is; else `vprim[prim=...]` of the operands as they are (the batch
+    axes a param), its outputs batched at axis 0. vprim is a vprim too: a
+    vprim batched again is a vprim of vprims."""
+    def batch(axis, args, dims, **params):
+        if all(d is None for d in dims):
+            outs = bind(prim, *args, **params)
+            return outs, [None] * len(outs)
+        outs = bind(vprim_p, *args, primitive=prim.name, axis_size=axis.size, axis_name=axis.name,
+                    batch_axes=tuple(dims), params=tuple(params.items()))
+        return outs, [0] * len(outs)
+    return batch
+
+
+def _member_type(t: ArrayType, d) -> ArrayType:
+    """One member's type of an operand batched at d (None: as it is)."""
+    return t if d is None else ArrayType(t.shape[:d] + t.shape[d + 1:], t.dtype)
+
+
+def _vprim_shape(*xs, primitive, axis_size, axis_name, batch_axes, params):
+    """_vprim_abstract_eval: the primitive's abstract eval of one member,
+    each output batched at axis 0."""
+    outs = shape_rules[primitives[primitive]](*[_member_type(x, d) for x, d in zip(xs, batch_axes)], **dict(params))
+    return [ArrayType((axis_size,) + o.shape, o.dtype) for o in outs]
+
+
+def _maybe_set_ops(pred, xs, x, i, *, makes_false_steps):
+    """_maybe_set_impl in spec ops (what jax.vmap batches: under vmap its
+    select_if_vmap meets a batched pred and selects, so a vmapped
+    maybe_set is not the member-wise one)."""
+    x = _select_if_vmap_or_select(pred, x, _buffer_get(xs, i), makes_false_steps)
+    return [_buffer_set(xs, i, x)]
+
+
+def _vprim_ops(*xs, primitive, axis_size, axis_name, batch_axes, params):
+    """_vprim_impl in spec ops: jax.vmap(impl, in_axes=batch_axes) of the
+    primitive's impl (a vprim's own for a vprim of vprims)."""
+    member = [_member_type(to_atom(x).type, d) for x, d in zip(xs, batch_axes)]
+    impl = _VPRIM_IMPLS[primitive]
+    return _vmapped_rule(lambda *m: impl(*m, **dict(params)), member, list(xs), list(batch_axes), axis_size,
+                         axis_name)
+
+
+# equinox's vprims: the impl each one's vprim batches
+_VPRIM_IMPLS = {"maybe_set": _maybe_set_ops, "vprim": _vprim_ops}
+
+
+def _vprim_eval(*xs, **params):
+    """_vprim_impl, evaluated (numbers only: no symbolic evaluation)."""
+    from spec.core import trace
+    from spec.evaluate import evaluate
+    if any(np.asarray(x).dtype == object for x in xs):
+        raise TypeError("vprim has no symbolic evaluation")
+    types = [ArrayType(np.shape(x), np.asarray(x).dtype) for x in xs]
+    return evaluate(trace(lambda *a: _vprim_ops(*a, **params), *types), *xs)
+
+
+def _vmapped_rule(fn, types, args, dims, axis_size, axis_name):
+    """fn (member values -> outputs, None where a symbolic zero) traced over
+    one member's `types` and batched: jax.vmap(fn, in_axes=dims) of args,
+    each output at axis 0 (broadcast where unbatched), None as it was."""
+    from spec.batching import _vmapping, move_to, vmap_traced
+    from spec.core import trace
+    nones = []
+
+    def traced(*xs):
+        outs = fn(*xs)
+        nones[:] = [o is None for o in outs]
+        return [o for o in outs if o is not None]
+    prog = trace(traced, *types)
+    with _vmapping(axis_name, axis_size):
+        outs, out_dims = vmap_traced(prog, args, dims, axis_size)
+    it = iter(move_to(o, d, 0, axis_size) for o, d in zip(outs, out_dims))
+    return [None if n else next(it) for n in nones]
+
+
+def _vprim_jvp(primals, tangents, *, primitive, axis_size, axis_name, batch_axes, params):
+    """_vprim_jvp: jax.vmap of the primitive's JVP rule, in_axes=(batch_axes,
+    batch axes of the tangents), a symbolic-zero tangent unbatched (its
+    batch axis None, its type one member's: _resolve_zeros_t/_b)."""
+    inner, n = primitives[primitive], len(primals)
+    member = [_member_type(to_atom(x).type, d) for x, d in zip(primals, batch_axes)]
+    nonzero = [not isinstance(t, Zero) for t in tangents]
+
+    def rule(*xs):
+        it = iter(xs[n:])
+        ts = [next(it) if nz else Zero(m) for nz, m in zip(nonzero, member)]
+        outs, touts = jvp_rules[inner](list(xs[:n]), ts, **dict(params))
+        return list(outs) + list(touts)
+    types = member + [m for m, nz in zip(member, nonzero) if nz]
+    args = list(primals) + [t for t in tangents if not isinstance(t, Zero)]
+    dims = list(batch_axes) + [d for d, nz in zip(batch_axes, nonzero) if nz]
+    outs = _vmapped_rule(rule, types, args, dims, axis_size, axis_name)
+    k = len(outs) // 2
+    return outs[:k], outs[k:]
+
+
+def _vprim_transpose(cts, *xs, primitive, axis_size, axis_name, batch_axes, params):
+    """_vprim_transpose: jax.vmap of the primitive's transpose rule,
+    in_axes=(0 for the cotangents, the defined operands' batch axes; an
+    undefined operand unbatched, one member's type), out_axes=batch_axes."""
+    inner = primitives[primitive]
+    member = [_member_type(x.type if is_undefined(x) else to_atom(x).type, d) for x, d in zip(xs, batch_axes)]
+    defined = [not is_undefined(x) for x in xs]
+    ct_nonzero = [not isinstance(c, Zero) for c in cts]
+
+    def rule(*vals):
+        it_ct, it_x = iter(vals[:sum(ct_nonzero)]), iter(vals[sum(ct_nonzero):])
+        member_cts = [next(it_ct) if nz else Zero(_member_type(c.type, 0)) for c, nz in zip(cts, ct_nonzero)]
+        args = [next(it_x) if df else UndefinedPrimal(m) for df, m in zip(defined, member)]
+        out = rule_of(member_cts, *args, **dict(params))
+        return [None if isinstance(o, Zero) else o for o in out]
+    rule_of = transpose_rules[inner]
+    types = ([_member_type(to_atom(c).type, 0) for c, nz in zip(cts, ct_nonzero) if nz]
+             + [m for m, df in zip(member, defined) if df])
+    args = [c for c, nz in zip(cts, ct_nonzero) if nz] + [x for x, df in zip(xs, defined) if df]
+    dims = [0] * sum(ct_nonzero) + [d for d, df in zip(batch_axes, defined) if df]
+    outs = _vmapped_rule(rule, types, args, dims, axis_size, axis_name)
+    from spec.batching import move_to
+    return [None if o is None else move_to(o, 0, d, axis_size) if d is not None else _unbatched(o)
+            for o, d in zip(outs, batch_axes)]
+
+
+def _unbatched(x):
+    raise PrimitiveError(vprim_p, "a cotangent of an unbatched operand came out batched (vmap out_axes=None)")
+
+
+def _vprim_from_jax(p):
+    """JAX's params (prim: a Primitive, __axis_size, __axis_name,
+    __batch_axes, params: the primitive's params as items) in the spec's
+    terms: the primitive by name, its params through its own from_jax."""
+    prim = primitives[getattr(p["prim"], "name", p["prim"])]
+    facts = jax_facts.get(prim)
+    inner = dict(p["params"])
+    inner = facts.from_jax(inner) if facts is not None and facts.from_jax is not None else inner
+    return dict(primitive=prim.name, axis_size=int(p["__axis_size"]), axis_name=p["__axis_name"],
+                batch_axes=tuple(p["__batch_axes"]), params=tuple(inner.items()))
+
+
+shape_rules[vprim_p] = _vprim_shape
+eval_rules[vprim_p] = _vprim_eval
+jvp_rules[vprim_p] = _vprim_jvp
+transpose_rules[vprim_p] = _vprim_transpose
+axis_batch_rules[vprim_p] = _vprim_batcher(vprim_p)
+axis_batch_rules[maybe_set_p] = _vprim_batcher(maybe_set_p)
+# the JAX primitive and params of the batched one: those it binds for one member, traced
+jax_facts[vprim_p] = JaxFacts(
+    "vprim",
+    "lambda *xs, primitive, axis_size, axis_name, batch_axes, params: (lambda e: __import__("
+    "'equinox.internal._primitive', fromlist=['_'])._vprim_p.bind(*xs, prim=e.primitive, "
+    "__axis_size=axis_size, __axis_name=axis_name, __batch_axes=batch_axes, params=tuple(e.params.items())))("
+    "jax.make_jaxpr(lambda *a: E[primitive](*a, **dict(params)))(*[jax.ShapeDtypeStruct(x.shape if b is None else "
+    "tuple(n for k, n in enumerate(x.shape) if k != b), x.dtype) for x, b in zip(xs, batch_axes)])"
+    ".jaxpr.eqns[-1])",
+    from_jax=_vprim_from_jax)
+examples[vprim_p] = [
+    # a vmapped write-once buffer, its index and predicate batched, the buffer not
+    Example("vmapped-write-once-row", (((2,), "bool", "ints:1:2"), ((2, 3), "f32", "normal"),
+                                       ((2,), "i32", "indices:4")),
+            lambda p, x, i: bind(vprim_p, p, _zero_buffer((4, 3), x.dtype), x, i, primitive="maybe_set", axis_size=2,
+                                 axis_name=None, batch_axes=(0, None, 0, 0),
+                                 params=(("makes_false_steps", False),))[0],
+            lambda p, x, i: np.stack([_np_set(np.zeros((4, 3)), i[b], x[b]) for b in range(2)]),
+            linear=((False, True, False),)),
+]
+
+
 def _zero_buffer(shape, dtype):
     """A buffer as equinox's loops make one (jnp.zeros): its tangent is zero,
     as the write-once promise needs (a location's first write replaces a

@@ -209,6 +209,30 @@ def test_maybe_set_eval_jvp_vjp_vmap(makes_false_steps):
     _close(spec.evaluate(batched, ps, bs, vs, js), [jax.vmap(f)(ps, bs, vs, js)])
 
 
+@pytest.mark.parametrize("buffer_batched", [False, True])
+def test_a_vmapped_maybe_set_is_equinox_s_vprim(buffer_batched):
+    """Batched, maybe_set is equinox's generic `vprim[prim=maybe_set]`
+    (create_vprim's batch rule), whose rules vmap maybe_set's own: JAX's
+    residuals of a vmapped maybe_set (its predicate and index, the unbatched
+    zero it instantiates for a buffer without tangent) are the spec's only
+    if the spec binds the same (pristine nightly finding 18c4a0aaf6: the
+    spec batched the impl's operations); vmapped again, a vprim of vprims."""
+    def f(a, p, v, i):
+        buffer = jnp.zeros((4, 3), jnp.float32) + (a if buffer_batched else 0.0)
+        return eqx_maybe_set(p, buffer, v, i, False)
+    args = (np.float32([0.5, 1.0]), np.array([True, False]), RNG.normal(size=(2, 3)).astype(np.float32),
+            np.int32([2, 1]))
+    jaxpr = jax.make_jaxpr(jax.vmap(f))(*args)
+    assert [e.primitive.name for e in jaxpr.jaxpr.eqns][-1] == "vprim"
+    prog = spec.trace(lambda a, p, v, i: maybe_set(p, spec.ops.add(spec.ops.broadcast_in_dim(
+        np.float32(0.0), (4, 3), ()), a if buffer_batched else np.float32(0.0)), v, i), f32[()], bool_[()],
+        f32[3], i32[()])
+    batched = spec.vmap(prog, [0, 0, 0, 0], 0, axis_size=2)
+    assert [e.primitive.name for e in batched.eqns][-1] == "vprim"
+    report = oracle.check(jax.vmap(f), oracle.AS_IS, *args)     # vmap of the vmap too: a vprim of vprims
+    _assert_passes(report)
+
+
 # --------------------------------------------------------------------------
 # oracle.check on user code
 

@@ -44,6 +44,12 @@ DTYPES = {
     "bf16": np.dtype(ml_dtypes.bfloat16),
     "f8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "f8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    # the fnuz fp8 types (no infinity, no negative zero: what overflows is NaN)
+    "f8_e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8_e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8_e4m3b11fnuz": np.dtype(ml_dtypes.float8_e4m3b11fnuz),
+    "i4": np.dtype(ml_dtypes.int4),
+    "u4": np.dtype(ml_dtypes.uint4),
     "i8": np.dtype("int8"),
     "i16": np.dtype("int16"),
     "i32": np.dtype("int32"),
@@ -56,7 +62,8 @@ DTYPES = {
     "key<fry>": KEY_FRY,
 }
 SHORT_NAMES = {dt: name for name, dt in DTYPES.items()}
-FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16", "f8_e4m3fn", "f8_e5m2"))
+FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16", "f8_e4m3fn", "f8_e5m2", "f8_e4m3fnuz",
+                                             "f8_e5m2fnuz", "f8_e4m3b11fnuz"))
 KEY_DTYPES = frozenset({KEY_FRY})
 
 
@@ -77,6 +84,12 @@ def is_float(dtype) -> bool:
     """Floating values carry tangents; integer, bool and key values never do
     (their tangents and cotangents are float0 in JAX)."""
     return np.dtype(dtype) in FLOAT_DTYPES
+
+
+def supports_inf(dtype) -> bool:
+    """Whether a float dtype has infinities (jax.dtypes.supports_inf): not
+    the fnuz fp8 types, whose overflow is NaN."""
+    return bool(np.isinf(np.array(np.inf).astype(np.dtype(dtype))))
 
 
 def is_key(dtype) -> bool:

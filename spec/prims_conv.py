@@ -43,7 +43,7 @@ from spec.batching import bdim_at_front, vectorized_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, cost_rules,
                        eval_rules, examples, instantiate, is_undefined, jax_facts, jvp_rules,
                        primitive, shape_rules, transpose_rules)
-from spec.ir import ArrayType, canonical_dtype, is_float
+from spec.ir import ArrayType, canonical_dtype, is_float, supports_inf
 from spec.partial_eval import looked_through
 from spec.prims_elementwise import _lit_like, add_tangents, convert_element_type
 from spec.prims_structural import (PRECISION_TO_JAX, linear_jvp, _pad_eval, broadcast_in_dim,
@@ -669,9 +669,12 @@ def _identity(kind: str, dtype):
         return 0
     if dtype == np.bool_:
         return kind == "min"
+    if dtype != object and is_float(dtype) and not supports_inf(dtype):     # the fnuz fp8 types
+        info = ml_dtypes.finfo(dtype)
+        return info.min if kind == "max" else info.max
     if dtype == object or is_float(dtype):
         return -np.inf if kind == "max" else np.inf
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)
     return info.min if kind == "max" else info.max
 
 

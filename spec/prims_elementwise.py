@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 
+import ml_dtypes
 import numpy as np
 
 from spec.batching import vectorized_batcher
@@ -868,7 +869,7 @@ def _convert_eval(x, *, new_dtype, weak_type):
         return x != 0
     if is_float(x.dtype) and not is_float(new_dtype):
         # float -> int (i32, u32) rounds toward zero and saturates, NaN -> 0 (XLA:CPU)
-        info = np.iinfo(new_dtype)
+        info = ml_dtypes.iinfo(new_dtype)
         x = np.clip(np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0), info.min, info.max)
     return x.astype(new_dtype)      # int -> int wraps (two's complement), int -> float rounds
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from spec.arrays import SymbolicError, namespace
@@ -104,7 +105,7 @@ def _default_fill(dtype):
         return np.nan
     if dtype == np.bool_:
         return True
-    info = np.iinfo(dtype)
+    info = ml_dtypes.iinfo(dtype)
     return int(info.max if info.min == 0 else info.min)
 
 

@@ -386,13 +386,16 @@ def test_unsupported_primitive_lax_zeta():
         assert name in supported
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int4", "uint4", "float8_e4m3fn",
+                                   "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"])
 def test_fake_quantisation_through_a_narrow_type_checks(dtype):
     """A straight-through estimator through int8, fp8 (or another narrow
     type): JAX saturates the float -> integer cast (values beyond the
     range clamp, XLA's convert), as the spec, and rounds to fp8 as
     ml_dtypes does; oracle.check compares the values, gradients and
     residuals with JAX's."""
+    if "fnuz" in dtype and not _xla_rounds_through(dtype):
+        pytest.skip(f"jax {jax.__version__}'s XLA drops a cast to {dtype} and back (not modelled: issue 15)")
     def loss(x):
         q = jnp.round(x * 100).astype(dtype).astype(jnp.float32) / 100
         return jnp.sum(jnp.sin(x) * lax.stop_gradient(q - x) + x * q)
@@ -400,12 +403,35 @@ def test_fake_quantisation_through_a_narrow_type_checks(dtype):
     assert report.status("values", "remat2") == "ok", report
 
 
-@pytest.mark.parametrize("dtype", ["int4", "float8_e4m3b11fnuz"])
+def _xla_rounds_through(dtype) -> bool:
+    """Whether this release's XLA rounds a float32 cast to `dtype` and back
+    (jax 0.4.25's drops the pair: 100.0 stays 100.0, measured)."""
+    return float(jax.jit(lambda v: v.astype(dtype).astype(jnp.float32))(np.float32(100.0))) != 100.0
+
+
+def test_int4_and_fnuz_casts_saturate_or_overflow_as_xla_does():
+    """XLA saturates a float -> int4/uint4 cast (NaN -> 0), where ml_dtypes'
+    own cast wraps; a fnuz fp8 type has no infinity, its overflow is NaN:
+    the spec's values are XLA's (read off jax.jit here)."""
+    import spec
+    x = np.array([100.0, -100.0, 7.6, -8.6, 3.5, 2.5, np.nan, np.inf, -np.inf], np.float32)
+    for dtype in ("int4", "uint4", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz"):
+        if "fnuz" in dtype and not _xla_rounds_through(dtype):
+            continue
+        prog = spec.trace(lambda v: spec.ops.convert_element_type(spec.ops.convert_element_type(v, dtype),
+                                                                  np.float32), spec.f32[9])
+        want = np.asarray(jax.jit(lambda v: v.astype(dtype).astype(jnp.float32))(x))
+        np.testing.assert_array_equal(spec.evaluate(prog, x)[0], want, err_msg=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["int2", "float8_e8m0fnu"])
 def test_a_cast_to_an_unmodelled_dtype_is_unsupported_and_says_where(dtype):
-    """Fake quantisation (a straight-through estimator through int4 or an
-    unmodelled fp8): the cast's dtype is not modelled, an Unsupported naming
+    """Fake quantisation (a straight-through estimator through int2 or an
+    unmodelled fp8, e8m0fnu): the cast's dtype is not modelled, an Unsupported naming
     it and the line, not a TypeError from the spec (found by a sweep of
     model code)."""
+    if not hasattr(jnp, dtype):
+        pytest.skip(f"jax {jax.__version__} has no {dtype}")
     def loss(x):
         q = jnp.round(x * 10).astype(dtype).astype(jnp.float32) / 10
         return jnp.sum(x + lax.stop_gradient(q - x))

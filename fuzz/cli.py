@@ -57,13 +57,15 @@ def _shape_key(prog) -> str:
 
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
             fail_fast: bool, results, control_flow: bool = True, first_round: int = 0,
-            corpus: tuple = (), novelty: bool = False, finish_by: float | None = None):
+            corpus: tuple = (), novelty: bool = False, finish_by: float | None = None,
+            reduce_seconds: float | None = None):
     """One campaign worker: first its share `corpus` of the corpus cases
     (`_corpus_phase`), then rounds of ROUND_DRAWS drawn programs, checking
     every one, or with `novelty` those fuzz/novelty.py selects (each round its own
     Hypothesis seed, so that every finding replays from `seed`, its job and
     its round) until `deadline` or `max_examples`; a finding is shrunk and
-    reduced until `finish_by` at the latest (the driver's grace). It tells the driver
+    reduced until `finish_by` at the latest (the driver's grace; each
+    reduction `reduce_seconds` at most, `reduction_budget`). It tells the driver
     (`results.put`) the JAX it checks against, when it starts checking a
     program (the heartbeat), what each check found, the first failure of a
     round at once (unshrunk) and the shrunk finding. `database` opens the
@@ -83,14 +85,14 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
         round_ += 1
         failures: list = []
         test = _round(job, seed, round_, max_examples - checked, deadline, impls, db,
-                      results, control_flow, failures, novelty, finish_by)
+                      results, control_flow, failures, novelty, finish_by, reduce_seconds)
         try:
             checked += test()
         except Exception as e:   # a Mismatch, a hang or an error of ours (or JAX's): never hidden
             if not failures:
                 results.put(("error", job, f"{type(e).__name__}: {e}"))
                 break
-            prog, err, how = _reduced_finding(*failures[-1], finish_by or deadline)
+            prog, err, how = _reduced_finding(*failures[-1], finish_by or deadline, reduce_seconds)
             results.put(("finding", job, _finding(prog, err, seed, round_, impls, how)))
             if fail_fast:
                 break
@@ -200,7 +202,7 @@ NOVELTY_ROUND_DRAWS = 100
 
 
 def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flow, failures, novelty,
-           finish_by=None):
+           finish_by=None, reduce_seconds=None):
     """The Hypothesis test of one round; calling it returns how many
     programs it checked. It draws ROUND_DRAWS programs and checks each, or
     NOVELTY_ROUND_DRAWS and checks those `novelty` (fuzz/novelty.py, the
@@ -252,7 +254,8 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
             failures[:] = [(prog, e, how, stack, spelling)]
             if first:
                 results.put(("failure", job, _finding(prog, e, seed, round_, impls, how)))
-                smaller, err, note = _reduced_finding(prog, e, how, stack, spelling, finish_by or deadline)
+                smaller, err, note = _reduced_finding(prog, e, how, stack, spelling, finish_by or deadline,
+                                                      reduce_seconds)
                 if smaller is not prog:
                     results.put(("failure", job, _finding(smaller, err, seed, round_, impls, note)))
             raise
@@ -268,16 +271,16 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
     return run
 
 
-def _reduced_finding(prog, err, how: str, stack, spelling, deadline: float):
+def _reduced_finding(prog, err, how: str, stack, spelling, deadline: float, budget_s: float | None = None):
     """The shrunk finding's program reduced further (fuzz/focus.py
-    `reduced_failure`), within its budget and never past the campaign's
-    deadline: (program, error, how)."""
+    `reduced_failure`), within `budget_s` (default REDUCE_SECONDS) and never
+    past the campaign's deadline: (program, error, how)."""
     import oracle
     from fuzz.focus import REDUCE_SECONDS, reduced_failure
     if not isinstance(err, oracle.Mismatch):
         return prog, err, how
     r = reduced_failure(prog, err, stack=stack, spelling=spelling,
-                        budget_s=min(REDUCE_SECONDS, deadline - time.time()))
+                        budget_s=min(budget_s or REDUCE_SECONDS, deadline - time.time()))
     if r.program is prog:
         return prog, err, how
     if not r.stack_kept:      # checked without it
@@ -351,6 +354,15 @@ def _where_found(f: dict) -> str:
     host = env.pop("host", None)
     return (where + (f", on {host}" if host else "")
             + (", checking against " + ", ".join(f"{k}={v}" for k, v in env.items()) if env else ""))
+
+
+def reduction_budget(minutes: float) -> float:
+    """How long a finding's reduction may take: REDUCE_SECONDS (fuzz/focus.py),
+    or in a long campaign 3% of it, up to 4 minutes (a nightly's reduction
+    under a transformation stack ran out of 60 s at 10 to 12 equations, the
+    acceptance's bound being 8)."""
+    from fuzz.focus import REDUCE_SECONDS
+    return min(max(REDUCE_SECONDS, 0.03 * 60 * minutes), 240.0)
 
 
 # the share of --minutes a finding still shrinking (and being reduced) is given
@@ -447,7 +459,8 @@ class _Campaign:
                            max_examples=per_job,
                            impls=self.impls, database=self.workers.database(self.database),
                            fail_fast=a.fail_fast, control_flow=not a.no_control_flow,
-                           first_round=first_round, corpus=share, novelty=a.novelty)
+                           first_round=first_round, corpus=share, novelty=a.novelty,
+                           reduce_seconds=reduction_budget(a.minutes))
 
     @property
     def finish_by(self) -> float:

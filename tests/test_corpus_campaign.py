@@ -114,3 +114,14 @@ def test_each_reproducer_is_run_in_a_fresh_interpreter(tmp_path):
     assert "fresh interpreter: PASSES" in report["passes"]
     assert report["hang"] == "# Finding\n"
     assert "fresh interpreter: no exit within" in report["slow"] or "not run" in report["slow"]
+
+
+def test_a_long_campaign_gives_each_reduction_more_time():
+    """A finding's reduction gets 60 s (fuzz/focus.py REDUCE_SECONDS) in a
+    short campaign and 3% of a long one, up to 4 minutes: a nightly's
+    reductions under a transformation stack ran out of 60 s at 10-12
+    equations."""
+    from fuzz.focus import REDUCE_SECONDS
+    assert cli.reduction_budget(2) == REDUCE_SECONDS
+    assert cli.reduction_budget(95) == pytest.approx(171.0)
+    assert cli.reduction_budget(600) == 240.0

@@ -526,10 +526,12 @@ def _vprim_eval(*xs, **params):
     return evaluate(trace(lambda *a: _vprim_ops(*a, **params), *types), *xs)
 
 
-def _vmapped_rule(fn, types, args, dims, axis_size, axis_name):
+def _vmapped_rule(fn, types, args, dims, axis_size, axis_name, out_axes=None):
     """fn (member values -> outputs, None where a symbolic zero) traced over
-    one member's `types` and batched: jax.vmap(fn, in_axes=dims) of args,
-    each output at axis 0 (broadcast where unbatched), None as it was."""
+    one member's `types` and batched: jax.vmap(fn, in_axes=dims,
+    out_axes=out_axes) of args: each output at its out axis (default 0;
+    broadcast where unbatched; an out axis None must stay unbatched), None
+    as it was."""
     from spec.batching import _vmapping, move_to, vmap_traced
     from spec.core import trace
     nones = []
@@ -541,7 +543,8 @@ def _vmapped_rule(fn, types, args, dims, axis_size, axis_name):
     prog = trace(traced, *types)
     with _vmapping(axis_name, axis_size):
         outs, out_dims = vmap_traced(prog, args, dims, axis_size)
-    it = iter(move_to(o, d, 0, axis_size) for o, d in zip(outs, out_dims))
+    targets = iter([a for a, n in zip(out_axes or [0] * len(nones), nones) if not n])
+    it = iter(move_to(o, d, next(targets), axis_size) for o, d in zip(outs, out_dims))
     return [None if n else next(it) for n in nones]
 
 
@@ -570,7 +573,7 @@ def _vprim_transpose(cts, *xs, primitive, axis_size, axis_name, batch_axes, para
     """_vprim_transpose: jax.vmap of the primitive's transpose rule,
     in_axes=(0 for the cotangents, the defined operands' batch axes; an
     undefined operand unbatched, one member's type), out_axes=batch_axes."""
-    inner = primitives[primitive]
+    transpose = transpose_rules[primitives[primitive]]
     member = [_member_type(x.type if is_undefined(x) else to_atom(x).type, d) for x, d in zip(xs, batch_axes)]
     defined = [not is_undefined(x) for x in xs]
     ct_nonzero = [not isinstance(c, Zero) for c in cts]
@@ -579,21 +582,12 @@ def _vprim_transpose(cts, *xs, primitive, axis_size, axis_name, batch_axes, para
         it_ct, it_x = iter(vals[:sum(ct_nonzero)]), iter(vals[sum(ct_nonzero):])
         member_cts = [next(it_ct) if nz else Zero(_member_type(c.type, 0)) for c, nz in zip(cts, ct_nonzero)]
         args = [next(it_x) if df else UndefinedPrimal(m) for df, m in zip(defined, member)]
-        out = rule_of(member_cts, *args, **dict(params))
-        return [None if isinstance(o, Zero) else o for o in out]
-    rule_of = transpose_rules[inner]
+        return [None if isinstance(o, Zero) else o for o in transpose(member_cts, *args, **dict(params))]
     types = ([_member_type(to_atom(c).type, 0) for c, nz in zip(cts, ct_nonzero) if nz]
              + [m for m, df in zip(member, defined) if df])
     args = [c for c, nz in zip(cts, ct_nonzero) if nz] + [x for x, df in zip(xs, defined) if df]
     dims = [0] * sum(ct_nonzero) + [d for d, df in zip(batch_axes, defined) if df]
-    outs = _vmapped_rule(rule, types, args, dims, axis_size, axis_name)
-    from spec.batching import move_to
-    return [None if o is None else move_to(o, 0, d, axis_size) if d is not None else _unbatched(o)
-            for o, d in zip(outs, batch_axes)]
-
-
-def _unbatched(x):
-    raise PrimitiveError(vprim_p, "a cotangent of an unbatched operand came out batched (vmap out_axes=None)")
+    return _vmapped_rule(rule, types, args, dims, axis_size, axis_name, out_axes=list(batch_axes))
 
 
 def _vprim_from_jax(p):

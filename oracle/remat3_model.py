@@ -34,23 +34,28 @@ def producer_sources(prog: Program) -> list:
     the nested checkpoint, or by the argument it forwards."""
     lin = spec.linearize(prog)
 
-    def resolve(atom, p: Program):
-        """(the value saved, its provenance)."""
+    def resolve(atom, p: Program, outside: bool):
+        """(the value saved, its provenance); `outside`: a residual that an
+        equation outside every checkpoint reads."""
         atom = looked_through_value(atom, {v.id: e for e in p.eqns for v in e.outputs})
         for e in p.eqns:
             for k, v in enumerate(e.outputs):
                 if v is atom and is_checkpoint(e) and k < len(e.outputs) - e.residual_outputs:
                     # the nested checkpoint's own output: remat3 names its
                     # hi-primitive, unless it is an input the body returns as
-                    # it is, named by what made it (found by a pristine
-                    # campaign, c8af8a5faa: a name through an identity checkpoint)
+                    # it is and only a checkpoint's backward pass reads it: the
+                    # checkpoint recomputes it there from what its policy saved,
+                    # named by what made it (found by a pristine campaign,
+                    # c8af8a5faa: a name through an identity checkpoint). Read
+                    # outside, it is the value remat3's forward, the body as
+                    # written, bound: the hi-primitive's output (741433da06)
                     primal = _inline_primal(e)     # a custom call's: what its primal computed
                     body = e.params["jaxpr"] if primal is None else primal
                     i = next((i for i, bv in enumerate(body.inputs) if bv is body.outputs[k]), None)
-                    if i is not None:
-                        return resolve(e.inputs[i], p)
+                    if i is not None and (primal is not None or not outside):
+                        return resolve(e.inputs[i], p, outside)
                     if primal is not None:
-                        return resolve(body.outputs[k], body)
+                        return resolve(body.outputs[k], body, outside)
                     return atom, Source("output", primitive="call_hi_primitive")
                 if v is atom and is_checkpoint(e):
                     # what the body returns there, followed out again where it
@@ -58,24 +63,38 @@ def producer_sources(prog: Program) -> list:
                     # pristine campaign, b5c7023ba6, a name saved through two
                     # nested checkpoints)
                     body = e.params["jaxpr"]
-                    value, src = resolve(body.outputs[k], body)
+                    value, src = resolve(body.outputs[k], body, outside)
                     for i, bv in enumerate(body.inputs):
                         if bv is value:
-                            return resolve(e.inputs[i], p)
+                            return resolve(e.inputs[i], p, outside)
                     return value, src
         return atom, source_of(atom, p)
     out, seen = [], set()
     producers = {v.id: e for e in lin.forward.eqns for v in e.outputs}
-    for r in lin.residuals:
+    outside = _read_outside_checkpoints(lin.linear, len(lin.residuals))
+    for r, read_outside in zip(lin.residuals, outside):
         # the value saved_residuals names (through a rounding: resolve looks through it too)
         src, value = r.source, looked_through_value(r.var, producers)
         if src.kind == "output" and src.primitive == "remat2":
-            value, src = resolve(r.var, lin.forward)
+            value, src = resolve(r.var, lin.forward, read_outside)
             if id(value) in seen:      # an input the nested checkpoint forwards, saved already:
                 continue               # remat3 saves the one value once
         seen.add(id(value))
         out.append((str(r.type), str(src)))
     return out
+
+
+def _read_outside_checkpoints(linear: Program, n_residuals: int) -> list[bool]:
+    """Which of a linear program's residuals (its first inputs) an equation
+    other than a checkpoint reads at its top level."""
+    index = {v.id: k for k, v in enumerate(linear.inputs[:n_residuals])}
+    read = [False] * n_residuals
+    for e in linear.eqns:
+        if not is_checkpoint(e):
+            for a in e.inputs:
+                if isinstance(a, Var) and a.id in index:
+                    read[index[a.id]] = True
+    return read
 
 
 # -- how remat3 differentiates a checkpoint (RematTraced, jax 0.10.2) --------

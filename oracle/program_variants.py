@@ -232,8 +232,33 @@ def _remat3_checkpoint_reads(e: Eqn) -> list:
     """Every operand of checkpoint `e`: remat3's RematTraced linearization
     instantiates each input tangent (`map(ad_util.instantiate, tangents)`),
     so a checkpoint's output read only by another checkpoint that never
-    reads it has a live tangent (found by a pristine campaign, 6a79fea13c)."""
+    reads it has a live tangent (found by a pristine campaign, 6a79fea13c).
+    The same inside a scan's, jit's or cond's body (`_checkpoints_whole`)."""
     return list(e.inputs)
+
+
+_remat3_checkpoint_reads.checkpoints_whole = True
+
+
+# a checkpoint that DCE keeps whole, every input read where any output is
+# used (remat3's hi-primitive: VJPHiPrimitive.dce); no DCE rule of its own,
+# never bound
+_WHOLE_CHECKPOINT = spec.core.Primitive("remat", True)
+
+
+def _checkpoints_whole(e: Eqn) -> Eqn:
+    """`e` with every checkpoint in its sub-programs (at any depth) one that
+    DCE keeps whole (`_WHOLE_CHECKPOINT`): so the inputs a scan's, jit's or
+    cond's DCE keeps are those remat3's linearization reads tangents of (a
+    checkpoint in a scan body that never reads an xs element still takes
+    its tangent: found by a pristine nightly, aa3e22028c)."""
+    def whole(p: Program) -> Program:
+        return Program(p.inputs, [
+            Eqn(_WHOLE_CHECKPOINT if x.primitive is remat_p else x.primitive, x.inputs, x.outputs,
+                map_subprograms(x.params, whole), why=x.why, residual_outputs=x.residual_outputs)
+            for x in p.eqns], p.outputs, input_names=p.input_names)
+    return Eqn(e.primitive, e.inputs, e.outputs, map_subprograms(e.params, whole), why=e.why,
+               residual_outputs=e.residual_outputs)
 
 
 def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
@@ -287,7 +312,8 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
         elif pruned and e.primitive.name == "while":
             inputs = _while_tangent_reading_inputs(e)
         elif pruned and e.primitive in dce_rules:
-            inputs = _dce_kept_inputs(e, [v.id in read for v in e.outputs])
+            whole = getattr(checkpoint_reads, "checkpoints_whole", False)
+            inputs = _dce_kept_inputs(_checkpoints_whole(e) if whole else e, [v.id in read for v in e.outputs])
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
 

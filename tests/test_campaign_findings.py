@@ -2000,3 +2000,28 @@ def test_remat3_names_a_checkpoint_output_a_nested_checkpoint_returns_by_its_hi_
     assert sources[-1].startswith("output of call_hi_primitive"), sources
     report = oracle.check(f, oracle.AS_IS, np.float32(0.3), properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("inner_checkpoint", [True, False])
+def test_remat3_s_checkpoint_in_a_scan_body_takes_the_tangent_of_an_element_it_never_reads(inner_checkpoint):
+    """A checkpoint (sin d, d) whose second output a scan takes as xs, its
+    body's checkpoint reading the element but not using it: remat3's
+    checkpoint takes every input's tangent, so the scan reads the xs
+    tangent, the outer checkpoint's backward pass is live and runs whole,
+    saving what its unused sin output's tangent needs (read off JAX below);
+    without the inner checkpoint nothing is saved. Pristine nightly finding
+    aa3e22028c."""
+    def f(a):
+        _, c = jax.checkpoint(lambda d: (jnp.sin(d), d), prevent_cse=False)(a)
+
+        def body(i, j):
+            k = jax.checkpoint(lambda l, m: l, prevent_cse=False)(i, j) if inner_checkpoint else i
+            return k, k
+        return lax.scan(body, a, c, length=3)[0]
+    a = np.ones(3, np.float32)
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert len(sources) == (1 if inner_checkpoint else 0), sources
+    report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",), implementations=("remat3",))
+    assert report.status("residuals", "remat3") in ("ok", "known divergence"), report

@@ -15,7 +15,7 @@ from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import remat_of_body_jvp, remat_p
 
 from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_checkpoint, map_params,
-                                     map_policies, unused_checkpoint_outputs_out)
+                                     map_policies, unused_checkpoint_outputs_out, zero_tangents)
 from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
@@ -897,22 +897,42 @@ def remat3_barrier_model(prog: Program) -> bool:
     Only its outputs something reads count: the backward pass of an
     unused output has a zero cotangent, and XLA removes it as dead code,
     barrier and all, unless that zero reaches a custom_vjp's bwd rule
-    (`_reaching_a_custom_vjp`)."""
+    (`_reaching_a_custom_vjp`). A backward pass that a cotangent reaches
+    replays the body's effects (a debug print), reading the inputs they
+    depend on, whatever the outputs' derivatives are (measured: a print of
+    an input beside floor's output has the barrier, of a constant not;
+    found by a pristine nightly, 8ef5d41d3e)."""
     live = _live_checkpoints(prog)
     read = _read_anywhere(prog)
+    zero = zero_tangents(prog)
     for e in remats(prog):
-        if id(e) not in live:
-            continue
         body = e.params["jaxpr"]
         custom = _reaching_a_custom_vjp(body)
         keep = [k for k, v in enumerate(e.outputs) if v.id in read or custom[k]]
         if not keep:
+            continue
+        if _an_effect_reads_an_input(body) and any(
+                isinstance(a, Var) and is_float(a.type.dtype) and a.id not in zero for a in e.inputs):
+            return True     # a differentiated checkpoint whose read outputs' cotangents reach it
+        if id(e) not in live:
             continue
         alone = remat3_model(spec.trace(lambda *xs, e=e: [bind(remat_p, *xs, **e.params)[k] for k in keep],
                                         *body.in_types),
                              opaque_outputs=False, instantiated_inputs=False)
         if any(r.source.kind == "argument" for r in spec.saved_residuals(alone)):
             return True
+    return False
+
+
+def _an_effect_reads_an_input(body: Program) -> bool:
+    """Whether an equation of `body` with an effect reads a value computed
+    from one of its inputs."""
+    dep = {v.id for v in body.inputs}
+    for e in body.eqns:
+        if any(isinstance(a, Var) and a.id in dep for a in e.inputs):
+            if core.has_effects(e):
+                return True
+            dep |= {v.id for v in e.outputs}
     return False
 
 

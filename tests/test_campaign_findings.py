@@ -2025,3 +2025,27 @@ def test_remat3_s_checkpoint_in_a_scan_body_takes_the_tangent_of_an_element_it_n
     assert len(sources) == (1 if inner_checkpoint else 0), sources
     report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("printed", ["an input", "sin of an input", "a constant"])
+@pytest.mark.parametrize("output", ["floor", "linear"])
+def test_remat3_s_backward_pass_replays_a_print_of_an_input_behind_a_barrier(printed, output):
+    """A checkpoint printing (a function of) an input: remat3's backward
+    pass, which a cotangent reaches whatever the output's derivative
+    (floor's is zero), replays the print and so reads that input, behind
+    an optimization barrier (counted in JAX's HLO below; none for a printed
+    constant). Pristine nightly finding 8ef5d41d3e."""
+    def body(d, e):
+        shown = {"an input": d, "sin of an input": jnp.sin(d), "a constant": jnp.float32(1.0)}[printed]
+        jax.debug.print("x={x}", x=shown)
+        return jnp.floor(e) if output == "floor" else e * 2.0
+
+    def f(a, b):
+        return jax.checkpoint(body, prevent_cse=(False, False))(a, b)
+    args = (np.ones((2, 3), np.float32), np.ones(6, np.float32))
+    with implementation("remat3"):
+        hlo = jax.jit(jax.grad(lambda a, b: jnp.sum(f(a, b)), argnums=(0, 1))).lower(*args).as_text()
+    assert (hlo.count("optimization_barrier") > 0) == (printed != "a constant"), hlo
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("prevent_cse",), implementations=("remat3",))
+    assert report.status("prevent_cse", "remat3") in ("ok", "known divergence"), report

@@ -1767,6 +1767,22 @@ def _residuals_unrounded(ctx):
     return len(unrounded) < len(lin.residuals) and ctx.jax_residuals == unrounded
 
 
+def _policy_asked_about_a_vprim(ctx):
+    """JAX raised the TypeError of a checkpoint policy called with a second
+    `prim` (JAX asks a policy `policy(prim, *avals, **params)`, and equinox's
+    vprim has a param named `prim`: DotsSaveable.__call__() got multiple
+    values for argument 'prim') where the spec computes, and a checkpoint of
+    the program holds a vprim (a vmapped equinox maybe_set)."""
+    return (isinstance(ctx.error, TypeError) and "got multiple values for argument 'prim'" in str(ctx.error)
+            and ctx.spec_error is None and _vprim_in_a_checkpoint(ctx.user_program))
+
+
+def _vprim_in_a_checkpoint(prog: Program, inside: bool = False) -> bool:
+    return any((inside and e.primitive.name == "vprim")
+               or any(_vprim_in_a_checkpoint(sub, inside or e.primitive is remat_p) for _, sub in subprograms(e.params))
+               for e in prog.eqns)
+
+
 def _pad_transposed_for_its_padding_value_alone(ctx):
     """JAX raised its TypeError from `_pad_transpose` (jax/_src/lax/lax.py:
     `t_operand = t_op() if ad.is_undefined_primal(operand) else None`, then
@@ -3100,6 +3116,24 @@ DIVERGENCES = [
         "raised that TypeError and the spec its refusal.",
         "jax.grad(lambda v: jax.lax.pad(jnp.ones(2), v, ((1, 1, 0),)).sum())(1.0)  # TypeError",
         _pad_transposed_for_its_padding_value_alone),
+    Divergence(
+        "a-policy-asked-about-equinox-s-vprim-raises",
+        "JAX asks a checkpoint policy `policy(prim, *avals, **params)` about each equation, and "
+        "equinox's vprim (what a vmapped maybe_set of equinox's loops binds: "
+        "equinox/internal/_primitive.py) has a param named `prim`: a policy whose signature names "
+        "its first argument `prim` (dots_saveable, save_only_these_names, ...) raises TypeError "
+        "`got multiple values for argument 'prim'`; nothing_saveable and everything_saveable "
+        "take anything. The spec, whose vprim param is `primitive`, computes (found by the "
+        "fuzzer's branch cover). The predicate: JAX raised that TypeError where the spec "
+        "computes, and a checkpoint holds a vprim.",
+        "from equinox.internal._loop.common import maybe_set_p\n"
+        "def set_row(p, x, i):\n"
+        "    return maybe_set_p.bind(p, jnp.zeros((4, 3)), x, i, i_static=None, "
+        "i_treedef=jax.tree_util.tree_structure(0), kwargs=(), makes_false_steps=False)[0]\n"
+        "f = jax.checkpoint(jax.vmap(set_row), policy=jax.checkpoint_policies.dots_saveable)\n"
+        "jax.grad(lambda x: f(jnp.array([True, False]), x, jnp.array([1, 2])).sum())(jnp.ones((2, 3)))"
+        "  # TypeError",
+        _policy_asked_about_a_vprim),
     Divergence(
         "checkpoint-residuals-are-not-rounded",
         "Before jax 0.4.31 (jax-ml/jax f498d7a3ba, #22244) remat's partial evaluation does not "

@@ -3,6 +3,7 @@ the snippet (with oracle.divergences.REPRO_PREAMBLE) is run in a fresh
 process; where it ends with `# <expected>`, that text is in its output; a
 repro of an error must raise it."""
 import inspect
+import importlib.util
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ pytest.importorskip("jax")   # only the import may skip
 from oracle.divergences import DIVERGENCES, REPRO_PREAMBLE  # noqa: E402
 
 RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
+          "a-policy-asked-about-equinox-s-vprim-raises": "got multiple values for argument 'prim'",
           "remat-transpose-prevent-cse-misses-the-transposed-body-s-constants": "AssertionError",
           "grad-of-grad-of-an-offloaded-residual-gets-a-host-cotangent": "<host>",
           "custom-vjp-of-an-instantiated-zero-tangent-fails": "can't apply forward-mode autodiff (jvp)",
@@ -105,6 +107,8 @@ def test_repro_shows_the_divergence_exactly_on_its_releases(d):
     import jax
     if "jax_remat3" in d.repro and not hasattr(jax.config, "jax_remat3"):
         pytest.skip(f"the repro needs jax_remat3, which jax {jax.__version__} does not have")
+    if "equinox" in d.repro and importlib.util.find_spec("equinox") is None:
+        pytest.skip("the repro needs equinox, which this environment does not have")
     proc = subprocess.run([sys.executable, "-c", REPRO_PREAMBLE + d.repro], capture_output=True,
                           text=True, timeout=300)
     if not d.active() and "memory_kind to device_put via Shardings is not supported" in proc.stderr:

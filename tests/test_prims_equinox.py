@@ -364,3 +364,18 @@ def test_a_mismatch_in_an_error_if_program_is_a_mismatch_without_reproducer():
     assert excinfo.value.repro is None
     assert "jvp differs under remat2" in str(excinfo.value)
     assert "reproducer:\n(none: " in str(excinfo.value), str(excinfo.value)[-600:]
+
+
+def test_a_policy_asked_about_a_vprim_raises_in_jax():
+    """JAX asks a checkpoint's policy `policy(prim, *avals, **params)`, and
+    vprim has a param named `prim`: dots_saveable raises TypeError there
+    (read off JAX below), where the spec computes; a known divergence, not
+    a Mismatch (found by the fuzzer's branch cover once vprim was drawn)."""
+    def f(p, x, i):
+        return jax.vmap(lambda p, x, i: eqx_maybe_set(p, jnp.zeros((4, 3), jnp.float32), x, i))(p, x, i)
+    args = (np.array([True, False]), RNG.normal(size=(2, 3)).astype(np.float32), np.int32([1, 2]))
+    checkpointed = lambda p, x, i: jax.checkpoint(f, policy=cp.dots_saveable)(p, x, i)   # noqa: E731
+    with pytest.raises(TypeError, match="multiple values for argument 'prim'"):
+        jax.grad(lambda x: jnp.sum(checkpointed(args[0], x, args[2])))(args[1])
+    report = oracle.check(f, cp.dots_saveable, *args, implementations=("remat2",), properties=("vjp",))
+    assert ("a-policy-asked-about-equinox-s-vprim-raises", "vjp", "remat2") in report.known_divergences, report

@@ -20,7 +20,7 @@ import numpy as np
 from spec.batching import vectorized_batcher
 from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPrimal, Zero, batch_rules, bind, linear_jvp,
                        eval_rules, is_undefined, jax_facts, jvp_rules, primitive,
-                       shape_rules, transpose_rules, Tracer)
+                       shape_rules, to_atom, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, canonical_dtype, is_float, type_of
 from spec.batching import bdim_at_front, broadcast_at, broadcast_batcher, moveaxis, ndim
@@ -755,7 +755,8 @@ def _jvp_select_n(primals, tangents):
     ans = select_n(which, *cases)
     if all(isinstance(t, Zero) for t in case_ts):
         return ans, None
-    zero = instantiate(Zero(next(t for t in case_ts if not isinstance(t, Zero)).type))
+    # (a tangent may be a constant array: integer_pow's for y == 0 is `_zeros(g)`)
+    zero = instantiate(Zero(to_atom(next(t for t in case_ts if not isinstance(t, Zero))).type))
     return ans, select_n(which, *[zero if isinstance(t, Zero) else t for t in case_ts])
 
 

@@ -2070,3 +2070,17 @@ def test_remat3_transposes_what_computes_a_nested_checkpoint_s_unused_output():
     report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",), implementations=("remat3",))
     assert ("remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs", "vjp", "remat3") in \
         report.known_divergences, report
+
+
+def test_select_n_s_jvp_takes_a_constant_tangent():
+    """integer_pow's JVP for y == 0 is a constant zero array (`_zeros(g)`,
+    no equation), and select_n's JVP read `.type` off its first nonzero case
+    tangent: an AttributeError inside the spec (pristine nightly finding
+    098609ce6a, a select of x ** 0 and x in a checkpoint under grad). The
+    derivative of select(x > 0, x ** 0, x) is 0 where x > 0, else 1."""
+    import spec
+    from spec import ops
+    prog = spec.trace(lambda x: ops.select_n(ops.gt(x, np.float32(0.0)), ops.integer_pow(x, 0), x), spec.f32[()])
+    for x, want in ((-1.0, 0.0), (0.5, 1.0)):
+        _, tangent = spec.evaluate(spec.jvp(prog), np.float32(x), np.float32(1.0))
+        assert tangent == want

@@ -416,8 +416,14 @@ def zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple
     literal where it has none. So the threaded output's tangent there is
     linear in x's (no residual), not a symbolic zero, which the cond's
     linearization would instantiate and save: JAX's real cond has no such
-    output."""
-    x = next((v for v in branch.inputs if v.type.dtype == t.dtype and v.id not in zero), None)
+    output. An x the branch reads itself comes first: its tangent is
+    computed anyway, where another's (an operand only that branch passes
+    over, sin(a)) would need residuals of its own (found by a pristine
+    nightly, 05f0d47a5d: cos saved for it)."""
+    read = {a.id for e in branch.eqns for a in e.inputs if isinstance(a, Var)} | {
+        a.id for a in branch.outputs if isinstance(a, Var)}
+    usable = [v for v in branch.inputs if v.type.dtype == t.dtype and v.id not in zero]
+    x = next((v for v in usable if v.id in read), usable[0] if usable else None)
     if x is None:
         return [], spec.ir.Literal(np.zeros(t.shape, t.dtype), t)
     total, scaled, zeros = Var(ArrayType((), t.dtype)), Var(ArrayType((), t.dtype)), Var(t)

@@ -2084,3 +2084,28 @@ def test_select_n_s_jvp_takes_a_constant_tangent():
     for x, want in ((-1.0, 0.0), (0.5, 1.0)):
         _, tangent = spec.evaluate(spec.jvp(prog), np.float32(x), np.float32(1.0))
         assert tangent == want
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_threads_a_cond_branch_s_unused_checkpoint_output_without_new_residuals():
+    """A cond whose branch 0 holds a checkpoint with an unused conv output
+    (remat3 saves its operands, out of the cond, read off JAX below) and
+    whose branch 1 passes an operand on; sin(a), an operand neither branch
+    reads, is passed too. The model threads the unused output out of the
+    cond, branch 1 returning zeros read linearly from an input: one the
+    branch reads itself, not sin(a), whose tangent would need cos(a) saved
+    (pristine nightly finding 05f0d47a5d)."""
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("a", "b", "c"))
+
+    def f(a, b, c):
+        def branch0(s, t, u, v):
+            out, _ = jax.checkpoint(lambda o, p, q: (o, lax.conv(p, q, (1, 1), "VALID")), policy=policy)(t, u, v)
+            return out
+        return lax.switch((a > 0).astype(jnp.int32), [branch0, lambda s, t, u, v: t], jnp.sin(a), a, b, c)
+    args = (np.float32(0.7), np.ones((2, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert sum(s.startswith("output of cond") for s in sources) == 2 and not any("cos" in s for s in sources), sources
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
+    assert report.status("residuals", "remat3") == "known divergence", report

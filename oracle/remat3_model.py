@@ -75,6 +75,12 @@ def producer_sources(prog: Program) -> list:
     for r, read_outside in zip(lin.residuals, outside):
         # the value saved_residuals names (through a rounding: resolve looks through it too)
         src, value = r.source, looked_through_value(r.var, producers)
+        if src.kind == "output" and src.primitive == _plt().name:
+            # the model's primal_left_tangent_right(saved, recomputed) is `saved`,
+            # named by what made it (found by a pristine nightly, 1d125142a8: a
+            # name of a stop_gradient'ed value, bound whole without tangents)
+            value = producers[value.id].inputs[0]
+            src = source_of(value, lin.forward)
         if src.kind == "output" and src.primitive == "remat2":
             value, src = resolve(r.var, lin.forward, read_outside)
             if id(value) in seen:      # an input the nested checkpoint forwards, saved already:

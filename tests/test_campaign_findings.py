@@ -2109,3 +2109,29 @@ def test_remat3_threads_a_cond_branch_s_unused_checkpoint_output_without_new_res
     assert sum(s.startswith("output of cond") for s in sources) == 2 and not any("cos" in s for s in sources), sources
     report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") == "known divergence", report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_names_a_named_value_without_tangent_by_its_name():
+    """A checkpoint returning the name of a stop_gradient'ed input, read
+    outside: remat3 saves it `named 'c'` (read off JAX below); the model
+    computes it through its primal_left_tangent_right, bound whole where
+    nothing has a tangent, whose output is the saved operand (pristine
+    nightly finding 1d125142a8, under an offload save_from_both policy)."""
+    cp = jax.checkpoint_policies
+    policy = cp.save_from_both_policies(
+        cp.save_and_offload_only_these_names(names_which_can_be_saved=[], names_which_can_be_offloaded=["a"],
+                                             offload_src="device", offload_dst="pinned_host"),
+        cp.save_and_offload_only_these_names(names_which_can_be_saved=[], names_which_can_be_offloaded=["c"],
+                                             offload_src="device", offload_dst="pinned_host"))
+
+    def f(a):
+        b = jax.checkpoint(lambda c: checkpoint_name(lax.stop_gradient(c), "c"), policy=policy,
+                           prevent_cse=False)(a)
+        return b * b * a
+    a = np.ones(4, np.float32)
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert any(s.startswith("named 'c'") for s in sources), sources
+    report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",), implementations=("remat3",))
+    assert report.status("residuals", "remat3") == "known divergence", report

@@ -250,7 +250,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
         the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
         that partial evaluation cannot hoist it as known either. The body
         is linearized as remat3 rematerializes it (`_rematerialized`)."""
-        body = _rematerialized(body)
+        body = _rematerialized(body, effects_sealed)
         with building() as b:
             primals = [b.new_input(t) for t in body.in_types]
             tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
@@ -359,7 +359,7 @@ def _remat3_linearized():
 _REMAT_TRACED_BODIES = ("call", "cond", "scan")
 
 
-def _rematerialized(body: Program) -> Program:
+def _rematerialized(body: Program, sealed: bool = True) -> Program:
     """`body` as remat3 linearizes it: the rematerialization of
     remat_transform, whose trace keeps the body's own equations as written
     (a dead generic reduce_window there is linearized, and raises: found by
@@ -368,21 +368,26 @@ def _rematerialized(body: Program) -> Program:
     code gone (one in a cond branch is never linearized: found by a
     pristine nightly, 6bb6b14f48)."""
     return Program(body.inputs, [
-        replace(e, params=map_subprograms(e.params, _auto_dce)) if e.primitive.name in _REMAT_TRACED_BODIES else e
+        replace(e, params=map_subprograms(e.params, lambda sub: _auto_dce(sub, sealed)))
+        if e.primitive.name in _REMAT_TRACED_BODIES else e
         for e in body.eqns], body.outputs, input_names=body.input_names)
 
 
-def _auto_dce(body: Program) -> Program:
+def _auto_dce(body: Program, sealed: bool = True) -> Program:
     """`body` as a trace with auto_dce leaves it: its dead equations gone, a
     checkpoint in it kept whole where any output is used (a hi-primitive:
-    VJPHiPrimitive.dce neither prunes its outputs nor looks inside). Other
+    VJPHiPrimitive.dce neither prunes its outputs nor looks inside), and
+    dropped where none is, an effect in its body too (with `sealed`, the
+    effects_sealed defect): the hi-primitive's equation has no effect of its own (measured: a printing checkpoint in a
+    jit in a checkpoint prints once under grad, its input not saved; without
+    the jit, twice; found by a pristine nightly, a747b6cca7). Other
     equations are pruned by their DCE rules (a checkpoint inside a cond
     branch there is pruned as remat2 prunes it: not modelled)."""
     live = {a.id for a in body.outputs if isinstance(a, Var)}
     eqns = []
     for e in reversed(body.eqns):
         used = [v.id in live for v in e.outputs]
-        if not any(used) and not core.has_effects(e):
+        if not any(used) and ((sealed and is_checkpoint(e)) or not core.has_effects(e)):
             continue
         if not is_checkpoint(e) and e.primitive in core.dce_rules:
             e, _ = core.dce_rules[e.primitive](e, used)

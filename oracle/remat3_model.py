@@ -81,6 +81,9 @@ def producer_sources(prog: Program) -> list:
             # name of a stop_gradient'ed value, bound whole without tangents)
             value = producers[value.id].inputs[0]
             src = source_of(value, lin.forward)
+        forwarded = _forwarded_through_a_custom_call(producers.get(getattr(value, "id", None)), value)
+        if forwarded is not None:
+            value, src = forwarded, source_of(forwarded, lin.forward)
         if src.kind == "output" and src.primitive == "remat2":
             value, src = resolve(r.var, lin.forward, read_outside)
             if id(value) in seen:      # an input the nested checkpoint forwards, saved already:
@@ -88,6 +91,28 @@ def producer_sources(prog: Program) -> list:
         seen.add(id(value))
         out.append((str(r.type), str(src)))
     return out
+
+
+def _forwarded_through_a_custom_call(e: Eqn | None, value) -> object | None:
+    """The input of jit equation `e` that its output `value` is, where the
+    jit's body returns it as what the model's custom-call wrapper (a
+    RunsInline checkpoint) saved of its input: remat3 runs the custom call
+    inline, so the jit merely forwards its input, which is what is saved
+    (found by a pristine nightly, 5d9f5eff73: a name through a jit holding
+    a custom_jvp of sin); else None."""
+    if e is None or e.primitive.name != "call":
+        return None
+    body = e.params["jaxpr"]
+    out = body.outputs[next(k for k, v in enumerate(e.outputs) if v is value)]
+    for w in body.eqns:
+        if not is_checkpoint(w) or _inline_primal(w) is None:
+            continue
+        for j, v in enumerate(w.outputs):
+            inner = w.params["jaxpr"]
+            if v is out and inner.outputs[j] in inner.inputs:
+                x = w.inputs[inner.inputs.index(inner.outputs[j])]
+                return next((a for a, b in zip(e.inputs, body.inputs) if b is x), None)
+    return None
 
 
 def _read_outside_checkpoints(linear: Program, n_residuals: int) -> list[bool]:

@@ -2160,3 +2160,28 @@ def test_remat3_drops_an_output_less_printing_checkpoint_in_a_jit_when_remateria
     assert len(sources) == (1 if in_a_jit else 2), sources
     report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_saves_what_a_jit_forwards_past_a_custom_call_by_its_name():
+    """A checkpoint (saving names 'a') whose jit applies a custom_jvp sin to
+    the named value and also returns it: remat3 runs the custom call inline,
+    so what its derivative needs is the jit's forwarded input, saved as
+    `named 'a'` (read off JAX below); the model's custom-call wrapper made
+    the jit return it as an output of its own (pristine nightly finding
+    5d9f5eff73)."""
+    sin = jax.custom_jvp(jnp.sin)
+    sin.defjvp(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]))
+
+    def f(a, b):
+        def body(d, e):
+            g, _ = jax.jit(lambda i: (sin(i), i))(checkpoint_name(d, "a"))
+            return g
+        return jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                              prevent_cse=False)(a, b)
+    args = (np.float32(0.4), np.float32(0.4))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert [s.split(" from ")[0] for s in sources] == ["named 'a'"], sources
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
+    assert report.status("residuals", "remat3") in ("ok", "known divergence"), report

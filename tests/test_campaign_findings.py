@@ -2185,3 +2185,27 @@ def test_remat3_saves_what_a_jit_forwards_past_a_custom_call_by_its_name():
     assert [s.split(" from ")[0] for s in sources] == ["named 'a'"], sources
     report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), report
+
+
+
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="the generic reduce_window's JVP: jax 0.4.36 on")
+def test_a_dead_generic_reduce_window_under_a_stack_still_names_its_jvp_bug():
+    """A checkpoint whose generic reduce_window is dead code, under grad o
+    jvp o jvp: JAX still differentiates it and its JVP rule meets a
+    symbolic zero (generic-reduce-window-jvp-fails-on-a-symbolic-zero-
+    tangent), while the stack level's spec program has dropped it: the
+    predicate reads the checked function's program (pristine nightly
+    finding f0141b7324)."""
+    from oracle.stacks import Layer, Stack, stack_residuals_property
+
+    def f(a, b, c, d):
+        def body(g, h, i):
+            lax.reduce_window(i, 1.0, lambda l, m: l, (1, 3), (1, 1), "VALID")
+            return jnp.sin(g), g
+        return jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("a"),
+                              prevent_cse=False)(a, a, d)[0]
+    args = (np.float32(0.3), np.float32(0.5), np.float32(0.7), np.ones((2, 5), np.float32))
+    stack = Stack((Layer("jvp"), Layer("jvp"), Layer("grad", argnums=(3,))))
+    prop = stack_residuals_property(stack, trace_jax(f, *args))
+    report = oracle.check(f, oracle.AS_IS, *args, properties=(prop,), implementations=("remat2",))
+    assert report.status("stack_residuals", "remat2") == "known divergence", report

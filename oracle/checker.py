@@ -521,11 +521,6 @@ def _refuse_what_jax_cannot_run(outcomes: dict):
             import jax
             raise Unsupported(f"jax {jax.__version__} cannot run this program on this platform: "
                               f"{_first_line(error)}")
-        if isinstance(error, Unsupported):
-            # the oracle's own refusal, met reading what JAX made for a property
-            # (a second-order jaxpr's device_put to host memory by `devices=`:
-            # found by a pristine nightly, 42af2daa55), not JAX's error
-            raise error
 
 
 def _refuse_unmodelled(spec_error):

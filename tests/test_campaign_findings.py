@@ -2209,16 +2209,3 @@ def test_a_dead_generic_reduce_window_under_a_stack_still_names_its_jvp_bug():
     prop = stack_residuals_property(stack, trace_jax(f, *args))
     report = oracle.check(f, oracle.AS_IS, *args, properties=(prop,), implementations=("remat2",))
     assert report.status("stack_residuals", "remat2") == "known divergence", report
-
-
-def test_the_oracle_s_own_refusal_on_jax_s_side_is_unsupported_not_a_mismatch():
-    """Reading what JAX made for a property (a second-order jaxpr) can meet
-    what the importer does not model (device_put's `devices=` to host
-    memory): that Unsupported is the oracle's refusal, raised as it is, not
-    "JAX raised Unsupported where the spec computes" (pristine nightly
-    finding 42af2daa55)."""
-    from oracle.checker import _refuse_what_jax_cannot_run
-    refusal = oracle.Unsupported("device_put: param devices=(MemorySpace.Host,) is not supported")
-    with pytest.raises(oracle.Unsupported, match="devices="):
-        _refuse_what_jax_cannot_run({"values": (np.zeros(2), None), "stack_residuals": (None, refusal)})
-    _refuse_what_jax_cannot_run({"values": (np.zeros(2), None), "vjp": (None, ValueError("JAX's own"))})

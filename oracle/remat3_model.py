@@ -932,8 +932,8 @@ def remat3_barrier_model(prog: Program) -> bool:
     own under remat3's view of its policy, saves one of its own inputs.
     Only its outputs something reads count: the backward pass of an
     unused output has a zero cotangent, and XLA removes it as dead code,
-    barrier and all, unless that zero reaches a custom_vjp's bwd rule
-    (`_reaching_a_custom_vjp`). A backward pass that a cotangent reaches
+    barrier and all, unless JAX makes that zero an array
+    (`_zeros_made_arrays`). A backward pass that a cotangent reaches
     replays the body's effects (a debug print), reading the inputs they
     depend on, whatever the outputs' derivatives are (measured: a print of
     an input beside floor's output has the barrier, of a constant not;
@@ -943,8 +943,8 @@ def remat3_barrier_model(prog: Program) -> bool:
     zero = zero_tangents(prog)
     for e in remats(prog):
         body = e.params["jaxpr"]
-        custom = _reaching_a_custom_vjp(body)
-        keep = [k for k, v in enumerate(e.outputs) if v.id in read or custom[k]]
+        nonzero = [v.id in read for v in e.outputs]
+        keep = [k for k, made in enumerate(_zeros_made_arrays(body, nonzero)) if nonzero[k] or made]
         if not keep:
             continue
         if _an_effect_reads_an_input(body) and any(
@@ -972,24 +972,50 @@ def _an_effect_reads_an_input(body: Program) -> bool:
     return False
 
 
-def _reaching_a_custom_vjp(body: Program) -> list:
-    """Which outputs of `body` depend on a custom_vjp call's (at any depth):
-    the cotangent of such an output reaches the user's bwd rule, which JAX
-    calls with the zero made an array (symbolic_zeros=False), and XLA cannot
-    drop what it computes: that output's backward pass is live though
-    nothing reads the output (found by a pristine campaign, 2f662fefa7: an
-    unused custom_vjp identity in a checkpoint; JAX's backward pass has the
-    barrier)."""
-    dep: set = set()
-    for e in body.eqns:
-        if _holds_a_custom_vjp(e) or any(isinstance(a, Var) and a.id in dep for a in e.inputs):
-            dep |= {v.id for v in e.outputs}
-    return [isinstance(a, Var) and a.id in dep for a in body.outputs]
+def _zeros_made_arrays(body: Program, nonzero: list) -> list:
+    """Which outputs of `body`, with `nonzero[k]` telling whose cotangent is
+    nonzero, have a zero cotangent that JAX's backward pass makes an array,
+    so that what is computed from it stays live though nothing reads the
+    output: the zero reaches a custom_vjp's bwd rule (symbolic_zeros=False:
+    JAX calls it with zero arrays; pristine campaign finding 2f662fefa7) or
+    scan's transpose with a carry (`_scan_transpose_fancy`, jax 0.10.2:
+    `ct_carry = _map(ad.instantiate_zeros, ct_carry)  # TODO(mattjj):
+    fixpoint`; pristine nightly finding 8a9d13bc39). It reaches into a jit,
+    cond, checkpoint or carry-less scan only where one of that equation's
+    other outputs has a nonzero cotangent: `backward_pass3` returns at once
+    when every cotangent is zero (measured: a scan or custom_vjp in a jit
+    whose outputs are all unused leaves no barrier; beside a used output, it
+    does)."""
+    feeds = _cone(body, [a for a, nz in zip(body.outputs, nonzero) if nz])
+    return [not nz and any(_makes_zeros_arrays(e, feeds, cone)
+                           for cone in [_cone(body, [a])] for e in body.eqns
+                           if any(v.id in cone for v in e.outputs))
+            for a, nz in zip(body.outputs, nonzero)]
 
 
-def _holds_a_custom_vjp(e: Eqn) -> bool:
-    return (e.primitive.name == "custom_vjp_call" and not e.params["symbolic_zeros"]) or any(
-        _holds_a_custom_vjp(x) for _, sub in subprograms(e.params) for x in sub.eqns)
+def _makes_zeros_arrays(e: Eqn, feeds: set, cone: set) -> bool:
+    """Whether the transpose of `e`, whose outputs in `cone` have zero
+    cotangents and in `feeds` nonzero ones, makes one of those zeros an
+    array (see `_zeros_made_arrays`)."""
+    if e.primitive.name == "custom_vjp_call":
+        return not e.params["symbolic_zeros"]
+    if e.primitive.name == "scan" and e.params["num_carry"]:
+        return True
+    nonzero = [v.id in feeds for v in e.outputs]
+    return any(nonzero) and any(
+        made and v.id in cone
+        for _, sub in subprograms(e.params) if len(sub.outputs) == len(e.outputs)
+        for made, v in zip(_zeros_made_arrays(sub, nonzero), e.outputs))
+
+
+def _cone(body: Program, atoms: list) -> set:
+    """Ids of the vars of `body` that `atoms` are computed from, themselves
+    included."""
+    cone = {a.id for a in atoms if isinstance(a, Var)}
+    for e in reversed(body.eqns):
+        if any(v.id in cone for v in e.outputs):
+            cone |= {a.id for a in e.inputs if isinstance(a, Var)}
+    return cone
 
 
 def _read_anywhere(prog: Program) -> set:

@@ -336,6 +336,53 @@ def test_remat3_s_backward_pass_of_an_unused_custom_vjp_output_is_live(custom, u
     assert barrier is (custom == "custom_vjp")      # an identity custom_jvp reads no residual
 
 
+def _squaring_scan(x):
+    return lax.scan(lambda c, _: (c * c, None), x, None, length=1)[0]
+
+
+def _doubled_and(unused):
+    return lambda x: (x * 2.0, unused(x))
+
+
+_UNUSED_OUTPUTS = {                 # the second output of each is unused
+    "scan": _doubled_and(_squaring_scan),
+    "scan with a linear carry": _doubled_and(lambda x: lax.scan(lambda c, _: (c * 2.0, None), x, None, length=1)[0]),
+    "scan in a jit": _doubled_and(jax.jit(_squaring_scan)),
+    "custom_vjp in a jit": _doubled_and(jax.jit(_identity_vjp)),
+    "scan beside a used output of a jit": jax.jit(_doubled_and(_squaring_scan)),
+    "custom_vjp beside a used output of a jit": jax.jit(_doubled_and(_identity_vjp)),
+    "scan beside a used output of a cond": lambda x: lax.cond(
+        x > 0, _doubled_and(_squaring_scan), lambda y: (y * 3.0, y), x),
+    "mul": _doubled_and(lambda x: x * x),
+}
+
+
+@pytest.mark.parametrize("body", sorted(_UNUSED_OUTPUTS))
+def test_remat3_s_backward_pass_of_an_unused_output_is_live_where_jax_makes_its_zero_an_array(body):
+    """The zero cotangent of a checkpoint output nothing reads is made an
+    array by scan's transpose (its carry) and by a custom_vjp's bwd rule,
+    and reaches into a jit or cond only beside a nonzero cotangent; what is
+    computed from it stays live, reading the checkpoint's inputs behind
+    remat3's barrier (pristine nightly finding 8a9d13bc39: a scan's unused
+    carry; the model kept only custom_vjp's zeros, at any depth). Whether
+    JAX's HLO has a barrier is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def f(a):
+        used, _ = jax.checkpoint(_UNUSED_OUTPUTS[body], prevent_cse=False)(a)
+        return jnp.sin(a) + used
+    x = np.float32(0.5)
+    with implementation("remat3"):
+        barrier = "optimization_barrier" in jax.jit(jax.grad(f)).lower(x).as_text()
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("prevent_cse",))
+    if barrier:
+        assert ("remat3-barrier-iff-backward-reads-checkpoint-inputs", "prevent_cse", "remat3") in \
+            report.known_divergences, report
+    else:
+        assert report.status("prevent_cse", "remat3") == "ok", report
+
+
 @pytest.mark.parametrize("jitted", [False, True])
 def test_remat3_s_float0_liveness_through_a_jit_moves_the_jit_s_residuals(jitted):
     """A checkpoint whose bool output is returned keeps its float outputs'

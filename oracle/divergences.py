@@ -62,6 +62,7 @@ class Context:
     linear_barriers_of: Callable | None = None   # stack_barriers: checked program -> the spec's count for it
     values_agree_for: Callable | None = None     # vjp: (variant, outputs gained) -> JAX's values are its
     numeric_program: Callable | None = None      # a numeric property's: checked program -> the spec program compared
+    ad_depth: int = 1                # how many differentiation levels the property's program nests
 
     @property
     def user_program(self) -> Program:
@@ -341,15 +342,25 @@ def _remat3_linearizes_checkpoint_bodies(ctx):
     remat2 partially evaluates the body's JVP, and the unused equation is
     dead code. Any property that linearizes, a stack of transformations
     with a grad, vjp or linearize layer included (found by a pristine
-    campaign, 32fae7ca1b)."""
+    campaign, 32fae7ca1b). At second order, the outer differentiation
+    meets a checkpoint's body inline (RematTraced's linearize rule emits
+    it), so the property's program of the checked function with its
+    checkpoints inlined raising it word for word explains it too (a dead
+    window in a scan, which a first-order remat3 computes; pristine nightly
+    finding 6acf366983, linearize o grad)."""
     if (ctx.implementation != "remat3" or ctx.spec_error is not None
             or ctx.property not in ("residuals", "vjp_leaves", "prevent_cse", "vjp", "second_order", "stack")
             or not isinstance(ctx.error, ValueError) or str(ctx.error) != LINEARIZATION_ERROR):
         return False
-    try:
-        spec.vjp_program(remat3_model(ctx.program))
-    except ValueError as e:
-        return str(e) == LINEARIZATION_ERROR
+    linearized = [lambda: spec.vjp_program(remat3_model(ctx.program))]
+    if ctx.numeric_program is not None and ctx.ad_depth >= 2:
+        linearized.append(lambda: ctx.numeric_program(inline_checkpoints(ctx.user_program, keep_top_level=False)))
+    for linearize in linearized:
+        try:
+            linearize()
+        except ValueError as e:
+            if str(e) == LINEARIZATION_ERROR:
+                return True
     return False
 
 
@@ -2291,8 +2302,11 @@ DIVERGENCES = [
         "outputs from its tangents (the generic reduce_window's reduce_window_jvp) raises "
         "\"Linearization failed to produce known values for all output primals\" even where "
         "nothing reads it; remat2 (and the spec) partially evaluate the body's JVP, where the "
-        "unused equation is dead code, and compute the gradient. The predicate: remat3, reverse "
-        "mode, JAX's ValueError, and the remat3 model's reverse pass raises it word for word.",
+        "unused equation is dead code, and compute the gradient. At second order the outer "
+        "differentiation meets a checkpoint's body inline, so a dead window in a scan, which a "
+        "first-order remat3 computes, fails there. The predicate: remat3, reverse mode, JAX's "
+        "ValueError, and the remat3 model's reverse pass raises it word for word, or, at second "
+        "order, the property's program of the checked function with its checkpoints inlined does.",
         "from jax import lax\n"
         "jax.config.update('jax_remat3', True)\n"
         "def f(x):\n"

@@ -104,7 +104,7 @@ class Property:
     jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
     needs: str = "none"                        # "reverse": skipped for non-float outputs;
                                                # "inputs": skipped for a program without inputs
-    weight: int = 1                            # tolerance depth factor (numeric properties)
+    weight: int = 1                            # tolerance depth factor: 2 ** the differentiation levels nested
     operands: Callable | None = None           # case -> the property's own operands (compiled tier: jax_term's; reproducers)
     after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
     repro_code: str | None = None              # a reproducer's code computing `got` (oracle.repro)
@@ -130,6 +130,7 @@ class Property:
         if self.without_dead_code is not None:
             kw.setdefault("without_dead_code", lambda: self.without_dead_code(case))
         kw.setdefault("numeric_program", self.spec_program)
+        kw.setdefault("ad_depth", self.weight.bit_length() - 1)
         return divergences.Context(impl, self.name, case.policy, prog, **kw)
 
     def applies(self, case: Case, impl: str | None = None) -> str | None:

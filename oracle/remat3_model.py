@@ -19,7 +19,7 @@ from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_c
 from spec import core, ops
 from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
 from spec.ir import is_float
-from spec.jvp import dependence_rules, jvp_traced, output_dependence
+from spec.jvp import dependence_rules, jvp_traced, linearizing, output_dependence
 from spec.partial_eval import Source, constant_key, looked_through_value, source_of, source_rules
 from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
@@ -297,6 +297,13 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             zero = _zero_reading([t for t in tangents if not isinstance(t, Zero)])
             tangents = [_zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
                         for t in tangents]
+        if not linearizing():
+            # forward mode: RematTraced.jvp is `api.jvp(core.jaxpr_as_fun(self.jaxpr),
+            # primals, tangents)`, the body as written differentiated inline, no
+            # checkpoint around it: an outer differentiation meets its equations
+            # (a dead jit's, found by a pristine nightly, c6bff7c126)
+            outs, out_ts = jvp_traced(jaxpr, primals, tangents)
+            return outs, [None if isinstance(t, Zero) else t for t in out_ts]
         return remat_of_body_jvp(prim, body_jvp, primals, tangents, jaxpr=jaxpr, policy=policy,
                                  prevent_cse=prevent_cse, differentiated=differentiated)
 

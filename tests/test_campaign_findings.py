@@ -819,6 +819,40 @@ def test_remat3_second_order_meets_a_dead_generic_reduce_window_in_a_scan(dead_w
     assert raises == (dead_window and len(layers) == 2 and layers[1] != "jvp")
 
 
+@pytest.mark.parametrize("jitted", [False, True])
+@pytest.mark.parametrize("argnums", [(0,), (0, 1, 2)])
+def test_remat3_s_forward_mode_differentiates_a_checkpoint_s_body_as_written(jitted, argnums):
+    """remat3's JVP of a checkpoint (RematTraced.jvp) differentiates the
+    body as written, inline, its input tangents instantiated: an igammac
+    nothing reads, in a jit, gets a tangent holding igamma_grad_a, which an
+    outer linearize meets and cannot differentiate. The model JVP'd the
+    body as remat3 linearizes it, the jit's dead code gone (pristine
+    nightly finding c6bff7c126). Which stacks raise is read off JAX."""
+    from fuzz import properties
+    from oracle import stacks as S
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def inner(k, a, x):
+        lax.igammac(a, x)
+        return k, k
+    inner = jax.jit(inner) if jitted else inner
+
+    def checked(k, a, x):
+        return jax.checkpoint(inner, prevent_cse=False)(k, a, x)[0]
+    args = (np.float32(0.5), np.full((2, 3), 2.0, np.float32), np.ones((2, 3), np.float32))
+    stack = S.Stack((S.Layer("jvp", argnums=argnums), S.Layer("linearize")))
+    prog = trace_jax(checked, *args)
+    stacked, call_linear = S.jax_functions(stack, S.base_level(prog))
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: call_linear(*stacked(checked)(*S.operands(prog, stack, args, 0))),
+                             NotImplementedError, "igamma_grad_a")
+    report = properties.oracle_agrees(prog, implementations=("remat2", "remat3"), stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat3") in (("known divergence", "not applicable") if raises else ("ok",)), \
+        str(report)
+    assert raises
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

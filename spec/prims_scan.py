@@ -328,7 +328,12 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     (JaxprTrace runs the rule whatever its inputs), which asks its policy
     about its body: a policy that raises when asked raises here (found by a
     pristine campaign, c95dd0b0b0: save_from_both_policies of an offload
-    policy, in a scan body whose checkpoint reads a const)."""
+    policy, in a scan body whose checkpoint reads a const). Its known half
+    JaxprTrace evaluates in the enclosing trace, a checkpoint there inline
+    (`inline_known`: remat_partial_eval's `core.eval_jaxpr(jaxpr_known,
+    ...)`), so an outer differentiation meets the body's equations, not a
+    checkpoint (no barrier for one reading consts only: found by a
+    pristine nightly, cf078ee83e)."""
     n_varying = len(known_body.inputs) - n_known_consts
     ask_policies(known_body, [False] * n_known_consts + [True] * n_varying)
     token = _RESTAGING_PRIMALS.set(True)
@@ -337,7 +342,7 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
                           linearize=True, literals_are_residuals=False, constants_are_residuals=False)
     finally:
         _RESTAGING_PRIMALS.reset(token)
-    known_eqns, known_atoms = clone_into(pe.known, known_body.inputs[:n_known_consts])
+    known_eqns, known_atoms = clone_into(inline_known(pe.known), known_body.inputs[:n_known_consts])
     res_atoms = known_atoms[len(known_atoms) - len(pe.residuals):]
     staged_eqns, outs = clone_into(pe.staged, res_atoms + known_body.inputs[n_known_consts:])
     return Program(known_body.inputs, known_eqns + staged_eqns, outs)

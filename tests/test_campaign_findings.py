@@ -853,6 +853,36 @@ def test_remat3_s_forward_mode_differentiates_a_checkpoint_s_body_as_written(jit
     assert raises
 
 
+@pytest.mark.parametrize("reads", ["const", "carry"])
+def test_a_scan_s_loop_invariant_checkpoint_is_inlined_where_jax_hoists_it(reads):
+    """A checkpoint in a scan body reading only a const the inner grad does
+    not differentiate: _scan_known_hoisting evaluates it before the loop
+    with a JaxprTrace, which inlines a known checkpoint, so the outer
+    linearize of linearize o grad meets its body, not a checkpoint, and
+    the called linear function has no barrier for it (pristine nightly
+    finding cf078ee83e: the spec kept it, differentiated at the outer
+    level). One reading the carry is staged again, differentiated, barrier
+    and all. JAX's count is read off JAX."""
+    from oracle import stacks as S
+
+    def body(c, w, _):
+        k = jax.checkpoint(lambda v: jnp.sin(v))(w if reads == "const" else c)
+        return c * k, k
+
+    def checked(x, b):
+        return (lax.scan(lambda c, xs: body(c, b, xs), x, None, length=2)[0] * x,)
+    args = (np.float32(0.5), np.float32(0.7))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad", argnums=(0,)), S.Layer("linearize")))
+    stacked, call_linear = S.jax_functions(stack, S.base_level(prog))
+    barriers = jax.jit(lambda *a: call_linear(*stacked(checked)(*a))).lower(
+        *S.operands(prog, stack, args, 0)).as_text().count("optimization_barrier")
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_barriers_property(stack, prog),))
+    assert report.status(S.STACK_BARRIERS, "remat2") == "ok", str(report)
+    assert (barriers > 0) == (reads == "carry")
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

@@ -1386,14 +1386,30 @@ def _top_k_old_indices(got, want, ctx):
     of every dimension, `i32[s, r]` an `output of concatenate` (r the
     operand's rank), in the same place; in a jit both outputs of the jit
     (found on 0.4.25)."""
+    return _old_gather_indices(got, want, ctx, "top_k", lambda source: source == "output of reshape")
+
+
+@additive
+def _approx_top_k_old_indices(got, want, ctx):
+    """As `_top_k_old_indices`, for approx_top_k, whose new indices are an
+    output of the jitted take_along_axis (found on 0.4.25)."""
+    return _old_gather_indices(got, want, ctx, "approx_top_k", _is_jit_output)
+
+
+def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool:
+    """The lists differ only where the baseline has the `i32[s, 1]` indices
+    `prim`'s JVP gathers its tangent with (s the shape of an output of a
+    `prim` equation; their source `new_source`) and JAX those of every
+    dimension (`i32[s, r]`, an `output of concatenate`, r the operand's
+    rank), or, in a jit, both outputs of the jit."""
     shapes = {e.outputs[0].type.shape: len(e.inputs[0].type.shape) for e in _eqns(ctx.program)
-              if e.primitive.name == "top_k"}
+              if e.primitive.name == prim}
     changed = [(g, w) for g, w in zip(got, want) if g != w]
     if len(got) != len(want) or not changed:
         return False
     for (gt, gs), (wt, ws) in changed:
         if not (wt.startswith("i32[") and gt.startswith("i32[")
-                and ((ws == "output of reshape" and gs == "output of concatenate")
+                and ((new_source(ws) and gs == "output of concatenate")
                      or (_is_jit_output(ws) and _is_jit_output(gs)))):
             return False
         w_shape, g_shape = _parse_shape(wt), _parse_shape(gt)
@@ -2781,6 +2797,21 @@ DIVERGENCES = [
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
         _top_k_old_indices, releases=Releases("0.4.25", "0.4.35")),
+    Divergence(
+        "approx-top-k-jvp-gathers-with-every-index",
+        "Before jax 0.7.1 approx_top_k's JVP rule (jax/_src/lax/ann.py _approx_top_k_jvp) "
+        "gathers the tangent with `tangent[idx]`, idx the indices of every dimension "
+        "(broadcasted iotas beside the arg-max output: `i32[..., k, r]`, an `output of "
+        "concatenate`, r the operand's rank); from 0.7.1 (jax-ml/jax 504ef48401, and in the "
+        "spec, as 0.10.2) with jnp.take_along_axis along the reduction dimension alone "
+        "(`i32[..., k, 1]`, an output of the jitted take_along_axis). Measured on 0.4.25, "
+        "0.4.36 and 0.6.2 (tests/test_prims_approx_top_k.py). More memory, same values. The "
+        "predicate: the lists differ only in such entries, in the same place.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "r = saved_residuals(lambda b: jax.lax.approx_max_k(b, 2)[0], jnp.ones((3, 5)))\n"
+        "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
+        "# indices: ['output of concatenate']",
+        _approx_top_k_old_indices, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
         "custom-vjp-saves-its-output",
         "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "

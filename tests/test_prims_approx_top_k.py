@@ -66,4 +66,5 @@ def test_under_a_checkpoint(policy):
     def f(x):
         return lax.approx_max_k(jnp.sin(x), 3)[0] * 2.0
     report = oracle.check(f, getattr(jax.checkpoint_policies, policy), X)
-    assert all(r.status in ("ok", "known divergence", "not compared", "not applicable") for r in report.results)
+    assert all(r.status in ("ok", "known divergence", "not compared", "not applicable", "not checked")
+               for r in report.results), str(report)

@@ -883,6 +883,30 @@ def test_a_scan_s_loop_invariant_checkpoint_is_inlined_where_jax_hoists_it(reads
     assert (barriers > 0) == (reads == "carry")
 
 
+def test_a_dead_custom_lin_in_a_grad_s_forward_pass_is_never_evaluated():
+    """A checkpoint's JVP of integer_pow[y=0] makes known zeros, so the
+    custom_vjp it feeds gets a custom_lin whose inputs are all known: it
+    lands, dead, in the grad's forward pass, and evaluating it raises
+    JAX's forward-mode error. jit never runs dead code (pxla's
+    _dce_jaxpr), and neither may the spec's numbers (pristine nightly
+    finding 9e3ed30815: the spec raised where JAX computed). JAX's answer
+    is read off JAX."""
+    from oracle import stacks as S
+
+    def checked(x):
+        return (jax.checkpoint(lambda c: _identity_vjp(lax.integer_pow(c, 0)), prevent_cse=False)(x),)
+    args = (np.float32(0.5),)
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad"),))
+    assert "custom_lin" in str(S.spec_program(prog, stack))         # the class: a dead custom_lin
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    got = jax.jit(stacked(checked))(*S.operands(prog, stack, args, 0))
+    assert np.asarray(got[0]) == 0.0
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_property(stack, prog),))
+    assert report.status(S.STACK, "remat2") == "ok", str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

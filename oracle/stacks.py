@@ -214,8 +214,13 @@ def _select(prog: Program, outputs) -> Program:
 
 def _loss_program(prog: Program, level: Level) -> Program:
     """(x, w) -> sum_k sum(y_k * w_k) over the float outputs y_k, as the
-    stack's source writes it (`total(y * w)`: a mul, a reduce_sum over
-    every axis of an array, the terms added in order)."""
+    stack's source writes it (`total(jax.lax.mul(y, w))`: a mul, a
+    reduce_sum over every axis of an array, the terms added in order).
+    lax.mul, not `*`: jnp's `*` would promote a weakly typed output (one
+    made from Python scalars) with a convert_element_type the spec, which
+    has no weak types, does not make, and whose transpose, a convert of
+    the cotangent, JAX then saves at second order (found by a pristine
+    nightly, 18d8ab3799)."""
     with building() as b:
         xs = [b.new_input(t) for t in level.in_types]
         ws = [b.new_input(level.out_types[j]) for j in level.float_outputs]
@@ -349,9 +354,9 @@ def _layer_source(k: int, level: Level, layer: Layer) -> list[str]:
                        f"        return tuple(pullback(tuple(a[{n}:])))"]
     return head + ["        def loss(*dd):",
                    f"            ys = floats({prev}(*with_diff(a[:{n}], {d!r}, dd)))",
-                   f"            value = total(ys[0] * a[{n}])",
+                   f"            value = total(jax.lax.mul(ys[0], a[{n}]))",
                    "            for y, w in zip(ys[1:], a[" + str(n + 1) + ":]):",
-                   "                value = value + total(y * w)",
+                   "                value = value + total(jax.lax.mul(y, w))",
                    "            return value",
                    f"        return tuple(jax.grad(loss, argnums={tuple(range(len(d)))!r})(*{primals}))"]
 

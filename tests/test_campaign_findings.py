@@ -907,6 +907,28 @@ def test_a_dead_custom_lin_in_a_grad_s_forward_pass_is_never_evaluated():
     assert report.status(S.STACK, "remat2") == "ok", str(report)
 
 
+def test_a_weakly_typed_output_s_second_order_residuals_are_the_spec_s():
+    """`.at[i].set(x)` on zeros made from a Python float (a scatter) keeps
+    the operand's weak type though it reads x; jnp's `*` in the stack's loss
+    promoted such an output with a convert_element_type, whose transpose
+    JAX then saved under saved_residuals of grad, a value the spec (no
+    weak types) names by its mul (pristine nightly finding 18d8ab3799,
+    through equinox's maybe_set). The loss multiplies with lax.mul. That
+    the output is weakly typed is read off JAX."""
+    from oracle import stacks as S
+
+    def checked(x, i):
+        buffer = lax.broadcast_in_dim(0.0, (4, 3), ()).at[i].set(x)
+        return (jax.checkpoint(lambda b: b + jnp.sin(b), prevent_cse=False)(buffer),)
+    args = (np.array([0.5, -0.2, 0.9], np.float32), np.int32(1))
+    assert jax.make_jaxpr(checked)(*args).out_avals[0].weak_type
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad", argnums=(0,)),))
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

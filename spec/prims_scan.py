@@ -71,7 +71,7 @@ def scan(body, init, xs, consts=(), length=None, reverse=False, unroll=1):
     for x in xs_l:
         if not type_of(x).shape or type_of(x).shape[0] != length:
             raise TypeError(f"scan: every xs must have leading axis {length}, got {type_of(x)}")
-    x_types = [ArrayType(type_of(x).shape[1:], type_of(x).dtype) for x in xs_l]
+    x_types = [_unstacked(type_of(x)) for x in xs_l]
     shapes = {}
 
     def unflat(vals, like):
@@ -101,6 +101,12 @@ def _split(seq, num_consts, num_carry):
 
 def _stacked(t: ArrayType, length: int) -> ArrayType:
     return ArrayType((length,) + t.shape, t.dtype, t.memory_space)
+
+
+def _unstacked(t: ArrayType) -> ArrayType:
+    """One iteration's slice of a stacked xs, in the memory it is in (an
+    offloaded residual's: found by a pristine nightly, 200d4f9252)."""
+    return ArrayType(t.shape[1:], t.dtype, t.memory_space)
 
 
 def _scan_shape(*in_types, jaxpr, length, reverse, num_consts, num_carry, unroll):
@@ -657,11 +663,11 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, u
         return [add_any(a, c) for a, c in zip(acc, ct_c)] + list(ct_k) + list(ct_x)
 
     type_of = lambda v: v.type if isinstance(v, UndefinedPrimal) else to_atom(v).type   # values may be constants
-    unstacked = lambda v: ArrayType(type_of(v).shape[1:], type_of(v).dtype)
     with building() as b:
         ins = ([b.new_input(type_of(c)) for c in res_consts] + [b.new_input(t) for t in acc_types]
                + [b.new_input(type_of(c)) for c in ct_carry]
-               + [b.new_input(unstacked(c)) for c in ct_ys] + [b.new_input(unstacked(x)) for x in res_xs])
+               + [b.new_input(_unstacked(type_of(c))) for c in ct_ys]
+               + [b.new_input(_unstacked(type_of(x))) for x in res_xs])
         body_prog = b.build(ins, body(*ins))
     outs = bind(scan_p, *res_consts, *[zeros_like_type(t) for t in acc_types], *ct_carry, *ct_ys, *res_xs,
                 jaxpr=body_prog, length=length, reverse=not reverse, num_consts=len(res_consts),

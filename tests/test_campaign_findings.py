@@ -929,6 +929,24 @@ def test_a_weakly_typed_output_s_second_order_residuals_are_the_spec_s():
     assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)
 
 
+def test_a_scan_transposes_a_residual_offloaded_per_iteration():
+    """A checkpoint in a scan body offloading its named input: the scan
+    stacks the host residual, and its transpose reads one iteration's slice
+    of it, in host memory still (pristine nightly finding 200d4f9252: the
+    spec's transposed body took it in device memory and refused its own
+    program). JAX's values and residuals are oracle.check's comparison."""
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["a"],
+        offload_src="device", offload_dst="pinned_host")
+
+    def f(x):
+        step = jax.checkpoint(lambda c: jnp.sin(checkpoint_name(c, "a")), policy=policy)
+        return lax.scan(lambda c, _: (step(c), None), x, None, length=2)[0]
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.5), implementations=("remat2",))
+    assert report.status("vjp", "remat2") == "ok", str(report)
+    assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

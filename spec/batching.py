@@ -24,7 +24,7 @@ from typing import Hashable, NamedTuple, Sequence
 
 import numpy as np
 
-from spec.core import Tracer, axis_batch_rules, batch_rules, bind, building
+from spec.core import Tracer, axis_batch_rules, batch_rules, bind, building, current_builder, persistent_whys
 from spec.ir import ArrayType, Program, Var
 
 
@@ -63,6 +63,31 @@ def broadcast_at(x, size: int, axis: int):
 def bdim_at_front(x, bdim, size: int):
     """x with its batch axis first; an unbatched x is broadcast to `size`."""
     return broadcast(x, size) if bdim is None else moveaxis(x, bdim, 0)
+
+
+# The `why` of an equation whose output JAX passes through an identity
+# broadcast_in_dim that staging then forwards away (_broadcast_in_dim_fwd_rule):
+# lax.expand_dims with no new dims, as broadcast_in_dim's transpose applies
+# to its reduce_sum (jax 0.10.2). So no program holds it, but a vmap tracing
+# the transposition meets it, and its batching rule moves a batched value's
+# axis to the front (_broadcast_in_dim_batch_rule), then binds another
+# identity, which an enclosing vmap meets in turn (found by a pristine
+# nightly, 1c7c535ba7: vmap(in_axes=-1) of a vjp, JAX's transpose right after
+# the reduce_sum).
+IDENTITY_BROADCAST_FOLLOWS = "an identity broadcast_in_dim follows, forwarded away when staged"
+persistent_whys.add(IDENTITY_BROADCAST_FOLLOWS)
+
+
+def _through_identity_broadcast(outs, dims):
+    """`outs` (batched along `dims`) passed through JAX's transient identity
+    broadcast_in_dim (IDENTITY_BROADCAST_FOLLOWS): batched ones with their
+    batch axis first; each output's equation marked again."""
+    moved = [o if d in (None, 0) else moveaxis(o, d, 0) for o, d in zip(outs, dims)]
+    for e in current_builder().eqns[::-1]:
+        if any(isinstance(o, Tracer) and any(o.atom is v for v in e.outputs) for o in moved):
+            e.why = IDENTITY_BROADCAST_FOLLOWS
+            break
+    return moved, [None if d is None else 0 for d in dims]
 
 
 def ndim(x) -> int:
@@ -157,6 +182,8 @@ def vmap_traced(prog: Program, args, dims, axis_size: int):
             outs, out_dims = rule(list(xs), list(ds), **e.params)
             if not e.primitive.multiple_results:
                 outs, out_dims = [outs], [out_dims]
+        if e.why == IDENTITY_BROADCAST_FOLLOWS:
+            outs, out_dims = _through_identity_broadcast(outs, out_dims)
         for v, o, d in zip(e.outputs, outs, out_dims):
             env[v.id] = (o, d)
     outs = [read(a) for a in prog.outputs]

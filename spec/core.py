@@ -84,6 +84,11 @@ effectful: set[Primitive] = set()
 # (The oracle's remat3 model: the linearized checkpoint.)
 effects_sealed: set[Primitive] = set()
 
+# the `why` marks of an equation that say something of its value wherever it
+# goes, so that re-emitting a program (eval_program_traced) keeps them (most
+# marks are of one transformation's program only, e.g. a tangent-side zero)
+persistent_whys: set[str] = set()
+
 primitives: dict[str, Primitive] = {}
 
 
@@ -351,6 +356,8 @@ def eval_program_traced(prog: Program, *args) -> list:
         env[v.id] = x
     for e in prog.eqns:
         outs = bind(e.primitive, *map(read, e.inputs), **e.params)
+        if e.why in persistent_whys:
+            current_builder().eqns[-1].why = e.why
         for v, o in zip(e.outputs, outs if e.primitive.multiple_results else [outs]):
             env[v.id] = o
     return [read(a) for a in prog.outputs]

@@ -8,13 +8,14 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, eval_rules, is_undefined, linear_jvp,
+from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, cost_rules, current_builder, eval_rules,
+                       is_undefined, linear_jvp,
                        examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
 from spec.ir import ArrayType, canonical_dtype, is_float
 from spec.prims_elementwise import (_lit_like, add_tangents,
                                     convert_element_type, div, eq, mul)
-from spec.batching import bdim_at_front, broadcast, moveaxis
+from spec.batching import IDENTITY_BROADCAST_FOLLOWS, bdim_at_front, broadcast, moveaxis
 from spec.core import batch_rules, instantiate
 from spec.prims_elementwise import select_n, sub
 
@@ -71,7 +72,10 @@ def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
     unit_dims = [i for i, s in enumerate(x.type.shape) if s == 1]
     bdims = tuple(d for i, d in enumerate(broadcast_dimensions) if i not in unit_dims)
     axes = tuple(i for i in range(len(shape)) if i not in bdims)
-    return [expand_dims(reduce_sum(ct, axes), unit_dims)]
+    summed = reduce_sum(ct, axes)
+    if not unit_dims:       # JAX's expand_dims(summed, []): an identity broadcast_in_dim, staged away
+        current_builder().eqns[-1].why = IDENTITY_BROADCAST_FOLLOWS
+    return [expand_dims(summed, unit_dims)]
 
 
 shape_rules[broadcast_in_dim_p] = _broadcast_in_dim_shape

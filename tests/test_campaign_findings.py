@@ -947,6 +947,33 @@ def test_a_scan_transposes_a_residual_offloaded_per_iteration():
     assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)
 
 
+def test_a_vmapped_transposition_moves_the_batch_axis_where_jax_s_transient_broadcast_does():
+    """broadcast_in_dim's transpose ends in lax.expand_dims with no new dims,
+    an identity broadcast_in_dim that staging forwards away: no program
+    holds it, but a vmap tracing the transposition (vmap of a vjp, the
+    cotangent batched on its last axis) meets it, and its batching rule
+    moves the batch axis to the front right after the reduce_sum, ahead of
+    the residuals computed later (pristine nightly finding 1c7c535ba7: the
+    spec moved it where the mul reads it, and its residuals came in
+    another order). The order is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from oracle import stacks as S
+
+    def checked(a, b):
+        return (b, jnp.square(b), jnp.log(a))
+    args = (np.float32(0.7), np.array([0.5, -0.2, 0.9], np.float32))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("vmap", in_axes=(0, None), out_axes=(0, 0, 0), size=2), S.Layer("vjp"),
+                     S.Layer("vmap", in_axes=(0, 0, 0, -1, 0), out_axes=(0, 0), size=2)))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    got = [s.split(" from ")[0] for _, s in saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0))]
+    assert got.index("output of transpose") < got.index("output of integer_pow"), got
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert report.status(S.STACK_RESIDUALS, "remat2") in ("ok", "known divergence"), str(report)
+    assert all(k[0] == "literal-residuals-depend-on-the-constant-s-python-type" for k in report.known_divergences)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

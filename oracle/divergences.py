@@ -617,7 +617,8 @@ _REVERSE_PROPERTIES = ("prevent_cse", "vjp", "second_order", "stack")
 
 def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
     return (ctx.implementation == "remat3" and ctx.property in _REVERSE_PROPERTIES
-            and isinstance(ctx.error, AttributeError) and "'Zero' object has no attribute" in str(ctx.error)
+            and isinstance(ctx.error, AttributeError)
+            and any(f"'{zero}' object has no attribute" in str(ctx.error) for zero in ("Zero", "NoneType"))
             and _zero_cotangent_rejecters_for_unread_outputs(ctx.program))
 
 
@@ -2201,9 +2202,12 @@ DIVERGENCES = [
         "(ad.Zero); remat2's remat_transpose drops them first. JAX's own rules accept a Zero; "
         "equinox's select_if_vmap transpose asserts `ct.shape` before testing for one, and "
         "jax 0.10.2's Zero has no shape: `AttributeError: 'Zero' object has no attribute "
-        "'shape'` (found by a pristine campaign, 2917f8e612). The predicate: remat3, reverse "
-        "mode, that error, and a checkpoint whose unread outputs alone need an equation whose "
-        "rule rejects a Zero (spec.core.JaxFacts.transpose_rejects_zero_cotangent).",
+        "'shape'` (found by a pristine campaign, 2917f8e612); equinox's vprim hands the "
+        "vmapped rule None for a Zero, and maybe_set's rule tests for a Zero only: "
+        "`'NoneType' object has no attribute 'at'` (a pristine nightly, 8a667a0b1a). The "
+        "predicate: remat3, reverse mode, such an error, and a checkpoint whose unread outputs "
+        "alone need an equation whose rule rejects a Zero "
+        "(spec.core.JaxFacts.transpose_rejects_zero_cotangent).",
         "from equinox.internal._loop.common import select_if_vmap_p\n"
         "jax.config.update('jax_remat3', True)\n"
         "def f(a, p, x, y):\n"

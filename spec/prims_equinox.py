@@ -617,7 +617,10 @@ jax_facts[vprim_p] = JaxFacts(
     "jax.make_jaxpr(lambda *a: E[primitive](*a, **dict(params)))(*[jax.ShapeDtypeStruct(x.shape if b is None else "
     "tuple(n for k, n in enumerate(x.shape) if k != b), x.dtype) for x, b in zip(xs, batch_axes)])"
     ".jaxpr.eqns[-1])",
-    from_jax=_vprim_from_jax)
+    from_jax=_vprim_from_jax,
+    # _vprim_transpose hands the batched rule None for a symbolic zero
+    # cotangent, and maybe_set's rule tests for ad.Zero only: `None.at[i]`
+    transpose_rejects_zero_cotangent=True)
 examples[vprim_p] = [
     # a vmapped write-once buffer, its index and predicate batched, the buffer not
     Example("vmapped-write-once-row", (((2,), "bool", "ints:1:2"), ((2, 3), "f32", "normal"),

@@ -1682,6 +1682,32 @@ def test_remat3_hands_a_zero_cotangent_to_equinox_s_select_if_vmap(read_selected
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("read_written", [False, True])
+def test_remat3_hands_a_none_cotangent_to_equinox_s_vmapped_maybe_set(read_written):
+    """equinox's vprim passes the vmapped transpose None for remat3's zero
+    cotangent of an unread checkpoint output, and maybe_set's rule tests
+    for a Zero only: `'NoneType' object has no attribute 'at'` (read off
+    JAX below; pristine nightly finding 8a667a0b1a, the divergence named
+    for the Zero alone). Where the output is read both compute."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import _maybe_set
+
+    def write(p, x, i):
+        return _maybe_set(p, jnp.zeros((4, 3)), x, i, kwargs={}, makes_false_steps=False)
+
+    def f(a, p, x, i):
+        doubled, written = jax.checkpoint(lambda a, p, x, i: (a * 2, jax.vmap(write)(p, x, i)))(a, p, x, i)
+        return doubled + jnp.sum(written) if read_written else doubled
+    args = (np.float32(1.0), np.array([True, True]), np.ones((2, 3), np.float32), np.array([1, 2], np.int32))
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, "'NoneType' object")
+    assert raises is not read_written
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
+    assert report.status("vjp", "remat2") == "ok", report
+    assert report.status("vjp", "remat3") == ("ok" if read_written else "known divergence"), report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_remat3_names_a_value_saved_through_nested_checkpoints_by_its_producer(depth):
     """remat3 names a value saved out of nested checkpoints by what made it

@@ -123,14 +123,18 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
     One that reads no linear value is a barrier too outside a checkpoint's
     body: backward_pass replays it forward with `eqn.primitive.bind`, as it
     is (a staged checkpoint kept for its effect, a jax.debug.print of known
-    values, whose tangent nothing reads: found by a pristine campaign). In
-    a checkpoint's body remat_transpose replays it by partial evaluation,
-    which inlines a known checkpoint (see `optimization_barriers`)."""
+    values, whose tangent nothing reads: found by a pristine campaign), and
+    so is every such checkpoint nested in it (the checkpoint of an effect
+    in a checkpoint whose outputs nothing reads: found by a pristine
+    nightly, c1ae4873a9). In a checkpoint's body that remat_transpose
+    transposes, it is replayed by partial evaluation, which inlines a known
+    checkpoint (see `optimization_barriers`)."""
     forward = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if not is_linear}
     count = 0
     for e in prog.eqns:
         reads = [isinstance(a, Var) and a.id not in forward for a in e.inputs]
         is_remat = e.primitive.name == "remat"
+        replayed_as_is = not any(reads) and not in_checkpoint
         if is_remat and e.params["differentiated"] and (any(reads) or not in_checkpoint) \
                 and _prevents_cse(e.params):
             count += 1
@@ -138,7 +142,7 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
             offset = len(e.inputs) - len(sub.inputs)
             if offset >= 0:     # a literal operand of a body is linear there (a zero tangent)
                 count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:],
-                                in_checkpoint or is_remat)
+                                (in_checkpoint or is_remat) and not replayed_as_is)
         if not any(reads) and any(isinstance(a, Var) for a in e.inputs):
             forward.update(v.id for v in e.outputs)
     return count

@@ -468,6 +468,35 @@ def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
     return Program(prog.inputs, eqns, [sub(a) for a in prog.outputs], input_names=prog.input_names)
 
 
+def float_round_trips_out(prog: Program) -> tuple[Program, int]:
+    """`prog` with every cast of a float to a narrower float and straight
+    back (convert_element_type T -> N -> T) replaced by the value itself,
+    at any depth; and how many there were."""
+    producers, env, count, eqns = {}, {}, 0, []
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda sub: float_round_trips_out(sub)[0])
+        count += sum(float_round_trips_out(sub)[1] for _, sub in subprograms(e.params))
+        narrowed = producers.get(e.inputs[0].id) if e.inputs and isinstance(e.inputs[0], Var) else None
+        if e.primitive.name == "convert_element_type" and narrowed is not None and _round_trip(narrowed, e):
+            env[e.outputs[0].id] = read(narrowed.inputs[0])
+            count += 1
+            continue
+        e = Eqn(e.primitive, [read(a) for a in e.inputs], e.outputs, params, why=e.why,
+                residual_outputs=e.residual_outputs)
+        producers.update({v.id: e for v in e.outputs})
+        eqns.append(e)
+    return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names), count
+
+
+def _round_trip(narrowing: Eqn, widening: Eqn) -> bool:
+    """`widening` casts back what `narrowing` cast to a narrower float."""
+    if narrowing.primitive.name != "convert_element_type":
+        return False
+    t, n, w = narrowing.inputs[0].type.dtype, narrowing.outputs[0].type.dtype, widening.outputs[0].type.dtype
+    return is_float(t) and is_float(n) and np.dtype(n).itemsize < np.dtype(t).itemsize and w == t
+
+
 def zero_tangents(prog: Program, nonzeros=None) -> frozenset:
     """The ids of the variables of `prog` and of its sub-programs whose
     tangent is a symbolic zero in the spec's linearization (JAX's `ad.Zero`:

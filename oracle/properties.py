@@ -113,7 +113,7 @@ class Property:
     program: Callable | None = None            # case -> the program its answers are of (None: the case's)
     unmodelled: Callable | None = None         # case -> why JAX's answers for it are not modelled, or None
     without_dead_code: Callable | None = None  # case -> its spec program built with every level's dead code removed
-    spec_program: Callable | None = None       # numeric: checked program -> the spec program whose values it compares
+    spec_program: Callable | None = None       # checked program -> the spec program whose values (residuals) it compares
 
     def context(self, case: Case, impl: str, **kw) -> divergences.Context:
         """What a known divergence may look at, of this property's program."""
@@ -472,6 +472,7 @@ def _numbers_compare(name, weight, numeric: Numeric | None = None, zero_cotangen
                     f"{idx}: JAX {at(g)}, spec {at(w)}, float64 reference {at(r)}",
                     case.context(impl, name, values_agree_for=_values_agree_for(case, numeric, got, depth)
                                  if zero_cotangents_gained else None,
+                                 numbers_agree_for=_values_agree_for(case, numeric, got, depth),
                                  without_dead_code=without_dead_code and (lambda: without_dead_code(case))),
                     numeric=dict(tangents=case.tangents, cts=case.cts, batched=case.batched,
                                  expected=reference, atol=tol,
@@ -485,7 +486,7 @@ def _values_agree_for(case, numeric: Numeric, got: list, depth: int):
     """For a known divergence: (variant program, how many outputs it
     gained) -> whether JAX's answer `got` is the spec's for the variant at
     the case's operands and a zero cotangent for each gained output."""
-    def agree(variant: Program, gained: int) -> bool:
+    def agree(variant: Program, gained: int = 0) -> bool:
         zeros = [np.zeros(t.shape, t.dtype) for t in variant.out_types[len(variant.outputs) - gained:]
                  if is_float(t.dtype)]
         expected, reference, noise = spec_numbers(variant, numeric, numeric.operands(case) + zeros, case.seed,

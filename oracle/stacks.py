@@ -484,7 +484,8 @@ def stack_residuals_property(stack: Stack, prog: Program):
     # order only (oracle.divergences' remat3 model)
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
-                      operands=_case_operands(stack), unmodelled=_second_order_unmodelled)
+                      operands=_case_operands(stack), unmodelled=_second_order_unmodelled,
+                      spec_program=lambda checked: spec_program(checked, stack))
 
 
 def _second_order_unmodelled(case) -> str | None:

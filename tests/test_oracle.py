@@ -394,13 +394,14 @@ def test_fake_quantisation_through_a_narrow_type_checks(dtype):
     range clamp, XLA's convert), as the spec, and rounds to fp8 as
     ml_dtypes does; oracle.check compares the values, gradients and
     residuals with JAX's."""
-    if "fnuz" in dtype and not _xla_rounds_through(dtype):
-        pytest.skip(f"jax {jax.__version__}'s XLA drops a cast to {dtype} and back (not modelled: issue 15)")
     def loss(x):
         q = jnp.round(x * 100).astype(dtype).astype(jnp.float32) / 100
         return jnp.sum(jnp.sin(x) * lax.stop_gradient(q - x) + x * q)
     report = oracle.check(loss, None, X23 * 3)
-    assert report.status("values", "remat2") == "ok", report
+    if _xla_rounds_through(dtype):
+        assert report.status("values", "remat2") == "ok", report
+    else:       # jax 0.4.25's XLA drops the cast and back (xla-drops-float-round-trips)
+        assert report.status("values", "remat2") in ("ok", "known divergence"), report
 
 
 def _xla_rounds_through(dtype) -> bool:

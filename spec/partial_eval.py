@@ -387,7 +387,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     residuals = [Residual(a.type, source_of(a, known_all),
                           var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
                  for a in free.values()]
-    order = first_use_order(uses, list(free)) if order == "first_use" else residual_order(residuals, known_all)
+    order = (first_use_order(uses, list(free)) if order == "first_use"
+             else residual_order(residuals, known_all, list(free.values())))
     residuals, res_atoms = [residuals[i] for i in order], [list(free.values())[i] for i in order]
 
     known = Program(known_ins, dce_eqns(split.known_eqns, known_outs + res_atoms),
@@ -503,10 +504,13 @@ def constant_key(a: Literal) -> int:
 _KIND_ORDER = {"literal": 0, "constant": 1, "argument": 2}
 
 
-def residual_order(residuals: list[Residual], known: Program) -> list[int]:
-    """JAX's `saved_residuals` order: literals, constants, arguments (in
+def residual_order(residuals: list[Residual], known: Program, atoms: list) -> list[int]:
+    """JAX's `saved_residuals` order: literals, constants (in the order the
+    trace first captures them: `jaxpr.constvars`, the known program's first
+    reader first; found by a pristine nightly, 85523c4c91), arguments (in
     argument order), then equation outputs in the known program's order; a
-    `looked_through` residual where the value it names is."""
+    `looked_through` residual where the value it names is. `atoms`: what
+    each residual saves, in the known program."""
     position = {}
     for i, v in enumerate(known.inputs):
         position[v.id] = (2, i, 0)
@@ -514,14 +518,34 @@ def residual_order(residuals: list[Residual], known: Program) -> list[int]:
         for k, v in enumerate(e.outputs):
             position[v.id] = (3, j, k)
     producers = {v.id: e for e in known.eqns for v in e.outputs}
+    captured = _constants_first_read(known)
 
     def key(i):
         r = residuals[i]
         named = looked_through_value(r.var, producers)
         if isinstance(named, Var) and named.id in position:
             return position[named.id]
+        if r.source.kind == "constant" and isinstance(atoms[i], Literal):
+            return (_KIND_ORDER["constant"], captured.get(constant_key(atoms[i]), len(known.eqns)), i)
         return (_KIND_ORDER.get(r.source.kind, 3), i, 0)
     return sorted(range(len(residuals)), key=key)
+
+
+def _constants_first_read(prog: Program) -> dict:
+    """constant_key -> the index of the first equation of `prog` reading that
+    non-scalar constant (in a sub-program too)."""
+    first: dict = {}
+
+    def visit(p: Program, j: int | None):
+        for k, e in enumerate(p.eqns):
+            at = k if j is None else j
+            for a in e.inputs:
+                if isinstance(a, Literal) and not a.is_scalar:
+                    first.setdefault(constant_key(a), at)
+            for _, sub in subprograms(e.params):
+                visit(sub, at)
+    visit(prog, None)
+    return first
 
 
 # --------------------------------------------------------------------------

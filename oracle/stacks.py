@@ -259,17 +259,61 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
         return spec.traced_vjp_program(_select(prog, level.float_outputs), diff=_mask(level, d))
 
 
-def spec_program(prog: Program, stack: Stack, *, dead_code_removed: bool = False) -> Program:
+def spec_program(prog: Program, stack: Stack, *, dead_code_removed: bool = False,
+                 then_linearized: bool = False) -> Program:
     """The spec program of the stacked function (inputs: the operands of
     `operands`, named as JAX names the stack function's, `a[i]`; outputs:
     what the stack's JAX function returns). `dead_code_removed`: each
     level's dead code removed before the next layer (what linearization by
     JVP and partial evaluation, before direct linearization, never looks at:
-    the divergence linearize-ignores-an-unlinearizable-dead-primal)."""
-    for level, layer in zip(levels(prog, stack), stack.layers):
-        prog = _spec_layer(dce(prog)[0] if dead_code_removed else prog, level, layer)
+    the divergence linearize-ignores-an-unlinearizable-dead-primal).
+    `then_linearized`: the caller linearizes the result (saved_residuals,
+    a called linear function's barriers), which matters for which error a
+    reverse layer's failing transposition raises (`_outer_error_first`)."""
+    all_levels = levels(prog, stack)
+    for k, (level, layer) in enumerate(zip(all_levels, stack.layers)):
+        prog = dce(prog)[0] if dead_code_removed else prog
+        try:
+            next_prog = _spec_layer(prog, level, layer)
+        except Exception as error:
+            if layer.kind not in REVERSE_KINDS:
+                raise
+            if k + 1 < len(stack.layers):
+                nxt = stack.layers[k + 1]
+                if nxt.kind not in ("linearize",) + REVERSE_KINDS:     # a linearization
+                    raise
+                outer = _mask(all_levels[k + 1], differentiated(all_levels[k + 1], nxt))
+            elif then_linearized:
+                outer = None
+            else:
+                raise
+            _outer_error_first(prog, level, layer, outer)
+            raise
+        prog = next_prog
     return Program(prog.inputs, prog.eqns, prog.outputs,
                    input_names=tuple(f"a[{i}]" for i in range(len(prog.inputs))))
+
+
+def _outer_error_first(prog: Program, level: Level, layer: Layer, outer) -> None:
+    """Raise what an outer linearization (over the inputs `outer` marks,
+    None: every float input) meets first where building the reverse
+    `layer` of `prog` failed in its transposition: JAX runs the layer's
+    forward pass under the outer trace before its backward pass, so an
+    error the outer linearization of that forward pass raises (a nested
+    checkpoint's policy, asked when the outer linearization re-linearizes
+    the known half a checkpoint's partial evaluation evaluated inline)
+    comes first (found by a pristine nightly, aa3c697824: pad's transpose
+    refusal in the spec, the policy's error in JAX). Returns where that
+    outer linearization computes, or the layer's linearization fails
+    itself (the error is then not the transposition's)."""
+    d = differentiated(level, layer)
+    inner = _loss_program(prog, level) if layer.kind == "grad" else _select(prog, level.float_outputs)
+    mask = [i in d for i in range(len(inner.inputs))] if layer.kind == "grad" else _mask(level, d)
+    try:
+        forward = spec.linearize(inner, diff=mask).forward_traced
+    except Exception:      # noqa: BLE001 -- the layer's own linearization fails: not this order
+        return
+    spec.linearize(forward, diff=None if outer is None else list(outer)[:len(forward.inputs)])
 
 
 # --------------------------------------------------------------------------
@@ -456,7 +500,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
     def level_program(case):
         key = ("stack program", stack)
         if key not in case.cache:
-            case.cache[key] = spec_program(case.prog, stack)
+            case.cache[key] = spec_program(case.prog, stack, then_linearized=True)
         return case.cache[key]
 
     def spec_side(case):
@@ -485,7 +529,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
                       operands=_case_operands(stack), unmodelled=_second_order_unmodelled,
-                      spec_program=lambda checked: spec_program(checked, stack))
+                      spec_program=lambda checked: spec_program(checked, stack, then_linearized=True))
 
 
 def _second_order_unmodelled(case) -> str | None:
@@ -568,7 +612,7 @@ def stack_barriers_property(stack: Stack, prog: Program):
     fn, call_linear = jax_functions(stack, base_level(prog))
 
     def level_program(case):
-        return case.prog if below is None else spec_program(case.prog, below)
+        return case.prog if below is None else spec_program(case.prog, below, then_linearized=True)
 
     def spec_side(case):
         return linear_optimization_barriers(level_program(case), diff=diff)
@@ -578,7 +622,7 @@ def stack_barriers_property(stack: Stack, prog: Program):
         variant); None where the stack does not apply to it (a vmap layer's
         out_axes, given per output of the checked program: found on 0.4.36)."""
         try:
-            level = checked if below is None else spec_program(checked, below)
+            level = checked if below is None else spec_program(checked, below, then_linearized=True)
             return linear_optimization_barriers(level, diff=_linearized_inputs(checked, stack))
         except InvalidArgument:
             return None

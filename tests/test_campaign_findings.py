@@ -1065,6 +1065,39 @@ def test_constants_are_saved_in_the_order_the_trace_first_reads_them(mul_first):
     assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)
 
 
+def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first():
+    """saved_residuals of grad(f), f padding with a differentiated padding
+    value alone (pad's transpose refuses that) beside a nested checkpoint
+    whose save_from_both of offload policies raises when asked: JAX runs
+    grad's forward pass under the outer linearization, which re-linearizes
+    the nested checkpoint's known half and asks its policy, before grad's
+    backward pass reaches pad (pristine nightly finding aa3c697824: the spec
+    built the grad whole first and raised pad's refusal). JAX's error is
+    read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from oracle import stacks as S
+    offload = jax.checkpoint_policies.save_and_offload_only_these_names
+    policy = jax.checkpoint_policies.save_from_both_policies(
+        offload(names_which_can_be_saved=[], names_which_can_be_offloaded=["a"],
+                offload_src="device", offload_dst="pinned_host"),
+        offload(names_which_can_be_saved=[], names_which_can_be_offloaded=["c"],
+                offload_src="device", offload_dst="pinned_host"))
+
+    def checked(a, b):
+        padded = lax.pad(b, a, ((0, 0, 0), (0, 0, 0)))
+        inner = jax.checkpoint(lambda g: checkpoint_name(g, "c"), policy=policy, prevent_cse=False)
+        return jax.checkpoint(inner, prevent_cse=False)(a), a, padded
+    args = (np.float32(-1.1), np.ones((2, 3), np.float32))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad", argnums=(0,)),))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)),
+                       ValueError, "The return value of the policies should be a boolean")
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

@@ -275,7 +275,7 @@ def spec_program(prog: Program, stack: Stack, *, dead_code_removed: bool = False
         prog = dce(prog)[0] if dead_code_removed else prog
         try:
             next_prog = _spec_layer(prog, level, layer)
-        except Exception as error:
+        except Exception:
             if layer.kind not in REVERSE_KINDS:
                 raise
             if k + 1 < len(stack.layers):

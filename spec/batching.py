@@ -81,12 +81,13 @@ persistent_whys.add(IDENTITY_BROADCAST_FOLLOWS)
 def _through_identity_broadcast(outs, dims):
     """`outs` (batched along `dims`) passed through JAX's transient identity
     broadcast_in_dim (IDENTITY_BROADCAST_FOLLOWS): batched ones with their
-    batch axis first; each output's equation marked again."""
+    batch axis first; the equations making them marked again, for an
+    enclosing vmap."""
     moved = [o if d in (None, 0) else moveaxis(o, d, 0) for o, d in zip(outs, dims)]
-    for e in current_builder().eqns[::-1]:
-        if any(isinstance(o, Tracer) and any(o.atom is v for v in e.outputs) for o in moved):
+    made = {id(o.atom) for o in moved if isinstance(o, Tracer)}
+    for e in current_builder().eqns:
+        if any(id(v) in made for v in e.outputs):
             e.why = IDENTITY_BROADCAST_FOLLOWS
-            break
     return moved, [None if d is None else 0 for d in dims]
 
 

@@ -1776,59 +1776,46 @@ def test_a_stack_s_grad_leaves_a_scanned_integer_output_unread():
     assert ("remat3-grad-raises-for-an-unused-scanned-checkpoint-output", S.STACK, "remat3") in report.known_divergences
 
 
-def _selecting_checkpoint(read_selected: bool):
-    from equinox.internal._loop.common import select_if_vmap_p
+def _equinox_checkpoint(rule: str, read: bool):
+    """(f, args, JAX's error message) of a checkpoint returning 2a and an
+    equinox rule's output, read by f or not: select_if_vmap, or maybe_set
+    under jax.vmap (equinox's vprim)."""
+    from equinox.internal._loop.common import _maybe_set, select_if_vmap_p
+    if rule == "select_if_vmap":
+        other, message = select_if_vmap_p.bind, "'Zero' object"
+        x = np.float32([1.0, 2.0, 3.0])
+        args = (np.float32(1.0), np.bool_(True), x, x * 2)
+    else:
+        other, message = jax.vmap(lambda p, x, i: _maybe_set(p, jnp.zeros((4, 3)), x, i, kwargs={},
+                                                             makes_false_steps=False)), "'NoneType' object"
+        args = (np.float32(1.0), np.array([True, True]), np.ones((2, 3), np.float32), np.array([1, 2], np.int32))
 
-    def f(a, p, x, y):
-        doubled, selected = jax.checkpoint(lambda a, p, x, y: (a * 2, select_if_vmap_p.bind(p, x, y)))(a, p, x, y)
-        return doubled + jnp.sum(selected) if read_selected else doubled
-    return f
+    def f(a, *xs):
+        doubled, out = jax.checkpoint(lambda a, *xs: (a * 2, other(*xs)))(a, *xs)
+        return doubled + jnp.sum(out) if read else doubled
+    return f, args, message
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
-@pytest.mark.parametrize("read_selected", [False, True])
-def test_remat3_hands_a_zero_cotangent_to_equinox_s_select_if_vmap(read_selected):
+@pytest.mark.parametrize("rule", ["select_if_vmap", "vmapped maybe_set"])
+@pytest.mark.parametrize("read", [False, True])
+def test_remat3_hands_a_zero_cotangent_to_an_equinox_rule(rule, read):
     """remat3 transposes what only a checkpoint's unread output needs with a
     symbolic zero cotangent, which equinox's select_if_vmap transpose
-    rejects (AttributeError; read off JAX below): the divergence is named
-    there, and where the output is read both compute (pristine campaign
-    finding 2917f8e612)."""
+    rejects (`'Zero' object has no attribute 'shape'`: pristine campaign
+    finding 2917f8e612), and which equinox's vprim hands the vmapped
+    maybe_set rule as None, which it rejects (`'NoneType' object has no
+    attribute 'at'`: pristine nightly finding 8a667a0b1a; the divergence
+    was named for a Zero alone). Where the output is read both compute.
+    That JAX raises is read off JAX."""
     pytest.importorskip("equinox")
-    f = _selecting_checkpoint(read_selected)
-    x = np.float32([1.0, 2.0, 3.0])
-    args = (np.float32(1.0), np.bool_(True), x, x * 2)
+    f, args, message = _equinox_checkpoint(rule, read)
     with implementation("remat3"):
-        raises = _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, "'Zero' object")
-    assert raises is not read_selected
+        raises = _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, message)
+    assert raises is not read
     report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
     assert report.status("vjp", "remat2") == "ok", report
-    assert report.status("vjp", "remat3") == ("ok" if read_selected else "known divergence"), report
-
-
-@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
-@pytest.mark.parametrize("read_written", [False, True])
-def test_remat3_hands_a_none_cotangent_to_equinox_s_vmapped_maybe_set(read_written):
-    """equinox's vprim passes the vmapped transpose None for remat3's zero
-    cotangent of an unread checkpoint output, and maybe_set's rule tests
-    for a Zero only: `'NoneType' object has no attribute 'at'` (read off
-    JAX below; pristine nightly finding 8a667a0b1a, the divergence named
-    for the Zero alone). Where the output is read both compute."""
-    pytest.importorskip("equinox")
-    from equinox.internal._loop.common import _maybe_set
-
-    def write(p, x, i):
-        return _maybe_set(p, jnp.zeros((4, 3)), x, i, kwargs={}, makes_false_steps=False)
-
-    def f(a, p, x, i):
-        doubled, written = jax.checkpoint(lambda a, p, x, i: (a * 2, jax.vmap(write)(p, x, i)))(a, p, x, i)
-        return doubled + jnp.sum(written) if read_written else doubled
-    args = (np.float32(1.0), np.array([True, True]), np.ones((2, 3), np.float32), np.array([1, 2], np.int32))
-    with implementation("remat3"):
-        raises = _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, "'NoneType' object")
-    assert raises is not read_written
-    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
-    assert report.status("vjp", "remat2") == "ok", report
-    assert report.status("vjp", "remat3") == ("ok" if read_written else "known divergence"), report
+    assert report.status("vjp", "remat3") == ("ok" if read else "known divergence"), report
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")

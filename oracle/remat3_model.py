@@ -57,6 +57,14 @@ def producer_sources(prog: Program) -> list:
                     if primal is not None:
                         return resolve(body.outputs[k], body, outside)
                     return atom, Source("output", primitive="call_hi_primitive")
+                if v is atom and e.primitive.name == "call":
+                    # a jit's output that is its input, forwarded: the value
+                    # saved is that input (found by a pristine nightly,
+                    # 00adf2850a: a name through a jit in a nested checkpoint)
+                    body = e.params["jaxpr"]
+                    i = next((i for i, bv in enumerate(body.inputs) if bv is body.outputs[k]), None)
+                    if i is not None:
+                        return resolve(e.inputs[i], p, outside)
                 if v is atom and is_checkpoint(e):
                     # what the body returns there, followed out again where it
                     # is an input of the body (at any depth: found by a

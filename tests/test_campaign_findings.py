@@ -1132,6 +1132,35 @@ def test_a_while_loop_whose_carries_are_known_stages_nothing(jitted):
     assert report.status("residuals", "remat3") == "ok", str(report)
 
 
+def test_remat3_names_a_value_a_jit_forwards_in_a_nested_checkpoint_by_its_producer():
+    """remat3 saves the outer checkpoint's named input; the model saves the
+    nested checkpoint's output that a jit inside forwards from that input,
+    and names it by following the jit's forwarding back to the name
+    (remat3-names-nested-checkpoint-values-by-producer; pristine nightly
+    finding 00adf2850a: the model stopped at the jit's output). What JAX
+    saves is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    names = jax.checkpoint_policies.save_only_these_names
+
+    def inner(j, k):
+        l, _ = jax.jit(lambda n: (n + jnp.sin(n), n))(j)
+        return checkpoint_name(l, "c"), j
+
+    def outer(e, f):
+        h, _ = jax.checkpoint(inner, policy=names("a", "b", "c"), prevent_cse=False)(checkpoint_name(e, "a"), e)
+        return h, e
+
+    def fn(a):
+        return jax.checkpoint(outer, policy=names("a"), prevent_cse=False)(a, a)[0]
+    with implementation("remat3"):
+        sources = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(fn, np.float32(0.3))]
+    assert sources == ["named 'a'"], sources
+    report = oracle.check(fn, oracle.AS_IS, np.float32(0.3), implementations=("remat3",), properties=("residuals",))
+    assert ("remat3-names-nested-checkpoint-values-by-producer", "residuals", "remat3") in report.known_divergences, \
+        str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

@@ -241,6 +241,10 @@ class Program:
     outputs: list[Atom]
     input_names: tuple[str, ...] | None = None   # the traced function's parameter names
 
+    def __post_init__(self):
+        if self.input_names is not None and not isinstance(self.input_names, tuple):
+            self.input_names = tuple(self.input_names)    # a list given: what `+ tuple(...)` extends
+
     @property
     def in_types(self) -> list[ArrayType]:
         return [v.type for v in self.inputs]

@@ -1161,6 +1161,25 @@ def test_remat3_names_a_value_a_jit_forwards_in_a_nested_checkpoint_by_its_produ
         str(report)
 
 
+def test_an_outer_linearization_after_a_failing_transposition_reads_a_forward_pass_s_names():
+    """Where vjp's transposition fails (max pooling with window dilation
+    has no VJP, in JAX and the spec) and saved_residuals follows, the
+    spec linearizes the forward pass, whose input names a partial
+    evaluation left a list: the check names the shared error instead of
+    failing inside (pristine nightly finding c4d22302ae, `can only
+    concatenate list (not "tuple") to list`)."""
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def checked(a, b):
+        return (lax.reduce_window(b, -jnp.inf, lax.max, (2, 2), (1, 2), ((0, 1), (1, 0)), (2, 1), (1, 2)),)
+    args = (np.float32(0.5), np.linspace(-1, 1, 20, dtype=np.float32).reshape(4, 5))
+    prog = trace_jax(checked, *args)
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=S.Stack((S.Layer("vjp"),)),
+                                      only=(S.STACK_RESIDUALS,))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
+
+
 @pytest.mark.parametrize("sharding", ["named", "single device"])
 def test_second_order_residuals_of_a_named_sharding_are_not_compared(sharding):
     """jax.grad of a program whose value is constrained to a NamedSharding

@@ -497,10 +497,13 @@ def stack_residuals_property(stack: Stack, prog: Program):
     levels(prog, stack)
     fn, _ = jax_functions(stack, base_level(prog))
 
+    def level_of(checked: Program) -> Program:
+        return spec_program(checked, stack, then_linearized=True)
+
     def level_program(case):
         key = ("stack program", stack)
         if key not in case.cache:
-            case.cache[key] = spec_program(case.prog, stack, then_linearized=True)
+            case.cache[key] = level_of(case.prog)
         return case.cache[key]
 
     def spec_side(case):
@@ -515,7 +518,8 @@ def stack_residuals_property(stack: Stack, prog: Program):
         if got != want:
             raise P.Disagreement(f"saved residuals of {stack} differ:\n" + P.residual_diff(got, want),
                                  divergences.Context(impl, "residuals", case.policy, level_program(case),
-                                                     jax_residuals=got, spec_residuals=want),
+                                                     jax_residuals=got, spec_residuals=want,
+                                                     checked_program=case.prog, numeric_program=level_of),
                                  numeric=dict(residuals=want,
                                               operands=_case_operands(stack)(case)))
         return f"{len(want)} residuals of {stack}"
@@ -529,7 +533,7 @@ def stack_residuals_property(stack: Stack, prog: Program):
     return P.Property(STACK_RESIDUALS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
                       operands=_case_operands(stack), unmodelled=_second_order_unmodelled,
-                      spec_program=lambda checked: spec_program(checked, stack, then_linearized=True))
+                      spec_program=level_of)
 
 
 def _second_order_unmodelled(case) -> str | None:

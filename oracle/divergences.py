@@ -610,7 +610,11 @@ def _zero_cotangent_rejecters_for_unread_outputs(prog: Program) -> bool:
     (`tangents_read`: a stack's AD layers differentiate float outputs only)
     that need an equation whose JAX transpose rule rejects a symbolic zero
     cotangent (JaxFacts.transpose_rejects_zero_cotangent), one the outputs
-    read do not need: its cotangent is a symbolic zero."""
+    read do not need: its cotangent is a symbolic zero. Or an input its body
+    never reads is computed by such an equation: remat3 pulls a zero
+    cotangent into every input (remat3-pulls-cotangents-into-undifferentiated-
+    checkpoint-inputs; found by a pristine nightly, fd902c4b7e: a vmapped
+    maybe_set's output passed to a checkpoint that ignores it)."""
     read = tangents_read(prog)
     for e in prog.eqns:
         if e.primitive is remat_p:
@@ -618,8 +622,23 @@ def _zero_cotangent_rejecters_for_unread_outputs(prog: Program) -> bool:
             used = [v.id in read for v in e.outputs]
             if _zero_cotangent_rejecters(dce(body)[0]) > _zero_cotangent_rejecters(dce(body, used)[0]):
                 return True
+            unread = [a for a, u in zip(e.inputs, dce(body, prune_inputs=True)[1]) if not u and isinstance(a, Var)]
+            if unread and _computed_by_a_zero_cotangent_rejecter(prog, unread):
+                return True
         if any(_zero_cotangent_rejecters_for_unread_outputs(b) for _, b in subprograms(e.params)):
             return True
+    return False
+
+
+def _computed_by_a_zero_cotangent_rejecter(prog: Program, atoms: list) -> bool:
+    """Some equation of `prog` whose JAX transpose rejects a zero cotangent
+    computes one of `atoms`, directly or through other equations."""
+    cone = {a.id for a in atoms}
+    for e in reversed(prog.eqns):
+        if any(v.id in cone for v in e.outputs):
+            if getattr(jax_facts.get(e.primitive), "transpose_rejects_zero_cotangent", False):
+                return True
+            cone |= {a.id for a in e.inputs if isinstance(a, Var)}
     return False
 
 
@@ -2235,10 +2254,12 @@ DIVERGENCES = [
         "jax 0.10.2's Zero has no shape: `AttributeError: 'Zero' object has no attribute "
         "'shape'` (found by a pristine campaign, 2917f8e612); equinox's vprim hands the "
         "vmapped rule None for a Zero, and maybe_set's rule tests for a Zero only: "
-        "`'NoneType' object has no attribute 'at'` (a pristine nightly, 8a667a0b1a). The "
-        "predicate: remat3, reverse mode, such an error, and a checkpoint whose unread outputs "
-        "alone need an equation whose rule rejects a Zero "
-        "(spec.core.JaxFacts.transpose_rejects_zero_cotangent).",
+        "`'NoneType' object has no attribute 'at'` (a pristine nightly, 8a667a0b1a). The same "
+        "zero reaches such a rule outside the checkpoint through an input its body never reads "
+        "(remat3 pulls a cotangent into every input; fd902c4b7e). The predicate: remat3, "
+        "reverse mode, such an error, and a checkpoint whose unread outputs alone need an "
+        "equation whose rule rejects a Zero (spec.core.JaxFacts.transpose_rejects_zero_cotangent), "
+        "or one of whose unread inputs such an equation computes.",
         "from equinox.internal._loop.common import select_if_vmap_p\n"
         "jax.config.update('jax_remat3', True)\n"
         "def f(a, p, x, y):\n"

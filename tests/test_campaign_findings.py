@@ -1931,6 +1931,27 @@ def test_remat3_hands_a_zero_cotangent_to_an_equinox_rule(rule, read):
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_pulls_a_zero_cotangent_into_an_equinox_rule_through_an_unread_input():
+    """A vmapped maybe_set's output passed to a checkpoint whose body never
+    reads it: remat3 pulls a zero cotangent into that input too, which
+    equinox's vprim hands the maybe_set rule as None (`'NoneType' object
+    has no attribute 'at'`; read off JAX below; pristine nightly finding
+    fd902c4b7e). remat2 drops the unread input."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import _maybe_set
+    write = jax.vmap(lambda p, x, i: _maybe_set(p, jnp.zeros((4, 3)), x, i, kwargs={}, makes_false_steps=False))
+
+    def f(a, p, x, i):
+        return jax.checkpoint(lambda w, b: jnp.sin(b), prevent_cse=False)(write(p, x, i), a)
+    args = (np.float32(1.0), np.array([True, True]), np.ones((2, 3), np.float32), np.array([1, 2], np.int32))
+    with implementation("remat3"):
+        assert _jax_raises(lambda: jax.grad(f, argnums=(0, 2))(*args), AttributeError, "'NoneType' object")
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp",))
+    assert report.status("vjp", "remat2") == "ok", report
+    assert report.status("vjp", "remat3") == "known divergence", report
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_remat3_names_a_value_saved_through_nested_checkpoints_by_its_producer(depth):
     """remat3 names a value saved out of nested checkpoints by what made it

@@ -5,6 +5,7 @@ say JAX's answer is exactly the model's (oracle/divergences.py).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -264,6 +265,30 @@ def _operand_key(a) -> tuple:
     return ("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a))
 
 
+def _model_body_jvp(body: Program, nonzeros, *, opaque_outputs: bool, linearized_body: bool,
+                    effects_sealed: bool) -> tuple[Program, list]:
+    """The model checkpoint's body linearization (known tangents are zeros,
+    with `linearized_body`); with `opaque_outputs` every float output
+    tangent is returned, made to read the input tangents (+ sum(t) - sum(t),
+    linear: nothing is saved) so that partial evaluation cannot hoist it as
+    known either. The body is linearized as remat3 rematerializes it
+    (`_rematerialized`)."""
+    body = _rematerialized(body, effects_sealed)
+    with building() as b:
+        primals = [b.new_input(t) for t in body.in_types]
+        tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
+        it = iter(tangent_ins)
+        tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
+        outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
+        if opaque_outputs and tangent_ins:
+            zero = _zero_reading(tangent_ins)
+            out_ts = [_plus(instantiate(t), zero) if is_float(o.dtype) else t
+                      for t, o in zip(out_ts, body.out_types)]
+        out_nz = [not isinstance(t, Zero) for t in out_ts]
+        prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
+    return prog, out_nz
+
+
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
                        jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True):
@@ -277,26 +302,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     prim = prim or Primitive("remat", True)     # "remat": printed as remat2's
     core.param_specs[prim] = core.param_specs[remat_p]
 
-    def body_jvp(body: Program, nonzeros) -> tuple[Program, list]:
-        """The body's linearization (known tangents are zeros); with
-        opaque_outputs every float output tangent is returned, made to read
-        the input tangents (+ sum(t) - sum(t), linear: nothing is saved) so
-        that partial evaluation cannot hoist it as known either. The body
-        is linearized as remat3 rematerializes it (`_rematerialized`)."""
-        body = _rematerialized(body, effects_sealed)
-        with building() as b:
-            primals = [b.new_input(t) for t in body.in_types]
-            tangent_ins = [b.new_input(t) for t, nz in zip(body.in_types, nonzeros) if nz]
-            it = iter(tangent_ins)
-            tangents = [next(it) if nz else Zero(t) for t, nz in zip(body.in_types, nonzeros)]
-            outs, out_ts = jvp_traced(body, primals, tangents, known_tangents_are_zero=linearized_body)
-            if opaque_outputs and tangent_ins:
-                zero = _zero_reading(tangent_ins)
-                out_ts = [_plus(instantiate(t), zero) if is_float(o.dtype) else t
-                          for t, o in zip(out_ts, body.out_types)]
-            out_nz = [not isinstance(t, Zero) for t in out_ts]
-            prog = b.build(primals + tangent_ins, outs + [t for t in out_ts if not isinstance(t, Zero)])
-        return prog, out_nz
+    body_jvp = functools.partial(_model_body_jvp, opaque_outputs=opaque_outputs, linearized_body=linearized_body,
+                                 effects_sealed=effects_sealed)
 
     def jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
         if instantiated_inputs and any(not isinstance(t, Zero) for t in tangents):

@@ -475,8 +475,9 @@ def float_round_trips_out(prog: Program) -> tuple[Program, int]:
     producers, env, count, eqns = {}, {}, 0, []
     read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
     for e in prog.eqns:
-        params = map_subprograms(e.params, lambda sub: float_round_trips_out(sub)[0])
-        count += sum(float_round_trips_out(sub)[1] for _, sub in subprograms(e.params))
+        counts = []
+        params = map_subprograms(e.params, lambda sub: _counted(float_round_trips_out(sub), counts))
+        count += sum(counts)
         narrowed = producers.get(e.inputs[0].id) if e.inputs and isinstance(e.inputs[0], Var) else None
         if e.primitive.name == "convert_element_type" and narrowed is not None and _round_trip(narrowed, e):
             env[e.outputs[0].id] = read(narrowed.inputs[0])
@@ -487,6 +488,12 @@ def float_round_trips_out(prog: Program) -> tuple[Program, int]:
         producers.update({v.id: e for v in e.outputs})
         eqns.append(e)
     return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names), count
+
+
+def _counted(result: tuple, counts: list):
+    """A (program, count) pair's program, its count appended to `counts`."""
+    counts.append(result[1])
+    return result[0]
 
 
 def _round_trip(narrowing: Eqn, widening: Eqn) -> bool:

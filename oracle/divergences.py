@@ -26,7 +26,8 @@ from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
 from oracle.program_variants import (float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
-                                     unused_checkpoint_outputs_out, unused_linearize_outputs_out)
+                                     unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
+                                     unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
                                  remat3_model, remat3_recognises, remat3_variants, remats)
 from oracle.conventions import AS_IS
@@ -943,6 +944,24 @@ def _linearize_inlines_known_checkpoints(ctx) -> bool:
     return want > 0 and got == 0 and known > 0 and want - known == 0
 
 
+def _partial_eval_binds_known_checkpoints(ctx) -> bool:
+    """remat2's barriers (of the backward pass, or of a stack's called
+    linear function) where the spec's has none, or the other way round,
+    and the spec's count following releases before stackless tracing
+    (spec.semantics: partial_eval_inlines_known_checkpoints=False) agrees
+    with JAX's."""
+    if ctx.implementation != "remat2" or ctx.barriers is None:
+        return False
+    if ctx.property == "prevent_cse":
+        count = optimization_barriers
+    elif ctx.property == "stack_barriers" and ctx.linear_barriers_of is not None:
+        count = ctx.linear_barriers_of
+    else:
+        return False
+    with following(partial_eval_inlines_known_checkpoints=False):
+        return _barriers_of_a_variant(ctx, [(ctx.user_program, 1)], count=count)
+
+
 def _unread_operands_refuse_reverse(ctx) -> bool:
     """JAX refused to transpose a while loop where the spec computed, and the
     spec refuses too for the program with the unread operands made outputs:
@@ -964,8 +983,32 @@ def _unread_operands_leaves(ctx) -> bool:
     program itself (found by a campaign on 0.4.25: a cond branch's while
     loop whose output only a scan's unread operand takes)."""
     variant, n = unread_operands_out(ctx.program)
-    leaves = lambda prog: sorted((str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog))
-    return bool(n) and sorted(ctx.jax_residuals) == leaves(variant) != leaves(ctx.program)
+    return bool(n) and sorted(ctx.jax_residuals) == _leaves(variant) != _leaves(ctx.program)
+
+
+def _leaves(prog: Program) -> list:
+    """The (shape, dtype) of the spec's residuals of `prog`, sorted: jax.vjp's residual leaves."""
+    return sorted((str(r.type.shape), str(r.type.dtype)) for r in spec.saved_residuals(prog))
+
+
+def _linearize_drops_unread_effectful_checkpoints(ctx) -> bool:
+    """remat2, and JAX's residuals (or jax.vjp's leaves, or the backward
+    pass's barriers) are the spec's for the program with its unread
+    effectful checkpoints emptied (`unread_effectful_checkpoints_emptied`),
+    and not the spec's own."""
+    if ctx.implementation != "remat2":
+        return False
+    variant, n = unread_effectful_checkpoints_emptied(ctx.program)
+    if not n:
+        return False
+    if ctx.property == "prevent_cse" and ctx.barriers is not None:
+        return _barriers_of_a_variant(ctx, [(variant, n)])
+    if ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
+        return sorted(ctx.jax_residuals) == _leaves(variant) != _leaves(ctx.program)
+    if ctx.property == "residuals" and ctx.jax_residuals is not None:
+        want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
+        return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+    return False
 
 
 def _normalised_against(ctx, want: list) -> list:
@@ -2593,6 +2636,52 @@ DIVERGENCES = [
         "(jnp.sin(x), i + 1))(x, i), lambda x, i: (x, i), x, i)[1]\n"
         "print([str(a) for a, _ in saved_residuals(f, jnp.ones(3), jnp.ones(3, 'int32'))])  # float0[3]",
         _remat3_float0_residual, releases=REMAT3),
+    Divergence(
+        "linearize-drops-unread-effectful-checkpoints",
+        "Linearizing a whole traced function with a JaxprTrace (jax.linearize and jax.vjp "
+        "without direct linearization, the default before 0.7.0), tracers_to_jaxpr keeps only "
+        "the recipes the outputs reach, and remat_partial_eval registers no effect handle for "
+        "its staged checkpoint. So a checkpoint with an effect (a jax.debug.print) whose outputs "
+        "nothing reads is dropped from the backward pass: its effect runs once, in the forward "
+        "pass, and what it reads is not saved. With direct linearization each equation's own "
+        "tangents are staged and the checkpoint is kept for its effect, replayed in the "
+        "backward pass (which the spec models). Measured on 0.4.25, 0.4.36 and 0.6.2 with the "
+        "flag off; 0.10.2 keeps it with the flag off too. Not modelled: with the flag on before "
+        "cond's direct-linearize rule (jax-ml/jax 45a3fe62d6, first in 0.7.1) a cond's branches "
+        "are still partially evaluated whole and drop it there (measured on 0.6.2). The "
+        "predicate: remat2, and JAX's residuals, jax.vjp's leaves or the backward pass's "
+        "barriers are the spec's for the program with each such checkpoint made one with no "
+        "outputs (program_variants.unread_effectful_checkpoints_emptied).",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "def f(a, b):\n"
+        "    jax.checkpoint(lambda b: (jax.debug.print('b={b}', b=b), b * 2.0)[1])(b)\n"
+        "    return a * 2.0\n"
+        "saved = [s for _, s in saved_residuals(f, 0.7, 1.0)]\n"
+        "print('kept' if any('argument b' in s for s in saved) else 'dropped')  # dropped",
+        _linearize_drops_unread_effectful_checkpoints, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "partial-eval-binds-known-checkpoints-as-they-are",
+        "Before stackless tracing (jax 0.4.36), a partial evaluation handed known values to "
+        "the traced function unwrapped (trace_to_subjaxpr_nounits), so a checkpoint whose "
+        "inputs are all known bypassed the JaxprTrace: bind found the enclosing trace among its "
+        "arguments' and bound the checkpoint there as it is, where from 0.4.36 the JaxprTrace "
+        "runs remat_partial_eval, which evaluates it inline (`core.eval_jaxpr(jaxpr_known, "
+        "...)`). So a scan's loop-invariant checkpoint, which the hoisting of grad's scan "
+        "evaluates with its consts known, stays a checkpoint that an outer linearization "
+        "differentiates, its recomputation barriered; and a checkpoint nested in a checkpoint's "
+        "body that reads no cotangent, which remat_transpose's partial evaluation replays, is "
+        "lowered with its barrier. No value changes (measured on 0.4.25; 0.4.36 to 0.10.2 "
+        "inline). The predicate: remat2's barriers, and the spec's count following the old "
+        "tracing (spec.semantics: partial_eval_inlines_known_checkpoints=False) agrees with "
+        "JAX's where its own does not.",
+        "from jax import lax\n"
+        "import numpy as np\n"
+        "f = lambda x, b: lax.scan(lambda c, _: (c * jax.checkpoint(jnp.sin)(b), None), x, None, length=2)[0] * x\n"
+        "g = jax.grad(f)\n"
+        "hlo = jax.jit(lambda x, b: jax.linearize(g, x, b)[1](x, b)).lower(0.5, 0.7).as_text()\n"
+        "print('barrier' if 'optimization_barrier' in hlo else 'inlined')  # barrier",
+        _partial_eval_binds_known_checkpoints, releases=Releases("0.4.25", "0.4.36")),
     Divergence(
         "integer-pow-one-jvp-saves-its-factor",
         "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "

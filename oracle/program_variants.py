@@ -445,6 +445,30 @@ def zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple
 # program; remat_partial_eval: a differentiated=True remat2), and so does
 # the spec.
 
+def unread_effectful_checkpoints_emptied(prog: Program) -> tuple[Program, int]:
+    """`prog` with every checkpoint that has an effect and whose outputs
+    nothing reads made one with no outputs (its body's effects kept), at
+    any depth, and how many were: a staged checkpoint without outputs is
+    dropped (spec.remat._staged_if_reached), so the backward pass neither
+    replays it nor reads what it reads; the forward pass runs its effect."""
+    counts = [0]
+
+    def emptied(p: Program) -> Program:
+        read = {a.id for e in p.eqns for a in e.inputs if isinstance(a, Var)} | {
+            a.id for a in p.outputs if isinstance(a, Var)}
+        eqns = []
+        for e in p.eqns:
+            if e.primitive is remat_p and e.outputs and has_effects(e) and not any(v.id in read for v in e.outputs):
+                body, _ = dce(e.params["jaxpr"], [False] * len(e.outputs))
+                eqns.append(Eqn(e.primitive, e.inputs, [], dict(e.params, jaxpr=body), why=e.why))
+                counts[0] += 1
+            else:
+                eqns.append(Eqn(e.primitive, e.inputs, e.outputs, map_subprograms(e.params, emptied), why=e.why,
+                                residual_outputs=e.residual_outputs))
+        return Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
+    return emptied(prog), counts[0]
+
+
 def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
     """`prog` with every checkpoint replaced by its body's equations (the
     top-level ones kept, with theirs inlined, if `keep_top_level`)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from spec.ir import Program, Var, subprograms
 from spec.partial_eval import dce
+from spec.semantics import semantics
 from spec.transpose import transpose
 from spec.vjp import linearize
 
@@ -128,14 +129,16 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
     in a checkpoint whose outputs nothing reads: found by a pristine
     nightly, c1ae4873a9). In a checkpoint's body that remat_transpose
     transposes, it is replayed by partial evaluation, which inlines a known
-    checkpoint (see `optimization_barriers`)."""
+    checkpoint (see `optimization_barriers`), except before stackless
+    tracing (spec.semantics: partial_eval_inlines_known_checkpoints)."""
     forward = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if not is_linear}
+    inlined = in_checkpoint and semantics().partial_eval_inlines_known_checkpoints
     count = 0
     for e in prog.eqns:
         reads = [isinstance(a, Var) and a.id not in forward for a in e.inputs]
         is_remat = e.primitive.name == "remat"
-        replayed_as_is = not any(reads) and not in_checkpoint
-        if is_remat and e.params["differentiated"] and (any(reads) or not in_checkpoint) \
+        replayed_as_is = not any(reads) and not inlined
+        if is_remat and e.params["differentiated"] and (any(reads) or replayed_as_is) \
                 and _prevents_cse(e.params):
             count += 1
         for _, sub in subprograms(e.params):

@@ -36,6 +36,7 @@ from spec.ir import ArrayType, Eqn, Literal, Program, Var, subprograms
 from spec.core import Zero, current_builder
 from spec.policies import Offload, Recompute, Saveable
 import numpy as np
+from spec.semantics import semantics
 
 
 # --------------------------------------------------------------------------
@@ -136,7 +137,11 @@ def clone_into(prog: Program, args) -> tuple[list[Eqn], list]:
 
 def inline_known(prog: Program) -> Program:
     """`prog` with each equation of a primitive in `inlined_when_known`
-    replaced by its body's equations (theirs inlined too)."""
+    replaced by its body's equations (theirs inlined too); `prog` itself
+    where the spec follows releases before stackless tracing
+    (spec.semantics: partial_eval_inlines_known_checkpoints)."""
+    if not semantics().partial_eval_inlines_known_checkpoints:
+        return prog
     env: dict = {}
     read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
     eqns = []

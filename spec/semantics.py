@@ -52,6 +52,17 @@ class Semantics:
     # 0.7.2 has the product, 0.8.0 the square); before, g * rsqrt((x - 1) *
     # (x + 1)), whose product a policy saving `mul` saves.
     acosh_jvp_squares: bool = True
+    # A JaxprTrace runs a checkpoint's partial-eval rule whatever its
+    # inputs, so a checkpoint whose inputs are all known is evaluated inline
+    # (remat_partial_eval's `core.eval_jaxpr(jaxpr_known, ...)`): an
+    # enclosing trace meets its body's equations (`inlined_when_known`).
+    # Before "stackless" tracing (jax 0.4.36: every bind goes to the current
+    # trace), trace_to_subjaxpr_nounits handed known values in unwrapped and
+    # bind found the enclosing trace among its arguments', so such a
+    # checkpoint bypassed the JaxprTrace and stayed a checkpoint there: a
+    # scan's hoisted loop-invariant one, or one nested in a checkpoint body
+    # that remat_transpose replays (measured on 0.4.25: barriers).
+    partial_eval_inlines_known_checkpoints: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

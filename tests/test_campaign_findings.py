@@ -2770,3 +2770,31 @@ def test_a_dead_generic_reduce_window_under_a_stack_still_names_its_jvp_bug():
     prop = stack_residuals_property(stack, trace_jax(f, *args))
     report = oracle.check(f, oracle.AS_IS, *args, properties=(prop,), implementations=("remat2",))
     assert report.status("stack_residuals", "remat2") == "known divergence", report
+
+
+@pytest.mark.skipif(oracle.jax_api.unavailable("remat3") is not None, reason="remat3 is jax 0.10.2's")
+def test_remat3_s_refused_policy_meets_a_value_named_by_its_checkpoint_s_own_equation():
+    """A save_from_both_policies of an offload policy, which the spec (as
+    remat2) refuses and remat3, not recognising it, never asks (full
+    remat), reading a checkpoint's cummax: remat3 names that value by the
+    body's own equation (`output of cummax`), remat2 and the spec by the
+    JVP rule's primal half (`output of add`). The modelled list was
+    compared with JAX's unrenamed (pristine nightly finding b673803d3a).
+    JAX's names are read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    both = jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[], names_which_can_be_offloaded=["b"],
+            offload_src="device", offload_dst="pinned_host"),
+        jax.checkpoint_policies.save_only_these_names("b"))
+
+    def f(x):
+        v = jax.checkpoint(lambda v: lax.cummax(v, axis=0),
+                           policy=jax.checkpoint_policies.save_only_these_names("a"))(x)
+        return jax.checkpoint(lambda v: v + jnp.sin(v), policy=both)(v)
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    with implementation("remat3"):
+        names = [s.split(" from ")[0] for _, s in saved_residuals(f, x)]
+    assert names[-1] == "output of cummax", names
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("residuals",))
+    assert report.status("residuals", "remat3") == "known divergence", str(report)

@@ -22,7 +22,7 @@ from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 from oracle.conventions import spec_value_of
 from oracle.jax_api import internals as jx
 from oracle.jax_api.capabilities import capabilities
-from oracle.errors import Unsupported
+from oracle.errors import InvalidArgument, Unsupported
 from oracle.jax_params import spec_params, spec_type, supported_primitives  # noqa: F401 (re-exported)
 from oracle.policies import from_jax_policy
 from spec.prims_custom import Rule
@@ -87,6 +87,12 @@ def _constant(c, aval) -> Literal:
     t = spec_type(aval)
     seen = _CONSTANTS.get()
     key = (id(c), t)
+    if isinstance(c, jx.core().Tracer):
+        raise InvalidArgument(
+            f"the function closes over a traced value ({aval.str_short()}) that escaped the transformation "
+            "that made it (a value saved from an earlier call into a Python variable, say): its jaxpr holds "
+            "a tracer as a constant, which jax.jit rejects with UnexpectedTracerError; pass the value as an "
+            "argument, or compute it inside the function")
     if key not in seen:
         value = spec_value_of(c) if is_key(t.dtype) else np.asarray(c, dtype=t.dtype)   # a closed-over key
         seen[key] = (c, Literal(value, ArrayType(np.shape(c), t.dtype)))   # c kept alive: ids stay unique

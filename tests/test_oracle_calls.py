@@ -239,6 +239,18 @@ def _sum(x):
     return jnp.sum(jnp.sin(x))
 
 
+def _escaped_tracer(x):
+    """jax's api_test RematTest.test_escaped_tracer_remat: the first call's
+    traced result is kept in a Python list and read by the second."""
+    seq = [jnp.zeros([])]
+
+    def g():
+        seq[0] += 1
+        return seq[0]
+    jax.remat(g)()
+    return jax.remat(lambda: g())() * x
+
+
 BAD_CALLS = {
     # name: (fn, policy, args, kwargs, expected: an exception class or "ok")
     "junk policy int": (_sum, 42, (f32(3),), {}, oracle.InvalidArgument),
@@ -268,6 +280,9 @@ BAD_CALLS = {
     "key outputs": (lambda k, x: (jnp.sum(x * jax.random.uniform(k, x.shape)), jax.random.split(k)), None,
                     (jax.random.key(0), f32(3)), {}, "ok"),
     "user's own error": (_raises_own, None, (f32(3),), {}, UsersOwnError),
+    # ours, or JAX's own where its tracing rejects the leak (0.4.25)
+    "an escaped tracer": (_escaped_tracer, None, (f32(),), {},
+                          (oracle.InvalidArgument, jax.errors.UnexpectedTracerError)),
     "NaN input": (lambda x: jnp.sum(jnp.sin(x) * x), cp.everything_saveable,
                   (np.array([1.0, np.nan, 2.0], np.float32),), {}, "ok"),
     "Inf input": (lambda x: jnp.sum(jnp.tanh(x) * 2.0), None, (np.array([1.0, np.inf, -np.inf], np.float32),), {}, "ok"),

@@ -162,8 +162,13 @@ batch_rules[remat_opt_p] = _remat_opt_batch
 
 def _remat_opt_dce(eqn: Eqn, used_outputs):
     """_remat_opt_dce. A residual read: the forward rule, pruned (every
-    primal kept: a later DCE may still make it the primal function). No
-    residual read: a closed_call of the primal function, pruned."""
+    primal kept: a later DCE may still make it the primal function), and
+    the primal function's unread outputs with it (JAX keeps its thunk
+    whole, and its abstract eval never compares the two: the spec's shape
+    rule does, found through jax's custom_api_test
+    test_optimize_remat_multiple_args, whose backward pass reads the
+    residuals alone). No residual read: a closed_call of the primal
+    function, pruned."""
     p = eqn.params
     nc, nr = p["num_consts"], p["num_res"]
     outs = [v for v, u in zip(eqn.outputs, used_outputs) if u]
@@ -171,7 +176,8 @@ def _remat_opt_dce(eqn: Eqn, used_outputs):
         fwd, read = dce(p["fwd_jaxpr"], used_outputs)
         used_ins = read[:nc] + [True] * (len(eqn.inputs) - nc)
         fwd = Program([v for v, u in zip(fwd.inputs, used_ins) if u], fwd.eqns, fwd.outputs)
-        params = dict(p, num_consts=sum(read[:nc]), num_res=sum(used_outputs[:nr]), fwd_jaxpr=fwd)
+        fun, _ = dce(p["fun_jaxpr"], used_outputs[nr:])
+        params = dict(p, num_consts=sum(read[:nc]), num_res=sum(used_outputs[:nr]), fwd_jaxpr=fwd, fun_jaxpr=fun)
         return Eqn(remat_opt_p, [a for a, u in zip(eqn.inputs, used_ins) if u], outs, params,
                    why=eqn.why), used_ins
     fun, read = dce(p["fun_jaxpr"], used_outputs[nr:], prune_inputs=True)

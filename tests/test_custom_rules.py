@@ -872,6 +872,29 @@ def test_optimize_remat_through_jax(policy):
     assert str(back).count("remat_opt") == str(prog).count("remat_opt")
 
 
+def test_optimize_remat_of_two_arguments_in_a_checkpoint():
+    """jax's custom_api_test test_optimize_remat_multiple_args: the
+    checkpoint's backward pass reads the forward rule's residuals alone, so
+    its DCE drops the rule's primal output; JAX keeps the primal function
+    whole (its abstract eval never compares the two), the spec prunes both
+    (its shape rule does compare them, and raised). JAX's gradient is
+    compared by oracle.check."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import oracle
+    if not oracle.jax_api.capabilities().optimize_remat:
+        pytest.skip(f"jax {jax.__version__}: defvjp takes no optimize_remat=")
+
+    @jax.custom_vjp
+    def f(x, y):
+        return jnp.sin(x) * y
+    f.defvjp(lambda x, y: (f(x, y), (jnp.cos(x), jnp.sin(x), y)),
+             lambda res, g: (res[0] * g * res[2], res[1] * g), optimize_remat=True)
+    report = oracle.check(lambda x, y: jax.remat(f)(x, y), oracle.AS_IS, np.float32(3.2), np.float32(1.0),
+                          properties=VJP_PROPS)
+    assert all(r.status in ("ok", "known divergence") for r in report.results), report
+
+
 @pytest.mark.parametrize("name", ["ldexp", "frexp", "frexp-both"])
 def test_a_custom_jvp_rule_with_float0_tangents_of_integers(name):
     """jnp.ldexp and jnp.frexp are custom_jvp functions of an integer

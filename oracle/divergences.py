@@ -35,7 +35,9 @@ from oracle.jax_api.flags import flags
 from spec.barriers import known_checkpoint_barriers, optimization_barriers
 from spec.core import PrimitiveError, jax_facts
 from spec.partial_eval import dce, source_of
-from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError
+from spec.prims_call import call_p
+from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError, cond_p
+from spec.prims_scan import scan_p
 from spec.remat import names_in
 from spec.semantics import following
 import collections
@@ -593,13 +595,17 @@ def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
     return False
 
 
-def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
+def _unused_scanned_checkpoint_outputs(prog: Program, roots: list | None = None) -> bool:
     """Some checkpoint (at any depth) has an output whose tangent nothing
     reads (`tangents_read`: one only a cond's index takes, found by a
     pristine campaign, 6876483497; an integer output of the program, which a
-    stack's AD layers do not differentiate, 0a48bf1b19) that its body
-    computes from a stacked output (a ys) of a scan in the body."""
-    read = tangents_read(prog)
+    stack's AD layers do not differentiate, 0a48bf1b19; one a jit returns
+    and nothing reads, found by a pristine nightly, 4f852903ac) that its
+    body computes from a stacked output (a ys) of a scan in the body.
+    `roots`: which outputs of `prog` are read (default all)."""
+    rooted = prog if roots is None else Program(prog.inputs, prog.eqns,
+                                                [o for o, r in zip(prog.outputs, roots) if r])
+    read = tangents_read(rooted)
     for e in prog.eqns:
         if e.primitive is remat_p:
             body = e.params["jaxpr"]
@@ -607,9 +613,21 @@ def _unused_scanned_checkpoint_outputs(prog: Program) -> bool:
             if any(v.id not in read and isinstance(o, Var) and o.id in scanned
                    for v, o in zip(e.outputs, body.outputs)):
                 return True
-        if any(_unused_scanned_checkpoint_outputs(b) for _, b in subprograms(e.params)):
+        used = [v.id in read for v in e.outputs]
+        if any(_unused_scanned_checkpoint_outputs(b, _outputs_read_in(e, used)) for _, b in subprograms(e.params)):
             return True
     return False
+
+
+def _outputs_read_in(e: Eqn, used: list) -> list | None:
+    """Which outputs of the body of a jit, a cond's branches or a scan `e`
+    are read, its own outputs read as `used` (a scan body's carries
+    always: the next iteration reads them); None (all) for another's."""
+    if e.primitive in (call_p, cond_p):
+        return used
+    if e.primitive is scan_p:
+        return [True] * e.params["num_carry"] + used[e.params["num_carry"]:]
+    return None
 
 
 def _zero_cotangent_rejecters_for_unread_outputs(prog: Program) -> bool:

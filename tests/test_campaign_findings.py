@@ -60,14 +60,20 @@ BODIES = {      # body -> whether its first output, unused, is computed from a s
 }
 
 
-def _second_output_only(body):
+def _second_output_only(body, jitted=False):
+    """The checkpoint's second output alone; `jitted`: a jit returns both
+    and the first goes unread outside it (jax's lax_control_flow_test
+    testScanGrad with jit_scan; a pristine nightly, 4f852903ac)."""
+    if jitted:
+        return lambda a: jax.jit(jax.checkpoint(body))(a)[1]
     return lambda a: jax.checkpoint(body)(a)[1]
 
 
+@pytest.mark.parametrize("jitted", [False, True])
 @pytest.mark.parametrize("label", sorted(BODIES))
-def test_unused_scanned_output_predicate(label):
+def test_unused_scanned_output_predicate(label, jitted):
     body, expected = BODIES[label]
-    prog = trace_jax(_second_output_only(body), np.float32(-0.5))
+    prog = trace_jax(_second_output_only(body, jitted), np.float32(-0.5))
     assert _unused_scanned_checkpoint_outputs(prog) is expected
     assert not _unused_scanned_checkpoint_inputs(prog)
 
@@ -79,10 +85,11 @@ def test_a_used_scanned_output_is_not_the_class():
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="measured on jax 0.10.2")
+@pytest.mark.parametrize("jitted", [False, True])
 @pytest.mark.parametrize("label", sorted(BODIES))
-def test_remat3_raises_exactly_for_the_class(label):
+def test_remat3_raises_exactly_for_the_class(label, jitted):
     body, expected = BODIES[label]
-    f = _second_output_only(body)
+    f = _second_output_only(body, jitted)
     with implementation("remat3"):
         assert _jax_raises(lambda: jax.grad(f)(np.float32(-0.5)), ValueError, "Expected cotangent type") is expected
 

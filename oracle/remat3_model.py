@@ -680,16 +680,22 @@ class _Remat3View(sp._Policy):
     policy: Any
 
     def __call__(self, prim, *in_types, **params):
-        p, base = self.policy, _PRIMAL_LEVEL.get(prim)
-        if base is None:        # not an equation of the body as written (`_marked_primal_level`)
-            return False
-        if base.name == "dot_general" and isinstance(p, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
-            return sp.ask(p, base, in_types, params) is sp.Saveable
-        if base.name == "name":
-            if isinstance(p, (sp.save_only_these_names, sp.save_any_names_but_these)):
-                return sp.ask(p, base, in_types, params) is sp.Saveable
-            return p is sp.everything_saveable
-        return False
+        base = _PRIMAL_LEVEL.get(prim)
+        # not an equation of the body as written (`_marked_primal_level`): never asked
+        return base is not None and _remat3_saves(self.policy, base, in_types, params)
+
+
+def _remat3_saves(policy, prim, in_types, params) -> bool:
+    """Whether remat3 saves the output of an equation of `prim` written in a
+    checkpoint body under `policy`: a dot under a dots policy, a name under
+    a names policy or everything_saveable, as the policy answers."""
+    if prim.name == "dot_general" and isinstance(policy, (sp._DotsSaveable, sp._DotsWithNoBatchDimsSaveable)):
+        return sp.ask(policy, prim, in_types, params) is sp.Saveable
+    if prim.name == "name":
+        if isinstance(policy, (sp.save_only_these_names, sp.save_any_names_but_these)):
+            return sp.ask(policy, prim, in_types, params) is sp.Saveable
+        return policy is sp.everything_saveable
+    return False
 
 
 def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Program:
@@ -969,7 +975,7 @@ def remat3_barrier_model(prog: Program) -> bool:
         keep = [k for k, made in enumerate(_zeros_made_arrays(body, nonzero)) if nonzero[k] or made]
         if not keep:
             continue
-        if _an_effect_reads_an_input(body) and any(
+        if _an_effect_reads_an_input(body, e.params["policy"]) and any(
                 isinstance(a, Var) and is_float(a.type.dtype) and a.id not in zero for a in e.inputs):
             return True     # a differentiated checkpoint whose read outputs' cotangents reach it
         if id(e) not in live:
@@ -982,15 +988,19 @@ def remat3_barrier_model(prog: Program) -> bool:
     return False
 
 
-def _an_effect_reads_an_input(body: Program) -> bool:
+def _an_effect_reads_an_input(body: Program, policy) -> bool:
     """Whether an equation of `body` with an effect reads a value computed
-    from one of its inputs."""
+    from one of its inputs, not through a value remat3 saves under
+    `policy` (the replay reads that residual: a print of a saved name has
+    no barrier, found through jax's debugging_primitives_test
+    test_remat_of_debug_print)."""
     dep = {v.id for v in body.inputs}
     for e in body.eqns:
         if any(isinstance(a, Var) and a.id in dep for a in e.inputs):
             if core.has_effects(e):
                 return True
-            dep |= {v.id for v in e.outputs}
+            if not _remat3_saves(policy, e.primitive, [a.type for a in e.inputs], e.params):
+                dep |= {v.id for v in e.outputs}
     return False
 
 

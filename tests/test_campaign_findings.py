@@ -2805,3 +2805,37 @@ def test_remat3_s_refused_policy_meets_a_value_named_by_its_checkpoint_s_own_equ
     assert names[-1] == "output of cummax", names
     report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("residuals",))
     assert report.status("residuals", "remat3") == "known divergence", str(report)
+
+
+_PRINTED_NAME_POLICIES = {     # label -> (policy, whether remat3 saves the printed name y)
+    "nothing_saveable": (jax.checkpoint_policies.nothing_saveable, False),
+    "everything_saveable": (jax.checkpoint_policies.everything_saveable, True),
+    "save_any_names_but_these z": (jax.checkpoint_policies.save_any_names_but_these("z"), True),
+    "save_only_these_names y": (jax.checkpoint_policies.save_only_these_names("y"), True),
+    "save_only_these_names z": (jax.checkpoint_policies.save_only_these_names("z"), False),
+}
+
+
+@pytest.mark.parametrize("label", sorted(_PRINTED_NAME_POLICIES))
+def test_remat3_replays_a_print_of_a_saved_name_without_a_barrier(label, capsys):
+    """remat3's backward pass replays a checkpoint's print; where the printed
+    value is a name its policy saves, the replay reads that residual, not
+    the checkpoint's input, and there is no barrier (jax's
+    debugging_primitives_test test_remat_of_debug_print: the barrier model
+    counted any print reading a value computed from an input). Whether
+    JAX's HLO has a barrier is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    policy, saved = _PRINTED_NAME_POLICIES[label]
+
+    def body(x):
+        y = checkpoint_name(x + 1.0, "y")
+        jax.debug.print("y={y}", y=y)
+        return y * 2.0
+    f = lambda x: jax.checkpoint(body, policy=policy)(x)  # noqa: E731
+    with implementation("remat3"):
+        barrier = "optimization_barrier" in jax.jit(jax.grad(f)).lower(np.float32(0.5)).as_text()
+    assert barrier is not saved
+    report = oracle.check(body, policy, np.float32(0.5), implementations=("remat3",), properties=("prevent_cse",))
+    # remat2 (prevent_cse) has its barrier either way: where remat3 has none, the divergence
+    assert report.status("prevent_cse", "remat3") == ("known divergence" if saved else "ok"), report

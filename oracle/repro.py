@@ -692,10 +692,12 @@ class _Writer:
         return _assign(outs, f"checkpoint_name({ins[0]}, {e.params['name']!r})", False)
 
     def emit_device_put(self, e, ins, outs, indent, out, **_):
+        """One device_put of every operand (a tuple: one equation, as JAX binds it)."""
         space = "Host" if "host" in str(e.params["memory_space"]) else "Device"
-        if space == "Device" and e.inputs[0].type.memory_space is None:    # a copy where it is
-            return _assign(outs, f"jax.device_put({ins[0]})", False)
-        return _assign(outs, f"jax.device_put({ins[0]}, jax.memory.Space.{space})", False)
+        operands = f"({', '.join(ins)},)"
+        if space == "Device" and all(a.type.memory_space is None for a in e.inputs):    # a copy where it is
+            return _assign(outs, f"jax.device_put({operands})", True)
+        return _assign(outs, f"jax.device_put({operands}, jax.memory.Space.{space})", True)
 
     def emit_pure_callback(self, e, ins, outs, indent, out, **_):
         """E['pure_callback'] with the user's callback imported by module and

@@ -313,15 +313,18 @@ class _Split:
             self.recomputed.append(e)
             self.inst.update(v.id for v in e.outputs)
         elif isinstance(answer, Offload):
+            # one copy of all its outputs each way, as partial_eval_jaxpr_custom
+            # binds them (`offload_eqn`, `reload_eqn`): DCE keeps the copy back
+            # whole where one output is read, so every output is saved (jax's
+            # memories_test test_primitive_with_multiple_outputs: top_k's two)
             from spec.remat import device_put_eqn  # a cycle: remat partially evaluates with this module
-            for v in e.outputs:
-                host = Var(v.type.with_memory_space(answer.dst))
-                out_copy = device_put_eqn(v, host, answer.dst)
-                self.decisions[id(out_copy)] = answer      # explain: why the copy is saved
-                self.known_eqns.append(out_copy)
-                self.staged_eqns.append(device_put_eqn(host, v, answer.src))
-                self.uses.append(host)
-                self.inst.add(v.id)
+            hosts = [Var(v.type.with_memory_space(answer.dst)) for v in e.outputs]
+            out_copy = device_put_eqn(e.outputs, hosts, answer.dst)
+            self.decisions[id(out_copy)] = answer      # explain: why the copy is saved
+            self.known_eqns.append(out_copy)
+            self.staged_eqns.append(device_put_eqn(hosts, e.outputs, answer.src))
+            self.uses += hosts
+            self.inst.update(v.id for v in e.outputs)
 
 
 def partial_eval(prog: Program, unknowns: Sequence[bool], *,

@@ -352,7 +352,7 @@ def _empty_like_type(t: ArrayType):
     if t.memory_space is None:
         return zero
     from spec.remat import device_put_p  # imported here: spec/__init__ registers cond before remat's rules
-    return bind(device_put_p, zero, memory_space=t.memory_space)
+    return bind(device_put_p, zero, memory_space=t.memory_space)[0]
 
 
 def _join_known(known: Program, n_outs_kept: Sequence[bool], all_res, slots) -> Program:

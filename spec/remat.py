@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import ml_dtypes
 
-from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, cost_rules, dce_rules, eval_rules,
+from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, instantiate, cost_rules, dce_rules, eval_rules,
                        is_undefined, jaxpr_trace_rules, jvp_rules, partial_eval_rules,
                        primitive, shape_rules, staging_rules, transpose_rules, Tracer)
 from spec.ir import Eqn, Program, Var, constants_read, is_float, reading_constants_as_inputs
@@ -79,7 +79,7 @@ source_rules[name_p] = lambda eqn, var: Source("named", name=eqn.params["name"])
 # ==========================================================================
 # device_put (offloading residuals to another memory space; a copy where it is)
 
-device_put_p = primitive("device_put", ["memory_space"])
+device_put_p = primitive("device_put", ["memory_space"], multiple_results=True)
 
 
 def _device_put_from_jax(params: dict) -> dict:
@@ -92,38 +92,63 @@ def _device_put_from_jax(params: dict) -> dict:
     (`devices=(MemorySpace.Device,)`: what a third derivative of an
     offloading checkpoint binds to bring a value back, found by a pristine
     campaign, 570daba7ef; MemorySpace.Host to offload) moves the value
-    there. Anything else (a device, a sharding, a memory kind, several
-    operands) is left as JAX's params, which the spec does not model
-    (refused by name)."""
-    places = [params.get("device"), params.get("src")] if "device" in params else [
-        *params.get("devices", ()), *params.get("srcs", ())]
-    if len(places) != 2 or places[1] is not None:
+    there; several operands alike, all to one place. Anything else (a
+    device, a sharding, a memory kind, operands to different places) is
+    left as JAX's params, which the spec does not model (refused by name)."""
+    devices, srcs = ([params.get("device")], [params.get("src")]) if "device" in params else (
+        list(params.get("devices", ())), list(params.get("srcs", ())))
+    if not devices or any(d is not devices[0] and d != devices[0] for d in devices) or any(
+            s is not None for s in srcs):
         return params
-    if places[0] is None:
+    if devices[0] is None:
         return dict(memory_space="device")
-    space = {"memoryspace.device": "device", "memoryspace.host": "pinned_host"}.get(str(places[0]).lower())
+    space = {"memoryspace.device": "device", "memoryspace.host": "pinned_host"}.get(str(devices[0]).lower())
     return params if space is None else dict(memory_space=space)
 
 
 jax_facts[device_put_p] = JaxFacts(
-    "device_put", "lambda x, memory_space: jax.device_put(x) if memory_space == 'device' "
-    "else jax.device_put(x, jax.memory.Space.Host)", from_jax=_device_put_from_jax)
+    "device_put", "lambda *xs, memory_space: list(jax.device_put(xs) if memory_space == 'device' "
+    "else jax.device_put(xs, jax.memory.Space.Host))", from_jax=_device_put_from_jax)
 
 
-def device_put_eqn(src: Var, dst: Var, memory_space: str) -> Eqn:
-    return Eqn(device_put_p, [src], [dst], dict(memory_space=memory_space))
+def device_put_eqn(srcs: list[Var], dsts: list[Var], memory_space: str) -> Eqn:
+    return Eqn(device_put_p, list(srcs), list(dsts), dict(memory_space=memory_space))
 
 
-shape_rules[device_put_p] = lambda x, *, memory_space: [
-    x.with_memory_space(None if memory_space == "device" else memory_space)]
-eval_rules[device_put_p] = lambda x, *, memory_space: x.copy()
-cost_rules[device_put_p] = lambda x, **_: 0      # a transfer, not arithmetic
-# a copy between memories is linear: the tangent is copied, the cotangent copied back
-jvp_rules[device_put_p] = lambda primals, tangents, *, memory_space: (
-    bind(device_put_p, primals[0], memory_space=memory_space),
-    bind(device_put_p, tangents[0], memory_space=memory_space))
-transpose_rules[device_put_p] = lambda ct, x, *, memory_space: [
-    ct if isinstance(ct, Zero) else bind(device_put_p, ct, memory_space=x.type.memory_space or "device")]
+shape_rules[device_put_p] = lambda *xs, memory_space: [
+    x.with_memory_space(None if memory_space == "device" else memory_space) for x in xs]
+eval_rules[device_put_p] = lambda *xs, memory_space: [x.copy() for x in xs]
+cost_rules[device_put_p] = lambda *xs, **_: 0      # a transfer, not arithmetic
+
+
+def _device_put_jvp(primals, tangents, *, memory_space):
+    """ad.linear_jvp: the tangents copied like the primals, every one
+    instantiated unless all are zeros."""
+    primals_out = bind(device_put_p, *primals, memory_space=memory_space)
+    if all(isinstance(t, Zero) for t in tangents):
+        return primals_out, [Zero(t.type) for t in primals_out]
+    return primals_out, bind(device_put_p, *map(instantiate, tangents), memory_space=memory_space)
+
+
+jvp_rules[device_put_p] = _device_put_jvp
+
+
+def _device_put_transpose(cts, *xs, memory_space):
+    """_device_put_transpose: each nonzero cotangent copied back to where
+    its operand lives, zeros left zeros."""
+    return [ct if isinstance(ct, Zero) else bind(device_put_p, ct, memory_space=x.type.memory_space or "device")[0]
+            for ct, x in zip(cts, xs)]
+
+
+transpose_rules[device_put_p] = _device_put_transpose
+
+
+def _device_put_batch(args, dims, *, memory_space):
+    """_device_put_batcher: every operand copied as it is batched."""
+    return bind(device_put_p, *args, memory_space=memory_space), list(dims)
+
+
+batch_rules[device_put_p] = _device_put_batch
 
 
 # ==========================================================================
@@ -519,7 +544,6 @@ def _remat_batch(args, dims, *, jaxpr, policy, prevent_cse, differentiated):
 def _register_batch_rules():
     batch_rules[remat_p] = _remat_batch
     batch_rules[name_p] = vectorized_batcher(name_p)
-    batch_rules[device_put_p] = vectorized_batcher(device_put_p)
 
 
 _register_batch_rules()

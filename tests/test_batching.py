@@ -185,8 +185,8 @@ def remat_opt_sin_mul(x, y):
 
 
 def to_host_and_back(x):
-    h = spec.core.bind(device_put_p, ops.sin(x), memory_space="pinned_host")
-    return h, spec.core.bind(device_put_p, h, memory_space="device") * 2.0
+    h = spec.core.bind(device_put_p, ops.sin(x), memory_space="pinned_host")[0]
+    return h, spec.core.bind(device_put_p, h, memory_space="device")[0] * 2.0
 
 
 def remat_body(x, W):
@@ -751,7 +751,7 @@ def test_higher_order_ad_through_offloaded_residuals(order):
 def test_device_put_is_linear():
     """JVP copies the tangent to the same memory; the transpose copies the
     cotangent back to the operand's memory (device)."""
-    prog = spec.trace(lambda x: spec.core.bind(device_put_p, x, memory_space="pinned_host"), spec.f64[3])
+    prog = spec.trace(lambda x: spec.core.bind(device_put_p, x, memory_space="pinned_host")[0], spec.f64[3])
     jp = spec.jvp(prog)
     assert [t.memory_space for t in jp.out_types] == ["pinned_host", "pinned_host"]
     x, t = np.array([1.0, -2.0, 0.5]), np.array([3.0, 4.0, -5.0])

@@ -1006,6 +1006,57 @@ case("named_scope_and_named_call", f"{API}.test_name_stack_annotation",
 
 
 # --------------------------------------------------------------------------
+# more of JAX's test files: control flow, debug prints, offloading, custom rules
+
+def scan_sin_sums(c, a):
+    b = jnp.sum(jnp.sin(a)) + jnp.sum(jnp.sin(c))
+    return jnp.sin(c * b), b
+
+
+case("scan_grad_jitted_checkpoint", f"{CONTROL}.testScanGrad (jit_scan, scan_with_new_checkpoint)",
+     lambda c, a: jax.jit(jax.checkpoint(lambda c, a: lax.scan(scan_sin_sums, c, a)))(c, a)[0].sum(),
+     oracle.AS_IS, f32(4), f32(5, 3))
+
+
+def names_printed(x):
+    y = checkpoint_name(x + 1., "y")
+    z = checkpoint_name(y * 2., "z")
+    jax.debug.print("y: {}, z: {}", y, z)
+    return checkpoint_name(jnp.exp(z), "w")
+
+
+DEBUG = "tests/debugging_primitives_test.py::DebugPrintTransformationTest"
+case("debug_print_of_names_everything", f"{DEBUG}.test_remat_of_debug_print", names_printed,
+     cp.everything_saveable, 2.)
+case("debug_print_of_names_but_z", f"{DEBUG}.test_remat_of_debug_print", names_printed,
+     cp.save_any_names_but_these("z"), 2.)
+
+
+def offload_multiple_results(prim, *_, **__):
+    """memories_test's policy: offload the outputs of a primitive with several."""
+    return jax.ad_checkpoint.Offloadable("device", "pinned_host") if prim.multiple_results else \
+        jax.ad_checkpoint.Recompute
+
+
+if hasattr(jax.ad_checkpoint, "Offloadable"):
+    case("offload_both_outputs_of_top_k", f"{MEMORIES}.test_primitive_with_multiple_outputs",
+         lambda x: jnp.sum(lax.top_k(x, k=2)[0]), offload_multiple_results, f32(8))
+
+
+@jax.custom_vjp
+def sin_times(x, y):
+    return jnp.sin(x) * y
+
+
+if capabilities().optimize_remat:
+    sin_times.defvjp(lambda x, y: (sin_times(x, y), (jnp.cos(x), jnp.sin(x), y)),
+                     lambda res, g: (res[0] * g * res[2], res[1] * g), optimize_remat=True)
+    case("custom_vjp_optimize_remat_two_arguments", f"{CUSTOM_VJP}.test_optimize_remat_multiple_args",
+         lambda x, y: jax.remat(sin_times)(x, y), oracle.AS_IS, 3.2, 1.0,
+         expect=passes(not_applicable=("jvp",)))
+
+
+# --------------------------------------------------------------------------
 # out of scope: what the oracle must refuse by name
 
 add_one_p = internals.new_primitive("add_one_corpus")
@@ -1102,6 +1153,10 @@ OUTCOMES_0_10_2 = {
     'while_loop_save_cos': ((), ('prevent_cse', 'second_order', 'vjp')),
     'while_loop_never_runs_swap': ((), ('prevent_cse', 'second_order', 'vjp')),
     'named_scope_and_named_call': (('remat3-checkpoint-name-has-no-batching-rule',), ()),
+    'scan_grad_jitted_checkpoint': (('remat3-grad-raises-for-an-unused-scanned-checkpoint-output',), ()),
+    'debug_print_of_names_everything': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule', 'remat3-policy-only-for-dots-and-names'), ()),
+    'debug_print_of_names_but_z': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
+    'offload_both_outputs_of_top_k': (('remat3-unrecognised-policy-is-full-remat',), ()),
 }
 
 

@@ -1043,6 +1043,10 @@ if hasattr(jax.ad_checkpoint, "Offloadable"):
          lambda x: jnp.sum(lax.top_k(x, k=2)[0]), offload_multiple_results, f32(8))
 
 
+case("linearize_of_checkpoint_called", f"{API}.test_remat_basic (jax.linearize inside the checked function)",
+     lambda x: jax.linearize(jax.checkpoint(lambda y: jnp.sin(jnp.sin(y))), x)[1](1.), oracle.AS_IS, 3.)
+
+
 @jax.custom_vjp
 def sin_times(x, y):
     return jnp.sin(x) * y
@@ -1157,6 +1161,7 @@ OUTCOMES_0_10_2 = {
     'debug_print_of_names_everything': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule', 'remat3-policy-only-for-dots-and-names'), ()),
     'debug_print_of_names_but_z': (('remat3-barrier-iff-backward-reads-checkpoint-inputs', 'remat3-checkpoint-name-has-no-batching-rule'), ()),
     'offload_both_outputs_of_top_k': (('remat3-unrecognised-policy-is-full-remat',), ()),
+    'linearize_of_checkpoint_called': (('literal-residuals-depend-on-the-constant-s-python-type', 'remat3-derivative-of-a-checkpoint-is-not-a-checkpoint'), ()),
 }
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import Program, is_float
+from spec.ir import Program, is_float, subprograms
 from spec.prims_platform import lowering_platform
 
 from oracle import backends, divergences, jax_api
@@ -287,7 +287,11 @@ def trace_compiled(case: Case, impl: str, f, props, timings) -> Traced:
                                              for t in case.tangents],
                 list(case.cts), [jax_value_of(b) for b in case.batched],
                 {p.name: [jax_value_of(a) for a in p.operands(case)] for p in props if p.operands})
-    if case.backend is not None:      # committed to the backend's device: the jit runs there
+    if case.backend is not None and len(_mesh_devices(case.prog)) <= 1:
+        # committed to the backend's device: the jit runs there (not where the
+        # program constrains a value to a mesh of several devices: operands
+        # committed to one would clash with it, "incompatible devices";
+        # found through jax's memories_test on a 2-device CPU)
         operands = jax.device_put(operands, case.backend.device)
     t0 = time.perf_counter()
     jaxpr, out_shape = jax.make_jaxpr(together, return_shape=True)(*operands)
@@ -295,6 +299,20 @@ def trace_compiled(case: Case, impl: str, f, props, timings) -> Traced:
     if len(traced.errors) < len(props):
         traced.jaxpr, traced.out_shape, traced.operands = jaxpr, out_shape, jax.tree.leaves(operands)
     return traced
+
+
+def _mesh_devices(prog: Program) -> set:
+    """The ids of the devices of the meshes `prog`'s sharding constraints
+    name, at any depth (spec/prims_conv.py: a NamedSharding's mesh is
+    ("Mesh", device ids, ...))."""
+    ids = set()
+    for e in prog.eqns:
+        sharding = e.params.get("sharding") if e.primitive.name == "sharding_constraint" else None
+        if isinstance(sharding, tuple) and sharding[0] == "NamedSharding":
+            ids.update(sharding[1][1])
+        for _, sub in subprograms(e.params):
+            ids |= _mesh_devices(sub)
+    return ids
 
 
 def _platform(backend) -> str:

@@ -8,6 +8,9 @@ to TF32 / bfloat16 mantissas (np.frexp and np.round / np.trunc, and
 ml_dtypes' bfloat16, never the code under test). The oracle must accept
 such a result where the backend is entitled to it (DEFAULT precision on a
 device that rounds) and reject it where it is not (HIGHEST, or CPU)."""
+import os
+import pathlib
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -302,3 +305,30 @@ def test_offloading_on_a_device_that_tells_no_memory_kinds_is_unsupported():
     with pytest.raises(oracle.Unsupported, match=r"'pinned_host'.*memory kinds: none"):
         checker._check_memory_kinds(case)
     checker._check_memory_kinds(checker.make_case(mlp, None, (X, W), {}, backend=no_memories))  # no offload
+
+
+MESH_SCRIPT = '''
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import oracle
+s = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("x",)), P("x"))
+def f(x):
+    return jnp.sum(jnp.sin(jax.lax.with_sharding_constraint(jnp.sin(x), s)))
+report = oracle.check(f, None, jax.device_put(np.ones((4, 2), np.float32), s), implementations=("remat2",))
+print(sorted({r.status for r in report.results}))
+'''
+
+
+def test_a_program_constraining_to_a_mesh_of_two_devices_runs_there():
+    """jax's memories_test on a 2-device CPU: a sharding constraint over a
+    mesh of two devices. The operands are not committed to the backend's
+    one device (jit: "incompatible devices", every compiled property a
+    false alarm); jit places them. A subprocess: the device count is fixed
+    when jax starts."""
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=str(pathlib.Path(__file__).resolve().parents[1]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "['ok']", proc.stdout

@@ -32,6 +32,12 @@ class BatchingError(TypeError):
     pass
 
 
+class OutAxisError(BatchingError, ValueError):
+    """An output that must be unbatched (out_axes None) is batched: JAX's
+    vmap raises ValueError, in these words (api._mapped_axis_spec's check,
+    `got axis spec None but output was batched on axis d`)."""
+
+
 # --------------------------------------------------------------------------
 # helpers used by the rules (JAX's batching.moveaxis, bdim_at_front, broadcast)
 
@@ -196,7 +202,7 @@ def move_to(x, d, target, size: int):
     None means x must be unbatched."""
     if target is None:
         if d is not None:
-            raise BatchingError("an output with out_axes=None is batched")
+            raise OutAxisError(f"got axis spec None but output was batched on axis {d}")
         return x
     if d is None:
         x = broadcast(x, size)

@@ -846,3 +846,18 @@ def test_vmap_keeps_offloaded_residuals_in_host_memory():
     assert any(r.type.memory_space for r in res)
     assert [r.source for r in bres] == [r.source for r in res]
     assert [r.type for r in bres] == [batched(r.type) for r in res]
+
+
+def test_a_batched_output_with_out_axes_none_raises_jax_s_error():
+    """An output that must stay unbatched (out_axes None) but is batched:
+    the spec raises JAX's ValueError in JAX's words, so a stack where both
+    refuse (equinox's vprim transpose batching a buffer's cotangent, found
+    by a pristine nightly, aaee1d8182) is `not applicable`, not a finding.
+    JAX's message is read off JAX."""
+    jax = pytest.importorskip("jax")
+    from spec.batching import move_to
+    with pytest.raises(ValueError) as jax_error:
+        jax.vmap(lambda x: x, out_axes=None)(np.ones(2, np.float32))
+    with pytest.raises(ValueError) as spec_error:
+        spec.trace(lambda x: move_to(x, 0, None, 2), spec.f32[2])
+    assert str(spec_error.value) in str(jax_error.value)

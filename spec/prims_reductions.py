@@ -32,7 +32,7 @@ from spec.prims_custom import custom_jvp
 from spec.prims_elementwise import (_full_like, _lit_like, abs, add, convert_element_type, div, eq, exp,
                                     log1p, lt, max, min, mul, ne, neg, select_n, sub)
 from spec.prims_structural import (_reducer_batcher, broadcast_in_dim, concatenate, pad, reduce_sum,
-                                   reshape, reshape_p, slice, squeeze, transpose)
+                                   reshape, slice, squeeze, transpose)
 from spec.prims_indexing import GatherDimensionNumbers, gather, iota, rev
 from spec.prims_call import call
 from spec.prims_structural import expand_dims
@@ -56,19 +56,12 @@ def _axes_shape(prim, kinds):
 
 def _lax_reshape(x, new_sizes, dimensions=None):
     """lax.reshape: nothing for the same shape in the same order; otherwise
-    the operand read in the order `dimensions`, then reshaped. JAX binds one
-    `reshape[dimensions=perm]`. Where the spec's reshape refuses a
-    permutation (spec/prims_structural.py models dimensions=None), it is a
-    transpose before the reshape: the same values, one equation more."""
+    one `reshape[dimensions=perm]` (the operand read in the order
+    `dimensions`, then reshaped)."""
     perm = tuple(range(x.ndim)) if dimensions is None else tuple(int(d) for d in dimensions)
     if tuple(x.shape) == tuple(new_sizes) and perm == tuple(range(x.ndim)):
         return x
-    if perm == tuple(range(x.ndim)):
-        return reshape(x, new_sizes)
-    try:
-        return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes), dimensions=perm)
-    except PrimitiveError:
-        return reshape(transpose(x, perm), new_sizes)
+    return reshape(x, new_sizes, perm)
 
 
 def _slice_in_dim(x, start, limit, stride=1, axis=0):

@@ -115,13 +115,19 @@ def expand_dims(x, dimensions):
 reshape_p = primitive("reshape", ["new_sizes", "dimensions"])
 transpose_p = primitive("transpose", ["permutation"])
 squeeze_p = primitive("squeeze", ["dimensions"])
-jax_facts[reshape_p] = JaxFacts("reshape", "lambda x, new_sizes, dimensions: lax.reshape(x, new_sizes)")
+jax_facts[reshape_p] = JaxFacts("reshape", "lambda x, new_sizes, dimensions: lax.reshape(x, new_sizes, dimensions)")
 jax_facts[transpose_p] = JaxFacts("transpose", "lambda x, permutation: lax.transpose(x, permutation)")
 jax_facts[squeeze_p] = JaxFacts("squeeze", "lambda x, dimensions: lax.squeeze(x, dimensions)")
 
 
-def reshape(x, new_sizes):
-    return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes), dimensions=None)
+def reshape(x, new_sizes, dimensions=None):
+    """reshape_p.bind: x read in the order `dimensions` (None: as it is),
+    then laid out as `new_sizes` (an identity order is None, as lax.reshape
+    binds it)."""
+    dims = None if dimensions is None else tuple(int(d) for d in dimensions)
+    if dims == tuple(range(len(dims or ()))):
+        dims = None
+    return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes), dimensions=dims)
 
 
 def transpose(x, permutation):
@@ -138,8 +144,8 @@ def squeeze(x, dimensions):
 
 def _reshape_shape(x, *, new_sizes, dimensions):
     new_sizes = _as_tuple(new_sizes, reshape_p, "new_sizes")
-    if dimensions is not None:
-        raise PrimitiveError(reshape_p, f"dimensions={dimensions!r} is not supported (only None, as in JAX)")
+    if dimensions is not None and sorted(_as_tuple(dimensions, reshape_p, "dimensions")) != list(range(x.ndim)):
+        raise PrimitiveError(reshape_p, f"dimensions {dimensions!r} is not a permutation of the dims of {x}")
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise PrimitiveError(reshape_p, f"cannot reshape {x} to {new_sizes}")
     return [ArrayType(new_sizes, x.dtype)]
@@ -162,14 +168,26 @@ def _squeeze_shape(x, *, dimensions):
 shape_rules[reshape_p] = _reshape_shape
 shape_rules[transpose_p] = _transpose_shape
 shape_rules[squeeze_p] = _squeeze_shape
-eval_rules[reshape_p] = lambda x, *, new_sizes, dimensions: x.reshape(new_sizes)
+eval_rules[reshape_p] = lambda x, *, new_sizes, dimensions: (
+    x if dimensions is None else np.transpose(x, dimensions)).reshape(new_sizes)   # _reshape_lower: transpose first
 eval_rules[transpose_p] = lambda x, *, permutation: np.transpose(x, permutation).copy()
 eval_rules[squeeze_p] = lambda x, *, dimensions: np.squeeze(x, axis=tuple(dimensions)) if dimensions else x
-jvp_rules[reshape_p] = linear_jvp(lambda x, *, new_sizes, dimensions: reshape(x, new_sizes))
+jvp_rules[reshape_p] = linear_jvp(lambda x, *, new_sizes, dimensions: reshape(x, new_sizes, dimensions))
 jvp_rules[transpose_p] = linear_jvp(lambda x, *, permutation: transpose(x, permutation))
 jvp_rules[squeeze_p] = linear_jvp(lambda x, *, dimensions: squeeze(x, dimensions))
-transpose_rules[reshape_p] = lambda ct, x, *, new_sizes, dimensions: [
-    Zero(x.type) if isinstance(ct, Zero) else reshape(ct, x.type.shape)]
+
+
+def _reshape_transpose(ct, x, *, new_sizes, dimensions):
+    """_reshape_transpose_rule: reshaped back to x's shape, read in the
+    order `dimensions`, then transposed back by its inverse."""
+    if isinstance(ct, Zero):
+        return [Zero(x.type)]
+    if dimensions is None:
+        return [reshape(ct, x.type.shape)]
+    return [transpose(reshape(ct, tuple(x.type.shape[d] for d in dimensions)), tuple(np.argsort(dimensions)))]
+
+
+transpose_rules[reshape_p] = _reshape_transpose
 transpose_rules[transpose_p] = lambda ct, x, *, permutation: [
     Zero(x.type) if isinstance(ct, Zero) else transpose(ct, tuple(np.argsort(permutation)))]
 transpose_rules[squeeze_p] = lambda ct, x, *, dimensions: [   # lax: expand_dims(t, dimensions)
@@ -180,6 +198,9 @@ examples[reshape_p] = [
             linear=_LINEAR),
     Example("to-scalar", (((1, 1), "f32", "normal"),), lambda x: reshape(x, ()), lambda x: x.reshape(()),
             linear=_LINEAR),
+    # what JAX's conv batching rule binds (vmap of a kernel's gradient)
+    Example("dimensions", (((2, 3, 4), "f32", "normal"),), lambda x: reshape(x, (4, 6), (2, 0, 1)),
+            lambda x: np.transpose(x, (2, 0, 1)).reshape(4, 6), linear=_LINEAR),
 ]
 examples[transpose_p] = [
     Example("transpose", (((2, 3, 4), "f32", "normal"),), lambda x: transpose(x, (2, 0, 1)),
@@ -876,10 +897,12 @@ def _batch_broadcast_in_dim(args, dims, *, shape, broadcast_dimensions):
 
 
 def _batch_reshape(args, dims, *, new_sizes, dimensions):
-    """Move the batch axis to the front and reshape the rest (output dim 0)."""
+    """Move the batch axis to the front and reshape the rest (output dim 0),
+    the batch axis first in `dimensions`."""
     (x,), (d,) = args, dims
     x = moveaxis(x, d, 0)
-    return reshape(x, (x.shape[0],) + tuple(new_sizes)), 0
+    dimensions = None if dimensions is None else (0,) + tuple(int(i) + 1 for i in dimensions)
+    return reshape(x, (x.shape[0],) + tuple(new_sizes), dimensions), 0
 
 
 def _batch_transpose(args, dims, *, permutation):

@@ -315,3 +315,26 @@ def test_precision_preset_that_rounds_operands_passes(op):
         fn = lambda x, w: jnp.sum(jnp.tanh(lax.conv_general_dilated(x, w, (1, 1), "SAME", precision="F16_F16_F16")))
         args = (_normal(2, 3, 6, 6), _normal(4, 3, 3, 3))
     assert {r.status for r in oracle.check(fn, None, *args).results} <= PASSING
+
+
+def test_per_example_kernel_gradients_reshape_in_a_permuted_order():
+    """vmap of a convolution kernel's gradient (DP-SGD's per-example
+    clipped gradients, jax's examples/differentially_private_sgd.py): JAX's
+    conv batching rule binds `reshape` with `dimensions` (the operand read
+    in a permuted order), which the spec refused. That JAX binds it is read
+    off JAX's jaxpr; values and residuals are oracle.check's comparison."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import oracle
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def per_example_grads(w, xs):
+        return jax.vmap(jax.grad(lambda w, x: jnp.sum(jnp.sin(conv(x, w)))), (None, 0))(w, xs)
+    w = np.random.RandomState(0).randn(2, 2, 1, 2).astype(np.float32)
+    xs = np.random.RandomState(1).randn(2, 1, 3, 3, 1).astype(np.float32)
+    reshapes = [e for e in jax.make_jaxpr(per_example_grads)(w, xs).eqns if e.primitive.name == "reshape"]
+    assert any(e.params["dimensions"] is not None for e in reshapes)
+    report = oracle.check(per_example_grads, None, w, xs, implementations=("remat2",))
+    assert {r.status for r in report.results} == {"ok"}, report

@@ -1048,15 +1048,15 @@ case("linearize_of_checkpoint_called", f"{API}.test_remat_basic (jax.linearize i
 
 
 @jax.custom_vjp
-def sin_times(x, y):
+def sin_times_by_rule(x, y):
     return jnp.sin(x) * y
 
 
 if capabilities().optimize_remat:
-    sin_times.defvjp(lambda x, y: (sin_times(x, y), (jnp.cos(x), jnp.sin(x), y)),
-                     lambda res, g: (res[0] * g * res[2], res[1] * g), optimize_remat=True)
+    sin_times_by_rule.defvjp(lambda x, y: (sin_times_by_rule(x, y), (jnp.cos(x), jnp.sin(x), y)),
+                             lambda res, g: (res[0] * g * res[2], res[1] * g), optimize_remat=True)
     case("custom_vjp_optimize_remat_two_arguments", f"{CUSTOM_VJP}.test_optimize_remat_multiple_args",
-         lambda x, y: jax.remat(sin_times)(x, y), oracle.AS_IS, 3.2, 1.0,
+         lambda x, y: jax.remat(sin_times_by_rule)(x, y), oracle.AS_IS, 3.2, 1.0,
          expect=passes(not_applicable=("jvp",)))
 
 

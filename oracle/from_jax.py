@@ -17,7 +17,7 @@ import numpy as np
 
 import spec
 from spec.core import primitives as SPEC_PRIMS
-from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, as_constvar, is_key
 
 from oracle.conventions import spec_value_of
 from oracle.jax_api import internals as jx
@@ -95,6 +95,8 @@ def _constant(c, aval) -> Literal:
             "argument, or compute it inside the function")
     if key not in seen:
         value = spec_value_of(c) if is_key(t.dtype) else np.asarray(c, dtype=t.dtype)   # a closed-over key
+        if np.ndim(c) == 0 and not is_key(t.dtype):     # a jaxpr constvar: a constant, though 0-d
+            value = as_constvar(np.array(value))
         seen[key] = (c, Literal(value, ArrayType(np.shape(c), t.dtype)))   # c kept alive: ids stay unique
     return seen[key][1]
 

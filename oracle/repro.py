@@ -613,7 +613,10 @@ class _Writer:
         """A variable's name, or a literal's source (see _scalar_source)."""
         if isinstance(a, Var):
             return env[a.id]
-        return _scalar_source(a.value, self.x64) if a.is_scalar else _array_source(a.value)
+        if a.is_scalar:
+            return _scalar_source(a.value, self.x64)
+        # a 0-d constant stays a constvar only as a jax Array (JAX inlines a 0-d numpy array)
+        return f"jnp.asarray({_array_source(a.value)})" if a.type.ndim == 0 else _array_source(a.value)
 
     def eqn(self, e, env, indent, out, fused=None):
         """Write one equation (a convert_element_type `fused` into it before)."""

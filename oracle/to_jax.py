@@ -96,7 +96,10 @@ def _literal(a: Literal):
         return float(a.value)
     if is_key(a.value.dtype):        # a closed-over key: the typed key of its data
         return jax_value_of(a.value)
-    return a.value if a.is_scalar else np.array(a.value)
+    if a.is_scalar:
+        return a.value
+    # a 0-d constant stays a constvar only as a jax Array (JAX inlines a 0-d numpy array)
+    return jax_value_of(a.value) if a.type.ndim == 0 else np.array(a.value)
 
 
 def _run(prog: Program, args, table):

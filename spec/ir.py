@@ -20,10 +20,12 @@ Nothing here knows any primitive: primitives and their rules live in
 from __future__ import annotations
 
 import itertools
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import ml_dtypes
+
 import numpy as np
 
 # --------------------------------------------------------------------------
@@ -199,15 +201,29 @@ class Literal:
 
     @property
     def is_scalar(self) -> bool:
-        """Written inline (a JAX literal): a scalar number. A key is never
-        one: JAX keeps a closed-over key a constvar (a constant)."""
-        return self.type.ndim == 0 and not is_key(self.type.dtype)
+        """Written inline (a JAX literal): a scalar number, not a 0-d array
+        JAX keeps a constvar (`as_constvar`). A key is never one: JAX keeps
+        a closed-over key a constvar (a constant)."""
+        return (self.type.ndim == 0 and not is_key(self.type.dtype)
+                and _CONSTVAR_ARRAYS.get(id(self.value)) is not self.value)
 
     def __repr__(self):
         return f"Literal({self.value!r})"
 
 
 Atom = Var | Literal
+
+
+# 0-d arrays JAX keeps as constvars, not inline (a closed-over 0-d jax Array:
+# saved_residuals says "from a constant"), by identity: every Literal of one,
+# however a rule passes the array on, is a constant (`Literal.is_scalar`)
+_CONSTVAR_ARRAYS: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def as_constvar(value: np.ndarray) -> np.ndarray:
+    """`value` (a 0-d array), marked one JAX keeps a constvar."""
+    _CONSTVAR_ARRAYS[id(value)] = value
+    return value
 
 
 @dataclass(frozen=True, eq=False)

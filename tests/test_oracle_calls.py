@@ -445,3 +445,26 @@ def test_a_device_put_that_places_nothing_is_imported_as_a_copy():
     assert puts[0].outputs[0].type == puts[0].inputs[0].type
     with pytest.raises(oracle.Unsupported, match=r"device_put.*param devices?="):
         from_jaxpr(jax.make_jaxpr(lambda x: jax.device_put(x, jax.devices()[0]) * 2.0)(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("constant", ["jax bool", "jax float", "numpy float", "python bool"])
+def test_a_closed_over_0d_jax_array_is_saved_from_a_constant(constant):
+    """A closed-over 0-d jax Array is a jaxpr constvar (saved_residuals:
+    "from a constant"); a numpy or Python scalar is written inline ("from a
+    literal", or not saved). The spec named every 0-d constant a literal
+    (found through diffrax's diffeqsolve: its error checks close over
+    jnp.array(True)). What JAX saves is read off JAX; oracle.check compares
+    the lists."""
+    from jax._src.ad_checkpoint import saved_residuals
+    c = {"jax bool": jnp.array(True), "jax float": jnp.array(0.5, jnp.float32), "numpy float": np.float32(0.5),
+         "python bool": True}[constant]
+    scale = c * 1.0 if constant.endswith("bool") else c
+
+    def f(x):
+        return jnp.sum(jnp.where(c, jnp.sin(x), x) * scale)
+    x = np.ones(3, np.float32)
+    from_constant = any("from a constant" in s for _, s in saved_residuals(f, x))
+    report = oracle.check(f, None, x, implementations=("remat2",), properties=("residuals", "vjp_leaves"))
+    assert report.status("residuals", "remat2") == "ok", report
+    if jax.__version__ == "0.10.2":     # measured there (jax 0.4.25 inlines a 0-d bool Array too)
+        assert from_constant == constant.startswith("jax")

@@ -134,10 +134,16 @@ jvp_rules[device_put_p] = _device_put_jvp
 
 
 def _device_put_transpose(cts, *xs, memory_space):
-    """_device_put_transpose: each nonzero cotangent copied back to where
-    its operand lives, zeros left zeros."""
-    return [ct if isinstance(ct, Zero) else bind(device_put_p, ct, memory_space=x.type.memory_space or "device")[0]
-            for ct, x in zip(cts, xs)]
+    """_device_put_transpose: the nonzero cotangents copied back, in one
+    copy, to where their operands live (one per memory space here: the
+    spec's copy has one destination), zeros left zeros."""
+    cts_in = list(cts)
+    spaces = [x.type.memory_space or "device" for x in xs]
+    for space in dict.fromkeys(s for s, ct in zip(spaces, cts) if not isinstance(ct, Zero)):
+        at = [i for i, (s, ct) in enumerate(zip(spaces, cts)) if s == space and not isinstance(ct, Zero)]
+        for i, copied in zip(at, bind(device_put_p, *[cts[i] for i in at], memory_space=space)):
+            cts_in[i] = copied
+    return cts_in
 
 
 transpose_rules[device_put_p] = _device_put_transpose

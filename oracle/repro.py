@@ -576,6 +576,7 @@ class _Writer:
         self.helpers: set[str] = set()
         self.customs: dict = {}                # fingerprint -> the custom function's name
         self.policies: dict = {}               # id of a user policy written out -> its name
+        self.constants: dict = {}              # id of a 0-d constant's array -> (the array, its name)
 
     def fresh(self, hint: str = "v") -> str:
         """A new name: hint and a number, distinct from every name taken."""
@@ -615,8 +616,17 @@ class _Writer:
             return env[a.id]
         if a.is_scalar:
             return _scalar_source(a.value, self.x64)
-        # a 0-d constant stays a constvar only as a jax Array (JAX inlines a 0-d numpy array)
-        return f"jnp.asarray({_array_source(a.value)})" if a.type.ndim == 0 else _array_source(a.value)
+        return self.constant_0d(a) if a.type.ndim == 0 and not is_key(a.type.dtype) else _array_source(a.value)
+
+    def constant_0d(self, a) -> str:
+        """The module-level name of a 0-d constant JAX keeps a constvar
+        (spec.ir.as_constvar): a jax Array made before any trace (JAX
+        inlines a 0-d numpy array, or an Array made while tracing)."""
+        if id(a.value) not in self.constants:
+            name = self.fresh("constant")
+            self.blocks.append([f"{name} = jnp.asarray({_array_source(a.value)})"])
+            self.constants[id(a.value)] = (a.value, name)
+        return self.constants[id(a.value)][1]
 
     def eqn(self, e, env, indent, out, fused=None):
         """Write one equation (a convert_element_type `fused` into it before)."""

@@ -26,6 +26,7 @@ def to_jax(prog: Program, *, spelling: Spelling = CANONICAL):
     if not isinstance(spelling, Spelling):
         raise InvalidArgument(f"oracle.to_jax: spelling must be an oracle.spellings.Spelling, got {spelling!r}")
     table = _Table(emitters(), spelling)
+    _make_0d_constants(prog)
 
     def fn(*args):
         return _run(prog, args, table)
@@ -98,8 +99,27 @@ def _literal(a: Literal):
         return jax_value_of(a.value)
     if a.is_scalar:
         return a.value
-    # a 0-d constant stays a constvar only as a jax Array (JAX inlines a 0-d numpy array)
-    return jax_value_of(a.value) if a.type.ndim == 0 else np.array(a.value)
+    made = _JAX_CONSTANTS.get(id(a.value))
+    if made is not None and made[0] is a.value:
+        return made[1]
+    return np.array(a.value)
+
+
+# the jax Arrays standing for the 0-d constants (spec.ir.as_constvar) of the
+# programs to_jax wrote, made before any trace: JAX keeps one a constvar only
+# where it exists before tracing (a 0-d numpy array, or an Array made while
+# tracing, is inlined); id(value) -> (value, array), the value kept alive
+_JAX_CONSTANTS: dict = {}
+
+
+def _make_0d_constants(prog: Program) -> None:
+    import jax.numpy as jnp
+    for e in prog.eqns:
+        for a in e.inputs:
+            if isinstance(a, Literal) and a.type.ndim == 0 and not a.is_scalar and not is_key(a.type.dtype):
+                _JAX_CONSTANTS.setdefault(id(a.value), (a.value, jnp.asarray(a.value)))
+        for _, sub in subprograms(e.params):
+            _make_0d_constants(sub)
 
 
 def _run(prog: Program, args, table):

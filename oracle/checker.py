@@ -190,7 +190,15 @@ def _same_reason(spec_error: BaseException, jax_error: BaseException) -> bool:
     if not isinstance(spec_error, type(jax_error)):
         return False
     sentence = _first_line(spec_error).split(". ")[0].rstrip(".:")
-    return bool(sentence) and sentence in _first_line(jax_error)
+    return bool(sentence) and (sentence in _first_line(jax_error) or any(
+        sentence.startswith(now) and before in _first_line(jax_error) for now, before in _EARLIER_WORDINGS))
+
+
+# the same refusal in an earlier release's words: (the spec's wording, JAX's
+# before it changed); vmap's out_axes=None check raised in
+# batching.matchaxis on jax 0.4.25 ('vmap has mapped output but out_axes is
+# None'), in api.vmap_f (SpecMatchError) from 0.4.36
+_EARLIER_WORDINGS = (("got axis spec None but output was batched on axis", "vmap has mapped output but out_axes is None"),)
 
 
 def _raised(e: Exception, who: str = "JAX", other: str = "the spec") -> str:

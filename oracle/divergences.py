@@ -567,10 +567,12 @@ def _remat3_constant_output_under_jit_vmap(ctx):
     return type(ctx.error) is AssertionError and not str(ctx.error) and ctx.property == "vmap"
 
 
-def _computed_from_scanned(prog: Program) -> set:
+def _computed_from_scanned(prog: Program, scanned_inputs: frozenset = frozenset()) -> set:
     """The ids of `prog`'s vars that are, or are computed from, a stacked
-    output (a ys) of a scan of `prog` (its own equations, not sub-programs')."""
-    ys_of_scan = set()
+    output (a ys) of a scan of `prog` (its own equations, not sub-programs'),
+    or one of the inputs `scanned_inputs` (ids: what the enclosing program
+    passed in from a scan's ys)."""
+    ys_of_scan = set(scanned_inputs)
     for e in prog.eqns:
         if e.primitive.name == "scan":
             ys_of_scan.update(v.id for v in e.outputs[e.params["num_carry"]:])
@@ -579,20 +581,30 @@ def _computed_from_scanned(prog: Program) -> set:
     return ys_of_scan
 
 
-def _unused_scanned_checkpoint_inputs(prog: Program) -> bool:
+def _unused_scanned_checkpoint_inputs(prog: Program, scanned_inputs: frozenset = frozenset(),
+                                      roots: list | None = None) -> bool:
     """Some checkpoint (at any depth) has an input its body never reads, or
     reads only for outputs whose tangent nothing reads (`tangents_read`: one
     it returns as it is, unused; found by a pristine nightly, 19a80242a3),
-    that is, or is computed from, a stacked output (a ys) of a scan."""
-    ys_of_scan = _computed_from_scanned(prog)
-    read = tangents_read(prog)
+    that is, or is computed from, a stacked output (a ys) of a scan (one
+    outside the jit the checkpoint is in too: found by a pristine nightly,
+    64423aad57). `scanned_inputs`, `roots`: which inputs of `prog` are such
+    values, which outputs are read (default all)."""
+    ys_of_scan = _computed_from_scanned(prog, scanned_inputs)
+    read = tangents_read(prog if roots is None else Program(prog.inputs, prog.eqns,
+                                                            [o for o, r in zip(prog.outputs, roots) if r]))
     for e in prog.eqns:
         if e.primitive is remat_p:
             _, used = dce(e.params["jaxpr"], [v.id in read for v in e.outputs])
             if any(not u and isinstance(a, Var) and a.id in ys_of_scan for a, u in zip(e.inputs, used)):
                 return True
-        if any(_unused_scanned_checkpoint_inputs(b) for _, b in subprograms(e.params)):
-            return True
+        scanned_in = [isinstance(a, Var) and a.id in ys_of_scan for a in e.inputs]
+        used_out = [v.id in read for v in e.outputs]
+        for _, b in subprograms(e.params):
+            inner = (frozenset(v.id for v, s in zip(b.inputs[len(b.inputs) - len(e.inputs):], scanned_in) if s)
+                     if e.primitive is call_p else frozenset())
+            if _unused_scanned_checkpoint_inputs(b, inner, _outputs_read_in(e, used_out)):
+                return True
     return False
 
 

@@ -98,6 +98,11 @@ SCANNED_INPUTS = {     # f -> whether a checkpoint input from a scan's ys is rea
     "forwarded to an unused output": (lambda a: jax.checkpoint(lambda i, j: (i, j))(a, _scanned(a)[1])[0], True),
     "read by an unused output": (lambda a: jax.checkpoint(lambda i, j: (i, jnp.sin(j)))(a, _scanned(a)[1])[0], True),
     "read by the used output": (lambda a: jax.checkpoint(lambda i, j: (i * j[0], j))(a, _scanned(a)[1])[0], False),
+    # the scan outside the jit the checkpoint is in (pristine nightly finding 64423aad57)
+    "passed into a jit, unread": (lambda a: jax.jit(lambda a, ys: jax.checkpoint(lambda i, j: (i, i))(a, ys))(
+        a, _scanned(a)[1])[0], True),
+    "passed into a jit, read": (lambda a: jax.jit(lambda a, ys: jax.checkpoint(lambda i, j: (i * j[0], i))(a, ys))(
+        a, _scanned(a)[1])[0], False),
 }
 
 

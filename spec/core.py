@@ -190,6 +190,25 @@ class PrimitiveError(TypeError):
         super().__init__(f"{name}: {problem}")
 
 
+class MemorySpaceError(ValueError):
+    """Operands in different memory spaces, which JAX's standard primitives
+    refuse in these words (`_default_memory_space_rule`,
+    jax/_src/lax/utils.py)."""
+
+
+def check_memory_spaces(prim: Primitive, *types) -> None:
+    """_default_memory_space_rule: the operands of rank 1 or more all live in
+    one memory space."""
+    previous = None
+    for t in types:
+        if not t.ndim:
+            continue
+        if previous is not None and previous.memory_space != t.memory_space:
+            raise MemorySpaceError(f"memory_space of all inputs passed to `{prim.name}` must be the same. Got one "
+                                   f"operand with type: {previous} and another operand with type: {t}")
+        previous = t
+
+
 def check_params(prim: Primitive, params: dict) -> None:
     expected = set(param_specs[prim])
     got = set(params)

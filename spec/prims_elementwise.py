@@ -24,7 +24,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPri
 from spec.arrays import SymbolicError, namespace
 from spec.ir import ArrayType, canonical_dtype, is_float, type_of
 from spec.batching import bdim_at_front, broadcast_at, broadcast_batcher, moveaxis, ndim
-from spec.core import instantiate
+from spec.core import check_memory_spaces, instantiate
 from spec.semantics import semantics
 from spec.ir import is_key
 
@@ -723,6 +723,7 @@ def select_n(which, *cases):
 def _select_n_shape(which: ArrayType, *cases: ArrayType):
     if not cases:
         raise PrimitiveError(select_n_p, "needs at least one case")
+    check_memory_spaces(select_n_p, which, *cases)
     if any(c != cases[0] for c in cases):
         raise PrimitiveError(select_n_p, f"cases must have equal types, got {list(cases)}")
     if which.shape not in ((), cases[0].shape):

@@ -2844,3 +2844,32 @@ def test_remat3_replays_a_print_of_a_saved_name_without_a_barrier(label, capsys)
     report = oracle.check(body, policy, np.float32(0.5), implementations=("remat3",), properties=("prevent_cse",))
     # remat2 (prevent_cse) has its barrier either way: where remat3 has none, the divergence
     assert report.status("prevent_cse", "remat3") == ("known divergence" if saved else "ok"), report
+
+
+def test_a_vmapped_select_of_an_offloaded_residual_is_refused_by_both():
+    """vmap o grad of a checkpoint offloading its named input in a nested
+    cond's branch: the batched cond's select_n meets the offloaded residual
+    in host memory beside device operands, and JAX's default memory-space
+    rule refuses it; the spec refused it in other words (pristine nightly
+    finding 9eaa39b677). Both refusing is not applicable; that JAX refuses
+    is read off JAX (oracle.check runs it)."""
+    from oracle import stacks as S
+    policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["a"], offload_src="device",
+        offload_dst="pinned_host")
+    inner = lambda k: jax.checkpoint(lambda m: jnp.sin(checkpoint_name(m, "a")), policy=policy,   # noqa: E731
+                                     prevent_cse=False)(k)
+
+    def f(a, b):
+        return (lax.cond(a > 0, lambda p: p, lambda g: lax.cond(g > 0, inner, lambda j: j, g), a),)
+    args = (np.float32(0.5), np.float32(0.7))
+    prog = trace_jax(f, *args)
+    stack = S.Stack((S.Layer("grad"), S.Layer("vmap", in_axes=(0, 0, 0), out_axes=(0, 0), size=2)))
+    try:
+        report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",),
+                              properties=(S.stack_property(stack, prog),))
+    except oracle.Unsupported as e:
+        if "does not address" not in str(e):
+            raise
+        pytest.skip(f"jax {jax.__version__}: {e}")      # the release's CPU has no host memory kind
+    assert report.status(S.STACK, "remat2") == "not applicable", str(report)

@@ -152,7 +152,7 @@ def _corpus_phase(job: int, names: tuple, deadline: float, max_examples: int, re
         if time.time() >= deadline or checked >= max_examples or (found and fail_fast):
             break
         case = corpus.by_name(name)
-        results.put(("start", job, (f"corpus case {name}", 0)))
+        results.put(("start", job, (f"corpus case {name}", 0, None)))
         try:
             report = corpus.seed_outcome(case)
         except Exception as e:          # a Mismatch, a hang or an error: a finding
@@ -241,7 +241,7 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
         if not failures and (checked >= at_most
                              or (novelty is not None and not novelty.wanted(prog, spelling, stack))):
             return                # nothing new in it (or enough checked): draw the next one
-        results.put(("start", job, (str(prog), round_)))
+        results.put(("start", job, (str(prog), round_, _pickled(prog))))
         try:
             with _checking(prog):
                 report = focus.check(prog, stack=stack, spelling=spelling)
@@ -307,6 +307,17 @@ def _finding(prog, err, seed: int, round_: int, impls=("remat2", "remat3"), how:
     return dict(key=f"error/{type(err).__name__}/{shape}", property="error", implementation="-",
                 program=program, message=f"{type(err).__name__}: {err}", repro="", seed=seed,
                 round=round_)
+
+
+def _pickled(prog) -> bytes | None:
+    """`prog` pickled for the driver, which writes its hang reproducer itself
+    where the worker's hang-reproducer thread never runs (native code that
+    holds the GIL); None where it does not pickle."""
+    import pickle
+    try:
+        return pickle.dumps(prog)
+    except Exception:       # noqa: BLE001 -- a param that does not pickle: program.txt still has it
+        return None
 
 
 def _hang_repro(prog, err, impls) -> str:
@@ -435,7 +446,7 @@ class _Campaign:
     findings: dict = dataclasses.field(default_factory=dict)       # key -> directory
     hits: dict = dataclasses.field(default_factory=dict)           # key -> [(job, round)]
     unshrunk: dict = dataclasses.field(default_factory=dict)       # job -> first failure of its round
-    busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round)
+    busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round, pickled)
     hang_repros: dict = dataclasses.field(default_factory=dict)    # job -> (program, its hang reproducer)
     environments: dict = dataclasses.field(default_factory=dict)   # job -> its host and JAX
     errors: list = dataclasses.field(default_factory=list)
@@ -527,16 +538,18 @@ class _Campaign:
         its program is a hang finding; a fresh worker goes on with the next
         round. True when the campaign should stop (fail-fast)."""
         from fuzz import watchdog
-        for job, (since, program, round_) in list(self.busy.items()):
+        for job, (since, program, round_, pickled) in list(self.busy.items()):
             if time.time() - since < watchdog.EXAMPLE_SECONDS + SILENT_SECONDS:
                 continue
             self.workers.kill(job)
             del self.busy[job]
             seconds = round(time.time() - since)
             reproduced, repro = self.hang_repros.pop(job, ("", ""))
+            if reproduced != program:       # the worker's thread never ran: the driver writes it
+                repro = self._hang_repro_of(pickled, seconds)
             self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
                                   property="hang", implementation="-", program=program,
-                                  repro=repro if reproduced == program else "",
+                                  repro=repro,
                                   message=f"a hang: the worker checking this program was silent for "
                                           f"{seconds} s (inside native code: no Python stack)",
                                   seed=self.args.seed, round=round_))
@@ -545,6 +558,15 @@ class _Campaign:
                 return True
             self.spawn(job, first_round=round_, corpus=False)
         return False
+
+    def _hang_repro_of(self, pickled: bytes | None, seconds: int) -> str:
+        """The hang reproducer of the program a silent worker was checking
+        (pickled with its "start" message), or "" where it has none."""
+        import pickle
+        from fuzz import watchdog
+        if pickled is None:
+            return ""
+        return _hang_repro(pickle.loads(pickled), watchdog.ExampleTimeout(seconds, "native code"), self.impls)
 
     def finish(self) -> None:
         """Findings still shrinking are written as they are; each report

@@ -162,3 +162,23 @@ def test_a_hang_in_native_code_gets_a_reproducer(tmp_path, monkeypatch):
     repro = (dirs[0] / "repro.py").read_text()
     ast.parse(repro)
     assert "faulthandler.dump_traceback_later" in repro
+
+
+
+def test_the_driver_writes_the_reproducer_of_a_worker_that_never_could():
+    """A worker stuck in native code that holds the GIL never runs its
+    hang-reproducer thread; the driver then writes the reproducer itself,
+    from the program the worker sent, pickled, when it started checking it
+    (fuzz/cli.py `_pickled`, `_Campaign._hang_repro_of`). The reproducer
+    is valid Python with its own watchdog; None (a program that does not
+    pickle) gives none."""
+    from fuzz import cli
+    import spec
+    from spec import ops
+    prog = spec.trace(lambda x: spec.remat.checkpoint(lambda y: ops.sin(y))(ops.mul(x, 2.0)), spec.f32[3])
+    campaign = cli._Campaign.__new__(cli._Campaign)
+    campaign.impls = ("remat2",)
+    repro = campaign._hang_repro_of(cli._pickled(prog), 90)
+    ast.parse(repro)
+    assert "faulthandler.dump_traceback_later" in repro
+    assert campaign._hang_repro_of(None, 90) == ""

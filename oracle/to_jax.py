@@ -43,8 +43,9 @@ def to_jax(prog: Program, *, spelling: Spelling = CANONICAL):
 def unbindable(prog: Program) -> str | None:
     """Why the installed JAX cannot bind `prog` as its primitives' emitters
     call it: an API this release lacks (an AttributeError while tracing,
-    e.g. lax.unstack before jax 0.4.3x) or a memory kind its device does
-    not address, else None. The fuzzer draws only
+    e.g. lax.unstack before jax 0.4.3x; a param its primitive lacks, e.g.
+    eigh's and svd's `algorithm` before 0.7) or a memory kind its device
+    does not address, else None. The fuzzer draws only
     what binds (fuzz/strategies.py); anything else that goes wrong is left
     for the check to report."""
     import jax
@@ -54,6 +55,10 @@ def unbindable(prog: Program) -> str | None:
         closed = jax.make_jaxpr(to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types])
     except AttributeError as e:
         return f"jax {jax.__version__}: {e}"
+    except TypeError as e:
+        if "unexpected keyword argument" in str(e):     # a param the release's primitive lacks (eigh's algorithm)
+            return f"jax {jax.__version__}: {e}"
+        return None
     except ValueError as e:
         if "memory kind" in str(e):     # a sharding in device memory, where the device tells none (0.4.25 CPU)
             return f"jax {jax.__version__}: {e}"

@@ -56,7 +56,10 @@ def unbindable(prog: Program) -> str | None:
     except AttributeError as e:
         return f"jax {jax.__version__}: {e}"
     except TypeError as e:
-        if "unexpected keyword argument" in str(e):     # a param the release's primitive lacks (eigh's algorithm)
+        # a call the release's API does not take: a param its primitive lacks
+        # (eigh's algorithm), params in another form (equinox's vprim before
+        # 0.11.4 spreads them as a mapping)
+        if any(m in str(e) for m in ("unexpected keyword argument", "must be a mapping")):
             return f"jax {jax.__version__}: {e}"
         return None
     except ValueError as e:

@@ -247,6 +247,20 @@ def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     return lambda j, s: jit_output(j) and s == "from a constant"
 
 
+# the linear-algebra primitives whose JVP rules build triangular masks (jnp.tril, jnp.triu)
+_MASKING_JVPS = ("triangular_solve", "lu", "cholesky", "qr")
+
+
+@_renaming
+def _linalg_masks_named_jit_outputs(impl, jax_res, spec_res, prog, aliases):
+    """JAX's `output of pjit` for a value the spec names by the equation
+    computing it, in a program with a linear-algebra primitive whose JVP
+    rule builds a triangular mask (jnp.tril and triu are jitted there)."""
+    if not any(has_primitive(prog, name) for name in _MASKING_JVPS):
+        return None
+    return lambda j, s: j == "output of pjit" and s.startswith("output of ")
+
+
 def _rounded_listed_after_their_producers(impl, jax_res, spec_res, prog, aliases):
     """The spec's list where JAX's is it in the order a release that rounds
     saved values lists them: remat's `_insert_reduce_precision` puts the
@@ -375,6 +389,14 @@ NORMALIZATIONS = [
                   "pjit` (it looked for the `xla_call` primitive, removed in 2022; fixed by "
                   "jax-ml/jax 1fe0c5dad5) instead of `output of jitted function 'f'`.",
                   _misnamed("output of pjit", "output of jitted function "), releases=Releases("0.4.25", "0.4.34")),
+    Normalization("linalg-jvp-masks-are-jit-outputs",
+                  "On jax 0.4.25 the JVP rules of triangular_solve, lu, cholesky and qr build "
+                  "their triangular masks and zeros with jnp.tril/jnp.triu, jitted functions there, "
+                  "so saved_residuals names a saved mask or zero `output of pjit`, where the spec "
+                  "(0.10.2's rules, which bind them inline) names the equation computing it "
+                  "(`output of ge`, `output of broadcast_in_dim`). Same values. Found by a "
+                  "campaign on 0.4.25 (triangular_solve and lu); 0.4.36 names them as the spec does.",
+                  _linalg_masks_named_jit_outputs, releases=Releases("0.4.25", "0.4.34")),
     Normalization("saved-residuals-names-a-jits-constant-its-output",
                   "Before jax 0.10.2 (verified on 0.4.25, 0.4.36 and 0.6.2, with direct "
                   "linearization on or off; not bisected between 0.6.2 and 0.10.2) pjit's partial "

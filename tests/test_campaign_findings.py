@@ -2900,3 +2900,19 @@ def test_remat3_s_residuals_in_a_jit_are_compared_up_to_order():
     assert len(remat3) == len(saved_residuals(f, x)) - 1
     report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("residuals",))
     assert report.status("residuals", "remat3") == "known divergence", str(report)
+
+
+def test_a_triangular_solve_s_mask_is_named_as_the_release_names_it():
+    """triangular_solve's JVP builds a triangular mask and zeros, which
+    jax 0.4.25's jnp.tril/triu compute in jitted functions (saved_residuals:
+    `output of pjit`), and later releases inline as the spec does (found by
+    a campaign on 0.4.25; linalg-jvp-masks-are-jit-outputs). JAX's names
+    are read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    a = np.tril(np.random.RandomState(0).randn(3, 3).astype(np.float32)) + 3 * np.eye(3, dtype=np.float32)
+    b = np.random.RandomState(1).randn(3, 2).astype(np.float32)
+    f = lambda a, b: lax.linalg.triangular_solve(a, b, left_side=True, lower=True)   # noqa: E731
+    pjit = any(s.startswith("output of pjit") for _, s in saved_residuals(f, a, b))
+    report = oracle.check(f, oracle.AS_IS, a, b, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)
+    assert pjit == jax.__version__.startswith("0.4.25")

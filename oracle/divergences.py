@@ -1525,6 +1525,26 @@ def _approx_top_k_old_indices(got, want, ctx):
     return _old_gather_indices(got, want, ctx, "approx_top_k", _is_jit_output)
 
 
+@additive
+def _lu_old_indices(got, want, ctx):
+    """The lists are the same but for lu's row indices: JAX's those of every
+    batch dimension and the row (`i32[..., m, r - 1]`, an output of
+    concatenate, computed before the rule's products, so listed first) where
+    the baseline has the row's alone (`i32[..., m, 1]`, an output of
+    broadcast_in_dim), as many of each, for an lu of such a permutation
+    shape (found by a campaign on 0.4.36)."""
+    widths = {e.outputs[2].type.shape: len(e.inputs[0].type.shape) - 1 for e in _eqns(ctx.program)
+              if e.primitive.name == "lu"}
+    old = lambda r: r[0].startswith("i32[") and r[1] == "output of concatenate" and \
+        _parse_shape(r[0])[:-1] in widths and _parse_shape(r[0])[-1] == widths[_parse_shape(r[0])[:-1]]  # noqa: E731
+    new = lambda r: r[0].startswith("i32[") and r[1] == "output of broadcast_in_dim" and \
+        _parse_shape(r[0])[-1] == 1 and _parse_shape(r[0])[:-1] in widths  # noqa: E731
+    got_old, want_new = [r for r in got if old(r)], [r for r in want if new(r)]
+    return (bool(got_old) and sorted(_parse_shape(r[0])[:-1] for r in got_old)
+            == sorted(_parse_shape(r[0])[:-1] for r in want_new)
+            and [r for r in got if not old(r)] == [r for r in want if not new(r)])
+
+
 def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool:
     """The lists differ only where the baseline has the `i32[s, 1]` indices
     `prim`'s JVP gathers its tangent with (s the shape of an output of a
@@ -2991,6 +3011,22 @@ DIVERGENCES = [
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
         _top_k_old_indices, releases=Releases("0.4.25", "0.4.35")),
+    Divergence(
+        "lu-jvp-gathers-with-every-index",
+        "Before jax 0.5.3 lu's JVP rule (jax/_src/lax/linalg.py _lu_jvp_rule) permutes the "
+        "tangent's rows with `a_dot[(*iotas[:-1], permutation, :)]`, the indices of every batch "
+        "dimension and the row (`i32[..., m, r - 1]`, an `output of concatenate`, r the "
+        "operand's rank); from 0.5.3 (and in the spec, as 0.10.2) with the row's alone "
+        "(`i32[..., m, 1]`, an `output of broadcast_in_dim`). Measured on 0.4.25 and 0.4.36 "
+        "(the old indices) and 0.6.2, 0.10.2 (the new), the change read off JAX's history "
+        "(0.5.2 has the old rule, 0.5.3 `_lu_jvp_inner`). More memory, same values. The "
+        "predicate: the lists are the same but for such entries, JAX's listed first.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "import numpy as np\n"
+        "r = saved_residuals(lambda b: jax.lax.linalg.lu(b)[0], np.random.RandomState(0).randn(2, 3, 3).astype(np.float32))\n"
+        "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
+        "# indices: ['output of concatenate']",
+        _lu_old_indices, releases=Releases("0.4.25", "0.5.3")),
     Divergence(
         "xla-drops-float-round-trips",
         "jax 0.4.25's XLA:CPU removes a cast of a float to a narrower float and straight back "

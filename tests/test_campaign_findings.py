@@ -2916,3 +2916,18 @@ def test_a_triangular_solve_s_mask_is_named_as_the_release_names_it():
     report = oracle.check(f, oracle.AS_IS, a, b, implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)
     assert pjit == jax.__version__.startswith("0.4.25")
+
+
+def test_lu_s_row_indices_are_the_release_s():
+    """lu's JVP permutes the tangent's rows: before jax 0.5.3 with the
+    indices of every batch dimension and the row, computed first, from
+    0.5.3 with the row's alone (found by a campaign on 0.4.36;
+    lu-jvp-gathers-with-every-index). JAX's indices are read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    a = np.random.RandomState(0).randn(2, 3, 3).astype(np.float32)
+    f = lambda b: (lax.linalg.lu(b)[0],)   # noqa: E731
+    indices = [a.shape for a, _ in saved_residuals(f, a) if "int" in str(a.dtype)]
+    old = _divergence_active("lu-jvp-gathers-with-every-index")
+    assert indices == [(2, 3, 2 if old else 1)]
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)

@@ -53,7 +53,7 @@ def unbindable(prog: Program) -> str | None:
         return None
     try:
         closed = jax.make_jaxpr(to_jax(prog))(*[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in prog.in_types])
-    except AttributeError as e:
+    except (AttributeError, ImportError) as e:     # (a library an emitter imports, equinox, not installed)
         return f"jax {jax.__version__}: {e}"
     except TypeError as e:
         # a call the release's API does not take: a param its primitive lacks

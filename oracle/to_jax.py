@@ -57,9 +57,10 @@ def unbindable(prog: Program) -> str | None:
         return f"jax {jax.__version__}: {e}"
     except TypeError as e:
         # a call the release's API does not take: a param its primitive lacks
-        # (eigh's algorithm), params in another form (equinox's vprim before
-        # 0.11.4 spreads them as a mapping)
-        if any(m in str(e) for m in ("unexpected keyword argument", "must be a mapping")):
+        # (eigh's algorithm) or needs (pure_callback's vectorized on 0.4.36),
+        # params in another form (equinox 0.11.3's vprim spreads a mapping)
+        if any(m in str(e) for m in ("unexpected keyword argument", "required keyword-only argument",
+                                     "must be a mapping")):
             return f"jax {jax.__version__}: {e}"
         return None
     except ValueError as e:

@@ -1160,13 +1160,14 @@ def _active(name: str) -> bool:
 def _integer_pow_one_factor(ctx):
     """JAX's residuals are the spec's following the old rule (spec.semantics:
     integer_pow_small_y_jvp=False; found on 0.4.25: a checkpoint
-    recomputing the factor saves x instead), or, composing with the other
+    recomputing the factor saves x instead; on 0.4.36: for y=2 a policy
+    naming integer_pow saves the rule's `integer_pow[y=1]`), or, composing with the other
     additive divergences, a factor saved beside a baseline
     (`_integer_pow_one_factor_saved`)."""
     if _integer_pow_one_factor_saved(ctx):
         return True
     if ctx.property != "residuals" or ctx.jax_residuals is None or not any(
-            e.primitive.name == "integer_pow" and e.params["y"] == 1 for e in _eqns(ctx.program)):
+            e.primitive.name == "integer_pow" and e.params["y"] in (1, 2) for e in _eqns(ctx.program)):
         return False
     with following(integer_pow_small_y_jvp=False):
         want = ctx.residuals_with(lambda policy: policy)
@@ -2752,9 +2753,10 @@ DIVERGENCES = [
         "integer-pow-one-jvp-saves-its-factor",
         "Before jax 0.10.1 integer_pow's JVP rule is `g * (y * x**(y-1))` for every y != 0 "
         "(jax/_src/lax/lax.py _integer_pow_jvp), so for y=1 linearization saves the constant "
-        "factor `1 * x**0` (an `output of mul`); jax-ml/jax 30f4c93c00 made y=1 return g. The "
-        "spec has 0.10.2's rule. Same derivative; one extra residual (in a checkpoint that "
-        "recomputes the factor, x instead). The predicate: JAX's residuals are the spec's "
+        "factor `1 * x**0` (an `output of mul`), and for y=2 binds an `integer_pow[y=1]` that "
+        "a policy saving integer_pow saves (found on 0.4.36); jax-ml/jax 30f4c93c00 made y=1 "
+        "return g and y=2 `g * (2 * x)`. The spec has 0.10.2's rule. Same derivative; one extra "
+        "residual (in a checkpoint that recomputes the factor, x instead). The predicate: JAX's residuals are the spec's "
         "following the old rule (spec.semantics: integer_pow_small_y_jvp=False), or "
         "(composing with other divergences) the spec's plus at most one `output of mul` of each "
         "integer_pow[y=1]'s type.",

@@ -1222,6 +1222,32 @@ def test_two_additive_divergences_compose(monkeypatch):
     assert dv.find(ctx(both + [("f32[]", "output of exp")])) is None
 
 
+def test_integer_pow_two_under_a_policy_saving_integer_pow_follows_the_old_rule(monkeypatch):
+    """Campaign finding f5867ddee0 (jax 0.4.36): a checkpoint whose policy
+    saves integer_pow, around integer_pow(x, 2). Before 0.10.1 the JVP binds
+    `integer_pow(x, 1)` for the factor, which the policy saves (JAX's list
+    as the campaign's report recorded it); the spec's rule multiplies by x,
+    which it saves from the argument."""
+    import jax
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: True)
+    policy = jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.save_only_these_names("z"),
+        lambda prim, *_, **__: prim.name == "integer_pow")
+    prog = trace_jax(jax.checkpoint(lambda x: jax.lax.integer_pow(x, 2), policy=policy), np.float32(1.5))
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    assert want == [("f32[]", "from the argument x")]
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    found = dv.find(ctx([("f32[]", "output of integer_pow")]))
+    assert found is not None and found.name == "integer-pow-one-jvp-saves-its-factor"
+    assert dv.find(ctx([("f32[]", "output of sin")])) is None
+
+
 def test_unread_operands_explain_a_barrier_the_spec_does_not_predict():
     """Campaign finding 14cedb5730 (jax 0.4.25): a checkpoint's output passed
     to a cond whose branches ignore it. Without direct linearization its

@@ -1813,6 +1813,22 @@ def _qr_jvp_unimplemented(ctx) -> bool:
                for e in _eqns(ctx.program))
 
 
+SVD_JVP_ERROR = "Singular value decomposition JVP not implemented for full matrices"
+
+
+def _svd_jvp_of_square_complete_unimplemented(ctx) -> bool:
+    """JAX raised _svd_jvp_rule's NotImplementedError, the spec computed, and
+    the program factors a square matrix with full_matrices and compute_uv:
+    the case that rule refused before jax 0.8.1 (a non-square one it still
+    refuses, and so does the spec)."""
+    if not (isinstance(ctx.error, NotImplementedError) and str(ctx.error) == SVD_JVP_ERROR
+            and ctx.spec_error is None):
+        return False
+    return any(e.primitive.name == "svd" and e.params["full_matrices"] and e.params["compute_uv"]
+               and e.inputs[0].type.shape[-2] == e.inputs[0].type.shape[-1]
+               for e in _eqns(ctx.program))
+
+
 def _pjit_residual_forwarding(ctx):
     """A program with an output that forwards an input (`_forwards_an_input`),
     and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
@@ -3309,6 +3325,23 @@ DIVERGENCES = [
         "except NotImplementedError as e:\n"
         "    print(e)  # Unimplemented case of QR decomposition derivative",
         _qr_jvp_unimplemented, releases=Releases("0.4.25", "0.10.0")),
+    Divergence(
+        "svd-derivative-of-square-complete-is-unimplemented",
+        "Before jax 0.8.1 svd's JVP rule (_svd_jvp_rule, jax/_src/lax/linalg.py) raised "
+        "NotImplementedError('Singular value decomposition JVP not implemented for full "
+        "matrices') whenever compute_uv and full_matrices, a square matrix too; jax-ml/jax "
+        "d79c1c43fe (\"If the matrix is square, do not assert ...\", first in 0.8.1) "
+        "differentiates the square case, whose full and reduced factors are the same, as the "
+        "spec does (found by a campaign on 0.6.2; the wheels' sources: 0.4.25 to 0.8.0 raise). "
+        "A derivative JAX lacks, not a wrong one. The predicate: JAX raised that error, the "
+        "spec computed, and the program factors a square matrix with full vectors.",
+        "x = jnp.arange(9.0).reshape(3, 3) + 4 * jnp.eye(3)\n"
+        "try:\n"
+        "    jax.jacfwd(lambda x: jnp.linalg.svd(x)[0])(x)\n"
+        "    print('differentiated')\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)  # Singular value decomposition JVP not implemented for full matrices",
+        _svd_jvp_of_square_complete_unimplemented, releases=Releases("0.4.25", "0.8.1")),
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "

@@ -3056,3 +3056,26 @@ def test_remat3_refused_policy_composes_with_a_jit_s_saved_zero():
     assert ((report.status("residuals", "remat2") == "not applicable")
             or ("save-from-both-policies-answers-either-answer", "residuals", "remat2") in report.known_divergences)
     _remat3_expected(report, "residuals", "known divergence", "remat3-unrecognised-policy-is-full-remat", True)
+
+
+def test_svd_derivative_of_a_square_complete_factorisation_is_a_release_divergence(monkeypatch):
+    """Campaign finding 4ecd9b499c (jax 0.6.2): grad through svd(x,
+    full_matrices=True) of a square x. Before 0.8.1 JAX's rule raised
+    (the message as 0.6.2's _svd_jvp_rule words it); the spec computes. A
+    non-square one is still a Mismatch (JAX refuses it on every release), and an error of another rule is
+    not explained."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: True)
+    error = NotImplementedError("Singular value decomposition JVP not implemented for full matrices")
+    square = trace_jax(lambda x: jax.numpy.linalg.svd(x)[0], np.eye(3, dtype=np.float32))
+    wide = trace_jax(lambda x: jax.numpy.linalg.svd(x)[0], np.eye(2, 3, dtype=np.float32))
+    ctx = lambda prog, err: dv.Context("remat2", "vjp", None, prog, error=err)
+    found = dv.find(ctx(square, error))
+    assert found is not None and found.name == "svd-derivative-of-square-complete-is-unimplemented"
+    assert dv.find(ctx(wide, error)) is None
+    assert dv.find(ctx(square, NotImplementedError("Unimplemented case of QR decomposition derivative"))) is None

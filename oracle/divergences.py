@@ -1190,14 +1190,18 @@ def _acosh_old_jvp(ctx):
 def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0; in a
-    jit an output of the jit, in a scan body an `output of scan`, stacked,
+    jit an output of the jit, in a cond branch an `output of cond`, in a scan body an `output of scan`, stacked,
     or of a jit around the scan: found by campaigns on 0.6.2 and 0.4.25)."""
     extra, missing = _difference(got, want)
     powers = collections.Counter()
+    in_branches = {id(c) for e in _eqns(ctx.program) if e.primitive.name == "cond"
+                   for b in e.params["branches"] for c in _eqns(b)}
     for e, lengths in _eqns_in_loops(ctx.program):
         if e.primitive.name == "integer_pow" and e.params["y"] == 1:
             t = e.outputs[0].type
             powers.update([(str(t), "output of mul"), (str(t), _JIT_OUTPUT)])   # in a jit: its output
+            if id(e) in in_branches:    # in a cond branch: an output of the cond (found on 0.6.2)
+                powers.update([(str(t), "output of cond")])
             if lengths:     # in a scan body: stacked, an output of the scan, or of a jit
                 stacked = str(ArrayType(tuple(lengths) + t.shape, t.dtype))    # around it (a kept
                 powers.update([(stacked, "output of scan"), (stacked, _JIT_OUTPUT)])   # unused ys: 0.4.25)

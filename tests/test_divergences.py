@@ -3079,3 +3079,30 @@ def test_svd_derivative_of_a_square_complete_factorisation_is_a_release_divergen
     assert found is not None and found.name == "svd-derivative-of-square-complete-is-unimplemented"
     assert dv.find(ctx(wide, error)) is None
     assert dv.find(ctx(square, NotImplementedError("Unimplemented case of QR decomposition derivative"))) is None
+
+
+def test_integer_pow_one_in_a_cond_branch_saves_its_factor_as_an_output_of_the_cond(monkeypatch):
+    """Campaign finding e5f9b03234 (jax 0.6.2): integer_pow(h, 1) in a cond
+    branch, beside an operand the branches never read (sin(a): its tangent
+    computed, cos saved). Under the old rule the branch's factor leaves the
+    cond as a residual: JAX's list (as the report recorded it) is the
+    spec's plus `output of cos` and `output of cond`; one more unexplained
+    entry is still a Mismatch."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import spec
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active",      # 0.4.25's forwarding bug explains any list
+                        lambda self: self.name != "jit-residual-forwarding-gives-wrong-gradients")
+    prog = trace_jax(lambda a: jax.lax.cond(jnp.sum(jnp.sin(a)) > 0, lambda h, i: jax.lax.integer_pow(h, 1),
+                                            lambda k, l: k, a, jnp.sin(a)), np.ones(3, np.float32))
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    got = want + [("f32[3]", "output of cos"), ("f32[3]", "output of cond")]
+    ctx = lambda got: dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    found = dv.find(ctx(got))
+    assert found is not None and "integer-pow-one-jvp-saves-its-factor" in found.name
+    assert dv.find(ctx(got + [("f32[3]", "output of exp")])) is None

@@ -458,9 +458,12 @@ def _maybe_set_from_jax(p):
 
 jax_facts[maybe_set_p] = JaxFacts(
     "maybe_set",
-    "lambda pred, xs, x, i, makes_false_steps: __import__('equinox.internal._loop.common', fromlist=['_'])"
-    ".maybe_set_p.bind(pred, xs, x, i, i_static=None, i_treedef=jax.tree_util.tree_structure(0), kwargs=(), "
-    "makes_false_steps=makes_false_steps)",
+    # kwargs as the installed equinox's _maybe_set passes them: a tuple of
+    # items where its params are hashable (its `_to_hashable_slice`), a
+    # dict before (0.11.3, whose impl spreads `**kwargs`)
+    "lambda pred, xs, x, i, makes_false_steps: (lambda m: m.maybe_set_p.bind(pred, xs, x, i, i_static=None, "
+    "i_treedef=jax.tree_util.tree_structure(0), kwargs=() if hasattr(m, '_to_hashable_slice') else {}, "
+    "makes_false_steps=makes_false_steps))(__import__('equinox.internal._loop.common', fromlist=['_']))",
     from_jax=_maybe_set_from_jax)
 # --------------------------------------------------------------------------
 # vprim (equinox/internal/_primitive.py): how equinox batches its primitives
@@ -609,11 +612,13 @@ transpose_rules[vprim_p] = _vprim_transpose
 axis_batch_rules[vprim_p] = _vprim_batcher(vprim_p)
 axis_batch_rules[maybe_set_p] = _vprim_batcher(maybe_set_p)
 # the JAX primitive and params of the batched one: those it binds for one member, traced
+# (params a tuple of items where equinox's params are hashable, a dict before: maybe_set's emitter)
 jax_facts[vprim_p] = JaxFacts(
     "vprim",
     "lambda *xs, primitive, axis_size, axis_name, batch_axes, params: (lambda e: __import__("
     "'equinox.internal._primitive', fromlist=['_'])._vprim_p.bind(*xs, prim=e.primitive, "
-    "__axis_size=axis_size, __axis_name=axis_name, __batch_axes=batch_axes, params=tuple(e.params.items())))("
+    "__axis_size=axis_size, __axis_name=axis_name, __batch_axes=batch_axes, params=(tuple if hasattr(__import__("
+    "'equinox.internal._loop.common', fromlist=['_']), '_to_hashable_slice') else dict)(e.params.items())))("
     "jax.make_jaxpr(lambda *a: E[primitive](*a, **dict(params)))(*[jax.ShapeDtypeStruct(x.shape if b is None else "
     "tuple(n for k, n in enumerate(x.shape) if k != b), x.dtype) for x, b in zip(xs, batch_axes)])"
     ".jaxpr.eqns[-1])",

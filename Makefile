@@ -54,7 +54,8 @@ RELEASE_TESTS = tests/test_ir.py tests/test_primitives.py tests/test_batching.py
 	tests/test_recorded_scan_residuals.py tests/test_recorded_cond_residuals.py \
 	tests/test_recorded_custom_residuals.py tests/test_recorded_composed_residuals.py \
 	tests/test_release_examples.py tests/test_divergences.py tests/test_historic_bugs.py \
-	tests/test_prims_debug.py tests/test_campaign_findings.py tests/test_prims_approx_top_k.py
+	tests/test_prims_debug.py tests/test_campaign_findings.py tests/test_prims_approx_top_k.py \
+	tests/test_primitive_examples.py
 
 test-release: $(JAX_VENV)/.installed
 	$(JAX_VENV)/bin/python -m pytest -q -n auto $(RELEASE_TESTS)

@@ -63,6 +63,8 @@ def unbindable(prog: Program) -> str | None:
                                      "must be a mapping")):
             return f"jax {jax.__version__}: {e}"
         return None
+    except Unsupported as e:     # the version layer's refusal: an API form the release lacks
+        return str(e) if str(e).startswith("jax ") else f"jax {jax.__version__}: {e}"
     except ValueError as e:
         if "memory kind" in str(e):     # a sharding in device memory, where the device tells none (0.4.25 CPU)
             return f"jax {jax.__version__}: {e}"

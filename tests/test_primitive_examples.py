@@ -141,12 +141,29 @@ def _jax():
 def test_jax_agrees(prim, ex):
     jax = _jax()
     import oracle
+    from oracle.to_jax import unbindable
     vals = inputs(ex, np.random.default_rng(4), "f32")
     prog = program(ex, vals)
     # float64 operands or results need x64 (without it JAX makes them float32)
     wide = any(t.dtype == np.float64 for t in prog.in_types + prog.out_types)
-    with jax.enable_x64(wide):
+    with oracle.jax_api.enable_x64(wide):
+        why = unbindable(prog)
+        if why:     # e.g. lax.split on a release before it, or an emitter's library not installed
+            pytest.skip(f"the installed JAX cannot bind this example: {why}")
+        if _threefry_differs(prog):
+            pytest.skip("jax_threefry_partitionable is off: the key's bits are another algorithm's "
+                        "(known divergence threefry-not-partitionable)")
         _jax_agrees(jax, oracle, ex, prog, vals)
+
+
+def _threefry_differs(prog) -> bool:
+    """The example derives bits from a threefry key on a release where the
+    known divergence threefry-not-partitionable holds (the flag off)."""
+    from oracle.divergences import DIVERGENCES
+    from spec.ir import subprograms
+    derives = lambda p: any(e.primitive.name in ("random_bits", "random_split", "random_fold_in")
+                            or any(derives(b) for _, b in subprograms(e.params)) for e in p.eqns)
+    return derives(prog) and next(d for d in DIVERGENCES if d.name == "threefry-not-partitionable").active()
 
 
 def _jax_agrees(jax, oracle, ex, prog, vals):

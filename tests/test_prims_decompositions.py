@@ -22,6 +22,7 @@ primitive against numpy. Here, with independent expected values:
 from __future__ import annotations
 
 import numpy as np
+import oracle
 import pytest
 
 import spec
@@ -229,7 +230,7 @@ def test_eigh_and_svd_values_are_jax_in_float64():
     """Raw outputs, signs included: JAX on CPU calls dsyevd / dgesdd, as numpy does."""
     jax = _jax()
     from jax import lax
-    with jax.enable_x64(True):
+    with oracle.jax_api.enable_x64(True):
         for lower in (True, False):
             a = _separated_sym(4, (3,)) + np.triu(RNG.normal(size=(4, 4)), 1) * (not lower)
             got = _run(lambda x: dc.eigh_raw(x, lower), a)
@@ -361,7 +362,7 @@ def test_spec_gradient_of_user_function_matches_finite_differences(name):
     import oracle
     fn, (arg,) = _user_functions()[name]
     arg = arg.astype(np.float64)
-    with jax.enable_x64(True):
+    with oracle.jax_api.enable_x64(True):
         prog = oracle.from_jaxpr(jax.make_jaxpr(fn)(arg))
         want = _fd_grad(lambda a: float(fn(a)), arg)
     got = spec.evaluate(spec.vjp_program(prog), arg, np.ones(()))[-1]

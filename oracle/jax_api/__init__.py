@@ -16,5 +16,5 @@ version numbers:
 from oracle.jax_api import internals  # noqa: F401
 from oracle.jax_api.capabilities import (Capabilities, capabilities, compiler_options,  # noqa: F401
                                           cpu_compiler_options, default_compilation)
-from oracle.jax_api.flags import (environment, flag_settings_source, implementation,  # noqa: F401
+from oracle.jax_api.flags import (enable_x64, environment, flag_settings_source, implementation,  # noqa: F401
                                   implementations, unavailable)

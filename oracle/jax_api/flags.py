@@ -37,6 +37,17 @@ def environment() -> dict:
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(), **flags()}
 
 
+def enable_x64(on: bool = True):
+    """A context with jax_enable_x64 set to `on`: jax.enable_x64 where the
+    release has it, else (0.4.25 to 0.6) jax.experimental.enable_x64 /
+    disable_x64."""
+    import jax
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(on)
+    from jax import experimental
+    return experimental.enable_x64() if on else experimental.disable_x64()
+
+
 @contextlib.contextmanager
 def implementation(name: str):
     """Select remat2 or remat3 for the duration (remat2 is the only one,

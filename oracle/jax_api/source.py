@@ -69,6 +69,44 @@ def _without_batching_dims(cls):
     return make
 
 
+def _traced_params(fn, name):
+    """The params of the `name` equation fn binds on this release (traced
+    on a 2x2 matrix)."""
+    return next(e.params for e in jax.make_jaxpr(fn)(np.eye(2, dtype=np.float32)).eqns if e.primitive.name == name)
+
+
+def _linalg_spelled():
+    """lax.linalg, its decompositions binding without the params (all at
+    their defaults in the emitters) this release's primitive lacks: eigh's
+    algorithm (before jax 0.7), svd's (before 0.4.3x), qr's pivoting and
+    use_magma (before 0.5). Some releases' abstract evaluation accepts them
+    and the lowering does not (eigh on 0.6.2)."""
+    lacking = {f'{name}_p': [p for p in params if p not in _traced_params(fn, name)] for name, fn, params in (
+        ('eigh', lax.linalg.eigh, ('subset_by_index', 'algorithm')),
+        ('svd', lax.linalg.svd, ('subset_by_index', 'algorithm')),
+        ('qr', lax.linalg.qr, ('pivoting', 'use_magma')))}
+    spelled = {prim: _binding_without(getattr(lax.linalg, prim), *names) for prim, names in lacking.items() if names}
+    if _old_diagonal_jvps():
+        spelled.update({prim: _Spelled(spelled.get(prim, getattr(lax.linalg, prim)), bind=_unmodelled_jvp(prim))
+                        for prim in ('eigh_p', 'svd_p')})
+    return _Spelled(lax.linalg, **spelled)
+
+
+def _old_diagonal_jvps():
+    """eigh's and svd's JVP rules are the ones before jax 0.4.36, which read
+    the diagonal with jnp.diagonal (a jitted function) and build eye and
+    diag with jnp: the spec models 0.4.36's rules (_extract_diagonal)."""
+    jaxpr = jax.make_jaxpr(lambda x: jax.jvp(lambda y: lax.linalg.eigh(y)[1], (x,), (x,)))(np.eye(2, dtype=np.float32))
+    return any(e.primitive.name == 'pjit' and e.params.get('name') == 'diagonal' for e in jaxpr.eqns)
+
+
+def _unmodelled_jvp(prim):
+    def bind(*xs, **params):
+        raise _Unsupported(f'jax {jax.__version__}: the JVP rule of {prim[:-2]} (before jax 0.4.36: jnp.diagonal, '
+                           'jnp.eye) is not modelled; the spec has the rule of 0.4.36 on')
+    return bind
+
+
 debugging = _Spelled(debugging, **({} if _takes(debugging.debug_callback_impl, 'partitioned') else   # jax 0.6 on
                                    {'debug_callback_p': _binding_without(debugging.debug_callback_p, 'partitioned')}))
 _convert_params = jax.make_jaxpr(lambda x: lax.convert_element_type(x, np.int32))(np.float32(0)).eqns[0].params
@@ -81,7 +119,8 @@ lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
     **{n: _without_batching_dims(getattr(lax, n)) for n in ('GatherDimensionNumbers', 'ScatterDimensionNumbers')
        if len(getattr(lax, n)._fields) == 3},
     **({} if hasattr(lax, 'optimization_barrier') else     # public from jax 0.4.3x
-       {'optimization_barrier': __import__('jax._src.ad_checkpoint', fromlist=['_'])._optimization_barrier}))
+       {'optimization_barrier': __import__('jax._src.ad_checkpoint', fromlist=['_'])._optimization_barrier}),
+    linalg=_linalg_spelled())
 lax_internal = _Spelled(lax_internal, **{n: getattr(lax_internal, '_' + n) for n in (
     'reduce_sum', 'reduce_max', 'reduce_min', 'reduce_prod', 'reduce_and', 'reduce_or')
     if not hasattr(lax_internal, n)},     # private (_reduce_sum, ...) before jax 0.6

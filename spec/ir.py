@@ -256,6 +256,9 @@ class Program:
     eqns: list[Eqn]
     outputs: list[Atom]
     input_names: tuple[str, ...] | None = None   # the traced function's parameter names
+    # a JVP program's tangent lifetimes, as JAX's linearization holds them
+    # (spec.tangent_lifetimes.TangentHolds; None for any other program)
+    tangent_holds: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.input_names is not None and not isinstance(self.input_names, tuple):

@@ -16,6 +16,7 @@ from spec.ir import Program, Var
 from spec.partial_eval import partial_eval
 from spec.core import current_builder
 from spec.ir import subprograms
+from spec.tangent_lifetimes import TangentHolds, last_readers
 
 
 class JVPError(TypeError):
@@ -69,7 +70,9 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
     for v, p, t in zip(prog.inputs, primals, tangents):
         primal_env[v.id] = p
         tangent_env[v.id] = t if is_differentiable(v.type) else Zero(v.type)
+    lifetimes = _Lifetimes(builder, prog, tangent_env)
     for e in prog.eqns:
+        lifetimes.step_begins()
         ps = [read_p(a) for a in e.inputs]
         ts = [read_t(a) for a in e.inputs]
         if all(isinstance(t, Zero) for t in ts):
@@ -109,7 +112,44 @@ def _jvp_traced(prog: Program, primals, tangents, known_tangents_are_zero):
         for v, o, t in zip(e.outputs, outs, out_ts):
             primal_env[v.id] = o
             tangent_env[v.id] = (Zero(v.type) if t is None or not is_differentiable(v.type) else t)
+        lifetimes.step_ends(e)
     return [read_p(a) for a in prog.outputs], [read_t(a) for a in prog.outputs]
+
+
+class _Lifetimes:
+    """Records on `builder` how long JAX's linearization holds each tangent
+    (spec.tangent_lifetimes): eval_jaxpr's env drops a value, its tangent
+    with it, once its last reader has run; a JVP rule's equations end
+    together."""
+
+    def __init__(self, builder, prog: Program, tangent_env: dict):
+        self.builder, self.tangent_env = builder, tangent_env
+        self.released_by = {}       # equation index -> the vars its step drops
+        for vid, j in last_readers(prog).items():
+            self.released_by.setdefault(j, []).append(vid)
+        if not hasattr(builder, "tangent_released"):
+            builder.tangent_released, builder.step_end = {}, {}
+        read = last_readers(prog)
+        for v in prog.inputs:               # never read: held by nothing
+            if v.id not in read:
+                self._release(v.id)
+        self.read, self.index, self.start = read, -1, len(builder.eqns)
+
+    def step_begins(self):
+        self.index += 1
+        self.start = len(self.builder.eqns)
+
+    def step_ends(self, e):
+        end = len(self.builder.eqns)
+        self.builder.step_end.update({i: end for i in range(self.start, end)})
+        for vid in self.released_by.get(self.index, []) + [v.id for v in e.outputs if v.id not in self.read]:
+            self._release(vid)
+
+    def _release(self, vid):
+        t = self.tangent_env.get(vid)
+        if isinstance(t, Tracer) and isinstance(t.atom, Var):
+            released = self.builder.tangent_released
+            released[t.atom.id] = max(released.get(t.atom.id, 0), len(self.builder.eqns))
 
 
 def _primal_outputs_known(primal_outs, jvp_eqns, depends):
@@ -197,7 +237,10 @@ def jvp_program(prog: Program, nonzeros=None, instantiate_zeros=True, known_tang
         kept = [instantiate(t) for t, nz in zip(out_ts, out_nz) if nz]
         names = prog.input_names + tuple(f"{n}_dot" for n, nz in zip(prog.input_names, nonzeros) if nz) \
             if prog.input_names else None
-        return b.build(primals + tangent_ins, outs + kept, input_names=names), out_nz
+        built = b.build(primals + tangent_ins, outs + kept, input_names=names)
+        built.tangent_holds = TangentHolds(dict(b.tangent_released), tuple(
+            b.step_end.get(i, i + 1) for i in range(len(built.eqns))), tuple(id(e) for e in built.eqns))
+        return built, out_nz
 
 
 def jvp(prog: Program) -> Program:

@@ -37,6 +37,7 @@ from spec.core import Zero, current_builder
 from spec.policies import Offload, Recompute, Saveable
 import numpy as np
 from spec.semantics import semantics
+from spec.tangent_lifetimes import capture_order, holds_of
 
 
 # --------------------------------------------------------------------------
@@ -231,6 +232,9 @@ class _Split:
     decisions: dict[int, Any] = field(default_factory=dict)   # id(eqn) -> policy answer
     subst: dict[int, Any] = field(default_factory=dict)   # vars a rule replaced (hoisted checkpoint outputs)
     uses: list = field(default_factory=list)   # atoms in the order the split first needs them
+    readers: list = field(default_factory=list)   # for each use: (equation index, the staged equation reading it)
+    staged_at: list = field(default_factory=list)   # for each staged equation: its equation's index
+    at: int = 0     # the index of the equation being classified
 
     def is_unknown(self, a) -> bool:
         return isinstance(a, Var) and a.id in self.unknown
@@ -249,7 +253,7 @@ class _Split:
     def classify(self, eqns: list[Eqn], saveable, linearize: bool):
         """Each equation in program order: staged if an input is unknown,
         split by its primitive's rule if it has one, known otherwise."""
-        for e in eqns:
+        for self.at, e in enumerate(eqns):
             e = self.reading_substitutes(e)
             in_unknowns = [self.is_unknown(a) for a in e.inputs]
             rule = partial_eval_rules.get(e.primitive)
@@ -266,7 +270,8 @@ class _Split:
     def stage(self, e: Eqn):
         """`e` runs in the staged program; its outputs are unknown."""
         self.staged_eqns.append(e)
-        self.uses += e.inputs
+        self.staged_at.append(self.at)
+        self.read(e.inputs, e)
         self.unknown.update(v.id for v in e.outputs)
         self.inst.update(v.id for v in e.outputs)
 
@@ -276,17 +281,24 @@ class _Split:
         the staged program has, the equations recomputed inside a staged
         body, and the outputs it replaced by other atoms."""
         if not linearize:   # the rule's `new_inst` come first
-            self.uses += [a for a in e.inputs if isinstance(a, Var) and not self.is_inst(a)]
+            self.read([a for a in e.inputs if isinstance(a, Var) and not self.is_inst(a)], None)
         known_es, staged_es, out_unknowns, out_inst, recomputed, subst = rule(
             e, [self.is_unknown(a) for a in e.inputs], [self.is_inst(a) for a in e.inputs],
             saveable=saveable, linearize=linearize)
-        self.uses += [a for s_e in staged_es for a in s_e.inputs]
+        for s_e in staged_es:
+            self.read(s_e.inputs, s_e)
         self.known_eqns += known_es
         self.staged_eqns += staged_es
+        self.staged_at += [self.at] * len(staged_es)
         self.recomputed += recomputed
         self.subst.update(subst)
         self.unknown.update(v.id for v, u in zip(e.outputs, out_unknowns) if u)
         self.inst.update(v.id for v, i in zip(e.outputs, out_inst) if i)
+
+    def read(self, atoms, reader):
+        """The staged equation `reader` (None: the rule's own) reads `atoms`."""
+        self.uses += atoms
+        self.readers += [(self.at, reader)] * len(atoms)
 
     def staged_outputs(self, outputs: list, instantiate: list, linearize: bool,
                        stage_recomputed_outputs: bool) -> list[bool]:
@@ -309,7 +321,8 @@ class _Split:
         self.decisions[id(e)] = answer
         if answer is Recompute:
             self.staged_eqns.append(e)
-            self.uses += e.inputs
+            self.staged_at.append(self.at)
+            self.read(e.inputs, e)
             self.recomputed.append(e)
             self.inst.update(v.id for v in e.outputs)
         elif isinstance(answer, Offload):
@@ -322,8 +335,10 @@ class _Split:
             out_copy = device_put_eqn(e.outputs, hosts, answer.dst)
             self.decisions[id(out_copy)] = answer      # explain: why the copy is saved
             self.known_eqns.append(out_copy)
-            self.staged_eqns.append(device_put_eqn(hosts, e.outputs, answer.src))
-            self.uses += hosts
+            reload = device_put_eqn(hosts, e.outputs, answer.src)
+            self.staged_eqns.append(reload)
+            self.staged_at.append(self.at)
+            self.read(hosts, reload)
             self.inst.update(v.id for v in e.outputs)
 
 
@@ -395,8 +410,13 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     residuals = [Residual(a.type, source_of(a, known_all),
                           var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
                  for a in free.values()]
-    order = (first_use_order(uses, list(free)) if order == "first_use"
-             else residual_order(residuals, known_all, list(free.values())))
+    holds = holds_of(prog) if linearize and order == "first_use" else None
+    if holds is not None:       # a linearized jit's tangent trace: constants die and are made again
+        order = capture_order(split.uses, split.readers, split.staged_eqns, split.staged_at, staged_outs,
+                              list(free), _use_key, holds)
+    else:
+        order = (first_use_order(uses, list(free)) if order == "first_use"
+                 else residual_order(residuals, known_all, list(free.values())))
     residuals, res_atoms = [residuals[i] for i in order], [list(free.values())[i] for i in order]
 
     known = Program(known_ins, dce_eqns(split.known_eqns, known_outs + res_atoms),
@@ -463,6 +483,11 @@ def read_constants_through(lit_subst: dict, staged_eqns: list[Eqn], staged_outs:
     return staged_eqns, [sub(a) for a in staged_outs]
 
 
+def _use_key(a) -> tuple:
+    """A residual's key in `free_atoms`: a Var by id, a constant by constant_key."""
+    return ("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a))
+
+
 def first_use_order(uses: list, keys: list) -> list[int]:
     """The residuals (keyed as `free_atoms` keys them) in the order in which
     the split first needs them. That is the order of the known half's
@@ -480,7 +505,7 @@ def first_use_order(uses: list, keys: list) -> list[int]:
     end `ensure_out_inst` adds the outputs not yet instantiated."""
     first = {}
     for k, a in enumerate(uses):
-        first.setdefault(("var", a.id) if isinstance(a, Var) else ("lit", constant_key(a)), k)
+        first.setdefault(_use_key(a), k)
     return sorted(range(len(keys)), key=lambda i: first.get(keys[i], len(first)))
 
 

@@ -340,6 +340,65 @@ def jit_max_in_checkpoint_body_spec(x):
     return y
 
 
+# a jit's residuals are the constants its linearization's tangent trace
+# makes, in the order it last made them: a constant whose readers all died
+# is made again when read again (spec/tangent_lifetimes.py; nightly finding
+# 36736d4f48). e's first reader is f's tangent; whether that tangent
+# survives the checkpoint decides e's place.
+
+def _ignores_i(i, j):
+    return jnp.sin(jnp.sin(j))
+
+
+def _reads_i(i, j):
+    return jnp.sin(jnp.sin(j)) * jnp.sum(i)
+
+
+def _ignores_i_spec(i, j):
+    return ops.sin(ops.sin(j))
+
+
+def _reads_i_spec(i, j):
+    return ops.sin(ops.sin(j)) * ops.reduce_sum(i, (0,))
+
+
+def tangent_dies(a, b):                  # f's tangent dies at the checkpoint: e is made again by e * e
+    e = jnp.sin(a)
+    f = e * e
+    y = jax.checkpoint(_ignores_i, policy=jcp.everything_saveable)(f, b)
+    return e * e, y
+
+
+def tangent_read(a, b):                  # the checkpoint reads f's tangent: e's first constant lives
+    e = jnp.sin(a)
+    f = e * e
+    y = jax.checkpoint(_reads_i, policy=jcp.everything_saveable)(f, b)
+    return e * e, y
+
+
+def value_read_later(a, b):              # f is read after the checkpoint: its tangent lives
+    e = jnp.sin(a)
+    f = e * e
+    y = jax.checkpoint(_ignores_i, policy=jcp.everything_saveable)(f, b)
+    return e * e + f, y
+
+
+def _lifetime_spec(name, ckpt_body, read_f_later):
+    def body(a, b):
+        e = ops.sin(a)
+        f = e * e
+        y = ops.checkpoint(ckpt_body, policy=sp.everything_saveable)(f, b)
+        return (e * e + f if read_f_later else e * e), y
+
+    def program(a, b):
+        return tuple(ops.call(spec.trace(body, a.type, b.type), a, b, name=name))
+    return program
+
+
+def _lifetime_jax(fn):
+    return lambda a, b: jax.jit(fn)(a, b)
+
+
 # --- inputs
 
 def int_input_jax(x, n):
@@ -561,6 +620,13 @@ PROGRAMS: list[TestProgram] = [
        X3, "a jit's residuals inside a checkpoint are returned in first-use order (fuzzer finding)"),
     _p("checkpoint_constant_in_jit", (checkpoint_constant_in_jit_jax, checkpoint_constant_in_jit_spec), X3,
        "the checkpoint's constant is the jit's, saved as the constant (fuzzer finding)"),
+    _p("jit_tangent_dies_at_checkpoint", (_lifetime_jax(tangent_dies), _lifetime_spec(
+        "tangent_dies", _ignores_i_spec, False)), ((F32, (2,)), (F32, (3,))),
+       "e's constant dies with f's tangent and is made again after the checkpoint's (nightly finding)"),
+    _p("jit_tangent_read_by_checkpoint", (_lifetime_jax(tangent_read), _lifetime_spec(
+        "tangent_read", _reads_i_spec, False)), ((F32, (2,)), (F32, (3,)))),
+    _p("jit_value_read_after_checkpoint", (_lifetime_jax(value_read_later), _lifetime_spec(
+        "value_read_later", _ignores_i_spec, True)), ((F32, (2,)), (F32, (3,)))),
     _p("jit_in_checkpoint_everything", _ckpt1(jit_in_checkpoint_body_jax, jit_in_checkpoint_body_spec,
                                               lambda: jcp.everything_saveable, sp.everything_saveable), X3),
     # inputs and outputs

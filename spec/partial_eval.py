@@ -494,7 +494,9 @@ def first_use_order(uses: list, keys: list) -> list[int]:
     residual outputs wherever that half stays one equation (a jit, a nested
     checkpoint, a scan's known loop, a cond): with `linearize`, the order in
     which the tangent trace of ad.linearize_jaxpr makes known values its
-    constants (operand order of the staged equations, dead ones included);
+    constants (operand order of the staged equations, dead ones included;
+    where the JVP program records its tangents' lifetimes, a constant whose
+    readers all died is made again: spec.tangent_lifetimes.capture_order);
     without, the insertion order of the `residuals` OrderedSet of
     partial_eval_jaxpr_custom (jax/_src/interpreters/partial_eval.py,
     _partial_eval_jaxpr_custom_cached): equation by equation, a staged or

@@ -3106,3 +3106,32 @@ def test_integer_pow_one_in_a_cond_branch_saves_its_factor_as_an_output_of_the_c
     found = dv.find(ctx(got))
     assert found is not None and "integer-pow-one-jvp-saves-its-factor" in found.name
     assert dv.find(ctx(got + [("f32[3]", "output of exp")])) is None
+
+
+def test_old_gather_indices_compose_with_a_jit_s_residual_order(monkeypatch):
+    """Campaign findings 9ec78d0297 and 5c3acbdcbd (jax 0.6.2, 0.4.25, 0.4.36):
+    approx_top_k in a jit beside sin. JAX (as the reports recorded it) lists
+    the old rule's indices `i32[3,2,2]` first, the spec its `i32[3,2,1]`
+    last: the indices divergence explains the entry, the jit's residual
+    order (active on the same releases) the place; without the latter the
+    lists are a Mismatch."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    jit_out = "output of jitted function 'f'"
+    f = jax.jit(lambda a, b: (jax.lax.approx_max_k(b, 2)[0], jax.numpy.sin(a)))
+    f.__name__ = "f"
+    prog = trace_jax(f, np.float32(0.5), np.ones((3, 5), np.float32))
+    want = [("f32[]", jit_out), ("i32[3,2,1]", jit_out)]
+    got = [("i32[3,2,2]", jit_out), ("f32[]", jit_out)]
+    ctx = dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name in (
+        "approx-top-k-jvp-gathers-with-every-index", "jit-residuals-in-another-order"))
+    assert dv._approx_top_k_old_indices(ctx)
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name == "approx-top-k-jvp-gathers-with-every-index")
+    assert not dv._approx_top_k_old_indices(ctx)
+    assert dv._approx_top_k_old_indices(dv.Context("remat2", "residuals", None, prog, jax_residuals=got[::-1],
+                                                   spec_residuals=want))

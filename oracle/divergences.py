@@ -1829,7 +1829,7 @@ def _qr_jvp_unimplemented(ctx) -> bool:
     return any(e.primitive.name == "qr" and (e.inputs[0].type.shape[-2] < e.inputs[0].type.shape[-1]
                                              or (e.params["full_matrices"]
                                                  and e.inputs[0].type.shape[-2] != e.inputs[0].type.shape[-1]))
-               for e in _eqns(ctx.program))
+               for e in _eqns_seen(ctx))
 
 
 SVD_JVP_ERROR = "Singular value decomposition JVP not implemented for full matrices"
@@ -1845,7 +1845,16 @@ def _svd_jvp_of_square_complete_unimplemented(ctx) -> bool:
         return False
     return any(e.primitive.name == "svd" and e.params["full_matrices"] and e.params["compute_uv"]
                and e.inputs[0].type.shape[-2] == e.inputs[0].type.shape[-1]
-               for e in _eqns(ctx.program))
+               for e in _eqns_seen(ctx))
+
+
+def _eqns_seen(ctx):
+    """The equations of the property's program and of the checked program
+    (a stack level's program may have lost one JAX still differentiates: a
+    full svd whose JVP binds the reduced one, found on 0.4.36)."""
+    yield from _eqns(ctx.program)
+    if ctx.user_program is not ctx.program:
+        yield from _eqns(ctx.user_program)
 
 
 def _pjit_residual_forwarding(ctx):

@@ -3135,3 +3135,25 @@ def test_old_gather_indices_compose_with_a_jit_s_residual_order(monkeypatch):
     assert not dv._approx_top_k_old_indices(ctx)
     assert dv._approx_top_k_old_indices(dv.Context("remat2", "residuals", None, prog, jax_residuals=got[::-1],
                                                    spec_residuals=want))
+
+
+def test_svd_derivative_divergence_looks_at_the_checked_program_of_a_stack(monkeypatch):
+    """Campaign findings 40e94e3ce3 (jax 0.4.36) and 0c78252df4 (0.6.2):
+    under `linearize o grad` the property's program is the grad level's,
+    whose full svd the JVP replaced by the reduced one; JAX raised on the
+    checked program's full svd, which the predicate reads too."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: True)
+    error = NotImplementedError("Singular value decomposition JVP not implemented for full matrices")
+    square = trace_jax(lambda x: jax.numpy.linalg.svd(x)[0], np.eye(3, dtype=np.float32))
+    reduced = trace_jax(lambda x: jax.numpy.linalg.svd(x, full_matrices=False)[0], np.eye(3, dtype=np.float32))
+    level = lambda checked: dv.Context("remat2", "stack_barriers", None, reduced, error=error,
+                                       checked_program=checked)
+    found = dv.find(level(square))
+    assert found is not None and found.name == "svd-derivative-of-square-complete-is-unimplemented"
+    assert dv.find(level(None)) is None

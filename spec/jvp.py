@@ -124,16 +124,16 @@ class _Lifetimes:
 
     def __init__(self, builder, prog: Program, tangent_env: dict):
         self.builder, self.tangent_env = builder, tangent_env
+        self.read = last_readers(prog)
         self.released_by = {}       # equation index -> the vars its step drops
-        for vid, j in last_readers(prog).items():
+        for vid, j in self.read.items():
             self.released_by.setdefault(j, []).append(vid)
         if not hasattr(builder, "tangent_released"):
             builder.tangent_released, builder.step_end = {}, {}
-        read = last_readers(prog)
         for v in prog.inputs:               # never read: held by nothing
-            if v.id not in read:
+            if v.id not in self.read:
                 self._release(v.id)
-        self.read, self.index, self.start = read, -1, len(builder.eqns)
+        self.index, self.start = -1, len(builder.eqns)
 
     def step_begins(self):
         self.index += 1

@@ -247,6 +247,10 @@ class Builder:
 
     def __init__(self):
         self.eqns: list[Eqn] = []
+        # a JVP's tangent lifetimes (spec.jvp._Lifetimes, spec.tangent_lifetimes):
+        # tangent var id -> eqn index it is released before; eqn index -> its rule's end
+        self.tangent_released: dict = {}
+        self.step_end: dict = {}
 
     def new_input(self, type: ArrayType) -> "Tracer":
         return Tracer(self, Var(type))

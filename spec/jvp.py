@@ -128,8 +128,6 @@ class _Lifetimes:
         self.released_by = {}       # equation index -> the vars its step drops
         for vid, j in self.read.items():
             self.released_by.setdefault(j, []).append(vid)
-        if not hasattr(builder, "tangent_released"):
-            builder.tangent_released, builder.step_end = {}, {}
         for v in prog.inputs:               # never read: held by nothing
             if v.id not in self.read:
                 self._release(v.id)

@@ -855,7 +855,10 @@ def _linearize_keeps_unused_outputs(ctx):
     as_written = lambda policy: policy
     if ctx.jax_residuals == ctx.residuals_with(as_written):
         return False
-    for through in _KEPT_OUTPUTS_THROUGH:
+    # (where pjit's staging forwarded a jit's inputs, the traced program may
+    # have lost a jit output whose tangent made the jit live)
+    hidden = (dict(forwarded_hidden=True),) if holds(Releases("0.4.29", "0.6.0")) else ()
+    for through in _KEPT_OUTPUTS_THROUGH + hidden:
         kept, n = unused_linearize_outputs_out(ctx.program, **through)
         if not n:
             continue
@@ -2725,7 +2728,11 @@ DIVERGENCES = [
         "JAX's are the spec's for that program, the added outputs' cotangents zero (a kept loop "
         "carry's cotangent is carried back from an instantiated zero: 0 * inf = nan where a factor "
         "overflowed, found on 0.4.25). An equation none of whose read outputs has a nonzero "
-        "tangent stages nothing (a scan whose ys read only floor's output: found on 0.6.2).",
+        "tangent stages nothing (a scan whose ys read only floor's output: found on 0.6.2). From "
+        "0.4.29 to 0.5.3 pjit's staging drops a jit output that returns an input, so the traced "
+        "program may lack an output whose tangent made the jit live: there a jit none of whose "
+        "outputs' tangents is read counts as staged whole where one of its inputs' tangents is "
+        "read (found on 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",

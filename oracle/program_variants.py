@@ -97,8 +97,8 @@ def _staged_whole(e: Eqn) -> bool:
     return e.primitive in (remat_p, call_p, scan_p, cond_p)
 
 
-def unused_linearize_outputs_out(prog: Program, through_conds: bool = True,
-                                 top_level: bool = False) -> tuple[Program, int]:
+def unused_linearize_outputs_out(prog: Program, through_conds: bool = True, top_level: bool = False,
+                                 forwarded_hidden: bool = False) -> tuple[Program, int]:
     """`prog` with every float output nothing reads of each checkpoint,
     call, scan and cond that the program's outputs depend on made a program
     output (threaded out through the calls, cond branches and scan bodies
@@ -112,10 +112,16 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True,
     `through_conds=False`:
     not out of cond branches; `top_level`: those of top-level equations
     alone (jits in a jit's body, linearized by its own partial-eval rule,
-    keep none: found by a campaign on 0.4.36)."""
+    keep none: found by a campaign on 0.4.36); `forwarded_hidden`: a jit
+    none of whose outputs has a read tangent is staged whole too where an
+    input's tangent is read, for an output pjit's staging forwarded (jax
+    0.4.29 to 0.5.3: the jit returned that input, whose readers read it
+    instead) may have been it: a program traced by make_jaxpr has lost the
+    output its linearization saw (found by a campaign on 0.4.36)."""
     return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
                               lambda e: not top_level and e.primitive is not remat_p
-                              and (through_conds or e.primitive is not cond_p), _tangent_liveness(prog))
+                              and (through_conds or e.primitive is not cond_p),
+                              _tangent_liveness(prog, forwarded_hidden=forwarded_hidden))
 
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:
@@ -262,14 +268,14 @@ def _checkpoints_whole(e: Eqn) -> Eqn:
 
 
 def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
-                      checkpoint_reads: Callable = _remat_jvp_reads) -> Callable:
+                      checkpoint_reads: Callable = _remat_jvp_reads, forwarded_hidden: bool = False) -> Callable:
     """`_live_tangents` of `prog` and its sub-programs, knowing which of
     their values have a symbolic zero tangent (`zero_tangents`; none with
     `zeros=False`)."""
     zero = zero_tangents(prog) if zeros else frozenset()
 
     def liveness(p):
-        return _live_tangents(p, zero, pruned, checkpoint_reads)
+        return _live_tangents(p, zero, pruned, checkpoint_reads, forwarded_hidden)
     liveness.pruned = pruned        # sub-programs rooted at their equation's read outputs (`_body_roots`)
     # the spec's symbolic zeros, whatever `zeros` says (a threaded output's zeros read no such value)
     liveness.symbolic_zeros = functools.cache(lambda: zero if zeros else zero_tangents(prog))
@@ -284,7 +290,7 @@ def tangents_read(prog: Program) -> set:
 
 
 def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = False,
-                   checkpoint_reads: Callable = _remat_jvp_reads) -> tuple[set, set]:
+                   checkpoint_reads: Callable = _remat_jvp_reads, forwarded_hidden: bool = False) -> tuple[set, set]:
     """`_live` of the linear program: the equations some float output of
     which has its tangent read (transitively, by the program's float
     outputs) and not a symbolic zero (ids in `zero`: JAX's JaxprTrace stages
@@ -301,7 +307,8 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
     read = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
     live = set()
     for e in reversed(prog.eqns):
-        if not any(v.id in read and is_float(v.type.dtype) and v.id not in zero for v in e.outputs):
+        if not any(v.id in read and is_float(v.type.dtype) and v.id not in zero for v in e.outputs) and not (
+                forwarded_hidden and e.primitive is call_p and any(isinstance(a, Var) and a.id in read for a in e.inputs)):
             continue
         live.add(id(e))
         inputs = e.inputs

@@ -3157,3 +3157,34 @@ def test_svd_derivative_divergence_looks_at_the_checked_program_of_a_stack(monke
     found = dv.find(level(square))
     assert found is not None and found.name == "svd-derivative-of-square-complete-is-unimplemented"
     assert dv.find(level(None)) is None
+
+
+def test_a_jit_whose_forwarded_output_staging_dropped_is_staged_whole(monkeypatch):
+    """Campaign finding 6d0d1c2064 (jax 0.4.36): jit(lambda e, f: (sin(f),
+    e)) whose sin only a comparison reads. JAX's linearization sees the
+    jit's second output (b's tangent is read) and stages the jit whole,
+    saving cos (JAX's list as the report recorded it); make_jaxpr's staging
+    forwarded that output away, so the traced program's jit has sin alone.
+    From 0.4.29 to 0.5.3 the divergence counts such a jit as staged whole;
+    on other releases it does not."""
+    import numpy as np
+
+    import spec
+    from spec import ops
+    from spec.ir import ArrayType
+    from spec.prims_call import call
+    from oracle import divergences as dv
+
+    def traced(a, b):       # as make_jaxpr stages it on 0.4.36: the forwarded output dropped
+        (c,) = call(spec.trace(lambda e, f: [ops.sin(f)], b.type, a.type), b, a, name="f0")
+        return ops.select_n(ops.gt(a, c), a, a), b
+    prog = spec.trace(traced, ArrayType((), np.float32), ArrayType((3,), np.float32))
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    assert want == [("bool[]", "output of gt")]
+    got = [("f32[]", "output of jitted function 'f0'")] + want
+    ctx = dv.Context("remat2", "residuals", None, prog, jax_residuals=got, spec_residuals=want)
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name == "linearize-keeps-unused-outputs-of-staged-equations")
+    monkeypatch.setattr(dv, "holds", lambda releases: releases.first == "0.4.29")
+    assert dv.find(ctx) is not None
+    monkeypatch.setattr(dv, "holds", lambda releases: False)
+    assert dv.find(ctx) is None

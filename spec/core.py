@@ -73,6 +73,13 @@ jaxpr_trace_rules: dict[Primitive, Callable] = {}
 # operation per output element; data movement registers 0, dot_general 2*M*N*K.
 cost_rules: dict[Primitive, Callable] = {}
 
+# primitives whose sub-programs keep the constants they read closed over
+# (pjit's ClosedJaxpr: its body's consts stay in it when staged), where JAX
+# hoists other bodies' constants into operands of the equation (a
+# checkpoint's, a cond's, a loop's): an enclosing trace first meets such a
+# constant where something outside reads it, not at the equation
+keeps_constants_closed: set[Primitive] = set()
+
 # primitives with an effect (a debug print): an equation of one, or one whose
 # sub-programs hold one, is never dead code (JAX's pe.has_effects)
 effectful: set[Primitive] = set()

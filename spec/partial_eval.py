@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from spec.core import dce_rules, has_effects, partial_eval_rules
+from spec.core import dce_rules, has_effects, keeps_constants_closed, partial_eval_rules
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, subprograms
 from spec.core import Zero, current_builder
 from spec.policies import Offload, Recompute, Saveable
@@ -568,7 +568,10 @@ def residual_order(residuals: list[Residual], known: Program, atoms: list) -> li
 
 def _constants_first_read(prog: Program) -> dict:
     """constant_key -> the index of the first equation of `prog` reading that
-    non-scalar constant (in a sub-program too)."""
+    non-scalar constant (in a sub-program too, one whose constants JAX hoists
+    into operands: not a jit's, `keeps_constants_closed`; a jit's constant
+    that is a residual the trace meets when the residuals are returned, after
+    those an equation reads: found by a pristine nightly, 80d5663daa)."""
     first: dict = {}
 
     def visit(p: Program, j: int | None):
@@ -577,6 +580,8 @@ def _constants_first_read(prog: Program) -> dict:
             for a in e.inputs:
                 if isinstance(a, Literal) and not a.is_scalar:
                     first.setdefault(constant_key(a), at)
+            if e.primitive in keeps_constants_closed:
+                continue
             for _, sub in subprograms(e.params):
                 visit(sub, at)
     visit(prog, None)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spec.core import (Example, JaxFacts, examples, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
-                       instantiate, jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive,
+                       instantiate, keeps_constants_closed, jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, staging_rules, transpose_rules, trace)
 from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
@@ -214,6 +214,7 @@ dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
 # _pjit_partial_eval traces the body with the operands' unknowns
 # (pe.partial_eval_jaxpr_nounits_fwd), known or not
 jaxpr_trace_rules[call_p] = lambda eqn, in_unknowns, ask: ask(eqn.params["jaxpr"], in_unknowns)
+keeps_constants_closed.add(call_p)     # pjit's closed jaxpr
 
 
 def _call_staging(eqn: Eqn):

@@ -308,6 +308,23 @@ def jit_shared_constant_spec(x):
     return y
 
 
+ROW = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]], np.float32)    # closed over by a jit
+GRID = np.arange(12, dtype=np.float32).reshape(3, 4)   # closed over outside it, read after it
+
+
+def scaled_by_row(x):
+    return ROW * x
+
+
+def jit_constant_then_outer_constant_jax(x):
+    return jax.jit(scaled_by_row)(x), jnp.sum(x @ GRID)
+
+
+def jit_constant_then_outer_constant_spec(x):
+    (y,) = ops.call(spec.trace(lambda g: ROW * g, x.type), x, name="scaled_by_row")
+    return y, ops.reduce_sum(x @ GRID, (0, 1))
+
+
 def max_times_sum(k, l):
     return jax.lax.reduce_max(k, (0,)) * jnp.sum(l)
 
@@ -477,6 +494,9 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("jit_zero_tangent", jit_zero_tangent_jax, jit_zero_tangent_spec, ((F32, (3,)),)),
     TestProgram("jit_constant", jit_constant_jax, jit_constant_spec, ((F32, (3,)),)),
     TestProgram("jit_constant_in_jit", jit_constant_in_jit_jax, jit_constant_in_jit_spec, ((F32, (3,)),)),
+    TestProgram("jit_constant_then_outer_constant", jit_constant_then_outer_constant_jax,
+                jit_constant_then_outer_constant_spec, ((F32, (2, 3)),),
+                "the outer constant, read after the jit, is listed before the jit's (nightly finding)"),
     TestProgram("jit_shared_constant", jit_shared_constant_jax, jit_shared_constant_spec, ((F32, (3,)),)),
     TestProgram("jit_residual_order", jit_residual_order_jax, jit_residual_order_spec, ((F32, (3,)),)),
     TestProgram("jit_output_residual", jit_output_residual_jax, jit_output_residual_spec, ((F32, (3,)),)),

@@ -1306,6 +1306,7 @@ def _atan2s_named_around(prog: Program, in_checkpoint: bool = False) -> "collect
 
 
 CUSTOM_VJP_JVP_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp function."
+CUSTOM_LIN_JVP_ERROR = "Differentiation rule for 'custom_lin' not implemented"
 
 
 def _custom_vjp_of_an_instantiated_zero(ctx) -> bool:
@@ -1316,13 +1317,34 @@ def _custom_vjp_of_an_instantiated_zero(ctx) -> bool:
     instantiated zeros, a known value, so partial evaluation evaluates the
     custom_vjp's custom_lin, whose impl raises (found by a campaign on
     0.6.2: such a custom_vjp in a cond branch)."""
+    return _custom_vjp_reads_a_zero_tangent(ctx, _eqns)
+
+
+def _custom_vjp_in_a_checkpoint_of_an_instantiated_zero(ctx) -> bool:
+    """As `_custom_vjp_of_an_instantiated_zero`, for a custom_vjp call in a
+    checkpoint's body (remat_jvp's jvp_jaxpr instantiates the zero there
+    still: found by a pristine nightly on 0.10.2, 76ea18f422)."""
+    in_checkpoints = lambda prog: (q for e in _eqns(prog) if e.primitive.name == "remat"
+                                   for q in _eqns(e.params["jaxpr"]))
+    if (isinstance(ctx.error, NotImplementedError) and str(ctx.error) == CUSTOM_LIN_JVP_ERROR
+            and isinstance(ctx.spec_error_too, TypeError) and str(ctx.spec_error_too) == CUSTOM_VJP_JVP_ERROR):
+        # differentiating the pullback again (second order), JAX meets that
+        # custom_lin in forward mode, where the spec refuses the custom_vjp's
+        ctx = dataclasses.replace(ctx, error=ctx.spec_error_too)
+    return _custom_vjp_reads_a_zero_tangent(ctx, in_checkpoints)
+
+
+def _custom_vjp_reads_a_zero_tangent(ctx, eqns_of: Callable) -> bool:
+    """JAX raised custom_lin's TypeError, the checked function has an
+    integer_pow(x, 0), and a custom_vjp call among eqns_of(program) takes a
+    float operand whose tangent the spec knows is zero (`zero_tangents`)."""
     prog = ctx.user_program
     if not (isinstance(ctx.error, TypeError) and str(ctx.error) == CUSTOM_VJP_JVP_ERROR
             and any(e.primitive.name == "integer_pow" and e.params["y"] == 0 for e in _eqns(prog))):
         return False
     zero = zero_tangents(prog)
     return any(isinstance(a, Var) and is_float(a.type.dtype) and a.id in zero
-               for e in _eqns(prog) if e.primitive.name == "custom_vjp_call" for a in e.inputs)
+               for e in eqns_of(prog) if e.primitive.name == "custom_vjp_call" for a in e.inputs)
 
 
 def _missing_rule(kind: str):
@@ -2960,6 +2982,23 @@ DIVERGENCES = [
         "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g,))\n"
         "jax.grad(lambda a: jax.lax.cond(a > 0, lambda h: s(jax.lax.integer_pow(h, 0)), jnp.sin, a))(0.5)  # raises",
         _custom_vjp_of_an_instantiated_zero, releases=Releases("0.4.25", "0.7.1")),
+    Divergence(
+        "custom-vjp-of-an-instantiated-zero-tangent-fails-in-a-checkpoint",
+        "In a checkpoint's body the same failure holds on every release (0.4.25 to 0.10.2 "
+        "measured, remat2 and remat3): remat_jvp differentiates the body with jvp_jaxpr, where "
+        "integer_pow(x, 0)'s JVP rule still instantiates its zero tangent, so partial "
+        "evaluation evaluates the custom_vjp's custom_lin, which raises TypeError: can't apply "
+        "forward-mode autodiff (jvp) to a custom_vjp function. Found by a pristine nightly on "
+        "0.10.2 (a custom_vjp in a cond branch in a checkpoint). The spec takes the tangent as "
+        "the symbolic zero it is. Differentiating the pullback again, remat2 raises "
+        "NotImplementedError: Differentiation rule for 'custom_lin' not implemented, where the "
+        "spec refuses forward mode through the custom_vjp. The predicate: as custom-vjp-of-an-"
+        "instantiated-zero-tangent-fails, for a custom_vjp call in a checkpoint's body (JAX's "
+        "error either, the spec refusing the second).",
+        "s = jax.custom_vjp(jnp.sin)\n"
+        "s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g,))\n"
+        "jax.grad(jax.checkpoint(lambda a: s(jax.lax.integer_pow(a, 0))))(0.5)  # raises",
+        _custom_vjp_in_a_checkpoint_of_an_instantiated_zero, releases=Releases("0.4.25")),
     Divergence(
         "save-from-both-policies-answers-either-answer",
         "Before jax 0.4.38 save_from_both_policies(p1, p2) is `p1(...) or p2(...)`: Python's "

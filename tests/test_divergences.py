@@ -19,6 +19,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat-transpose-prevent-cse-misses-the-transposed-body-s-constants": "AssertionError",
           "grad-of-grad-of-an-offloaded-residual-gets-a-host-cotangent": "<host>",
           "custom-vjp-of-an-instantiated-zero-tangent-fails": "can't apply forward-mode autodiff (jvp)",
+          "custom-vjp-of-an-instantiated-zero-tangent-fails-in-a-checkpoint": "can't apply forward-mode autodiff (jvp)",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-output": "Expected cotangent type",
           "remat3-transposes-unread-checkpoint-outputs-with-zero-cotangents": "'Zero' object has no attribute",
@@ -3188,3 +3189,35 @@ def test_a_jit_whose_forwarded_output_staging_dropped_is_staged_whole(monkeypatc
     assert dv.find(ctx) is not None
     monkeypatch.setattr(dv, "holds", lambda releases: False)
     assert dv.find(ctx) is None
+
+
+def test_custom_vjp_of_an_instantiated_zero_in_a_checkpoint_fails_on_every_release(monkeypatch):
+    """Pristine nightly finding 76ea18f422 (jax 0.10.2): a custom_vjp of
+    integer_pow(a, 0) in a checkpoint. JAX raises custom_lin's TypeError
+    (the divergence's repro, run on every release by
+    test_repro_shows_the_divergence_exactly_on_its_releases), and
+    differentiating the pullback again its NotImplementedError where the
+    spec refuses too; outside a checkpoint the divergence does not apply
+    (0.7.1 fixed that)."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name == (
+        "custom-vjp-of-an-instantiated-zero-tangent-fails-in-a-checkpoint"))
+    s = jax.custom_vjp(jnp.sin)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (c * g,))
+    inside = trace_jax(jax.checkpoint(lambda a: s(jax.lax.integer_pow(a, 0)) + a), np.float32(0.5))
+    outside = trace_jax(lambda a: s(jax.lax.integer_pow(a, 0)) + a, np.float32(0.5))
+    type_error = TypeError(dv.CUSTOM_VJP_JVP_ERROR)
+    assert dv.find(dv.Context("remat2", "vjp", None, inside, error=type_error)) is not None
+    assert dv.find(dv.Context("remat2", "vjp", None, outside, error=type_error)) is None
+    second = dv.Context("remat2", "second_order", None, inside,
+                        error=NotImplementedError(dv.CUSTOM_LIN_JVP_ERROR), spec_error_too=type_error)
+    assert dv.find(second) is not None
+    assert dv.find(dataclasses.replace(second, spec_error_too=None)) is None

@@ -85,7 +85,9 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     jax/_src/lax/control_flow/conditionals.py:609; found by the fuzzer: a
     dead checkpoint in a cond branch, no residual), and so is one whose
     outputs only a cond's index or an operand no branch reads take (no
-    cotangent reaches it; found by the fuzzer's branch cover)."""
+    cotangent reaches it; found by the fuzzer's branch cover), or one whose
+    tangent no branch reads (a branch's stop_gradient of it: found by a
+    pristine nightly)."""
     return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True,
                               _tangent_liveness(prog, pruned=True, zeros=False,
                                                 checkpoint_reads=_remat3_checkpoint_reads))
@@ -321,6 +323,11 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
         elif pruned and e.primitive in dce_rules:
             whole = getattr(checkpoint_reads, "checkpoints_whole", False)
             inputs = _dce_kept_inputs(_checkpoints_whole(e) if whole else e, [v.id in read for v in e.outputs])
+            if e.primitive is cond_p:
+                # an operand a branch reads, but no branch's tangent (a branch's
+                # stop_gradient of it: found by a pristine nightly, 68fb4a7b0c)
+                unread = {id(a) for a in _unread_operands(e)}
+                inputs = [a for a in inputs if id(a) not in unread]
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
 

@@ -3221,3 +3221,38 @@ def test_custom_vjp_of_an_instantiated_zero_in_a_checkpoint_fails_on_every_relea
                         error=NotImplementedError(dv.CUSTOM_LIN_JVP_ERROR), spec_error_too=type_error)
     assert dv.find(second) is not None
     assert dv.find(dataclasses.replace(second, spec_error_too=None)) is None
+
+
+def test_remat3_unused_output_read_only_by_a_branch_s_stop_gradient(monkeypatch):
+    """Pristine nightly finding 68fb4a7b0c (jax 0.10.2, twice): a checkpoint
+    returning (d, sin d), whose sin only a comparison and a cond branch's
+    stop_gradient read. No cotangent reaches it, yet remat3 runs the
+    checkpoint's backward whole and saves d, the argument (JAX's list as the
+    report recorded it): the output counts as unused."""
+    import numpy as np
+
+    import spec
+    from spec import ops
+    from spec import policies as sp
+    from spec.core import bind
+    from spec.ir import ArrayType
+    from spec.prims_control import cond_eqn
+    from spec.remat import remat_p
+    from oracle import divergences as dv
+
+    def fn(a):
+        body = spec.trace(lambda d: (d, ops.sin(d)), a.type)
+        b, c = bind(remat_p, a, jaxpr=body, policy=sp.save_only_these_names("a"), prevent_cse=False,
+                    differentiated=False)
+        index = ops.convert_element_type(ops.gt(c, np.float32(0.0)), np.int32)
+        branches = [spec.trace(lambda i, j: [i], a.type, a.type),
+                    spec.trace(lambda k, l: [ops.stop_gradient(l)], a.type, a.type)]
+        (h,) = cond_eqn(index, a, c, branches=branches)
+        return h, b
+    prog = spec.trace(fn, ArrayType((), np.float32))
+    prog.input_names = ("args[0]",)
+    want = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+    got = [("f32[]", "from the argument args[0]")] + want
+    monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name == "remat3-saves-for-unused-checkpoint-outputs")
+    found = dv.find(dv.Context("remat3", "residuals", None, prog, jax_residuals=got, spec_residuals=want))
+    assert found is not None

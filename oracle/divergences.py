@@ -304,13 +304,21 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     pullback holds igamma_grad_a(a, x), which has no derivative; a
     numeric property's own program too: a stack's linearize o grad of
     igamma's output passed to a checkpoint that never reads it, found by a
-    pristine campaign, ed68629a1a)."""
+    pristine campaign, ed68629a1a; or of the program with the checkpoint
+    outputs nothing reads made outputs, whose backward remat3 runs)."""
     if (ctx.implementation != "remat3" or not isinstance(ctx.error, NotImplementedError)
             or ctx.spec_error is not None):
         return False
     differentiated = [lambda: spec.jvp(remat3_model(ctx.program))]
     if ctx.numeric_program is not None:
         differentiated.append(lambda: ctx.numeric_program(remat3_model(ctx.user_program)))
+        # remat3 runs a checkpoint's backward whole, an unread output's too
+        # (remat3-saves-for-unused-checkpoint-outputs): a stack's second
+        # order then differentiates what that output's backward computes
+        # (igamma_grad_a; found by a pristine nightly, b2c4742027)
+        used, n = unused_checkpoint_outputs_out(ctx.user_program)
+        if n:
+            differentiated.append(lambda: ctx.numeric_program(remat3_model(used)))
     for differentiate in differentiated:
         try:
             differentiate()
@@ -2515,9 +2523,12 @@ DIVERGENCES = [
         "gammainc(a, x) with a constant a, whose pullback then holds igamma_grad_a(a, x), which "
         "has no derivative (found while adding igamma); the tangents of operands the body never "
         "reads are instantiated too, so linearize o grad differentiates igamma_grad_a for "
-        "igamma's output passed to a checkpoint that ignores it (found by a pristine campaign). "
+        "igamma's output passed to a checkpoint that ignores it (found by a pristine campaign), "
+        "and grad o grad differentiates the backward of a checkpoint's igamma output nothing "
+        "reads, which remat3 runs whole (found by a pristine nightly). "
         "The predicate: remat3, JAX's NotImplementedError, and the remat3 model's JVP (or the "
-        "numeric property's own spec program of the model: a pullback's JVP, a stack) raises "
+        "numeric property's own spec program of the model, of the program itself or with the "
+        "checkpoint outputs nothing reads made outputs: a pullback's JVP, a stack) raises "
         "it word for word.",
         "jax.config.update('jax_remat3', True)\n"
         "f = jax.checkpoint(lambda x: jnp.sin(x.at[jnp.array([0, 1, 0])].multiply(jnp.array([2., 3., .5]))).sum())\n"

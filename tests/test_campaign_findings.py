@@ -2931,3 +2931,48 @@ def test_lu_s_row_indices_are_the_release_s():
     assert indices == [(2, 3, 2 if old else 1)]
     report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+
+
+def test_remat3_second_order_differentiates_an_unread_checkpoint_output_s_backward():
+    """Pristine nightly finding b2c4742027 (jax 0.10.2): a checkpoint
+    returning (igamma(m, n), sin(j)), its igamma read by nothing, under
+    grad o grad. remat3 runs the checkpoint's backward whole, the unread
+    output's too, so the second derivative meets igamma_grad_a, which has
+    no derivative: JAX raises (checked here), and the oracle names the
+    remat3 divergence instead of reporting a Mismatch; remat2 drops the
+    unread output's backward and computes (checked here too)."""
+    import spec
+    from spec import ops
+    from spec import policies as sp
+    from spec.core import bind
+    from spec.ir import ArrayType
+    from spec.prims_special import igamma
+    from spec.remat import remat_p
+    from fuzz import properties
+    from oracle import stacks as S
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    t = ArrayType((2, 3), np.float32)
+
+    def program(policy):
+        def fn(a, o, p):
+            body = spec.trace(lambda j, m, n: (igamma(m, n), ops.sin(j)), t, t, t)
+            _, q = bind(remat_p, a, o, p, jaxpr=body, policy=policy, prevent_cse=False, differentiated=False)
+            return ops.sin(q)
+        return spec.trace(fn, t, t, t)
+
+    def second(jax_policy):
+        def loss(a, o, p):
+            return jnp.sum(jnp.sin(jax.checkpoint(lambda j, m, n: (lax.igamma(m, n), jnp.sin(j)),
+                                                  policy=jax_policy)(a, o, p)[1]))
+        ones = jnp.ones((2, 3), jnp.float32)
+        return lambda: jax.grad(lambda *a: jnp.sum(sum(jax.grad(loss, argnums=(0, 1, 2))(*a))),
+                                argnums=(0, 1, 2))(ones, ones, ones)
+    with implementation("remat3"):
+        assert _jax_raises(second(jax.checkpoint_policies.nothing_saveable), NotImplementedError,
+                           "Differentiation rule for 'igamma_grad_a' not implemented")
+    with implementation("remat2"):
+        second(jax.checkpoint_policies.nothing_saveable)()
+    stack = S.Stack((S.Layer("grad"), S.Layer("grad")))
+    report = properties.oracle_agrees(program(sp.nothing_saveable), implementations=("remat3",), stack=stack)
+    assert ("remat3-differentiates-a-checkpoint-s-constants", "stack", "remat3") in report.known_divergences

@@ -400,7 +400,7 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
 
     free, lit_subst = free_atoms(staged_ins, staged_eqns, staged_outs, literals_are_residuals,
                                  constants_are_residuals, literal_outputs_are_residuals)
-    uses = split.uses + staged_outs   # ensure_out_inst: the outputs last, before any literal is replaced
+    outs_read = list(staged_outs)   # ensure_out_inst: the outputs read last, before any literal is replaced
     staged_eqns, staged_outs = read_constants_through(lit_subst, staged_eqns, staged_outs)
 
     known_outs = [a for a, u in zip(outputs, out_unknowns) if not u]
@@ -410,13 +410,8 @@ def partial_eval(prog: Program, unknowns: Sequence[bool], *,
     residuals = [Residual(a.type, source_of(a, known_all),
                           var=lit_subst[constant_key(a)] if isinstance(a, Literal) else a)
                  for a in free.values()]
-    holds = holds_of(prog) if linearize and order == "first_use" else None
-    if holds is not None:       # a linearized jit's tangent trace: constants die and are made again
-        order = capture_order(split.uses, split.readers, split.staged_eqns, split.staged_at, staged_outs,
-                              list(free), _use_key, holds)
-    else:
-        order = (first_use_order(uses, list(free)) if order == "first_use"
-                 else residual_order(residuals, known_all, list(free.values())))
+    order = (_first_use_permutation(prog, split, outs_read, list(free), linearize) if order == "first_use"
+             else residual_order(residuals, known_all, list(free.values())))
     residuals, res_atoms = [residuals[i] for i in order], [list(free.values())[i] for i in order]
 
     known = Program(known_ins, dce_eqns(split.known_eqns, known_outs + res_atoms),
@@ -481,6 +476,19 @@ def read_constants_through(lit_subst: dict, staged_eqns: list[Eqn], staged_outs:
         isinstance(a, Literal) and constant_key(a) in lit_subst for a in e.inputs) else e
         for e in staged_eqns]
     return staged_eqns, [sub(a) for a in staged_outs]
+
+
+def _first_use_permutation(prog: Program, split: _Split, outs_read: list, keys: list, linearize: bool) -> list[int]:
+    """The residuals (`keys`) in the order the split first needs them
+    (`first_use_order`), or, linearizing a JVP program that records its
+    tangents' lifetimes (a jit's linearization: its tangent trace drops a
+    constant whose readers all died and makes it again), in the order they
+    were last made (spec.tangent_lifetimes.capture_order)."""
+    holds = holds_of(prog) if linearize else None
+    if holds is None:
+        return first_use_order(split.uses + outs_read, keys)
+    return capture_order(split.uses, split.readers, split.staged_eqns, split.staged_at, outs_read,
+                         keys, _use_key, holds)
 
 
 def _use_key(a) -> tuple:

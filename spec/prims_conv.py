@@ -1088,10 +1088,16 @@ def optimization_barrier(*xs):
 def _opt_barrier_jvp(primals, tangents):
     """_opt_barrier_jvp: a barrier on the primals and another on the
     (instantiated) tangents. JAX's tangent barrier also carries the float0
-    zeros of integer operands; here integer operands have no tangent at all."""
-    outs = optimization_barrier(*primals)
+    zeros of integer operands; here integer operands have no tangent at all.
+
+    In JAX's order (jax/_src/lax/lax.py `_opt_barrier_jvp`): the zero
+    tangents are instantiated first, then the primal barrier is bound. A
+    higher order linearization saves both the zeros and the primal
+    barrier's outputs, in the order they were made."""
     float_ins = [i for i, p in enumerate(primals) if is_float(getattr(p, "dtype", np.asarray(p).dtype))]
-    ts = optimization_barrier(*[instantiate(tangents[i]) for i in float_ins]) if float_ins else []
+    tangents_in = [instantiate(tangents[i]) for i in float_ins]
+    outs = optimization_barrier(*primals)
+    ts = optimization_barrier(*tangents_in) if float_ins else []
     out_ts = [None] * len(primals)
     for i, t in zip(float_ins, ts):
         out_ts[i] = t

@@ -681,3 +681,21 @@ def test_the_barrier_reproducer_fails_when_remat_jvp_leaves_tangents_unbarriered
                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert mutated.returncode != 0 and "optimization barriers differ from the spec" in mutated.stderr, \
         mutated.stderr[-2000:]
+
+
+def test_an_optimization_barrier_s_zero_tangents_are_made_before_its_primal_barrier():
+    """Found by a pristine campaign (0.10.2, finding 89e5bf76ab): JAX's
+    `_opt_barrier_jvp` (jax/_src/lax/lax.py) instantiates the zero tangents
+    first and binds the primal barrier after them, so a third order
+    linearization saves the zeros (broadcast_in_dim) before the primal
+    barrier's outputs. The stack's saved residuals are JAX's, measured live."""
+    pytest.importorskip("jax")
+    from fuzz import properties
+    from spec.prims_conv import optimization_barrier
+
+    prog = spec.trace(lambda a, b, c: (lambda d, e: (d + ops.sin(d), e, a))(*optimization_barrier(b, c)),
+                      spec.f32[3], spec.f32[2, 3], spec.f32[4])
+    stack = S.Stack((S.Layer("grad"), S.Layer("vjp", argnums=(0, 1)), S.Layer("grad")))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack,
+                                      only=(S.STACK_RESIDUALS,))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "ok", str(report)

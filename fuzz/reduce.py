@@ -15,7 +15,11 @@ kept only where the reduced program still fails the same way:
 - a jit or checkpoint inlined: its body in its place;
 - the same steps inside a sub-program (a checkpoint's, a jit's, a scan's
   body, a cond branch), keeping its signature; not inside a custom call's
-  body, which must stay the function its rules differentiate.
+  body, which must stay the function its rules differentiate; inside a
+  while loop's body and condition only the steps that keep their values
+  (dead code removed, a jit inlined): a loop whose carry update an
+  equation's operand replaced can run forever (a campaign's "hang" was
+  such a reduced loop, inside XLA where no alarm reaches it).
 
 Each step makes the program strictly smaller (`size`), so the reduction
 ends; it also ends at its time budget. `reduced` is given the check that
@@ -34,6 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+from spec.core import loops_until_a_value
 from spec.ir import Eqn, Program, Var, subprograms
 from spec.partial_eval import dce
 from spec.remat import _clone
@@ -77,8 +82,9 @@ def _fails(fails, candidate) -> bool:
         return False
 
 
-def candidates(prog: Program, *, keep_signature: bool = False) -> Iterator[Program]:
-    """The one-step reductions of `prog`, the likely largest first."""
+def candidates(prog: Program, *, keep_signature: bool = False, keep_values: bool = False) -> Iterator[Program]:
+    """The one-step reductions of `prog`, the likely largest first; with
+    `keep_values` only those that compute the same outputs."""
     yield dce(prog, prune_inputs=not keep_signature)[0]
     if not keep_signature and len(prog.outputs) > 1:
         for i in range(len(prog.outputs)):
@@ -87,12 +93,14 @@ def candidates(prog: Program, *, keep_signature: bool = False) -> Iterator[Progr
         if prog.eqns[k].primitive.name in INLINED:
             yield _inlined(prog, k)
     for k in range(len(prog.eqns) - 1, -1, -1):
-        yield from _bypassed(prog, k)
+        if not keep_values:
+            yield from _bypassed(prog, k)
     for k, e in enumerate(prog.eqns):
         if _defined_by_rules(e):
             continue
         for i, (_, sub) in enumerate(subprograms(e.params)):
-            for smaller in candidates(sub, keep_signature=True):
+            for smaller in candidates(sub, keep_signature=True,
+                                      keep_values=keep_values or e.primitive in loops_until_a_value):
                 yield _with_subprogram(prog, k, i, smaller)
 
 

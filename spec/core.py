@@ -80,6 +80,11 @@ cost_rules: dict[Primitive, Callable] = {}
 # constant where something outside reads it, not at the equation
 keeps_constants_closed: set[Primitive] = set()
 
+# primitives that run a sub-program until a value it computes says stop
+# (while): how often is a value, so a changed sub-program can run forever
+# (the fuzzer's reducer changes only what keeps their sub-programs' values)
+loops_until_a_value: set[Primitive] = set()
+
 # primitives with an effect (a debug print): an equation of one, or one whose
 # sub-programs hold one, is never dead code (JAX's pe.has_effects)
 effectful: set[Primitive] = set()

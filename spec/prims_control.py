@@ -44,7 +44,7 @@ import numpy as np
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        cost_rules, dce_rules, eval_program_traced, eval_rules,
-                       instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules,
+                       instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules, loops_until_a_value,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
@@ -66,6 +66,7 @@ while_p = primitive("while", ["cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_
                     multiple_results=True)
 jax_facts[cond_p] = JaxFacts("cond", "")    # bound structurally (oracle/to_jax.py)
 jax_facts[while_p] = JaxFacts("while", "")
+loops_until_a_value.add(while_p)
 
 I32 = np.dtype(np.int32)
 

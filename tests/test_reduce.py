@@ -169,3 +169,31 @@ def test_a_custom_call_body_stays_the_function_its_rules_differentiate():
     assert body_sizes == {2}
     # the call itself may still go: bypassed by its operand
     assert any("custom_vjp_call" not in _names(c) for c in candidates(prog))
+
+
+def test_a_while_loop_s_body_and_condition_keep_their_values():
+    """Inside a while loop only value-keeping steps: the campaign's driver
+    reported a "hang" (finding 9164e12ae9) that was the reducer's own, a
+    loop body whose carry update `x + step` it had bypassed by `x`, which
+    then ran forever inside XLA. Outside the loop the bypass still applies.
+    Every candidate's loop body computes numpy's step (x + 1 + 0.1 tanh(x))
+    and its condition numpy's test (sum(x) < 4.5)."""
+    def body(w, x):
+        dead = ops.exp(w)                                            # noqa: F841
+        return x + (1.0 + 0.1 * ops.tanh(x))
+
+    def fn(w, x):
+        out = spec.while_loop(lambda v: ops.reduce_sum(v, (0,)) < 4.5, body, x, body_consts=(w,))
+        return ops.sin(out), ops.cos(w)
+    prog = spec.trace(fn, f32[3], f32[3])
+    w, x = np.ones(3, np.float32), np.array([0.5, 1.0, 1.5], np.float32)
+    loops = 0
+    for c in candidates(prog):
+        for e in c.eqns:
+            if e.primitive.name == "while":
+                loops += 1
+                step, = spec.evaluate(e.params["body_jaxpr"], *([w] * e.params["body_nconsts"]), x)
+                np.testing.assert_allclose(step, x + 1.0 + 0.1 * np.tanh(x), rtol=1e-6)
+                assert spec.evaluate(e.params["cond_jaxpr"], x)[0] == (x.sum() < 4.5)
+    assert loops >= 3      # the whole program, its outputs dropped one at a time, the body's dead exp gone
+    assert any("while" not in _names(c) for c in candidates(prog))      # bypassed as a whole

@@ -545,15 +545,18 @@ class _Campaign:
             del self.busy[job]
             seconds = round(time.time() - since)
             reproduced, repro = self.hang_repros.pop(job, ("", ""))
-            if reproduced != program:       # the worker's thread never ran: the driver writes it
-                repro = self._hang_repro_of(pickled, seconds)
-            self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
-                                  property="hang", implementation="-", program=program,
-                                  repro=repro,
-                                  message=f"a hang: the worker checking this program was silent for "
-                                          f"{seconds} s (inside native code: no Python stack)",
-                                  seed=self.args.seed, round=round_))
-            self.unshrunk.pop(job, None)
+            pending = self.unshrunk.pop(job, None)
+            if pending is not None:         # it hung on a smaller program while shrinking a failure
+                self.record(job, pending, note=_hung_while_shrinking(program, seconds))
+            else:
+                if reproduced != program:   # the worker's thread never ran: the driver writes it
+                    repro = self._hang_repro_of(pickled, seconds)
+                self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
+                                      property="hang", implementation="-", program=program,
+                                      repro=repro,
+                                      message=f"a hang: the worker checking this program was silent for "
+                                              f"{seconds} s (inside native code: no Python stack)",
+                                      seed=self.args.seed, round=round_))
             if self.args.fail_fast:
                 return True
             self.spawn(job, first_round=round_, corpus=False)
@@ -579,6 +582,19 @@ class _Campaign:
             with open(os.path.join(d, "report.md"), "a") as fh:
                 fh.write(f"\nHit {len(self.hits[key])} time(s) in this campaign, by "
                          + ", ".join(f"job {j} ({n})" for j, n in sorted(by_job.items())) + ".\n")
+
+
+def _hung_while_shrinking(program: str, seconds: int) -> str:
+    """The note of a failure whose worker went silent while shrinking or
+    reducing it. The hang is on a program shrinking made (Hypothesis' shrink
+    step, or one it checks before the reducer's candidates), and a smaller
+    program can loop forever where the failing one did not (a while loop's
+    carry update replaced): the failure is what was found, the hang is said
+    of that program only."""
+    return (f"Not shrunk: while it was being shrunk, the worker was silent for {seconds} s inside native "
+            f"code on a smaller program (last started: below), and was ended. A smaller program can loop "
+            f"forever where this one did not, so that is no hang finding of its own.\n\n"
+            f"```\n{program}\n```")
 
 
 def _reproducers_checked(dirs, *, budget_s: float) -> None:

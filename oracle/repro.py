@@ -1274,10 +1274,14 @@ def write_hang_repro(prog: Program, args, implementations, seconds: float, messa
              "batched = [np.stack([a, a]) for a in args]\n\n"
              "import faulthandler\n\n"
              f"for impl in {tuple(implementations)!r}:\n"
-             "    jax.config.update('jax_remat3', impl == 'remat3')\n")
-    for name, code in _HANG_STAGES:
+             "    if hasattr(jax.config, 'jax_remat3'):   # remat2 only before jax 0.10.2\n"
+             "        jax.config.update('jax_remat3', impl == 'remat3')\n")
+    for name, code in _HANG_STAGES:     # a stage that raises did not hang: the next one runs
         text += (f"    print(impl, '{name} ...', flush=True)\n"
                  f"    faulthandler.dump_traceback_later({seconds!r}, exit=True)  # still running then: a hang\n"
-                 + "".join(f"    {line}\n" for line in code.format(f=f).splitlines())
-                 + "    faulthandler.cancel_dump_traceback_later()\n")
+                 "    try:\n"
+                 + "".join(f"        {line}\n" for line in code.format(f=f).splitlines())
+                 + "    except Exception as e:\n"
+                 f"        print(impl, '{name} raised', type(e).__name__, str(e).splitlines()[0][:200], flush=True)\n"
+                 "    faulthandler.cancel_dump_traceback_later()\n")
     return Repro(text + "print('no hang: every stage finished')\n", None)

@@ -182,3 +182,70 @@ def test_the_driver_writes_the_reproducer_of_a_worker_that_never_could():
     ast.parse(repro)
     assert "faulthandler.dump_traceback_later" in repro
     assert campaign._hang_repro_of(None, 90) == ""
+
+
+class _Workers:
+    """A transport whose workers the driver can only end."""
+
+    def __init__(self):
+        self.killed = []
+
+    def kill(self, job):
+        self.killed.append(job)
+
+
+def test_a_worker_silent_while_shrinking_a_failure_reports_the_failure(tmp_path, monkeypatch):
+    """A worker silent in native code while it shrinks (or reduces) a
+    failure was on a program shrinking made, which can loop forever where
+    the failure did not (campaign finding 9164e12ae9: a "hang" that was a
+    reduced while loop whose carry update was gone). The driver writes the
+    failure it was shrinking, saying where it hung, and no hang finding."""
+    import argparse
+    from fuzz import cli, watchdog
+    args = argparse.Namespace(out=str(tmp_path), fail_fast=True, seed=3)
+    campaign = cli._Campaign(args, ("remat2",), 0.0, 0.0, workers=_Workers())
+    failure = dict(key="residuals/remat2/while,debug_print", property="residuals", implementation="remat2",
+                   program="{ the failing program }", message="saved residuals differ", repro="",
+                   seed=3, round=128)
+    campaign.handle("failure", 0, failure)
+    campaign.handle("start", 0, ("{ a smaller program }", 128, None))
+    since, *rest = campaign.busy[0]
+    campaign.busy[0] = (since - watchdog.EXAMPLE_SECONDS - cli.SILENT_SECONDS - 1, *rest)
+    assert campaign.watch() is True            # fail-fast: the failure ends the campaign
+    assert campaign.workers.killed == [0] and not campaign.unshrunk
+    assert list(campaign.findings) == [failure["key"]]
+    report = open(os.path.join(campaign.findings[failure["key"]], "report.md")).read()
+    assert "saved residuals differ" in report and "{ a smaller program }" in report, report
+    assert "a hang while checking" not in report
+
+
+def test_a_worker_silent_on_a_program_of_its_own_is_a_hang_finding(tmp_path):
+    import argparse
+    from fuzz import cli, watchdog
+    args = argparse.Namespace(out=str(tmp_path), fail_fast=True, seed=3)
+    campaign = cli._Campaign(args, ("remat2",), 0.0, 0.0, workers=_Workers())
+    campaign.handle("start", 0, ("{ a drawn program }", 7, None))
+    since, *rest = campaign.busy[0]
+    campaign.busy[0] = (since - watchdog.EXAMPLE_SECONDS - cli.SILENT_SECONDS - 1, *rest)
+    assert campaign.watch() is True
+    [key] = campaign.findings
+    assert key.startswith("hang/")
+    report = open(os.path.join(campaign.findings[key], "report.md")).read()
+    assert "a hang while checking" in report and "{ a drawn program }" in report, report
+
+
+def test_a_hang_reproducer_goes_on_past_a_stage_that_raises(tmp_path):
+    """A stage that raises did not hang (a while loop refuses reverse mode):
+    the reproducer says so and runs the next stages, to its end, on any
+    release (no jax_remat3 line where the flag does not exist)."""
+    from oracle.repro import write_hang_repro
+    import spec
+    from spec import ops
+    prog = spec.trace(lambda x: spec.while_loop(lambda v: ops.reduce_sum(v, (0,)) < 4.5,
+                                                lambda v: v + 1.0, x), spec.f32[3])
+    path = tmp_path / "repro.py"
+    path.write_text(write_hang_repro(prog, [np.zeros(3, np.float32)], ("remat2",), 60, "a hang").text)
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "remat2 vjp raised ValueError" in run.stdout and "no hang: every stage finished" in run.stdout

@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (effectful_loops_held_constant, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -1059,6 +1059,43 @@ def _linearize_drops_unread_effectful_checkpoints(ctx) -> bool:
         want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
         return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
     return False
+
+
+def _linearize_drops_effectful_loops_staged_without_outputs(ctx) -> bool:
+    """remat2, and JAX's residuals (or jax.vjp's leaves, or the backward
+    pass's barriers) are the spec's for the program with each effectful
+    loop whose carries have no tangent held constant
+    (`effectful_loops_held_constant`, everywhere outside checkpoints or in
+    jits only), and not the spec's own; or the spec refused reverse mode
+    with the while loop's transpose error where JAX computed, and does not
+    for such a program (JAX's values are not compared then)."""
+    if ctx.implementation != "remat2":
+        return False
+    variants = [v for v in (effectful_loops_held_constant(ctx.program, in_jits_only=j) for j in (False, True)) if v[1]]
+    if ctx.spec_error is not None:
+        return (ctx.error is None and str(ctx.spec_error) == WHILE_TRANSPOSE_ERROR
+                and any(_builds(ctx, effectful_loops_held_constant(ctx.user_program, in_jits_only=j)[0])
+                        for j in (False, True)))
+    if ctx.property == "prevent_cse" and ctx.barriers is not None:
+        return bool(variants) and _barriers_of_a_variant(ctx, [(v, 0) for v, _ in variants])
+    if ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
+        return any(sorted(ctx.jax_residuals) == _leaves(v) != _leaves(ctx.program) for v, _ in variants)
+    if ctx.property == "residuals" and ctx.jax_residuals is not None:
+        for v, _ in variants:
+            want = dataclasses.replace(ctx, program=v).residuals_with(lambda policy: policy)
+            if want != ctx.spec_residuals and _normalised_against(ctx, want) == want:
+                return True
+    return False
+
+
+def _builds(ctx, prog: Program) -> bool:
+    """The spec builds the property's program of `prog` (its reverse pass
+    where the property has no program of its own) without a ValueError."""
+    try:
+        ctx.numeric_program(prog) if ctx.numeric_program is not None else spec.vjp_program(prog)
+    except ValueError:
+        return False
+    return True
 
 
 def _normalised_against(ctx, want: list) -> list:
@@ -2810,6 +2847,33 @@ DIVERGENCES = [
         "saved = [s for _, s in saved_residuals(f, 0.7, 1.0)]\n"
         "print('kept' if any('argument b' in s for s in saved) else 'dropped')  # dropped",
         _linearize_drops_unread_effectful_checkpoints, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
+        "linearize-drops-an-effectful-loop-it-stages-without-outputs",
+        "Linearizing a while loop whose carries have no tangent but some operand has one (a body "
+        "const), _while_partial_eval runs the known loop and stages the whole loop beside it "
+        "for the unknown operands (default_process_primitive), an equation none of whose outputs "
+        "anything reads. Before jax 0.6.2 (jax-ml/jax 859e120fdd, 'Avoid doing DCE of effectful "
+        "ops and reordering in partial eval') tracers_to_jaxpr keeps only the recipes the "
+        "outputs reach, so that loop is dropped even where it has an effect (a jax.debug.print "
+        "in its body): the effect runs once, nothing is saved for it, and reverse mode works. "
+        "From 0.6.2 the trace's effect handles keep it (the spec models that): its effect runs "
+        "again when the linear function is called, it saves every known operand, and reverse "
+        "mode meets the loop's transpose error. Measured on 0.4.25 and 0.4.36 (dropped), 0.6.2 "
+        "and 0.10.2 (kept). In a jit, pjit's partial evaluation (partial_eval_jaxpr_nounits) "
+        "still drops it on 0.6.2; direct linearization (the default from 0.7.0) keeps it. Inside "
+        "a checkpoint every release keeps it (partial_eval_jaxpr_custom stages the loop whole, "
+        "and dce_jaxpr keeps effects). The predicate: remat2, and JAX's residuals, jax.vjp's "
+        "leaves or the backward pass's barriers are the spec's for the program with the "
+        "operands with a tangent of each such loop passed through stop_gradient, outside "
+        "checkpoints or in jits only (program_variants.effectful_loops_held_constant), and not "
+        "the spec's own; or the spec raised the loop's transpose error where JAX computed, and "
+        "does not for such a program.",
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "loop = jax.jit(lambda x: jax.lax.while_loop(lambda n: n < 3, lambda n: (jax.debug.print('{}', x), n + 1)[1], 0))\n"
+        "saved = [s for _, s in saved_residuals(lambda x: jnp.sin(x) * loop(x), 0.7)]\n"
+        "print('kept' if len(saved) == 3 else 'dropped')  # dropped",
+        _linearize_drops_effectful_loops_staged_without_outputs, releases=Releases("0.4.25", "0.7.0"),
         flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "partial-eval-binds-known-checkpoints-as-they-are",

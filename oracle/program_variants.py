@@ -13,14 +13,15 @@ from typing import Callable
 import numpy as np
 
 import spec
-from spec.core import dce_rules, has_effects
+from spec.core import dce_rules, has_effects, loops_until_a_value
+from spec.jvp import dependence_rules
 from spec.partial_eval import dce
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
 from spec.remat import ROUNDED, remat_p
 from spec.ir import is_float
 from spec.prims_call import call_p
 from spec.prims_control import cond_p
-from spec.prims_elementwise import mul_p
+from spec.prims_elementwise import mul_p, stop_gradient_p
 from spec.prims_scan import carry_fixpoint, scan_p
 from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
 
@@ -603,3 +604,44 @@ def _carry_fixpoint(body: Program, flags: list, n_consts: int, n_carry: int) -> 
         return SimpleNamespace(out_unknowns=[isinstance(o, Var) and nonzero.get(o.id, False) for o in body.outputs])
     _, carry = carry_fixpoint(body, flags, n_consts, n_carry, split)
     return flags[:n_consts] + carry + flags[n_consts + n_carry:]
+
+
+def effectful_loops_held_constant(prog: Program, *, in_jits_only: bool = False) -> tuple[Program, int]:
+    """`prog` with the operands with a nonzero tangent (`zero_tangents`) of
+    each while loop that has an effect and whose carries get no tangent from
+    them passed through stop_gradient, outside checkpoints (with
+    `in_jits_only`, inside jits only), and how many loops were: linearizing
+    it, the loop is known and nothing is staged for it. Its values and
+    derivatives are `prog`'s; only the whole loop JAX stages beside the known
+    one for the operands' tangents is gone, which JaxprTrace linearization
+    drops (linearize-drops-an-effectful-loop-it-stages-without-outputs)."""
+    zero, counts = zero_tangents(prog), [0]
+
+    def held(p: Program, holding: bool) -> Program:
+        eqns = []
+        for e in p.eqns:
+            tangents = [isinstance(a, Var) and is_float(a.type.dtype) and a.id not in zero for a in e.inputs]
+            if (holding and e.primitive in loops_until_a_value and has_effects(e) and any(tangents)
+                    and not any(dependence_rules[e.primitive](e, tangents))):
+                eqns += _held_constant(e, tangents)
+                counts[0] += 1
+            elif e.primitive is remat_p:        # a checkpoint's partial eval stages the loop whole anyway
+                eqns.append(e)
+            else:
+                inner = functools.partial(held, holding=holding or e.primitive is call_p)
+                eqns.append(Eqn(e.primitive, e.inputs, e.outputs, map_subprograms(e.params, inner), why=e.why,
+                                residual_outputs=e.residual_outputs))
+        return Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
+    return held(prog, not in_jits_only), counts[0]
+
+
+def _held_constant(e: Eqn, flags: list) -> list:
+    """`e` with its flagged operands passed through stop_gradient first."""
+    eqns, inputs = [], []
+    for a, flag in zip(e.inputs, flags):
+        if flag:
+            v = Var(a.type)
+            eqns.append(Eqn(stop_gradient_p, [a], [v], {}))
+            a = v
+        inputs.append(a)
+    return eqns + [Eqn(e.primitive, inputs, e.outputs, e.params, why=e.why)]

@@ -44,7 +44,7 @@ import numpy as np
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        cost_rules, dce_rules, eval_program_traced, eval_rules,
-                       instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules, loops_until_a_value,
+                       has_effects, instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules, loops_until_a_value,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
@@ -736,13 +736,15 @@ def _while_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
     known_eqn = Eqn(while_p, known_ins, known_outs,
                     dict(cond_jaxpr=cond_known, body_jaxpr=body_known,
                          cond_nconsts=nc - sum(cond_uk), body_nconsts=nb - sum(body_uk)))
-    if linearize and not any(carry_uk):
+    if linearize and not any(carry_uk) and not has_effects(eqn):
         # no carry unknown: the whole loop JAX stages beside the known one
         # (default_process_primitive) has no output anything reads, and
         # linearize_from_jvp's tracers_to_jaxpr keeps only what the tangent
         # outputs reach: nothing is staged, no known operand read there (found
         # by a pristine nightly, e35a82cb42: a body const that only the dead
-        # staged loop read came first among a jit's residuals)
+        # staged loop read came first among a jit's residuals). A loop with an
+        # effect is kept (tracers_to_jaxpr's roots include the trace's
+        # effect_handles), and saves what it reads (campaign, 9164e12ae9).
         return [known_eqn], [], carry_uk, carry_uk, [], {}
     if linearize:
         # the staged loop's known carries are recomputed and dropped: the

@@ -135,12 +135,13 @@ _register_debug_rules(debug_print_p)
 def _debug_print_from_jax(p):
     """JAX's in_tree (a PyTreeDef of (args, kwargs), one leaf each) as plain
     data; logging_record must be None."""
-    tree = p.pop("in_tree")
+    tree = p["in_tree"]
     positional, keywords = tree.unflatten(list(range(tree.num_leaves)))
     if not all(isinstance(i, int) for i in (*positional, *keywords.values())):
         raise PrimitiveError(debug_print_p, "jax.debug.print of nested pytree arguments is not modelled "
                                             "(one array or static value per argument)")
-    return {**p, "in_tree": (len(positional), tuple(sorted(keywords)))}
+    in_tree = (len(positional), tuple(sorted(keywords)))
+    return {k: in_tree if k == "in_tree" else v for k, v in p.items()}     # in JAX's param order
 
 
 jax_facts[debug_print_p] = JaxFacts(

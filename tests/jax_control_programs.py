@@ -23,6 +23,7 @@ import numpy as np
 import spec
 from spec import ops
 from spec import policies as sp
+from spec.prims_debug import debug_print
 
 from jax_programs import F32, TestProgram, _LazyModule
 
@@ -197,6 +198,25 @@ def while_from_constant_spec(x):
                            (0, np.float32(0.0)), body_consts=(x,))[1]
 
 
+# a loop whose carry has no tangent, printing a differentiated value (campaign
+# finding 9164e12ae9): the whole loop JAX stages beside the known one is kept
+# for its effect, and saves what it reads
+def while_printing_jax(x):
+    def body(n):
+        jax.debug.print("{}", x)
+        return n + 1
+    n = lax.while_loop(lambda n: n < 3, body, 0)
+    return jnp.sum(jnp.sin(x)) * n.astype(jnp.float32)
+
+
+def while_printing_spec(x):
+    def body(x, n):
+        debug_print(x, fmt="{}")
+        return n + 1
+    n = spec.while_loop(lambda n: n < 3, body, 0, body_consts=(x,))
+    return ops.reduce_sum(ops.sin(x), (0,)) * ops.convert_element_type(n, np.float32)
+
+
 # --------------------------------------------------------------------------
 
 PX = ((BOOL, ()), (F32, (3,)))
@@ -322,6 +342,9 @@ PROGRAMS: list[TestProgram] = [
     _p("while_from_constant", (while_from_constant_jax, while_from_constant_spec), X3,
        "the carry's zero initial tangent, made in the primal trace, is a residual "
        "(from a literal); the literals 0 and 0.0 stay inline"),
+    _p("while_printing", (while_printing_jax, while_printing_spec), X3,
+       "no carry has a tangent, but the staged whole loop prints: kept for its effect, it saves x "
+       "(the literal 0 stays inline)"),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

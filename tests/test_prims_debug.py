@@ -427,3 +427,52 @@ def test_a_checkpoint_kept_for_its_effect_alone(where, outputs, capsys):
         assert {k[0] for k in report.known_divergences} == {name}
     else:
         assert statuses == {"ok"}, str(report)
+
+
+def _print_in_loop(where):
+    """A while loop printing x, whose carry (a counter) has no tangent, `where`."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def loop(x):
+        return lax.while_loop(lambda n: n < 3, lambda n: (jax.debug.print("{}", x), n + 1)[1], 0)
+    counted = {"top": loop, "jit": jax.jit(loop), "checkpoint": jax.checkpoint(loop)}.get(where, loop)
+    if where == "cond":
+        return lambda a, x: lax.cond(a > 0, lambda a, x: jnp.sin(a) * loop(x), lambda a, x: a, a, x)
+    return lambda a, x: jnp.sin(a) * counted(x)
+
+
+@pytest.mark.parametrize("where", ["top", "jit", "cond", "checkpoint"])
+def test_a_loop_staged_for_its_effect_alone(where):
+    """Linearizing a while loop whose carries have no tangent while x, which
+    it prints, has one, JAX stages the whole loop beside the known one
+    (_while_partial_eval); nothing reads its outputs, and with direct
+    linearization it is kept for its effect, saving x and meeting the
+    loop's transpose error in reverse mode (campaign finding 9164e12ae9).
+    JaxprTrace linearization drops it outside checkpoints before 0.6.2 and
+    in jits before 0.7.0 (linearize-drops-an-effectful-loop-it-stages-
+    without-outputs). In a checkpoint every release keeps the loop and
+    saves nothing for it. JAX measured live, every property; on 0.6.2 the
+    cond's residuals come in another order (a known divergence too)."""
+    jax = pytest.importorskip("jax")
+    import oracle
+    from jax._src.ad_checkpoint import saved_residuals
+    name = "linearize-drops-an-effectful-loop-it-stages-without-outputs"
+    active = next(d for d in oracle.divergences.DIVERGENCES if d.name == name).active()
+    from oracle.jax_api.versions import Releases, holds
+    kept_at_top = not active or not holds(Releases("0.4.25", "0.6.2"))
+    dropped = active and (where == "jit" or (where != "checkpoint" and not kept_at_top))
+    a, x = np.float32(0.7), np.ones((2, 3), np.float32)
+    f = _print_in_loop(where)
+    saves_x = any(r.shape == x.shape for r, _ in saved_residuals(lambda a, x: (f(a, x),), a, x))
+    assert saves_x == (where != "checkpoint" and not dropped)
+    report = oracle.check(oracle.Factory(lambda: _print_in_loop(where)), oracle.AS_IS, a, x)
+    statuses = {r.status for r in report.results if r.implementation == "remat2"}
+    if dropped:
+        assert statuses == {"ok", "known divergence"}, str(report)
+        assert {k[0] for k in report.known_divergences} == {name}
+    elif active and where == "cond":
+        assert report.status("residuals", "remat2") == "known divergence", str(report)
+    else:
+        assert statuses <= {"ok", "not applicable"}, str(report)

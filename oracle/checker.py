@@ -201,6 +201,27 @@ def _same_reason(spec_error: BaseException, jax_error: BaseException) -> bool:
 _EARLIER_WORDINGS = (("got axis spec None but output was batched on axis", "vmap has mapped output but out_axes is None"),)
 
 
+def _first_refusal(prop: Property, prog) -> tuple[int, BaseException] | None:
+    """(k, the error) where the spec first refuses to build `prop`'s
+    program of the first k equations of `prog` (each one's float outputs
+    made outputs, so that none is dead), or None. JAX transforms a program
+    equation by equation (a jvp of a vjp differentiates each forward
+    equation's linearization as it is traced), so of two refusals it meets
+    the earlier equation's first, where the spec builds each level of a
+    stack whole: found by a pristine campaign (d0c2f5901e), igammac's
+    igamma_grad_a at second order before a later checkpoint's refused
+    policy combination."""
+    if prop.spec_program is None:
+        return None
+    for k in range(1, len(prog.eqns) + 1):
+        outs = [v for e in prog.eqns[:k] for v in e.outputs if is_float(v.type.dtype)]
+        try:
+            prop.spec_program(Program(prog.inputs, prog.eqns[:k], outs, input_names=prog.input_names))
+        except Exception as e:    # noqa: BLE001 -- the refusal compared with JAX's
+            return k, e
+    return None
+
+
 def _raised(e: Exception, who: str = "JAX", other: str = "the spec") -> str:
     return f"{who} raised {type(e).__name__} where {other} computes a result:\n  {_first_line(e)}"
 
@@ -213,6 +234,12 @@ def judge(prop: Property, case: Case, impl: str, jax_outcome, spec_outcome) -> R
         if _same_reason(spec_error, jax_error):
             return Result(prop.name, impl, "not applicable",
                           f"both raise {type(jax_error).__name__}: {_first_line(jax_error)[:120]}")
+        first = _first_refusal(prop, case.prog)
+        if first is not None and _same_reason(first[1], jax_error):
+            return Result(prop.name, impl, "not applicable",
+                          f"both raise: JAX {type(jax_error).__name__}, met at equation {first[0]} "
+                          f"(it transforms equation by equation), the spec {type(spec_error).__name__}, "
+                          f"met building its program level by level: {_first_line(jax_error)[:120]}")
         raise Disagreement(f"JAX raised {type(jax_error).__name__}: {_first_line(jax_error)}\n"
                            f"the spec raised {type(spec_error).__name__}: {_first_line(spec_error)}",
                            prop.context(case, impl, error=jax_error, spec_error_too=spec_error))

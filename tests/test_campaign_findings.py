@@ -2976,3 +2976,40 @@ def test_remat3_second_order_differentiates_an_unread_checkpoint_output_s_backwa
     stack = S.Stack((S.Layer("grad"), S.Layer("grad")))
     report = properties.oracle_agrees(program(sp.nothing_saveable), implementations=("remat3",), stack=stack)
     assert ("remat3-differentiates-a-checkpoint-s-constants", "stack", "remat3") in report.known_divergences
+
+
+def test_of_two_refusals_jax_meets_the_earlier_equation_s_first():
+    """Pristine campaign finding d0c2f5901e: at second order JAX raised
+    igammac's missing igamma_grad_a JVP (the jvp of the vjp differentiates
+    each forward equation as it is traced), the spec the policy combination
+    error of the later checkpoint (it builds the vjp program whole, then
+    its jvp). Both refuse; the spec's refusal for the program's first
+    equation alone is JAX's, so it is not applicable, not a Mismatch. JAX
+    measured live."""
+    import spec
+    from fuzz import properties
+    from spec import policies as P
+    from spec.core import bind
+    from spec.prims_special import igammac
+    from spec.remat import remat_p
+    pol = P.save_from_both_policies(
+        P.save_and_offload_only_these_names(names_which_can_be_saved=[], names_which_can_be_offloaded=["a"],
+                                            offload_src="device", offload_dst="pinned_host"),
+        P.save_only_these_names("a"))
+    body = spec.trace(lambda f: spec.ops.sin(f), spec.f32[()])
+
+    def checkpoint(a):
+        return bind(remat_p, a, jaxpr=body, policy=pol, prevent_cse=False, differentiated=False)[0]
+
+    def igammac_first(a, b, c):
+        d = igammac(b, c)
+        return checkpoint(a), d
+
+    def checkpoint_first(a, b, c):
+        e = checkpoint(a)
+        return e, igammac(b, c)
+    for fn in (igammac_first, checkpoint_first):
+        prog = spec.trace(fn, spec.f32[()], spec.f32[2, 3], spec.f32[2, 3])
+        report = properties.oracle_agrees(prog, implementations=("remat2",), only=("second_order",))
+        [result] = report.results
+        assert result.status == "not applicable", str(report)

@@ -3013,3 +3013,25 @@ def test_of_two_refusals_jax_meets_the_earlier_equation_s_first():
         report = properties.oracle_agrees(prog, implementations=("remat2",), only=("second_order",))
         [result] = report.results
         assert result.status == "not applicable", str(report)
+
+
+def test_of_two_refusals_in_a_stack_jax_meets_the_earlier_equation_s_first():
+    """Release-round finding 6b527e3aa6 (0.4.25, linearize o grad; so on
+    0.10.2 too): JAX raised igammac's missing igamma_grad_a JVP, met first,
+    where the spec's grad level refused a later generic reduce_window (no
+    linearization). The spec refuses the first equation alone so too: not
+    applicable. JAX measured live."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec.prims_special import igammac
+    from spec.prims_window import reduce_window
+
+    def fn(c, d, e):
+        h = igammac(c, d)
+        return h, reduce_window(e, np.float32(0.0), lambda j, k: j, (3, 2), (2, 1), ((1, 1), (1, 0)), (2, 1), (1, 2))
+    prog = spec.trace(fn, spec.f32[2, 3], spec.f32[2, 3], spec.f32[5, 4])
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
+    [result] = report.results
+    assert result.status == "not applicable" and "equation 1" in result.detail, str(report)

@@ -40,7 +40,7 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import Program, is_float, subprograms
+from spec.ir import Literal, Program, is_float, subprograms
 from spec.prims_platform import lowering_platform
 
 from oracle import backends, divergences, jax_api
@@ -201,24 +201,33 @@ def _same_reason(spec_error: BaseException, jax_error: BaseException) -> bool:
 _EARLIER_WORDINGS = (("got axis spec None but output was batched on axis", "vmap has mapped output but out_axes is None"),)
 
 
-def _first_refusal(prop: Property, prog) -> tuple[int, BaseException] | None:
-    """(k, the error) where the spec first refuses to build `prop`'s
-    program of the first k equations of `prog` (each one's float outputs
-    made outputs, so that none is dead), or None. JAX transforms a program
-    equation by equation (a jvp of a vjp differentiates each forward
-    equation's linearization as it is traced), so of two refusals it meets
-    the earlier equation's first, where the spec builds each level of a
-    stack whole: found by a pristine campaign (d0c2f5901e), igammac's
-    igamma_grad_a at second order before a later checkpoint's refused
-    policy combination."""
+def _refusal_like(prop: Property, prog, jax_error: BaseException) -> str | None:
+    """Where the spec refuses to build `prop`'s program of part of `prog`
+    for JAX's reason, or None: the first k equations (each one's float
+    outputs made outputs, so that none is dead), else one equation alone.
+    Of two refusals JAX may meet another one first than the spec: it
+    transforms a program equation by equation (a jvp of a vjp
+    differentiates each forward equation as it is traced: pristine
+    campaign finding d0c2f5901e, igammac's igamma_grad_a at second order
+    before a later checkpoint's refused policy combination), and before
+    direct linearization it differentiates every equation before it asks
+    a checkpoint's policy (so on 0.4.25 the same igammac after the
+    checkpoint), where the spec builds each level of a stack whole."""
     if prop.spec_program is None:
         return None
-    for k in range(1, len(prog.eqns) + 1):
-        outs = [v for e in prog.eqns[:k] for v in e.outputs if is_float(v.type.dtype)]
+    floats = lambda eqns: [v for e in eqns for v in e.outputs if is_float(v.type.dtype)]  # noqa: E731
+    parts = [(f"the first {k} equations", Program(prog.inputs, prog.eqns[:k], floats(prog.eqns[:k]),
+                                                  input_names=prog.input_names))
+             for k in range(1, len(prog.eqns) + 1)]
+    parts += [(f"equation {k} alone", Program(list(dict.fromkeys(a for a in e.inputs if not isinstance(a, Literal))),
+                                              [e], floats([e])))
+              for k, e in enumerate(prog.eqns, 1)]
+    for where, part in parts:
         try:
-            prop.spec_program(Program(prog.inputs, prog.eqns[:k], outs, input_names=prog.input_names))
+            prop.spec_program(part)
         except Exception as e:    # noqa: BLE001 -- the refusal compared with JAX's
-            return k, e
+            if _same_reason(e, jax_error):
+                return where
     return None
 
 
@@ -234,12 +243,11 @@ def judge(prop: Property, case: Case, impl: str, jax_outcome, spec_outcome) -> R
         if _same_reason(spec_error, jax_error):
             return Result(prop.name, impl, "not applicable",
                           f"both raise {type(jax_error).__name__}: {_first_line(jax_error)[:120]}")
-        first = _first_refusal(prop, case.prog)
-        if first is not None and _same_reason(first[1], jax_error):
+        where = _refusal_like(prop, case.prog, jax_error)
+        if where is not None:
             return Result(prop.name, impl, "not applicable",
-                          f"both raise: JAX {type(jax_error).__name__}, met at equation {first[0]} "
-                          f"(it transforms equation by equation), the spec {type(spec_error).__name__}, "
-                          f"met building its program level by level: {_first_line(jax_error)[:120]}")
+                          f"both raise: JAX {type(jax_error).__name__} first (the spec refuses {where} so), "
+                          f"the spec {type(spec_error).__name__}: {_first_line(jax_error)[:120]}")
         raise Disagreement(f"JAX raised {type(jax_error).__name__}: {_first_line(jax_error)}\n"
                            f"the spec raised {type(spec_error).__name__}: {_first_line(spec_error)}",
                            prop.context(case, impl, error=jax_error, spec_error_too=spec_error))

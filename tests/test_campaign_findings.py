@@ -2984,8 +2984,10 @@ def test_of_two_refusals_jax_meets_the_earlier_equation_s_first():
     each forward equation as it is traced), the spec the policy combination
     error of the later checkpoint (it builds the vjp program whole, then
     its jvp). Both refuse; the spec's refusal for the program's first
-    equation alone is JAX's, so it is not applicable, not a Mismatch. JAX
-    measured live."""
+    equation is JAX's, so it is not applicable, not a Mismatch. Before
+    direct linearization (0.4.25) JAX differentiates every equation before
+    it asks the policy, so it meets igammac first when it comes second too.
+    JAX measured live."""
     import spec
     from fuzz import properties
     from spec import policies as P
@@ -3034,4 +3036,4 @@ def test_of_two_refusals_in_a_stack_jax_meets_the_earlier_equation_s_first():
     stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
     [result] = report.results
-    assert result.status == "not applicable" and "equation 1" in result.detail, str(report)
+    assert result.status == "not applicable" and "the first 1 equations" in result.detail, str(report)

@@ -152,7 +152,7 @@ def _corpus_phase(job: int, names: tuple, deadline: float, max_examples: int, re
         if time.time() >= deadline or checked >= max_examples or (found and fail_fast):
             break
         case = corpus.by_name(name)
-        results.put(("start", job, (f"corpus case {name}", 0, None)))
+        results.put(("start", job, (f"corpus case {name}", 0, None, "")))
         try:
             report = corpus.seed_outcome(case)
         except Exception as e:          # a Mismatch, a hang or an error: a finding
@@ -241,7 +241,7 @@ def _round(job, seed, round_, at_most, deadline, impls, db, results, control_flo
         if not failures and (checked >= at_most
                              or (novelty is not None and not novelty.wanted(prog, spelling, stack))):
             return                # nothing new in it (or enough checked): draw the next one
-        results.put(("start", job, (str(prog), round_, _pickled(prog))))
+        results.put(("start", job, (str(prog), round_, _pickled(prog), f"# spelling: {spelling}\n# stack: {stack}")))
         try:
             with _checking(prog):
                 report = focus.check(prog, stack=stack, spelling=spelling)
@@ -446,7 +446,7 @@ class _Campaign:
     findings: dict = dataclasses.field(default_factory=dict)       # key -> directory
     hits: dict = dataclasses.field(default_factory=dict)           # key -> [(job, round)]
     unshrunk: dict = dataclasses.field(default_factory=dict)       # job -> first failure of its round
-    busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round, pickled)
+    busy: dict = dataclasses.field(default_factory=dict)           # job -> (since, program, round, pickled, how)
     hang_repros: dict = dataclasses.field(default_factory=dict)    # job -> (program, its hang reproducer)
     environments: dict = dataclasses.field(default_factory=dict)   # job -> its host and JAX
     errors: list = dataclasses.field(default_factory=list)
@@ -538,7 +538,7 @@ class _Campaign:
         its program is a hang finding; a fresh worker goes on with the next
         round. True when the campaign should stop (fail-fast)."""
         from fuzz import watchdog
-        for job, (since, program, round_, pickled) in list(self.busy.items()):
+        for job, (since, program, round_, pickled, how) in list(self.busy.items()):
             if time.time() - since < watchdog.EXAMPLE_SECONDS + SILENT_SECONDS:
                 continue
             self.workers.kill(job)
@@ -547,12 +547,13 @@ class _Campaign:
             reproduced, repro = self.hang_repros.pop(job, ("", ""))
             pending = self.unshrunk.pop(job, None)
             if pending is not None:         # it hung on a smaller program while shrinking a failure
-                self.record(job, pending, note=_hung_while_shrinking(program, seconds))
+                self.record(job, pending, note=_hung_while_shrinking(f"{program}\n{how}" if how else program, seconds))
             else:
                 if reproduced != program:   # the worker's thread never ran: the driver writes it
                     repro = self._hang_repro_of(pickled, seconds)
                 self.record(job, dict(key=f"hang/-/{hashlib.sha1(program.encode()).hexdigest()[:10]}",
-                                      property="hang", implementation="-", program=program,
+                                      property="hang", implementation="-",
+                                      program=f"{program}\n{how}" if how else program,
                                       repro=repro,
                                       message=f"a hang: the worker checking this program was silent for "
                                               f"{seconds} s (inside native code: no Python stack)",

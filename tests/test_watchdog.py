@@ -208,14 +208,14 @@ def test_a_worker_silent_while_shrinking_a_failure_reports_the_failure(tmp_path,
                    program="{ the failing program }", message="saved residuals differ", repro="",
                    seed=3, round=128)
     campaign.handle("failure", 0, failure)
-    campaign.handle("start", 0, ("{ a smaller program }", 128, None))
+    campaign.handle("start", 0, ("{ a smaller program }", 128, None, "# stack: grad o grad"))
     since, *rest = campaign.busy[0]
     campaign.busy[0] = (since - watchdog.EXAMPLE_SECONDS - cli.SILENT_SECONDS - 1, *rest)
     assert campaign.watch() is True            # fail-fast: the failure ends the campaign
     assert campaign.workers.killed == [0] and not campaign.unshrunk
     assert list(campaign.findings) == [failure["key"]]
     report = open(os.path.join(campaign.findings[failure["key"]], "report.md")).read()
-    assert "saved residuals differ" in report and "{ a smaller program }" in report, report
+    assert "saved residuals differ" in report and "{ a smaller program }\n# stack: grad o grad" in report, report
     assert "a hang while checking" not in report
 
 
@@ -224,14 +224,14 @@ def test_a_worker_silent_on_a_program_of_its_own_is_a_hang_finding(tmp_path):
     from fuzz import cli, watchdog
     args = argparse.Namespace(out=str(tmp_path), fail_fast=True, seed=3)
     campaign = cli._Campaign(args, ("remat2",), 0.0, 0.0, workers=_Workers())
-    campaign.handle("start", 0, ("{ a drawn program }", 7, None))
+    campaign.handle("start", 0, ("{ a drawn program }", 7, None, "# stack: linearize"))
     since, *rest = campaign.busy[0]
     campaign.busy[0] = (since - watchdog.EXAMPLE_SECONDS - cli.SILENT_SECONDS - 1, *rest)
     assert campaign.watch() is True
     [key] = campaign.findings
     assert key.startswith("hang/")
     report = open(os.path.join(campaign.findings[key], "report.md")).read()
-    assert "a hang while checking" in report and "{ a drawn program }" in report, report
+    assert "a hang while checking" in report and "{ a drawn program }\n# stack: linearize" in report, report
 
 
 def test_a_hang_reproducer_goes_on_past_a_stage_that_raises(tmp_path):

@@ -1049,15 +1049,23 @@ def _linearize_drops_unread_effectful_checkpoints(ctx) -> bool:
     if ctx.implementation != "remat2":
         return False
     variant, n = unread_effectful_checkpoints_emptied(ctx.program)
-    if not n:
-        return False
+    return n > 0 and _saves_as_a_variant(ctx, [(variant, n)])
+
+
+def _saves_as_a_variant(ctx, variants: list) -> bool:
+    """JAX's residuals (or jax.vjp's leaves, or the backward pass's
+    barriers) are the spec's for one of the `variants` of the program
+    ((program, count) pairs, as `_barriers_of_a_variant` takes them), and
+    not the spec's own."""
     if ctx.property == "prevent_cse" and ctx.barriers is not None:
-        return _barriers_of_a_variant(ctx, [(variant, n)])
+        return bool(variants) and _barriers_of_a_variant(ctx, variants)
     if ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
-        return sorted(ctx.jax_residuals) == _leaves(variant) != _leaves(ctx.program)
+        return any(sorted(ctx.jax_residuals) == _leaves(v) != _leaves(ctx.program) for v, _ in variants)
     if ctx.property == "residuals" and ctx.jax_residuals is not None:
-        want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
-        return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+        for v, _ in variants:
+            want = dataclasses.replace(ctx, program=v).residuals_with(lambda policy: policy)
+            if want != ctx.spec_residuals and _normalised_against(ctx, want) == want:
+                return True
     return False
 
 
@@ -1071,21 +1079,12 @@ def _linearize_drops_effectful_loops_staged_without_outputs(ctx) -> bool:
     for such a program (JAX's values are not compared then)."""
     if ctx.implementation != "remat2":
         return False
-    variants = [v for v in (effectful_loops_held_constant(ctx.program, in_jits_only=j) for j in (False, True)) if v[1]]
     if ctx.spec_error is not None:
         return (ctx.error is None and str(ctx.spec_error) == WHILE_TRANSPOSE_ERROR
                 and any(_builds(ctx, effectful_loops_held_constant(ctx.user_program, in_jits_only=j)[0])
                         for j in (False, True)))
-    if ctx.property == "prevent_cse" and ctx.barriers is not None:
-        return bool(variants) and _barriers_of_a_variant(ctx, [(v, 0) for v, _ in variants])
-    if ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
-        return any(sorted(ctx.jax_residuals) == _leaves(v) != _leaves(ctx.program) for v, _ in variants)
-    if ctx.property == "residuals" and ctx.jax_residuals is not None:
-        for v, _ in variants:
-            want = dataclasses.replace(ctx, program=v).residuals_with(lambda policy: policy)
-            if want != ctx.spec_residuals and _normalised_against(ctx, want) == want:
-                return True
-    return False
+    variants = [effectful_loops_held_constant(ctx.program, in_jits_only=j) for j in (False, True)]
+    return _saves_as_a_variant(ctx, [(v, 0) for v, n in variants if n])
 
 
 def _builds(ctx, prog: Program) -> bool:

@@ -71,12 +71,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
-from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, bind, building, dce_rules,
+from spec.core import (Example, JaxFacts, cost_rules, examples, jax_facts, PrimitiveError, Tracer, Zero, bind, building, dce_rules,
                        eval_program_traced, eval_rules, instantiate, is_differentiable,
                        is_undefined, jaxpr_trace_rules, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Program
-from spec.batching import BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
+from spec.batching import BatchingError, bdim_at_front, broadcast_at, moveaxis, vmap_program, vmap_traced
 from spec.core import batch_rules
 from spec.evaluate import evaluate
 from spec.ir import Eqn
@@ -731,3 +731,38 @@ class _VJPRules:
                                  f"the args tuple of the primal function: expected {want}, got {_types_of(nz)}")
             return b.build(res + [c for c in cts if not isinstance(c, Zero)], nz), out_nz
 
+
+
+# --------------------------------------------------------------------------
+# tie: custom_vjp's JVP in releases before stackless (jax 0.4.25's
+# _custom_vjp_call_jaxpr_jvp: `tangents_out = map(lax.tie_p.bind,
+# primals_out, tangents_out)`) ties each output tangent to its primal
+# output, so that the tangent depends on the primal computation
+
+tie_p = primitive("tie")
+jax_facts[tie_p] = JaxFacts("tie", "lambda x, y: lax_internal.tie_p.bind(x, y)")
+
+
+def tie(x, y):
+    """lax.tie_p: y, with x a dependency only (its value is not read)."""
+    return bind(tie_p, x, y)
+
+
+def _tie_batch(args, dims):
+    """batching.defvectorized: both batched (or not) alike, moved to the front."""
+    (x, y), size = args, next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+    return tie(bdim_at_front(x, dims[0], size), bdim_at_front(y, dims[1], size)), 0
+
+
+shape_rules[tie_p] = lambda x, y: [y]
+eval_rules[tie_p] = lambda x, y: y
+# lax.py: `ad.primitive_jvps[tie_p] = lambda primals, tangents: (tie_p.bind(*primals), tangents[-1])`
+jvp_rules[tie_p] = lambda primals, tangents: (tie(*primals), tangents[-1])
+# lax.py: `ad.primitive_transposes[tie_p] = lambda ct, x, _: [None, ct]`
+transpose_rules[tie_p] = lambda ct, x, y: [None, ct]
+batch_rules[tie_p] = _tie_batch
+cost_rules[tie_p] = lambda x, y: 0
+examples[tie_p] = [
+    Example("tie-to-a-product", (((3,), "f32", "normal"), ((3,), "f32", "normal")),
+            lambda x, y: tie(x * x, y), lambda x, y: y, linear=((False, True),)),
+]

@@ -3037,3 +3037,23 @@ def test_of_two_refusals_in_a_stack_jax_meets_the_earlier_equation_s_first():
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
     [result] = report.results
     assert result.status == "not applicable" and "the first 1 equations" in result.detail, str(report)
+
+
+def test_a_custom_vjp_s_tied_tangents_in_a_checkpoint():
+    """Release-round finding 1a67021f93 (0.4.25): before stackless, a
+    custom_vjp's JVP ties each output tangent to its primal output
+    (lax.tie_p), which remat's partial evaluation of the JVP body shows:
+    the oracle raised Unsupported importing JAX's `tie`. Now agreed on
+    every property, JAX measured live (on later releases no tie appears)."""
+    import spec
+    from fuzz import properties
+    from fuzz.strategies import SavePrimitives
+    from spec.core import bind
+    from spec.remat import remat_p
+    f = spec.custom_vjp(lambda v: spec.ops.sin(v), lambda v: (spec.ops.sin(v), spec.ops.cos(v)),
+                        lambda r, ct: (ct * r,))
+    body = spec.trace(lambda c: f(spec.ops.integer_pow(c, 0)), spec.f32[()])
+    prog = spec.trace(lambda a: bind(remat_p, a, jaxpr=body, policy=SavePrimitives(frozenset({"sin"})),
+                                     prevent_cse=False, differentiated=False)[0], spec.f32[()])
+    report = properties.oracle_agrees(prog, implementations=("remat2",))
+    assert {r.status for r in report.results} <= {"ok", "not applicable"}, str(report)

@@ -3057,3 +3057,50 @@ def test_a_custom_vjp_s_tied_tangents_in_a_checkpoint():
                                      prevent_cse=False, differentiated=False)[0], spec.f32[()])
     report = properties.oracle_agrees(prog, implementations=("remat2",))
     assert {r.status for r in report.results} <= {"ok", "not applicable"}, str(report)
+
+
+
+def test_remat3_unrecognised_policy_saves_a_checkpoint_output_named_as_written():
+    """A checkpoint of cummax[reverse] feeding a checkpoint of sin whose
+    policy remat3 never asks (save_from_both_policies of a names policy and
+    save_anything_except_these_names): remat3 saves the sin checkpoint's
+    input, the cummax checkpoint's output, which its forward pass computes
+    by the body as written (`output of cummax`: remat.py's
+    RematTrace.process_primitive binds each equation on the parent trace),
+    where the remat3 model names it by cummax's JVP (`output of rev`).
+    JAX's list is renamed against the model's, and the divergence is
+    remat3-unrecognised-policy-is-full-remat (pristine campaign finding
+    24ae1a588d). JAX measured live; the oracle checks the spec program
+    (jax 0.10.2's save_anything_except_these_names is a stub, which the
+    spec's policy models under remat2)."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    import spec
+    from fuzz import properties
+    from spec import policies as P
+    from spec.core import bind
+    from spec.prims_reductions import cummax
+    from spec.remat import remat_p
+    cp = jax.checkpoint_policies
+
+    def f(x):
+        y = jax.checkpoint(lambda c: lax.cummax(c, axis=1, reverse=True), prevent_cse=False)(x)
+        pol = cp.save_from_both_policies(cp.save_only_these_names("a"), cp.save_anything_except_these_names("a", "b"))
+        return jax.checkpoint(jnp.sin, policy=pol, prevent_cse=False)(y)
+    x = np.array([[1.1, 0.8, 0.5, -0.5], [1.3, -1.4, 1.1, -1.2]], np.float32)
+    names = _saved_per_implementation(f, x)
+    assert names["remat3"] == ["from the argument x", "output of cummax"], names
+    assert names["remat2"] == ["from the argument x", "output of cos"], names
+
+    pol = P.save_from_both_policies(P.save_only_these_names("a"), P.save_anything_except_these_names("a", "b"))
+    first = spec.trace(lambda c: cummax(c, axis=1, reverse=True), spec.f32[2, 4])
+    second = spec.trace(spec.ops.sin, spec.f32[2, 4])
+
+    def fn(a):
+        b, = bind(remat_p, a, jaxpr=first, policy=None, prevent_cse=(False,), differentiated=False)
+        return bind(remat_p, b, jaxpr=second, policy=pol, prevent_cse=(False,), differentiated=False)[0]
+    report = properties.oracle_agrees(spec.trace(fn, spec.f32[2, 4]), implementations=("remat2", "remat3"),
+                                      only=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
+        ["remat3-unrecognised-policy-is-full-remat"], report

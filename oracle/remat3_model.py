@@ -336,8 +336,13 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
                           residual_outputs=eqn.residual_outputs)
         if nested:
             # nested in a checkpoint being split: remat3's default hi-primitive
-            # rule is full remat, the enclosing policy is not asked inside
+            # rule is full remat, the enclosing policy is not asked inside, and
+            # the rematerialization rebinds the checkpoint whole, reading all its
+            # inputs: every output is the staged half's, one its body forwards
+            # from an input too (never a residual: found by a pristine campaign,
+            # 5f735dae97, an identity checkpoint's output compared with its input)
             saveable = lambda e: sp.Recompute
+            in_inst = [True] * len(in_inst)
         known, staged, *rest = core.partial_eval_rules[remat_p](
             eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
         if grandchildren_opaque and linearize and staged:

@@ -328,9 +328,28 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
                 # an operand a branch reads, but no branch's tangent (a branch's
                 # stop_gradient of it: found by a pristine nightly, 68fb4a7b0c)
                 unread = {id(a) for a in _unread_operands(e)}
+                if whole:
+                    # remat3: one a branch's checkpoint takes, whose linearization
+                    # instantiates every input tangent and whose backward pass
+                    # writes a zero cotangent into each, is read (found by a
+                    # pristine campaign, 2c65b96caf: a nested checkpoint's output
+                    # passed to an inner cond's checkpoint that never reads it)
+                    unread -= {id(a) for a in _branch_tangents_read(
+                        e, [v.id in read for v in e.outputs], zero, pruned, checkpoint_reads)}
                 inputs = [a for a in inputs if id(a) not in unread]
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
+
+
+def _branch_tangents_read(e: Eqn, out_used: list, zero: frozenset, pruned: bool, checkpoint_reads: Callable) -> list:
+    """The operands of cond `e` whose tangents some branch reads
+    (`_live_tangents` of each branch, its outputs read as `out_used`)."""
+    read = set()
+    for b in e.params["branches"]:
+        rooted = Program(b.inputs, b.eqns, [o for o, u in zip(b.outputs, out_used) if u])
+        ids = _live_tangents(rooted, zero, pruned, checkpoint_reads)[1]
+        read |= {i for i, v in enumerate(b.inputs) if v.id in ids}
+    return [a for i, a in enumerate(e.inputs[1:]) if i in read]
 
 
 def _while_tangent_reading_inputs(e: Eqn) -> list:

@@ -3138,3 +3138,35 @@ def test_remat3_nested_identity_checkpoint_s_output_is_recomputed_not_saved():
     assert report.status("residuals", "remat2") == "ok", report
     assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
         ["remat3-ignores-enclosing-policy-in-nested-checkpoints"], report
+
+
+def test_remat3_checkpoint_output_taken_by_an_inner_cond_s_checkpoint_is_live():
+    """In a cond branch, a checkpoint (its sin output unused) returns its
+    input, which an inner cond passes to a checkpoint that never reads it:
+    remat3's inner checkpoint instantiates that input's tangent and writes
+    a zero cotangent back, so the outer checkpoint's backward pass runs,
+    whole, and its input is saved (f32[3], an output of the outer cond);
+    remat2 saves only the two indices. The liveness the remat3 model's
+    unused-output variant uses now counts a branch checkpoint's unread
+    input as read (pristine campaign finding 2c65b96caf). JAX measured live."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def branch(v4, v5):
+        _, v7 = jax.checkpoint(lambda v: (jnp.sin(v), v), prevent_cse=False)(v4)
+        inner = lambda q, r: jax.checkpoint(lambda u, v: (u, u), prevent_cse=False)(q, r)[0]  # noqa: E731
+        return lax.cond(v7.sum() > 0, lambda w, x: w, inner, v4, v7)
+
+    def f(a, b):
+        return lax.cond(a > 0, lambda y, z: y, branch, b, a)
+    args = (np.float32(-1.1), np.array([0.5, 0.5, 1.3], np.float32))
+    from jax._src.ad_checkpoint import saved_residuals
+    lists = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            lists[impl] = [a.str_short(short_dtypes=True) for a, _ in saved_residuals(f, *args)]
+    assert lists == {"remat2": ["i32[]", "i32[]"], "remat3": ["i32[]", "f32[3]", "i32[]"]}, lists
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
+        ["remat3-saves-for-unused-checkpoint-outputs"], report

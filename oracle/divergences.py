@@ -200,10 +200,13 @@ class Context:
             return None
 
     def _attribute_remat3_defect(self):
-        # in a jit, up to order: remat3's residuals in a jit come in the order
-        # its jit rule's tangent trace first reads them, which the model does
-        # not reproduce (found by a pristine nightly, 3c7806fedf: a name
-        # saved by everything_saveable after the jit's own residual). JAX's
+        # in a jit, up to order where the full model's list is not JAX's
+        # exactly: remat3's residuals in a jit come in the order its jit
+        # rule's tangent trace first reads them, which the model may not
+        # reproduce (found by a pristine nightly, 3c7806fedf: a name saved by
+        # everything_saveable after the jit's own residual); where it does,
+        # exactly, so that a defect that moves them (rounded_copies) is found
+        # (a pristine campaign, ee6dbe7c25). JAX's
         # list is renamed against each modelled one, as the check renamed it
         # against the spec's, which may lack the entry: a checkpoint's output
         # that remat3's forward pass computes by its body as written (`output
@@ -212,10 +215,12 @@ class Context:
         # by a pristine campaign, 24ae1a588d)
         if self.jax_residuals is None:     # JAX raised: no list to compare
             return None
-        same = lambda model: _as_threaded_out(_normalised_against(self, model), model,  # noqa: E731
-                                              has_primitive(self.program, "call"))
         flags = dict.fromkeys(REMAT3_DEFECTS, True)
-        if not same(self.jvp_bodies_where_needed(flags)):
+        full = self.jvp_bodies_where_needed(flags)
+        exactly = _normalised_against(self, full) == full
+        same = lambda model: _as_threaded_out(_normalised_against(self, model), model,  # noqa: E731
+                                              not exactly and has_primitive(self.program, "call"))
+        if not same(full):
             return None
         for d in REMAT3_DEFECTS:
             flags[d] = False
@@ -2428,6 +2433,27 @@ DIVERGENCES = [
         "print('remat3:', len(saved_residuals(jax.checkpoint(lambda x: x + (x ** 0) * (x ** 0)), 1.0)))"
         "  # remat2: 1, remat3: 0",
         lambda ctx: ctx.remat3_defect_mattered("linearized_body"), releases=REMAT3),
+    Divergence(
+        "remat3-rounds-saved-values-into-copies",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's saved values are rounded into copies of "
+        "their own (remat_transform returns `Partial(f_rem, map(reduce_precision, res))`), "
+        "which only the rematerialization reads; remat2's `_insert_reduce_precision` rounds a "
+        "saved value in place for every reader, the checkpoint's outputs too. So a value a "
+        "checkpoint saves and returns is one of its outputs under remat2, and a jit's "
+        "linearization forwards the residual to that output's place among the jit's outputs; "
+        "under remat3 the rounded copy is a residual output of its own, in the order the jit's "
+        "tangent trace reads it (found by a pristine campaign: a name saved and returned "
+        "beside a jit's own residual). Same values, another order. " + _MODEL_PREDICATE,
+        "jax.config.update('jax_remat3', True)\n"
+        "def f(a, b):\n"
+        "    c = jnp.arccos(b)\n"
+        "    g, h = jax.checkpoint(lambda i: (lambda j: (jnp.sin(j), j))(checkpoint_name(i, 'a')),\n"
+        "                          policy=jax.checkpoint_policies.save_only_these_names('a'))(a)\n"
+        "    return g, c, h\n"
+        "from jax._src.ad_checkpoint import saved_residuals\n"
+        "print(' then '.join(a.str_short(short_dtypes=True) for a, _ in "
+        "saved_residuals(jax.jit(f), 0.5, jnp.full((2, 3), 0.5))))  # f32[2,3] then f32[]",
+        lambda ctx: ctx.remat3_defect_mattered("rounded_copies"), releases=REMAT3),
     Divergence(
         "remat3-non-float-checkpoint-output-keeps-its-tangents-live",
         "Under jax_remat3 (jax 0.10.2) the tangent of a checkpoint's non-float (bool, integer) "

@@ -25,7 +25,9 @@ from spec.partial_eval import Source, constant_key, looked_through_value, source
 from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
 from spec.prims_scan import _scan_partial_eval, scan_p
-from spec.remat import _clone
+from spec.remat import ROUNDED, _clone
+from spec.prims_conv import reduce_precision_p
+import ml_dtypes
 
 
 def producer_sources(prog: Program) -> list:
@@ -291,10 +293,11 @@ def _model_body_jvp(body: Program, nonzeros, *, opaque_outputs: bool, linearized
 
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
-                       jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True):
+                       jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True,
+                       rounded_copies: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
-           jit_rule, grandchildren_opaque, effects_sealed)
+           jit_rule, grandchildren_opaque, effects_sealed, rounded_copies)
     prim = MODEL_PRIMITIVES.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -345,6 +348,9 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             in_inst = [True] * len(in_inst)
         known, staged, *rest = core.partial_eval_rules[remat_p](
             eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize)
+        if rounded_copies and linearize:
+            known, staged, subst = _rounded_copies(known, staged, rest[-1])
+            rest = [*rest[:-1], subst]
         if grandchildren_opaque and linearize and staged:
             staged = [_with_inputs_read_through_grandchildren(staged[0], eqn, in_unknowns)]
         if inputs_first and linearize and staged:
@@ -360,6 +366,39 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     core.extension_primitives.add(prim)
     MODEL_PRIMITIVES[key] = prim
     return prim
+
+
+def _rounded_copies(known: list, staged: list, subst: dict) -> tuple[list, list, dict]:
+    """A linearized checkpoint's split (remat's Rule 1: its hoisted
+    equations, its staged checkpoint, its known outputs' atoms) with its
+    saved values rounded as remat3 rounds them: remat_transform returns
+    `Partial(f_rem, map(reduce_precision, res))` (jax 0.10.2's
+    interpreters/remat.py), a rounded copy of every saved float value, made
+    after the forward pass, that only the rematerialization reads; the
+    forward pass and the checkpoint's outputs read the values as computed.
+    remat2's `_insert_reduce_precision` (the spec's `_round_residuals`)
+    rounds a saved value its known jaxpr also reads in place, for every
+    reader, the checkpoint's outputs too: so a saved value the checkpoint
+    returns is that output, which a jit's linearization forwards to its
+    output's place (found by a pristine campaign, ee6dbe7c25: a name saved
+    and returned beside a jit's own residual, listed after it under
+    remat3). The checkpoint's saved inputs (`primals_`) are not rounded."""
+    unrounded = {e.outputs[0].id: e.inputs[0] for e in known if e.why == ROUNDED}
+    back = lambda a: unrounded.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    eqns = [replace(e, inputs=[back(a) for a in e.inputs]) for e in known if e.why != ROUNDED]
+    subst = {k: back(a) for k, a in subst.items()}
+    made = {v.id for e in eqns for v in e.outputs}
+    copies = {}
+    for a in (staged[0].inputs if staged else ()):
+        a = back(a)
+        if isinstance(a, Var) and a.id in made and is_float(a.type.dtype) and a.id not in copies:
+            info = ml_dtypes.finfo(a.type.dtype)
+            copies[a.id] = Eqn(reduce_precision_p, [a], [Var(a.type)],
+                               dict(exponent_bits=int(info.nexp), mantissa_bits=int(info.nmant)), why=ROUNDED)
+    if staged:
+        copy = lambda a: copies[back(a).id].outputs[0] if isinstance(back(a), Var) and back(a).id in copies else a  # noqa: E731
+        staged = [replace(staged[0], inputs=[copy(a) for a in staged[0].inputs])]
+    return eqns + list(copies.values()), staged, subst
 
 
 def _remat3_linearized():
@@ -713,13 +752,14 @@ def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Progra
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
 REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "zero_tangent_recomputed", "view",
                   "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body",
-                  "effects_sealed")
+                  "effects_sealed", "rounded_copies")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
                  custom_opaque=True, linearized_body=True, jit_rule=True,
-                 grandchildren_opaque=True, zero_tangent_recomputed=True, effects_sealed=True) -> Program:
+                 grandchildren_opaque=True, zero_tangent_recomputed=True, effects_sealed=True,
+                 rounded_copies=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does (`remat3_viewed`; with
@@ -730,7 +770,7 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
     prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body, jit_rule, grandchildren_opaque, effects_sealed)
+                              linearized_body, jit_rule, grandchildren_opaque, effects_sealed, rounded_copies)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:

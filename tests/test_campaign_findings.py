@@ -3170,3 +3170,39 @@ def test_remat3_checkpoint_output_taken_by_an_inner_cond_s_checkpoint_is_live():
     assert report.status("residuals", "remat2") == "ok", report
     assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
         ["remat3-saves-for-unused-checkpoint-outputs"], report
+
+
+@pytest.mark.parametrize("with_sibling", [False, True])
+def test_remat3_rounds_a_saved_value_into_a_copy_of_its_own(with_sibling):
+    """A jitted program computing arccos, then a checkpoint that saves a
+    name and returns it (and, `with_sibling`, a checkpoint of sin before it
+    that saves its input): remat3 rounds the saved name into a copy of its
+    own (remat_transform's `map(reduce_precision, res)`), so the jit
+    returns it as a residual output in its tangent trace's order, after
+    arccos's factor; remat2 rounds it in place, the checkpoint's output
+    too, and the jit forwards it to that output's place, before the factor
+    (both read off JAX). The remat3 model's rounded_copies defect explains
+    the order (pristine campaign finding ee6dbe7c25); the model's list is
+    compared exactly where it is JAX's exactly."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    from jax._src.ad_checkpoint import saved_residuals
+
+    def f(a, b):
+        c = jnp.arccos(b)
+        d = jax.checkpoint(jnp.sin, prevent_cse=False)(a) if with_sibling else a
+        g, h = jax.checkpoint(lambda i: (lambda j: (jnp.sin(j), j))(checkpoint_name(i, "a")),
+                              policy=jax.checkpoint_policies.save_only_these_names("a", "b"), prevent_cse=False)(a)
+        return g, c, d, h
+    f = jax.jit(f)
+    args = (np.float32(-1.1), np.full((2, 3), 0.5, np.float32))
+    lists = {}
+    for impl in ("remat2", "remat3"):
+        with implementation(impl):
+            lists[impl] = [a.str_short(short_dtypes=True) for a, s in saved_residuals(f, *args)
+                           if "output of jitted function" in s]
+    assert lists == {"remat2": ["f32[]", "f32[2,3]"], "remat3": ["f32[2,3]", "f32[]"]}, lists
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", report
+    assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
+        ["remat3-rounds-saved-values-into-copies"], report

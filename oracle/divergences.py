@@ -741,15 +741,17 @@ def _remat3_barriers(ctx):
             and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
 
 
-def additive(explains: Callable, *, literals_apart: bool = False) -> Callable:
+def additive(explains: Callable, *, literals_apart: bool = False, stacks: bool = False) -> Callable:
     """The predicate of an additive divergence: `explains(got, want, ctx)`
     holds of JAX's residual list `got` against one of the context's
     baselines `want` (`Context.baselines`: the spec's, or under remat3 the
     remat3 model's); with `literals_apart` (a divergence whose entries are
     never literals) also against those baselines without the literals JAX
-    lacks (`Context.baselines_with_python_type_literals`)."""
+    lacks (`Context.baselines_with_python_type_literals`); with `stacks`,
+    of a stack's residuals too."""
     def applies(ctx):
-        if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        if (ctx.property not in (("residuals", "stack_residuals") if stacks else ("residuals",))
+                or ctx.jax_residuals is None or ctx.spec_residuals is None):
             return False
         wants = ctx.baselines_with_python_type_literals() if literals_apart else ctx.baselines()
         # JAX's names normalised against each baseline (the check normalised
@@ -802,8 +804,12 @@ def _linearize_saved_zero(source: str, through_jits: bool = False):
     the scalar: found by a pristine campaign, 7194b3833c), and the only ones
     the baseline has and JAX lacks are scalar literals, at most one per such
     output of their type (the zero the spec reads as a literal where JAX's
-    known half returns it)."""
-    @additive
+    known half returns it). Of a stack's residuals too, composed with
+    literal-residuals-depend-on-the-constant-s-python-type: differentiating
+    again, each jit's (and each transposed jit's) zero is saved so, and the
+    spec's literals JAX has no entry for go (found by a pristine campaign,
+    d536c5ca6d and c80cd1d416: grad o grad of pad and eigh in a jit)."""
+    @functools.partial(additive, literals_apart=True, stacks=True)
     def explains(got, want, ctx):
         only_jax, only_spec = _difference(got, want)
         out_of_jit = through_jits and any(e.primitive.name == "call" and any(
@@ -2708,10 +2714,13 @@ DIVERGENCES = [
         "JVP rule instantiated as a known scalar (e.g. select_n's for a constant branch of "
         "jnp.where) as an output of the jitted function. The spec keeps such zeros inline and "
         "saves nothing, or, where the zero is a literal read outside the jit, saves that literal "
-        "(found by the fuzzer: a jit forwarding its input, under jvp of grad). The predicate: "
-        "the only residuals JAX has and the spec lacks are scalar outputs of jitted functions, "
-        "and the only ones the spec has and JAX lacks are scalar literals, at most one per such "
-        "output of their type.",
+        "(found by the fuzzer: a jit forwarding its input, under jvp of grad). Differentiating "
+        "again (grad o grad), each jit's and each transposed jit's zero is saved so (found by a "
+        "pristine campaign: pad and eigh in a jit). The predicate: of the residuals, or a "
+        "stack's, the only ones JAX has and the spec lacks are scalar outputs of jitted "
+        "functions, and the only ones the spec has and JAX lacks are scalar literals, at most one "
+        "per such output of their type, besides those literal-residuals-depend-on-the-constant-"
+        "s-python-type explains.",
         "f = lambda x: jnp.where(x > 1.0, x * x, 0.0)\n"
         "print_saved_residuals(f, 2.0)  # f32[] output of jitted function '_where'",
         _jit_linearize_zero, releases=Releases("0.4.36"), flag="jax_use_direct_linearize"),

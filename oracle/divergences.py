@@ -741,19 +741,21 @@ def _remat3_barriers(ctx):
             and (ctx.barriers[1] > 0) == remat3_barrier_model(ctx.program))
 
 
-def additive(explains: Callable, *, literals_apart: bool = False, stacks: bool = False) -> Callable:
+def additive(explains: Callable, *, literals_apart: bool = False, levels_literals_apart: bool = False) -> Callable:
     """The predicate of an additive divergence: `explains(got, want, ctx)`
     holds of JAX's residual list `got` against one of the context's
     baselines `want` (`Context.baselines`: the spec's, or under remat3 the
     remat3 model's); with `literals_apart` (a divergence whose entries are
     never literals) also against those baselines without the literals JAX
-    lacks (`Context.baselines_with_python_type_literals`); with `stacks`,
-    of a stack's residuals too."""
+    lacks (`Context.baselines_with_python_type_literals`); with
+    `levels_literals_apart`, so at a stack's level (a level's scalar
+    constants are numpy scalars in JAX's trace:
+    literal-residuals-depend-on-the-constant-s-python-type)."""
     def applies(ctx):
-        if (ctx.property not in (("residuals", "stack_residuals") if stacks else ("residuals",))
-                or ctx.jax_residuals is None or ctx.spec_residuals is None):
+        if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
             return False
-        wants = ctx.baselines_with_python_type_literals() if literals_apart else ctx.baselines()
+        apart = literals_apart or (levels_literals_apart and ctx.checked_program is not None)
+        wants = ctx.baselines_with_python_type_literals() if apart else ctx.baselines()
         # JAX's names normalised against each baseline (the check normalised
         # them against the spec's, which may lack a modelled baseline's
         # entries: found on 0.4.25, a kept jit output named `output of pjit`)
@@ -809,7 +811,7 @@ def _linearize_saved_zero(source: str, through_jits: bool = False):
     again, each jit's (and each transposed jit's) zero is saved so, and the
     spec's literals JAX has no entry for go (found by a pristine campaign,
     d536c5ca6d and c80cd1d416: grad o grad of pad and eigh in a jit)."""
-    @functools.partial(additive, literals_apart=True, stacks=True)
+    @functools.partial(additive, levels_literals_apart=True)
     def explains(got, want, ctx):
         only_jax, only_spec = _difference(got, want)
         out_of_jit = through_jits and any(e.primitive.name == "call" and any(

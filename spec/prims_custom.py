@@ -76,7 +76,7 @@ from spec.core import (Example, JaxFacts, cost_rules, examples, jax_facts, Primi
                        is_undefined, jaxpr_trace_rules, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Program
-from spec.batching import BatchingError, bdim_at_front, broadcast_at, moveaxis, vmap_program, vmap_traced
+from spec.batching import BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
 from spec.core import batch_rules
 from spec.evaluate import evaluate
 from spec.ir import Eqn
@@ -749,9 +749,13 @@ def tie(x, y):
 
 
 def _tie_batch(args, dims):
-    """batching.defvectorized: both batched (or not) alike, moved to the front."""
-    (x, y), size = args, next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    return tie(bdim_at_front(x, dims[0], size), bdim_at_front(y, dims[1], size)), 0
+    """batching.defvectorized (vectorized_batcher): both operands batched
+    along the same axis, which JAX asserts (`assert all(batch_dims[0] == bd
+    for bd in batch_dims[1:]), batch_dims`: one unbatched, or batched along
+    another axis, raises its bare AssertionError, word for word here)."""
+    if dims[0] != dims[1]:
+        raise AssertionError(tuple(dims))
+    return tie(*args), dims[0]
 
 
 shape_rules[tie_p] = lambda x, y: [y]

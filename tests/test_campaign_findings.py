@@ -3206,3 +3206,21 @@ def test_remat3_rounds_a_saved_value_into_a_copy_of_its_own(with_sibling):
     assert report.status("residuals", "remat2") == "ok", report
     assert [n for n, _, i in report.known_divergences if i == "remat3"] == \
         ["remat3-rounds-saved-values-into-copies"], report
+
+
+@pytest.mark.parametrize("in_axes", [(0, 1), (0, None), (1, 1)])
+def test_tie_is_batched_only_along_one_axis_for_both_operands(in_axes):
+    """Pristine campaign findings 4e44e2d2af and d3295aebcb (0.10.2): lax's
+    tie_p is batched by batching.defvectorized, which asserts that both
+    operands are batched along the same axis; the spec batched any pair.
+    Now both raise JAX's bare AssertionError (not applicable), and agree
+    where the axes are equal. JAX measured live."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec.prims_custom import tie
+    prog = spec.trace(lambda x, y: tie(x * x, y), spec.f32[3, 3], spec.f32[3, 3])
+    stack = S.Stack((S.Layer("vmap", in_axes, (0,), 2),))
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
+    [result] = report.results
+    assert result.status == ("ok" if in_axes[0] == in_axes[1] else "not applicable"), str(report)

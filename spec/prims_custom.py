@@ -748,13 +748,18 @@ def tie(x, y):
     return bind(tie_p, x, y)
 
 
+class VectorizedBatchingError(BatchingError, AssertionError):
+    """batching.vectorized_batcher's refusal: its bare AssertionError, whose
+    message is the batch dims (a BatchingError here too)."""
+
+
 def _tie_batch(args, dims):
     """batching.defvectorized (vectorized_batcher): both operands batched
     along the same axis, which JAX asserts (`assert all(batch_dims[0] == bd
     for bd in batch_dims[1:]), batch_dims`: one unbatched, or batched along
     another axis, raises its bare AssertionError, word for word here)."""
     if dims[0] != dims[1]:
-        raise AssertionError(tuple(dims))
+        raise VectorizedBatchingError(tuple(dims))
     return tie(*args), dims[0]
 
 

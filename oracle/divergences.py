@@ -1235,12 +1235,8 @@ def _integer_pow_one_factor(ctx):
     (`_integer_pow_one_factor_saved`)."""
     if _integer_pow_one_factor_saved(ctx):
         return True
-    if ctx.property != "residuals" or ctx.jax_residuals is None or not any(
-            e.primitive.name == "integer_pow" and e.params["y"] in (1, 2) for e in _eqns(ctx.program)):
-        return False
-    with following(integer_pow_small_y_jvp=False):
-        want = ctx.residuals_with(lambda policy: policy)
-    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+    return (any(e.primitive.name == "integer_pow" and e.params["y"] in (1, 2) for e in _eqns(ctx.program))
+            and _follows_an_older_choice(ctx, integer_pow_small_y_jvp=False))
 
 
 def _acosh_old_jvp(ctx):
@@ -1248,11 +1244,24 @@ def _acosh_old_jvp(ctx):
     acosh_jvp_squares=False), not the spec's own; or JAX computed where the
     spec, asking a release's policy about the new rule's `square`, met none
     in JAX's program (found on 0.4.25)."""
-    if ctx.property != "residuals" or ctx.jax_residuals is None or not has_primitive(ctx.program, "acosh"):
+    return has_primitive(ctx.program, "acosh") and _follows_an_older_choice(ctx, acosh_jvp_squares=False)
+
+
+def _follows_an_older_choice(ctx, **choices) -> bool:
+    """JAX's residuals are those of the spec following `choices` (fields of
+    spec.semantics: a rule JAX changed on purpose), which differ from the
+    spec's own: equal to one of that spec's baselines (`Context.baselines`),
+    or in an order-only divergence's order (found on 0.6.2: approx_top_k's
+    old indices beside a scan's unused output kept, in 0.6.2's order)."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
-    with following(acosh_jvp_squares=False):
-        want = ctx.residuals_with(lambda policy: policy)
-    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+    with following(**choices):
+        older = dataclasses.replace(ctx, spec_residuals=ctx.residuals_with(lambda policy: policy))
+        wants = older.baselines()
+    if older.spec_residuals == ctx.spec_residuals:
+        return False
+    return any(_normalised_against(ctx, want) == want or _in_another_order(_normalised_against(ctx, want), want, ctx)
+               for want in wants)
 
 
 @additive
@@ -1604,6 +1613,16 @@ def _sort_jvp_int32_permutation(got, want, ctx):
             and not (_jit_outputs_alike(extra) - _jit_outputs_alike(allowed)))
 
 
+def _top_k_old_jvp(ctx):
+    """JAX's residuals are the spec's following the old rule (spec.semantics:
+    top_k_jvp_batches_its_gather=False; whatever a policy saves of the old
+    indices), or, composing with the other additive divergences, the
+    baseline's with the old indices in place of the new
+    (`_top_k_old_indices`)."""
+    return _top_k_old_indices(ctx) or (has_primitive(ctx.program, "top_k")
+                                       and _follows_an_older_choice(ctx, top_k_jvp_batches_its_gather=False))
+
+
 @additive
 def _top_k_old_indices(got, want, ctx):
     """JAX's list is the baseline's with `i32[s, 1]` entries (the indices
@@ -1614,11 +1633,26 @@ def _top_k_old_indices(got, want, ctx):
     return _old_gather_indices(got, want, ctx, "top_k", lambda source: source == "output of reshape")
 
 
+_top_k_old_jvp.explains = _top_k_old_indices.explains     # composes as the additive form
+
+
+def _approx_top_k_old_jvp(ctx):
+    """As `_top_k_old_jvp`, for approx_top_k (spec.semantics:
+    approx_top_k_jvp_takes_along_axis=False; found on 0.6.2: a policy
+    saving `add` saves the old rule's normalised indices)."""
+    return _approx_top_k_old_indices(ctx) or (
+        has_primitive(ctx.program, "approx_top_k")
+        and _follows_an_older_choice(ctx, approx_top_k_jvp_takes_along_axis=False))
+
+
 @additive
 def _approx_top_k_old_indices(got, want, ctx):
     """As `_top_k_old_indices`, for approx_top_k, whose new indices are an
     output of the jitted take_along_axis (found on 0.4.25)."""
     return _old_gather_indices(got, want, ctx, "approx_top_k", _is_jit_output)
+
+
+_approx_top_k_old_jvp.explains = _approx_top_k_old_indices.explains
 
 
 @additive
@@ -1646,10 +1680,9 @@ def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool
     `prim`'s JVP gathers its tangent with (s the shape of an output of a
     `prim` equation; their source `new_source`) and JAX those of every
     dimension (`i32[s, r]`, an `output of concatenate`, r the operand's
-    rank), or, in a jit, both outputs of the jit: in the same place, or,
-    where a jit orders its residuals by the outputs reading them
-    (jit-residuals-in-another-order), with the jit's outputs moved (found
-    on 0.6.2: approx_top_k's indices listed first)."""
+    rank), or, in a jit, both outputs of the jit: in the same place, or
+    where an order-only divergence moves residuals, in its order (a jit's
+    outputs: found on 0.6.2, approx_top_k's indices listed first)."""
     shapes = {e.outputs[0].type.shape: len(e.inputs[0].type.shape) for e in _eqns(ctx.program)
               if e.primitive.name == prim}
     extra, missing = _difference(got, want)
@@ -1663,8 +1696,21 @@ def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool
         extra[old] -= 1
         new_of.setdefault(old, []).append(w)
     replaced = [new_of[g].pop(0) if new_of.get(g) else g for g in got]
-    return replaced == want or (_active("jit-residuals-in-another-order")
-                                and _jit_residual_order.explains(replaced, want, ctx))
+    return replaced == want or _in_another_order(replaced, want, ctx)
+
+
+# the divergences that move residuals and change nothing else
+_ORDER_ONLY = {"jit-residuals-in-another-order": _jit_residual_order,
+               "scan-residuals-in-another-order": _scan_residual_order,
+               "jvp-partial-eval-saves-instantiated-zeros-in-another-order": _instantiated_zeros_earlier}
+
+
+def _in_another_order(got, want, ctx) -> bool:
+    """`got` is `want` in the order an active order-only divergence explains
+    (for an additive divergence that replaces entries in place: found on
+    0.6.2, approx_top_k's old indices beside a scan's residuals in 0.6.2's
+    order)."""
+    return any(_active(name) and order.explains(got, want, ctx) for name, order in _ORDER_ONLY.items())
 
 
 def _old_indices_for(old, new, shapes: dict, new_source: Callable) -> bool:
@@ -3216,13 +3262,14 @@ DIVERGENCES = [
         "`output of concatenate`, r the operand's rank); from 0.4.35 (and in the spec, as "
         "0.10.2) with the last dimension's alone (`i32[..., k, 1]`, an `output of reshape`). "
         "Measured on every release with tools/releases.py (found by a campaign on 0.4.25). "
-        "More memory, same values. The predicate: the lists differ only in such entries, in the "
-        "same place.",
+        "More memory, same values. The predicate: JAX's residuals are the spec's following the "
+        "old rule (spec.semantics: top_k_jvp_batches_its_gather=False: a policy may save the "
+        "old indices' parts), or the lists differ only in such entries, in the same place.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "r = saved_residuals(lambda b: jax.lax.top_k(b, 2)[0], jnp.ones((3, 5)))\n"
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
-        _top_k_old_indices, releases=Releases("0.4.25", "0.4.35")),
+        _top_k_old_jvp, releases=Releases("0.4.25", "0.4.35")),
     Divergence(
         "lu-jvp-gathers-with-every-index",
         "Before jax 0.5.3 lu's JVP rule (jax/_src/lax/linalg.py _lu_jvp_rule) permutes the "
@@ -3262,12 +3309,15 @@ DIVERGENCES = [
         "spec, as 0.10.2) with jnp.take_along_axis along the reduction dimension alone "
         "(`i32[..., k, 1]`, an output of the jitted take_along_axis). Measured on 0.4.25, "
         "0.4.36 and 0.6.2 (tests/test_prims_approx_top_k.py). More memory, same values. The "
-        "predicate: the lists differ only in such entries, in the same place.",
+        "predicate: JAX's residuals are the spec's following the old rule (spec.semantics: "
+        "approx_top_k_jvp_takes_along_axis=False: a policy may save the old indices' parts, "
+        "say their normalising `add`s), or the lists differ only in such entries, in the same "
+        "place or in an order-only divergence's order.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "r = saved_residuals(lambda b: jax.lax.approx_max_k(b, 2)[0], jnp.ones((3, 5)))\n"
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
-        _approx_top_k_old_indices, releases=Releases("0.4.25", "0.7.1")),
+        _approx_top_k_old_jvp, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
         "custom-vjp-saves-its-output",
         "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "

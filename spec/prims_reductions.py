@@ -36,6 +36,7 @@ from spec.prims_structural import (_reducer_batcher, broadcast_in_dim, concatena
 from spec.prims_indexing import GatherDimensionNumbers, gather, iota, rev
 from spec.prims_call import call
 from spec.prims_structural import expand_dims
+from spec.semantics import semantics
 
 # --------------------------------------------------------------------------
 # shared pieces: the lax helpers JAX's rules are written with
@@ -556,12 +557,34 @@ def _top_k_jvp(primals, tangents, *, k, axis):
     return primals_out, (tangent_out, ad_util.p2tz(primals_out[1]))"""
     (x,), (t,) = primals, tangents
     values, idxs = top_k(x, k, axis)
+    if not semantics().top_k_jvp_batches_its_gather:
+        return [values, idxs], [_gather_at_every_index(t, _top_k_old_indices(idxs, axis)), None]
     rank = idxs.ndim
     gather_indices = reshape(idxs, tuple(idxs.shape) + (1,))
     others = tuple(i for i in range(rank) if i != axis)
     dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
                                    operand_batching_dims=others, start_indices_batching_dims=others)
     return [values, idxs], [gather(t, gather_indices, dnums, (1,) * rank), None]
+
+
+def _top_k_old_indices(idxs, axis: int):
+    """Before jax 0.4.35 (spec.semantics: top_k_jvp_batches_its_gather;
+    jax 0.4.25's lax.py _top_k_jvp, whose top_k reduces the last axis):
+    for i < rank - 1: broadcast_in_dim(iota(idx_shape[i]), idx_shape + (1,), (i,))
+    then reshape(k_idxs, idx_shape + (1,)), concatenated along the last dim."""
+    shape = tuple(idxs.shape) + (1,)
+    return [reshape(idxs, shape) if i == axis else broadcast_in_dim(iota(np.int32, (idxs.shape[i],)), shape, (i,))
+            for i in range(idxs.ndim)]
+
+
+def _gather_at_every_index(t, indices: list):
+    """t[concatenate(indices, -1)]: one element per index tuple, every
+    dimension collapsed (gather's PROMISE_IN_BOUNDS, as the old top_k and
+    approx_top_k JVP rules bind it)."""
+    rank = t.ndim
+    dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=tuple(range(rank)),
+                                   start_index_map=tuple(range(rank)))
+    return gather(t, concatenate(indices, rank), dnums, (1,) * rank, mode="promise_in_bounds")
 
 
 def _top_k_batch(args, dims, *, k, axis):
@@ -685,7 +708,25 @@ def _approx_top_k_jvp(primals, tangents, **params):
     (x,), (t,) = primals, tangents
     values, indices = bind(approx_top_k_p, x, **params)
     axis = _approx_top_k_axis(x.type, params["reduction_dimension"])
+    if not semantics().approx_top_k_jvp_takes_along_axis:
+        return [values, indices], [_gather_at_every_index(t, _approx_top_k_old_indices(t, indices, axis)), None]
     return [values, indices], [_take_along_axis(t, indices, axis), None]
+
+
+def _approx_top_k_old_indices(t, indices, axis: int):
+    """Before jax 0.7.1 (spec.semantics: approx_top_k_jvp_takes_along_axis;
+    jax 0.6.2's ann.py _approx_top_k_jvp): `tangent[idx]`, which jnp
+    indexing lowers (measured on 0.4.25, 0.4.36, 0.6.2) to
+    iotas = [broadcasted_iota(int32, arg_shape, i) for i in range(rank)]
+    idx_i = arg_out if i == reduction_dimension else iotas[i]
+    select_n(lt(idx_i, 0), idx_i, add(idx_i, t.shape[i]))      # each i in turn
+    broadcast_in_dim(., arg_shape + (1,), range(rank))          # each i in turn
+    (the reduction dimension's iota is dead)."""
+    shape = tuple(indices.shape)
+    iotas = [iota(np.int32, shape, i) for i in range(len(shape))]
+    ids = [indices if i == axis else iotas[i] for i in range(len(shape))]
+    wrapped = [select_n(lt(d, np.int32(0)), d, add(d, np.int32(t.shape[i]))) for i, d in enumerate(ids)]
+    return [broadcast_in_dim(w, shape + (1,), tuple(range(len(shape)))) for w in wrapped]
 
 
 def _approx_top_k_batch(args, dims, *, reduction_dimension, **params):

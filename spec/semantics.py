@@ -63,6 +63,18 @@ class Semantics:
     # scan's hoisted loop-invariant one, or one nested in a checkpoint body
     # that remat_transpose replays (measured on 0.4.25: barriers).
     partial_eval_inlines_known_checkpoints: bool = True
+    # top_k's JVP gathers the tangent with the top-k indices alone, the
+    # other dimensions gather batching dims (jax 0.4.35 on; jax/_src/lax/
+    # lax.py _top_k_jvp); before, with the indices of every dimension
+    # concatenated: an iota per leading dimension broadcast beside the
+    # reshaped indices (`i32[..., k, r]`), which linearization saves.
+    top_k_jvp_batches_its_gather: bool = True
+    # approx_top_k's JVP takes the tangent along the reduction dimension
+    # with jnp.take_along_axis (jax 0.7.1 on, jax-ml/jax 504ef48401;
+    # jax/_src/lax/ann.py _approx_top_k_jvp); before, `tangent[idx]`, idx
+    # an iota per other dimension beside the indices, each normalised by
+    # jnp's indexing (lt, add, select_n) and concatenated.
+    approx_top_k_jvp_takes_along_axis: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

@@ -3256,3 +3256,23 @@ def test_remat3_unused_output_read_only_by_a_branch_s_stop_gradient(monkeypatch)
     monkeypatch.setattr(dv.Divergence, "active", lambda self: self.name == "remat3-saves-for-unused-checkpoint-outputs")
     found = dv.find(dv.Context("remat3", "residuals", None, prog, jax_residuals=got, spec_residuals=want))
     assert found is not None
+
+
+def test_top_k_s_old_indices_under_policies_that_save_their_parts():
+    """Before jax 0.4.35 top_k's JVP concatenates an iota per leading
+    dimension (broadcast_in_dim) beside the reshaped indices; a policy
+    saving broadcast_in_dim saves that broadcast iota, which the residual
+    list's old-indices form does not describe: the spec following the old
+    rule (spec.semantics: top_k_jvp_batches_its_gather=False) does, on
+    every release before (measured on 0.4.25), and 0.4.35 on agrees with
+    the spec's own rule."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import oracle
+    x = np.random.default_rng(3).normal(size=(3, 5)).astype(np.float32)
+    for saved in ("broadcast_in_dim", "concatenate", "iota", "reshape"):
+        policy = lambda prim, *_, _saved=saved, **__: prim.name == _saved    # noqa: E731
+        report = oracle.check(lambda a: jnp.sin(jax.lax.top_k(a, 2)[0]), policy, x)
+        assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)

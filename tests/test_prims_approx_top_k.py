@@ -41,6 +41,28 @@ def test_aggregate_to_topk_false_is_refused():
         spec.trace(lambda a: approx_max_k(a, 2, aggregate_to_topk=False), spec.f32[3, 5])
 
 
+@pytest.mark.parametrize("old", ["approx_top_k", "top_k"])
+def test_the_old_jvp_rules_gather_the_same_tangents(old):
+    """spec.semantics' older top_k / approx_top_k JVP rules (indices of
+    every dimension, concatenated) gather what the new ones do: the tangent
+    at the top-k indices, numpy's take_along_axis (a different program,
+    the same values)."""
+    from spec.prims_reductions import top_k
+    from spec.semantics import following
+    y = RNG.normal(size=(2, 4, 3)).astype(np.float32)
+    t = RNG.normal(size=y.shape).astype(np.float32)
+    fn, axis = ((lambda a: approx_max_k(a, 2, reduction_dimension=1), 1) if old == "approx_top_k"
+                else (lambda a: top_k(a, 2, 2), 2))
+    prog = spec.trace(lambda a: [fn(a)[0]], spec.f32[2, 4, 3])
+    choice = {"approx_top_k": "approx_top_k_jvp_takes_along_axis", "top_k": "top_k_jvp_batches_its_gather"}[old]
+    with following(**{choice: False}):
+        jvp = spec.jvp(prog)
+    assert "concatenate" in str(jvp) and "take_along_axis" not in str(jvp)
+    _, tangent = spec.evaluate(jvp, y, t)
+    _, indices = _stable_top(y, 2, axis, largest=True)
+    np.testing.assert_array_equal(tangent, np.take_along_axis(t, indices, axis))
+
+
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
@@ -68,3 +90,44 @@ def test_under_a_checkpoint(policy):
     report = oracle.check(f, getattr(jax.checkpoint_policies, policy), X)
     assert all(r.status in ("ok", "known divergence", "not compared", "not applicable", "not checked")
                for r in report.results), str(report)
+
+
+def _saves_adds(prim, *_, **__):
+    """A user policy saving every `add` (the old JVP rule's normalised indices)."""
+    return prim.name == "add"
+
+
+ANSWERED = ("ok", "known divergence", "not compared", "not applicable", "not checked")
+
+
+def test_a_policy_saving_the_old_rule_s_index_arithmetic():
+    """Before jax 0.7.1 the JVP rule indexes `tangent[idx]`, whose index
+    normalisation (lt, add, select_n per dimension) a policy saving `add`
+    saves: two `i32[3,3] output of add` where 0.10.2 saves take_along_axis'
+    output (found by a campaign on 0.6.2, 783db62c35). The spec following
+    the old rule (spec.semantics) explains it on every release before."""
+    def f(x):
+        return lax.approx_min_k(x, 3, reduction_dimension=0)[0]
+    report = oracle.check(f, _saves_adds, RNG.normal(size=(4, 3)).astype(np.float32))
+    residuals = report.status("residuals", "remat2")
+    assert residuals in ("ok", "known divergence"), str(report)
+    assert all(r.status in ANSWERED for r in report.results), str(report)
+
+
+def test_the_old_rule_s_indices_beside_a_scan_s_residuals():
+    """A scan whose unused output linearization keeps, in the residual order
+    of releases before 0.10, beside approx_top_k's old indices: three
+    divergences at once on 0.6.2 (found by a campaign, 12eb95570e)."""
+    @jax.custom_jvp
+    def s(v):
+        return jnp.sin(v)
+    s.defjvp(lambda p, t: (jnp.sin(p[0]), jnp.cos(p[0]) * t[0]))
+
+    def f(a, b):
+        def body(carry, x):
+            y = s(x)
+            return jnp.sin(carry), y
+        c, _ = lax.scan(body, a, a)
+        return lax.approx_max_k(b, 2)[0], c
+    report = oracle.check(f, oracle.AS_IS, RNG.normal(size=3).astype(np.float32), X)
+    assert all(r.status in ANSWERED for r in report.results), str(report)

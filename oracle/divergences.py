@@ -2147,9 +2147,15 @@ def _policy_asked_about_a_vprim(ctx):
     `prim` (JAX asks a policy `policy(prim, *avals, **params)`, and equinox's
     vprim has a param named `prim`: DotsSaveable.__call__() got multiple
     values for argument 'prim') where the spec computes, and a checkpoint of
-    the program holds a vprim (a vmapped equinox maybe_set)."""
+    the program holds a vprim (a vmapped equinox maybe_set): the checked
+    function's, or a stack level's, made by the stack's vmap (found by a pristine
+    campaign, 440af618a3: linearize o vmap of a checkpoint holding a
+    maybe_set)."""
     return (isinstance(ctx.error, TypeError) and "got multiple values for argument 'prim'" in str(ctx.error)
-            and ctx.spec_error is None and _vprim_in_a_checkpoint(ctx.user_program))
+            and ctx.spec_error is None
+            and any(_vprim_in_a_checkpoint(p()) for p in (
+                lambda: ctx.user_program, lambda: ctx.program,
+                lambda: ctx.numeric_program(ctx.user_program) if ctx.numeric_program else ctx.program)))
 
 
 def _vprim_in_a_checkpoint(prog: Program, inside: bool = False) -> bool:

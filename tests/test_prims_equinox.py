@@ -379,3 +379,22 @@ def test_a_policy_asked_about_a_vprim_raises_in_jax():
         jax.grad(lambda x: jnp.sum(checkpointed(args[0], x, args[2])))(args[1])
     report = oracle.check(f, cp.dots_saveable, *args, implementations=("remat2",), properties=("vjp",))
     assert ("a-policy-asked-about-equinox-s-vprim-raises", "vjp", "remat2") in report.known_divergences, report
+
+
+def test_a_policy_asked_about_a_vprim_a_stack_s_vmap_makes():
+    """The checked function's checkpoint holds an unbatched maybe_set; the
+    stack's vmap makes it a vprim, which JAX's linearization then asks the
+    policy about (found by a pristine campaign, 440af618a3): the same
+    known divergence at the stack's level."""
+    from oracle import stacks as S
+    from oracle.from_jax import trace_jax
+
+    def f(p, x, i):
+        return eqx_maybe_set(p, jnp.zeros((4, 3), jnp.float32), jnp.sin(x), i)
+    g = jax.checkpoint(f, policy=cp.dots_saveable)
+    args = (np.array(True), RNG.normal(size=3).astype(np.float32), np.int32(1))
+    prog = trace_jax(g, *args)
+    stack = S.Stack((S.Layer("vmap", (None, 0, None), (0,), 2), S.Layer("linearize")))
+    report = oracle.check(g, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_property(stack, prog), S.stack_barriers_property(stack, prog)))
+    assert [d[0] for d in report.known_divergences] == ["a-policy-asked-about-equinox-s-vprim-raises"] * 2, report

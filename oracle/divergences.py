@@ -2101,16 +2101,34 @@ def _residual_counted_once(ctx):
     value saved beside its rounded copy is listed once. Under jax 0.10.2's
     stub of save_anything_except_these_names, the list of the program (a
     stack level's: built from the checked function) as the stub saves
-    (found by a pristine nightly, 83663ce011, grad o grad o grad)."""
+    (found by a pristine nightly, 83663ce011, grad o grad o grad); under
+    remat3, the remat3 model's list, whose rounded copies sit beside the
+    values a checkpoint returns (found by a pristine campaign, acefcc9a2a: a
+    name saved and returned). jax.vjp's leaves, which JAX's list cannot be
+    read to explain, are that list's."""
+    if ctx.property == "vjp_leaves" and ctx.jax_residuals is not None:
+        return any(_saves_a_value_twice(p) and sorted(ctx.jax_residuals) == _leaves(p)
+                   for p in _programs_as_saved(ctx))
     if type(ctx.error) is not AssertionError or str(ctx.error) or ctx.property not in (
             "residuals", "stack_residuals"):
         return False
+    return any(_saves_a_value_twice(p) for p in _programs_as_saved(ctx))
+
+
+def _programs_as_saved(ctx) -> list:
+    """The program, and the programs whose spec residuals are what JAX
+    saves where a modelled defect or stub holds: jax 0.10.2's stub of
+    save_anything_except_these_names (`_as_stubbed`), and under remat3
+    the remat3 model (every defect on) of each remat3 variant."""
     programs = [ctx.program]
     if _active("save-anything-except-these-names-is-a-stub") and any(
             _as_stubbed(p) != p for p in policies_in(ctx.user_program)):
         stubbed = map_policies(ctx.user_program, _as_stubbed)
         programs.append(ctx.numeric_program(stubbed) if ctx.numeric_program is not None else stubbed)
-    return any(_saves_a_value_twice(p) for p in programs)
+    if ctx.implementation == "remat3" and ctx.checked_program is None:
+        flags = dict.fromkeys(REMAT3_DEFECTS, True)
+        programs += [remat3_model(v, **flags) for v in remat3_variants(ctx.program)]
+    return programs
 
 
 def _saves_a_value_twice(prog: Program) -> bool:

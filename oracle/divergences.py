@@ -1343,6 +1343,66 @@ def _returned_by_a_jit(source: str) -> bool:
     return _is_jit_output(source) or source == "from a constant" or source in _LOOP_OUTPUTS
 
 
+# The divergences that move residuals and change nothing else, each with
+# the entries it moves.
+_ORDER_ONLY = {
+    "jit-residuals-in-another-order": (_jit_residual_order, lambda r: _returned_by_a_jit(r[1])),
+    "scan-residuals-in-another-order": (_scan_residual_order, lambda r: r[1] in _LOOP_OUTPUTS),
+    "jvp-partial-eval-saves-instantiated-zeros-in-another-order": (
+        _instantiated_zeros_earlier, lambda r: r[1] == "output of broadcast_in_dim"),
+}
+
+
+def _orders_explaining(got, want, ctx) -> tuple:
+    """The active order-only divergences, one or two, whose moves make
+    `want` into `got`: one alone, or a first one's moves then a second's
+    on top (found on 0.4.36: a JVP's instantiated zero listed earlier and a
+    scan's outputs in another order at once). The list between them is
+    `want` with the first's entries laid out as in `got`, or `got` with the
+    others laid out as in `want`. () if none do."""
+    if got == want or collections.Counter(got) != collections.Counter(want):
+        return ()
+    active = {name: entry for name, entry in _ORDER_ONLY.items() if _active(name)}
+    for name, (order, _) in active.items():
+        if order.explains(got, want, ctx):
+            return (name,)
+    for (first, (first_order, moves)), (second, (second_order, _)) in itertools.permutations(active.items(), 2):
+        for middle in (_laid_out(want, got, moves), _laid_out(got, want, lambda r: not moves(r))):
+            if first_order.explains(middle, want, ctx) and second_order.explains(got, middle, ctx):
+                return first, second
+    return ()
+
+
+def _laid_out(base: list, order: list, selected: Callable) -> list:
+    """`base` with its `selected` entries in the places they had, but in the
+    order `order` lists them (two lists equal as multisets)."""
+    taken = iter([r for r in order if selected(r)])
+    return [next(taken) if selected(r) else r for r in base]
+
+
+def _in_another_order(got, want, ctx) -> bool:
+    """`got` is `want` in the order active order-only divergences explain
+    (for a divergence that replaces entries in place: found on 0.6.2,
+    approx_top_k's old indices beside a scan's residuals in 0.6.2's
+    order)."""
+    return bool(_orders_explaining(got, want, ctx))
+
+
+def _reordered(ctx: Context) -> Divergence | None:
+    """Two order-only divergences that together explain JAX's residual
+    list against a baseline (`_orders_explaining`), as one divergence."""
+    if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
+        return None
+    for want in ctx.baselines_with_python_type_literals():
+        for got in (ctx.jax_residuals, _normalised_against(ctx, want)):
+            names = _orders_explaining(got, want, ctx)
+            if len(names) == 2:
+                first, second = (next(d for d in DIVERGENCES if d.name == n) for n in names)
+                return dataclasses.replace(first, name=f"{first.name} + {second.name}",
+                                           reason=f"{first.reason}\n\nAnd: {second.reason}")
+    return None
+
+
 @additive
 def _atan2_old_jvp(got, want, ctx):
     """Per atan2 equation of a type: the baseline's `output of div` (y's
@@ -1697,20 +1757,6 @@ def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool
         new_of.setdefault(old, []).append(w)
     replaced = [new_of[g].pop(0) if new_of.get(g) else g for g in got]
     return replaced == want or _in_another_order(replaced, want, ctx)
-
-
-# the divergences that move residuals and change nothing else
-_ORDER_ONLY = {"jit-residuals-in-another-order": _jit_residual_order,
-               "scan-residuals-in-another-order": _scan_residual_order,
-               "jvp-partial-eval-saves-instantiated-zeros-in-another-order": _instantiated_zeros_earlier}
-
-
-def _in_another_order(got, want, ctx) -> bool:
-    """`got` is `want` in the order an active order-only divergence explains
-    (for an additive divergence that replaces entries in place: found on
-    0.6.2, approx_top_k's old indices beside a scan's residuals in 0.6.2's
-    order)."""
-    return any(_active(name) and order.explains(got, want, ctx) for name, order in _ORDER_ONLY.items())
 
 
 def _old_indices_for(old, new, shapes: dict, new_source: Callable) -> bool:
@@ -3825,10 +3871,11 @@ DIVERGENCES = [
 
 def find(ctx: Context) -> Divergence | None:
     """The first divergence (in DIVERGENCES' order) whose predicate holds,
-    else two additive ones together (`_composed`). Where several remat3
+    else two additive ones together (`_composed`), or two order-only ones
+    (`_reordered`). Where several remat3
     defects changed one residual list, the first that mattered names the
     finding; the model they share explains all of it."""
-    return _first_that_applies(ctx) or _composed(ctx)
+    return _first_that_applies(ctx) or _composed(ctx) or _reordered(ctx)
 
 
 # the most entries a residual difference may have for `_composed` to split it

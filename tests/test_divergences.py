@@ -3276,3 +3276,22 @@ def test_top_k_s_old_indices_under_policies_that_save_their_parts():
         policy = lambda prim, *_, _saved=saved, **__: prim.name == _saved    # noqa: E731
         report = oracle.check(lambda a: jnp.sin(jax.lax.top_k(a, 2)[0]), policy, x)
         assert report.status("residuals", "remat2") in ("ok", "known divergence"), str(report)
+
+
+def test_two_order_only_divergences_compose_and_nothing_else_does(monkeypatch):
+    """`_orders_explaining`: a zero moved first and two scan outputs swapped
+    are the two divergences' moves one after the other; a scan output
+    swapped with a non-loop entry is neither's."""
+    from oracle import divergences as dv
+    import spec
+    monkeypatch.setattr(dv, "_active", lambda name: True)
+    prog = spec.trace(lambda a: a * 2.0, spec.f32[3])
+    ctx = dv.Context("remat2", "residuals", None, prog)
+    zero, hoisted = ("f32[2,3]", "output of broadcast_in_dim"), ("f32[2,4,3]", "output of cos")
+    i, f = ("i32[3]", "output of scan"), ("f32[3,2,3]", "output of scan")
+    want = [hoisted, zero, f, i]
+    assert dv._orders_explaining([zero, hoisted, i, f], want, ctx) == (
+        "scan-residuals-in-another-order", "jvp-partial-eval-saves-instantiated-zeros-in-another-order")
+    assert dv._orders_explaining([hoisted, zero, i, f], want, ctx) == ("scan-residuals-in-another-order",)
+    assert dv._orders_explaining([zero, i, hoisted, f], want, ctx) == ()
+    assert dv._orders_explaining([zero, hoisted, i, i], want, ctx) == ()

@@ -3277,3 +3277,36 @@ def test_two_order_only_divergences_at_once():
     if (_divergence_active("jvp-partial-eval-saves-instantiated-zeros-in-another-order")
             and not _divergence_active("jit-residual-forwarding-gives-wrong-gradients")):   # 0.4.25: named first
         assert report.results[0].detail == composed, str(report)
+
+
+def test_remat3_jvp_instantiates_zero_input_tangents_as_constants():
+    """RematTraced.jvp instantiates a checkpoint's zero input tangents
+    (ad_util.instantiate: constants) and JVPs the body inline, so grad o
+    jvp(argnums=(1,)) of a checkpoint padding its input with a sum of it
+    transposes the tangent pad, whose operand is that constant zero, for
+    its padding value alone: JAX's TypeError, which the remat3 model's
+    program refuses as the spec's pad transpose does (pristine campaign
+    finding 718facfa78)."""
+    import spec
+    from fuzz import properties
+    from oracle import stacks as S
+    from spec import ops, policies as sp
+    from spec.core import bind
+    from spec.prims_structural import pad
+    from spec.remat import remat_p
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def body(g, h):
+        return pad(g, ops.reduce_sum(ops.sin(g), (0,)), ((0, 0, 0),)), g
+
+    def fn(a, b):
+        inner = spec.trace(body, a.type, b.type)
+        e, _ = bind(remat_p, a, b, jaxpr=inner, policy=sp.dots_saveable, prevent_cse=(False, False),
+                    differentiated=False)
+        return e, ops.sin(a)
+    prog = spec.trace(fn, spec.f32[3], spec.f32[2])
+    stack = S.Stack((S.Layer("jvp", argnums=(1,)), S.Layer("grad")))
+    report = properties.oracle_agrees(prog, implementations=("remat3",), stack=stack, only=(S.STACK,))
+    assert ("pad-cannot-be-transposed-for-its-padding-value-alone", S.STACK, "remat3") in \
+        report.known_divergences, str(report)

@@ -2114,9 +2114,14 @@ def _dead_primal_unlinearizable(ctx):
     program without its dead code (spec.dce: a scan's unused outputs too)
     linearizes; for a stack, the stack built with each level's dead code
     removed (found on 0.6.2: grad o vmap o grad(argnums=(0,)), whose inner
-    grad leaves a reduce_window of an input it holds constant dead)."""
-    if not (isinstance(ctx.spec_error, ValueError) and str(ctx.spec_error) == LINEARIZATION_ERROR
-            and ctx.error is None):
+    grad leaves a reduce_window of an input it holds constant dead). Or
+    JAX, having linearized, raised the missing transpose of the generic
+    reduce_window its linear program keeps (a dead one's, in a cond branch
+    it stages whole: found by a campaign on 0.6.2, beaee60703)."""
+    spec_error = ctx.spec_error if ctx.error is None else ctx.spec_error_too
+    if not (isinstance(spec_error, ValueError) and str(spec_error) == LINEARIZATION_ERROR
+            and (ctx.error is None or (isinstance(ctx.error, NotImplementedError) and str(ctx.error).startswith(
+                "Transpose rule (for reverse-mode differentiation) for 'reduce_window' not implemented")))):
         return False
     try:
         if ctx.without_dead_code is not None:
@@ -3516,9 +3521,12 @@ DIVERGENCES = [
         "computes the primal from the tangents) with its stacked output unused (found by a "
         "campaign on 0.6.2; from 0.4.28, when the generic rule was added), or one a derivative "
         "leaves dead (found on 0.6.2: grad o vmap o grad of a reduce_window of an input the "
-        "inner grad holds constant). The predicate: the spec raised its linearization error where "
-        "JAX computed, and the program without its dead code linearizes (a stack: built with "
-        "each level's dead code removed).",
+        "inner grad holds constant); in reverse mode JAX may then meet the missing transpose of "
+        "such a reduce_window its linear program keeps (a dead one in a cond branch, staged "
+        "whole: found by a campaign on 0.6.2). The predicate: the spec raised its linearization "
+        "error where JAX computed or raised that transpose's NotImplementedError, and the "
+        "program without its dead code linearizes (a stack: built with each level's dead code "
+        "removed).",
         "f = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c), jax.lax.reduce_window(\n"
         "    b, 1.0, jax.lax.mul, (1, 3), (1, 1), 'VALID')), a, None, length=1)[0]\n"
         "try:\n"

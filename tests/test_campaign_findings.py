@@ -3310,3 +3310,30 @@ def test_remat3_jvp_instantiates_zero_input_tangents_as_constants():
     report = properties.oracle_agrees(prog, implementations=("remat3",), stack=stack, only=(S.STACK,))
     assert ("pad-cannot-be-transposed-for-its-padding-value-alone", S.STACK, "remat3") in \
         report.known_divergences, str(report)
+
+
+def test_a_dead_generic_reduce_window_in_a_cond_branch_meets_its_missing_transpose():
+    """A generic reduce_window in a checkpointed cond branch whose output
+    nothing reads: jax 0.10.2 refuses to linearize it (as the spec does);
+    before direct linearization JAX linearizes (the dead primal may be
+    unknown) and then raises the reduce_window's missing transpose, staged
+    with the branch (campaign finding beaee60703 on 0.6.2); before 0.4.28
+    it has no JVP rule at all. JAX's errors are read off JAX below."""
+    def window(v):
+        return lax.reduce_window(v, 1.0, lambda a, b: a, (1, 3), (1, 1), "VALID")
+
+    def body(t, u, v):
+        return u, lax.cond(jnp.sum(t) > 0, lambda a, b: window(b), lambda a, b: a, t, v)
+
+    def f(t, u, v):
+        return jnp.sum(jnp.sin(jax.checkpoint(body)(jnp.sin(t), u, v)[0]))
+    args = (np.ones((2, 3), np.float32), np.ones((2, 3), np.float32), np.ones((2, 5), np.float32))
+    with pytest.raises((ValueError, NotImplementedError)) as raised:
+        jax.grad(f, argnums=(0, 1, 2))(*args)
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",))
+    vjp = report.status("vjp", "remat2")
+    if "Transpose rule" in str(raised.value):
+        assert ("linearize-ignores-an-unlinearizable-dead-primal", "vjp", "remat2") in report.known_divergences, \
+            str(report)
+    else:
+        assert vjp in ("not applicable", "known divergence"), str(report)

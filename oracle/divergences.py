@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (effectful_loops_held_constant, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (all_eqns, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -371,6 +371,28 @@ def _remat3_second_order_skips_dead_forward_code(ctx):
     except NotImplementedError:
         return False
     return True
+
+
+def _jit_keeps_dead_jvp_residuals(ctx):
+    """JAX raised a primitive's missing differentiation rule where the spec
+    computes a numeric property, and the spec raises it word for word for
+    the program with its jits inlined: before jax 0.7.0 a jit's
+    linearization keeps, in its known half, the value a JVP rule makes for
+    a tangent nothing reads (igammac's igamma_grad_a), which a second
+    differentiation meets, as it does (and the spec does) outside jits
+    (found by a campaign on 0.4.36, 5d4701406b)."""
+    e = ctx.error
+    if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
+            and ctx.spec_error is None and ctx.numeric_program is not None):
+        return False
+    inlined, n = jits_inlined(ctx.user_program)
+    if not n:
+        return False
+    try:
+        ctx.numeric_program(inlined)
+    except NotImplementedError as raised:
+        return str(raised) == str(e)
+    return False
 
 
 def _remat3_linearizes_checkpoint_bodies(ctx):
@@ -2295,11 +2317,7 @@ def _reads_array_constant(prog: Program) -> bool:
     return any(isinstance(a, spec.ir.Literal) and not a.is_scalar for e in _eqns(prog) for a in e.inputs)
 
 
-def _eqns(prog: Program):
-    for e in prog.eqns:
-        yield e
-        for _, sub in subprograms(e.params):
-            yield from _eqns(sub)
+_eqns = all_eqns
 
 
 HOST_COTANGENT = re.compile(r"Expected cotangent type (\w+)(\[[^\]]*\]) but got \1<host>\2")
@@ -2774,6 +2792,27 @@ DIVERGENCES = [
         "jax.jvp(pull, x, x)\n"
         "print('computes')  # computes",
         _remat3_second_order_skips_dead_forward_code, releases=REMAT3),
+    Divergence(
+        "a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative",
+        "jax.jvp of a pullback differentiates every equation jax.vjp's forward pass ran, a value "
+        "a JVP rule makes for a tangent nothing reads too: igammac's JVP computes igamma_grad_a, "
+        "which has no derivative, and JAX raises (as the spec does). Inside a jit, jax 0.7.0 on "
+        "(direct linearization; 0.10.2, and the spec) linearizes the jit's body without that "
+        "dead value, and the second derivative computes; before (0.4.25, 0.4.36 and 0.6.2 "
+        "measured, and 0.6.2 with direct linearization on; 0.7.0 with it off too) the jit's "
+        "known half keeps it, and JAX raises there as well. Found by a campaign on 0.4.36 "
+        "(an igammac read only for a cond's index). The predicate: JAX raised the missing "
+        "differentiation rule where the spec computes, and the spec raises it word for word for "
+        "the program with its jits inlined.",
+        "import numpy as np\n"
+        "f = jax.jit(lambda a, b, c: a * (jnp.sum(jax.lax.igammac(b, c)) > 0).astype(jnp.float32))\n"
+        "x = tuple(np.full((2, 3), v, np.float32) for v in (0.3, 0.5, 0.7))\n"
+        "try:\n"
+        "    jax.jvp(lambda *d: jax.vjp(f, *d)[1](np.ones((2, 3), np.float32)), x, x)\n"
+        "    print('computes')\n"
+        "except NotImplementedError:\n"
+        "    print('raises')  # raises",
+        _jit_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.0")),
     Divergence(
         "remat3-linearizes-checkpoint-bodies-per-equation",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "

@@ -506,13 +506,34 @@ def unread_effectful_checkpoints_emptied(prog: Program) -> tuple[Program, int]:
 def inline_checkpoints(prog: Program, keep_top_level: bool) -> Program:
     """`prog` with every checkpoint replaced by its body's equations (the
     top-level ones kept, with theirs inlined, if `keep_top_level`)."""
+    return _inlined(prog, remat_p, keep_top_level)
+
+
+def jits_inlined(prog: Program) -> tuple[Program, int]:
+    """`prog` with every jit, at any depth, replaced by its body's
+    equations, and how many there were."""
+    return _inlined(prog, call_p, False), sum(e.primitive is call_p for e in all_eqns(prog))
+
+
+def all_eqns(prog: Program):
+    """Every equation of `prog`, at any depth, outer ones first."""
+    for e in prog.eqns:
+        yield e
+        for _, sub in subprograms(e.params):
+            yield from all_eqns(sub)
+
+
+def _inlined(prog: Program, primitive, keep_top_level: bool) -> Program:
+    """`prog` with every `primitive` equation (one with a body, `jaxpr`)
+    replaced by its body's equations (the top-level ones kept, with theirs
+    inlined, if `keep_top_level`)."""
     env = {}
     sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
     eqns = []
     for e in prog.eqns:
-        params = map_subprograms(e.params, lambda s: inline_checkpoints(s, False))
+        params = map_subprograms(e.params, lambda s: _inlined(s, primitive, False))
         inputs = [sub(a) for a in e.inputs]
-        if e.primitive is remat_p and not keep_top_level:
+        if e.primitive is primitive and not keep_top_level:
             body_env = dict(zip(params["jaxpr"].inputs, inputs))
             body_sub = lambda a: body_env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
             for b in params["jaxpr"].eqns:

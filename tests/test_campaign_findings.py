@@ -3337,3 +3337,27 @@ def test_a_dead_generic_reduce_window_in_a_cond_branch_meets_its_missing_transpo
             str(report)
     else:
         assert vjp in ("not applicable", "known divergence"), str(report)
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_a_jit_s_dead_jvp_value_at_second_order(jitted):
+    """igammac read only for a cond's index: its JVP's igamma_grad_a (no
+    derivative) is dead code that jax.jvp of the pullback meets outside a
+    jit on every release (both refuse), and inside one before jax 0.7.0
+    only (campaign finding 5d4701406b on 0.4.36). JAX's outcome is read
+    off JAX below."""
+    def f(a, b, c):
+        return lax.cond(jnp.sum(lax.igammac(b, c)) > 0, lambda i: i, lambda i: -i, a)
+    fn = jax.jit(f) if jitted else f
+    args = tuple(np.full((2, 3), v, np.float32) for v in (0.3, 0.5, 0.7))
+    raises = _jax_raises(lambda: jax.jvp(lambda *x: jax.vjp(fn, *x)[1](np.ones((2, 3), np.float32)), args, args),
+                         NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
+    report = oracle.check(fn, oracle.AS_IS, *args, implementations=("remat2",), properties=("second_order",))
+    status = report.results[0].status
+    if not jitted:
+        assert raises and status == "not applicable", str(report)
+    elif raises:
+        assert report.results[0].detail == "a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative", \
+            str(report)
+    else:
+        assert status == "ok", str(report)

@@ -13,7 +13,7 @@ from typing import Any
 import spec
 from spec import policies as sp
 from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
-from spec.remat import remat_of_body_jvp, remat_p
+from spec.remat import policy_saveable, remat_of_body_jvp, remat_p
 
 from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_checkpoint, map_params,
                                      map_policies, unused_checkpoint_outputs_out, zero_tangents)
@@ -447,9 +447,27 @@ def _remat3_linearized():
 # a call_hi_primitive's dce rule (VJPHiPrimitive.dce) reads every input if
 # any output is used. So C reads every primal input of a grandchild whose
 # primal output C's linearization needs, e.g. an input the grandchild only
-# forwards. The analysis colours what each value is needed for: "L" a
-# tangent; "P0" a primal of this body's own linearization; "P1" a primal of
-# the enclosing checkpoint's linearization (through this body, inline).
+# forwards. K's residuals are computed in that same trace: `rem`, K's
+# Partial over the values its policy saved (remat_transform's `res`: a
+# name, through CheckpointName.remat's primal_left_tangent_right, or a dot,
+# lax._dot_general_remat), keeps those that K's own linearization reads
+# (K's dce's `used_res`), and they are computed by K's forward pass,
+# remat_transform of K's body on C's trace, grandchildren rebound whole.
+# So C reads every primal input of a grandchild whose output K's policy
+# saves and K's linearization reads, whatever C's linearization needs of
+# K's primal outputs (measured on 0.10.2: C nothing_saveable over K saving
+# a name of G's output that a sin then reads; C saves every input it
+# passes G, read by G or not, at three and at four levels; not where K's
+# policy does not save the name, nor where only the name's tangent is read,
+# `2 * a`, or it is returned as it is; pristine campaign finding
+# 4ff150362a). (A grandchild in a jit or cond of K's body is as opaque
+# there, for both rules, measured: not modelled, _input_need reads the
+# jit's or cond's dependence through the grandchild's body.) The analysis
+# colours what each value is needed for: "L" a tangent; "P0" a primal of
+# this body's own linearization; "P1" a primal of the enclosing
+# checkpoint's linearization (through this body, inline),
+# which is also what a value the body's own policy saves is needed with
+# where its linearization reads it ("P0").
 
 # the primitives with a rule of their own in jax/_src/interpreters/remat.py's
 # `rules` whose bodies it traces again (_pjit_remat, _cond_remat, _scan_remat)
@@ -508,18 +526,26 @@ def _tangent_vars(body: Program, tangent_inputs: list) -> set:
     return tangent
 
 
-def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool) -> list:
+def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool, policy=None) -> list:
     """The colours each input of `body` is needed with, given its outputs'
     (see above); with `opaque`, remat3's: a checkpoint whose primal output
-    the enclosing linearization needs ("P1") reads every primal input."""
+    the enclosing linearization needs ("P1") reads every primal input, and
+    `body` being a nested checkpoint's, under `policy`, a value its policy
+    saves that its linearization reads ("P0") is computed by the enclosing
+    linearization ("P1") too."""
     need = {}
     for a, c in zip(body.outputs, out_colours):
         if isinstance(a, Var):
             need.setdefault(a.id, set()).update(c)
+    saves = policy_saveable(policy) if opaque and policy is not None else None
     for e in reversed(body.eqns):
         outs = [need.get(v.id, set()) for v in e.outputs]
         if not any(outs):
             continue
+        if saves is not None and not is_checkpoint(e) and any(c & {"P0", "P1"} for c in outs) \
+                and saves(e) is sp.Saveable:
+            # one of K's residuals (`rem`'s), computed on C's trace (see above)
+            outs = [c | {"P1"} if c & {"P0", "P1"} else c for c in outs]
         if is_checkpoint(e):
             sub = e.params["jaxpr"]
             if opaque and any("P1" in c for c in outs):
@@ -528,7 +554,7 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool)
                         need.setdefault(a.id, set()).add("P1")
             sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
             sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
-            ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque)
+            ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque, e.params["policy"])
             ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
         else:
             ins = [_input_need(e, k, outs, isinstance(a, Var) and a.id in tangent) for k, a in enumerate(e.inputs)]

@@ -3361,3 +3361,44 @@ def test_a_jit_s_dead_jvp_value_at_second_order(jitted):
             str(report)
     else:
         assert status == "ok", str(report)
+
+
+@pytest.mark.parametrize("saved, consumer", [(True, "sin"), (False, "sin"), (True, "2 * a")])
+def test_remat3_reads_every_input_of_a_grandchild_whose_output_a_child_saves(saved, consumer):
+    """Three nested checkpoints C (nothing_saveable) ⊃ K ⊃ G, G returning
+    its first input beside a product of two others nothing uses, a third
+    input unread: K's linearization, run in C's (RematTraced.lin), computes
+    the residuals K's policy saves by K's forward pass on C's trace, where
+    G is one hi-primitive reading every input (VJPHiPrimitive.dce). So C
+    saves every input it passes G where K's policy saves a name of G's
+    output that K's linearization reads (sin of it), not where the policy
+    does not save it, nor where only its tangent is read (2 * a): read off
+    JAX below; the model saved only the first (pristine campaign finding
+    4ff150362a)."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    policies = jax.checkpoint_policies
+
+    def grandchild(w, x, y, z):
+        return y * z[:, None].astype(jnp.float32), w
+
+    def child(p, q, r, s):
+        a = checkpoint_name(jax.checkpoint(grandchild, policy=policies.save_only_these_names("a"))(p, q, r, s)[1], "a")
+        return checkpoint_name(jnp.sin(a) if consumer == "sin" else 2 * a, "c")
+
+    names = ("a", "c") if saved else ("c",)
+
+    def f(*a):      # jax.checkpoint reads jax_remat3 when it wraps: wrap inside
+        return jax.checkpoint(lambda *b: jax.checkpoint(child, policy=policies.save_only_these_names(*names))(*b),
+                              policy=None)(*a)
+    args = (np.float32(0.5), np.array([True, False]), np.ones((2, 3), np.float32), np.int32([1, 2]))
+    from jax._src.ad_checkpoint import saved_residuals
+    with implementation("remat3"):
+        sources = [s for _, s in saved_residuals(f, *args)]
+    extra = {"from the argument a[1]", "from the argument a[2]"}
+    assert extra.issubset(sources) is (saved and consumer == "sin"), sources
+    assert not extra & set(sources) or extra.issubset(sources), sources
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    if saved and consumer == "sin":
+        assert report.results[0].detail == "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint", str(report)

@@ -60,7 +60,7 @@ def linear_optimization_barriers(prog: Program, diff=None) -> int:
         1
     """
     forward, linear, linear_inputs = _called_linear(prog, diff)
-    return (_count(linear, linear_inputs) + _explicit(forward) + _explicit(linear)
+    return (_count(linear, linear_inputs, transposed=False) + _explicit(forward) + _explicit(linear)
             + _known_differentiated_checkpoints(forward))
 
 
@@ -113,7 +113,7 @@ def _explicit(prog: Program) -> int:
     return n
 
 
-def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
+def _count(prog: Program, linear_inputs, in_checkpoint: bool = False, transposed: bool = True) -> int:
     """Staged remat equations, at any depth, with prevent_cse set that read
     a linear value: anything but the residuals (the inputs not in
     `linear_inputs`) and what is computed from them alone. A value made of
@@ -130,9 +130,14 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
     nightly, c1ae4873a9). In a checkpoint's body that remat_transpose
     transposes, it is replayed by partial evaluation, which inlines a known
     checkpoint (see `optimization_barriers`), except before stackless
-    tracing (spec.semantics: partial_eval_inlines_known_checkpoints)."""
+    tracing (spec.semantics: partial_eval_inlines_known_checkpoints). A
+    linear function that is called, not `transposed`, replays nothing: a
+    checkpoint's body is lowered as it is, a nested checkpoint of known
+    values in it too, barriered (remat_lowering; found by a pristine
+    campaign, 749009e12b: linearize o grad of a checkpoint in one whose
+    prevent_cse is False)."""
     forward = {v.id for v, is_linear in zip(prog.inputs, linear_inputs) if not is_linear}
-    inlined = in_checkpoint and semantics().partial_eval_inlines_known_checkpoints
+    inlined = in_checkpoint and transposed and semantics().partial_eval_inlines_known_checkpoints
     count = 0
     for e in prog.eqns:
         reads = [isinstance(a, Var) and a.id not in forward for a in e.inputs]
@@ -145,7 +150,7 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False) -> int:
             offset = len(e.inputs) - len(sub.inputs)
             if offset >= 0:     # a literal operand of a body is linear there (a zero tangent)
                 count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:],
-                                (in_checkpoint or is_remat) and not replayed_as_is)
+                                (in_checkpoint or is_remat) and not replayed_as_is, transposed)
         if not any(reads) and any(isinstance(a, Var) for a in e.inputs):
             forward.update(v.id for v in e.outputs)
     return count

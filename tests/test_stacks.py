@@ -746,3 +746,30 @@ def test_grad_of_grad_saves_each_jit_s_instantiated_zero(finding):
         assert result.status == "known divergence" and result.detail == name, str(report)
     else:
         assert report.status(S.STACK_RESIDUALS, "remat2") in ("ok", "not compared"), str(report)
+
+
+@pytest.mark.parametrize("inner_cse", [False, (False,), True, (True,)], ids=str)
+@pytest.mark.parametrize("outer_cse", [False, True], ids=str)
+def test_a_nested_checkpoint_of_known_values_in_a_called_linear_function(inner_cse, outer_cse):
+    """linearize o grad of a checkpoint nested in another: grad's
+    transposed inner checkpoint reads only the cotangent, a known value in
+    the linear function's staged outer checkpoint, which is called, not
+    transposed, so the inner one is lowered as it is, barriered where its
+    prevent_cse (remat_jvp's True flags for a tuple) says so, whatever the
+    outer's (pristine campaign finding 749009e12b). JAX's HLO is the
+    independent count."""
+    import oracle
+    from oracle.from_jax import trace_jax
+    from oracle.jax_api.versions import Releases, holds
+    if isinstance(inner_cse, tuple) and not holds(Releases("0.7.2")):
+        pytest.skip(f"per-argument prevent_cse is an API of jax 0.7.2 on, not {jax.__version__}")
+
+    def f(a, b):
+        def outer(v):
+            return jax.checkpoint(lambda u: jax.numpy.reshape(u, (1,))[0], prevent_cse=inner_cse)(v * v)
+        return jax.checkpoint(outer, prevent_cse=outer_cse)(a) + b
+    args = (np.float32(-1.13), np.float32(-0.54))
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_barriers_property(stack, trace_jax(f, *args)),))
+    assert [r.status for r in report.results] == ["ok"], str(report)

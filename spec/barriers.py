@@ -37,9 +37,16 @@ def optimization_barriers(prog: Program) -> int:
     lin = linearize(prog)
     linear_inputs = [False] * len(lin.residuals) + [True] * (len(lin.linear.inputs) - len(lin.residuals))
     backward = transpose(lin.linear, linear_inputs)  # exists: raises as JAX does (while_loop)
-    # the program's own lax.optimization_barrier equations, forward and backward, lower to barriers too
-    explicit = _explicit(lin.forward) + _explicit(backward)
-    return _count(lin.linear, linear_inputs) + explicit
+    # the program's own lax.optimization_barrier equations, forward and
+    # backward, lower to barriers too, where the jit of the backward pass
+    # needs them: its lowering removes dead equations (pxla's `_dce_jaxpr`),
+    # so the forward pass keeps what computes the residuals the backward
+    # pass reads (found by a pristine campaign, 976d4c78e8: a barrier whose
+    # outputs only a ceil reads, whose derivative is zero)
+    backward, reads = dce(backward)
+    n_out = len(lin.forward.outputs) - len(lin.residuals)
+    forward, _ = dce(lin.forward, [False] * n_out + reads[:len(lin.residuals)])
+    return _count(lin.linear, linear_inputs) + _explicit(forward) + _explicit(backward)
 
 
 def linear_optimization_barriers(prog: Program, diff=None) -> int:

@@ -288,6 +288,27 @@ def test_explicit_optimization_barrier_prevent_cse():
     oracle.check(f, oracle.AS_IS, _normal(4, 3), properties=("prevent_cse",))
 
 
+@pytest.mark.parametrize("after", ["ceil", "sin"])
+def test_an_explicit_barrier_the_backward_pass_does_not_need(after):
+    """A barrier whose outputs only a ceil reads (derivative zero): the jit
+    of the backward pass needs nothing of the forward pass, and its lowering
+    drops the barrier (pristine campaign finding 976d4c78e8); behind a sin
+    the backward pass reads the barrier's output, and keeps it. JAX's HLO
+    is the independent count."""
+    jax = _jax()
+    import oracle
+    from oracle.properties import jax_barriers
+
+    def f(a, b, c):
+        d, _ = jax.lax.optimization_barrier((a, b))
+        return getattr(jax.numpy, after)(c + d)
+    args = (_normal(2, 3), _normal(4), _normal(2, 3))
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("prevent_cse",), implementations=("remat2",))
+    assert report.results[0].status == "ok", str(report)
+    assert report.results[0].detail.startswith("barriers: spec 0,") == (after == "ceil"), str(report)
+    assert (jax_barriers(lambda *a: (f(*a),), args) > 0) == (after == "sin")
+
+
 def test_reduce_precision_residual_named_through():
     """saved_residuals (jax 0.10.2) names a residual a user's reduce_precision
     made by its operand's producer; so does the spec (spec/partial_eval.py

@@ -460,9 +460,17 @@ def _remat3_linearized():
 # passes G, read by G or not, at three and at four levels; not where K's
 # policy does not save the name, nor where only the name's tangent is read,
 # `2 * a`, or it is returned as it is; pristine campaign finding
-# 4ff150362a). (A grandchild in a jit or cond of K's body is as opaque
-# there, for both rules, measured: not modelled, _input_need reads the
-# jit's or cond's dependence through the grandchild's body.) The analysis
+# 4ff150362a). A grandchild in a jit, cond or scan of K's body (at any
+# depth of them) is as opaque there: the jit, cond and scan rules trace
+# their bodies again, the grandchild rebound whole, and their DCE keeps it
+# whole (measured on 0.10.2: C ⊃ K ⊃ jit, cond, scan or jit of jit ⊃ G, at
+# three and four levels, C saves every input it passes G where C's
+# linearization needs K's output, sin of it, not where it reads only its
+# tangent, 2 * it; a checkpoint in a jit or cond of C's own body, two
+# levels, is linearized by its own rule, nothing extra saved):
+# `_read_through_opaque_checkpoints`. Not modelled: a name inside such a
+# jit that K's policy saves (the policy is asked inside jit bodies, the
+# analysis asks it of K's own equations only). The analysis
 # colours what each value is needed for: "L" a tangent; "P0" a primal of
 # this body's own linearization; "P1" a primal of the enclosing
 # checkpoint's linearization (through this body, inline),
@@ -558,6 +566,10 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool,
             ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
         else:
             ins = [_input_need(e, k, outs, isinstance(a, Var) and a.id in tangent) for k, a in enumerate(e.inputs)]
+            if opaque and subprograms(e.params) and any("P1" in c for c in outs):
+                # a checkpoint in a jit's, cond's or scan's body is as opaque (see above)
+                ins = [c | {"P1"} if r and not (isinstance(a, Var) and a.id in tangent) else c
+                       for c, r, a in zip(ins, _read_through_opaque_checkpoints(e, outs), e.inputs)]
         for a, ci in zip(e.inputs, ins):
             if isinstance(a, Var) and ci:
                 need.setdefault(a.id, set()).update(ci)
@@ -576,6 +588,28 @@ def _input_need(e: Eqn, k: int, out_colours: list, is_tangent: bool) -> set:
             else [True] * len(e.outputs))
     c = set().union(*(o for o, d in zip(out_colours, deps) if d))
     return c if is_tangent else (c - {"L"}) | ({"P0"} if "L" in c else set())
+
+
+def _read_through_opaque_checkpoints(e: Eqn, out_colours: list) -> list:
+    """Which inputs of `e` (a jit, cond or scan) an output of it needed by
+    the enclosing linearization ("P1") depends on, each checkpoint in its
+    bodies (at any depth, outside checkpoints) reading every input for
+    every output: an equation without a body (`output_dependence`'s
+    reading of one with no dependence rule), as remat3's hi-primitive's
+    DCE reads it."""
+    opaque = replace(e, params=map_subprograms(e.params, _with_opaque_checkpoints))
+    wanted = ["P1" in c for c in out_colours]
+    return [any(w and d for w, d in zip(wanted, output_dependence(opaque, [j == k for j in range(len(e.inputs))])))
+            for k in range(len(e.inputs))]
+
+
+def _with_opaque_checkpoints(body: Program) -> Program:
+    """`body` with every checkpoint in it, at any depth of its jits', conds'
+    and scans' bodies, an equation without a body (see above)."""
+    return Program(body.inputs, [
+        replace(e, params={}) if is_checkpoint(e)
+        else replace(e, params=map_subprograms(e.params, _with_opaque_checkpoints)) if subprograms(e.params) else e
+        for e in body.eqns], body.outputs, input_names=body.input_names)
 
 
 def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> list:
@@ -882,7 +916,7 @@ def float0_tangent_outputs(prog: Program, live: list) -> tuple[Program, int, lis
                 _float0_from_a_checkpoint(b, out_live) for b in e.params["branches"]):
             # a checkpoint's float0 tangent reaches the cond's output, so its
             # backward pass runs, and reads the index (found by pristine
-            # campaigns, 62409626bb and 99399c0536): its float outputs are live
+            # campaigns, 62409626bb and 99399c0536): a zero output read linearly is live
             e, floats = _with_a_float_output(e)
             e, inner = _with_branch_float0_outputs(e, out_live)
             eqns.append(e)
@@ -957,14 +991,20 @@ def _with_branch_float0_outputs(e: Eqn, live: list) -> tuple[Eqn, list]:
 
 
 def _with_a_float_output(e: Eqn) -> tuple[Eqn, list]:
-    """(cond `e`, its float outputs); where it has none, `e` with one more:
-    zeros each branch reads linearly from its first float operand (so the
-    cond's backward pass, not a value, is what the output's tangent needs),
-    or `e` as it is where it has no float operand either."""
-    floats = [v for v in e.outputs if is_float(v.type.dtype)]
+    """(cond `e` with one more output, [it]): zeros each branch reads
+    linearly from its first float operand, so that the cond's backward
+    pass, reading its index, is what the output's tangent needs, not a
+    value; `e` as it is, with none, where it has no float operand. Not the
+    cond's own float outputs: remat3's linearized cond is pruned to the
+    outputs whose tangents are read, and what the tangent of a float output
+    nothing reads needs is not saved (measured on 0.10.2: an acos of an
+    argument returned beside a nested checkpoint's integer, the acos
+    unused: the argument is not saved; used, or returned by the enclosing
+    checkpoint, it is; pristine campaign finding e1a10509a2, where the
+    variant saved it)."""
     operand = next((a for a in e.inputs[1:] if is_float(a.type.dtype)), None)
-    if floats or operand is None:
-        return e, floats
+    if operand is None:
+        return e, []
     t = ArrayType((), operand.type.dtype)
     branches = []
     for b in e.params["branches"]:

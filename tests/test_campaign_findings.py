@@ -3402,3 +3402,78 @@ def test_remat3_reads_every_input_of_a_grandchild_whose_output_a_child_saves(sav
     assert report.results[0].status in ("ok", "known divergence"), str(report)
     if saved and consumer == "sin":
         assert report.results[0].detail == "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint", str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("acos", ["unused", "returned"])
+@pytest.mark.parametrize("call", ["cond", "jit"])
+def test_remat3_s_float0_tangent_through_a_cond_leaves_its_unread_float_outputs_dead(call, acos):
+    """A checkpoint C whose body has a cond (or jit) holding a checkpoint K
+    of `b`, K's integer output returned through it as C's output, beside an
+    acos of `c`: K's float0 tangent keeps K's backward pass live
+    (remat3-non-float-checkpoint-output-keeps-its-tangents-live), so C
+    saves `b`; but the cond's linearization is pruned to the outputs whose
+    tangents are read, so `c` is saved only where C returns the acos (read
+    off JAX below). The model's variant made every float output of the
+    cond live, saving `c` (pristine campaign finding e1a10509a2, a cond)."""
+    def kid(x, b):
+        return jnp.sin(b), x, jnp.floor(b).astype(jnp.int32)
+
+    def body(a, b, c):
+        def branch(a, b, c):
+            return jnp.acos(c), jax.checkpoint(kid)(a, b)[2]
+        if call == "jit":
+            o, p = jax.jit(branch)(a, b, c)
+        else:
+            o, p = lax.cond(jnp.sum(a) > 0, branch, lambda a, b, c: (c, jnp.zeros(b.shape, jnp.int32)), a, b, c)
+        return (jnp.sin(a), p) + ((o,) if acos == "returned" else ())
+
+    def f(a, b, c):     # jax.checkpoint reads jax_remat3 when it wraps: wrap inside
+        return jax.checkpoint(body)(a, b, c)[:2]
+    args = (np.ones((2, 3), np.float32), np.eye(4, dtype=np.float32) + 0.1, np.full((2, 3), 0.5, np.float32))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    assert sorted(sources) == ["from the argument a", "from the argument b"] + (
+        ["from the argument c"] if acos == "returned" else []), sources
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.results[0].status == "known divergence", str(report)
+    assert report.results[0].detail == "remat3-non-float-checkpoint-output-keeps-its-tangents-live", str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("consumer", ["sin", "2 *"])
+@pytest.mark.parametrize("call", ["cond", "jit", "scan"])
+def test_remat3_reads_every_input_of_a_grandchild_in_a_jit_cond_or_scan(call, consumer):
+    """Three nested checkpoints C ⊃ K ⊃ G, G in a jit, a cond or a scan of
+    K's body, returning its first input beside a product of two others
+    nothing uses: where C's linearization needs K's output (sin of it), C
+    saves every input it passes G (G is one hi-primitive in the jit's,
+    cond's or scan's rematerialized body, VJPHiPrimitive.dce reading every
+    input), not where only its tangent is read (2 * it): read off JAX
+    below; the model read the jit's, cond's or scan's dependence through
+    G's body."""
+    def grandchild(w, x, y, z):
+        return y * z[:, None].astype(jnp.float32), w
+
+    def child(p, q, r, s):
+        inner = lambda *a: jax.checkpoint(grandchild)(*a)[1]     # noqa: E731
+        if call == "jit":
+            return jax.jit(inner)(p, q, r, s)
+        if call == "cond":
+            return lax.cond(q[0], inner, lambda *a: a[0] * 2, p, q, r, s)
+        return lax.scan(lambda c, _: (inner(c, q, r, s), None), p, None, length=2)[0]
+
+    def f(*a):      # jax.checkpoint reads jax_remat3 when it wraps: wrap inside
+        return jax.checkpoint(lambda *b: (jnp.sin if consumer == "sin" else lambda v: 2 * v)(
+            jax.checkpoint(child)(*b)))(*a)
+    args = (np.float32(0.5), np.array([True, False]), np.ones((2, 3), np.float32), np.int32([1, 2]))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    extra = {"from the argument a[1]", "from the argument a[2]"} - (
+        {"from the argument a[1]"} if call == "cond" else set())     # the cond's index, saved anyway
+    assert extra.issubset(sources) is (consumer == "sin"), sources
+    assert not extra & set(sources) or extra.issubset(sources), sources
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    if consumer == "sin":
+        assert report.results[0].detail == "remat3-reads-every-input-of-an-opaque-grandchild-checkpoint", str(report)

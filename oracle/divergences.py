@@ -385,13 +385,19 @@ def _jit_keeps_dead_jvp_residuals(ctx):
     if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
             and ctx.spec_error is None and ctx.numeric_program is not None):
         return False
-    inlined, n = jits_inlined(ctx.user_program)
+    return _variant_raises(jits_inlined(ctx.user_program), ctx.numeric_program, NotImplementedError, str(e))
+
+
+def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:
+    """A program variant (program, how many places it changed) that changed
+    something, whose program `build` refuses with `error` saying `message`."""
+    prog, n = variant
     if not n:
         return False
     try:
-        ctx.numeric_program(inlined)
-    except NotImplementedError as raised:
-        return str(raised) == str(e)
+        build(prog)
+    except error as e:
+        return str(e) == message
     return False
 
 
@@ -1069,14 +1075,7 @@ def _unread_operands_refuse_reverse(ctx) -> bool:
     spec refuses too for the program with the unread operands made outputs:
     the loop's output reaches only an unread operand, whose tangent JAX
     computes (found by a campaign on 0.4.25)."""
-    variant, n = unread_operands_out(ctx.program)
-    if not n:
-        return False
-    try:
-        spec.vjp_program(variant)
-    except ValueError as e:
-        return str(e) == WHILE_TRANSPOSE_ERROR
-    return False
+    return _variant_raises(unread_operands_out(ctx.program), spec.vjp_program, ValueError, WHILE_TRANSPOSE_ERROR)
 
 
 def _unread_operands_leaves(ctx) -> bool:

@@ -973,20 +973,19 @@ def _barriers_of_a_variant(ctx, variants, count=optimization_barriers) -> bool:
 
 
 def _remat_of_jit_returns_its_inputs(ctx):
-    """remat2, and JAX's residuals are exactly the spec's following the
-    choice of releases whose remat-of-jit forwards no input
-    (spec.semantics: remat_of_jit_forwards_inputs=False), and not the
-    spec's own."""
+    """remat2, and JAX's residuals are the spec's following the choice of
+    releases whose remat-of-jit forwards no input (spec.semantics:
+    remat_of_jit_forwards_inputs=False), and not the spec's own
+    (`_follows_an_older_choice`: against that spec's baselines, or in an
+    order-only divergence's order)."""
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     if not has_primitive(ctx.program, "call") or not has_primitive(ctx.program, "remat"):
         return False
     # from 0.4.29 to 0.5.3 pjit's staging rule forwarded the inputs of the
     # jits a checkpoint hoists (spec.semantics: jit_staging_forwards_inputs)
-    with following(remat_of_jit_forwards_inputs=False,
-                   jit_staging_forwards_inputs=holds(Releases("0.4.29", "0.6.0"))):
-        want = ctx.residuals_with(lambda policy: policy)
-    return want != ctx.spec_residuals and _normalised_against(ctx, want) == want
+    return _follows_an_older_choice(ctx, remat_of_jit_forwards_inputs=False,
+                                    jit_staging_forwards_inputs=holds(Releases("0.4.29", "0.6.0")))
 
 
 def _linearize_keeps_tangents_of_unread_operands(ctx):

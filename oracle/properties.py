@@ -216,21 +216,23 @@ def residual_verdict(case, impl) -> tuple[str | None, list]:
     if key not in case.cache:
         want = _spec_residuals(case)
         try:
-            got, _ = normalized(case, impl, _jax_residuals(case, case.functions[impl]), want)
+            raw = _jax_residuals(case, case.functions[impl])
+            got, _ = normalized(case, impl, raw, want)
         except Exception:       # JAX raised: reported by the residuals property, if checked
             case.cache[key] = (None, [])
             return case.cache[key]
         found = None if got == want else divergences.find(
-            case.context(impl, "residuals", jax_residuals=got, spec_residuals=want))
+            case.context(impl, "residuals", jax_residuals=got, spec_residuals=want, jax_names=raw))
         case.cache[key] = (found.name if found else None, got)
     return case.cache[key]
 
 
 def _compare_residuals(case, impl, got, want):
+    raw = got
     got, _ = normalized(case, impl, got, want)
     if got != want:
         raise Disagreement("saved residuals differ:\n" + residual_diff(got, want),
-                           case.context(impl, "residuals", jax_residuals=got, spec_residuals=want))
+                           case.context(impl, "residuals", jax_residuals=got, spec_residuals=want, jax_names=raw))
     return f"{len(want)} residuals"
 
 

@@ -514,11 +514,12 @@ def stack_residuals_property(stack: Stack, prog: Program):
         return P.jax_residuals(fn(case.call.flat(f)), ops_)
 
     def compare(case, impl, got, want):
+        raw = got
         got, _ = P.normalized(case, impl, got, want)
         if got != want:
             raise P.Disagreement(f"saved residuals of {stack} differ:\n" + P.residual_diff(got, want),
                                  divergences.Context(impl, "residuals", case.policy, level_program(case),
-                                                     jax_residuals=got, spec_residuals=want,
+                                                     jax_residuals=got, spec_residuals=want, jax_names=raw,
                                                      checked_program=case.prog, numeric_program=level_of),
                                  numeric=dict(residuals=want,
                                               operands=_case_operands(stack)(case)))

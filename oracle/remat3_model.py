@@ -291,6 +291,24 @@ def _model_body_jvp(body: Program, nonzeros, *, opaque_outputs: bool, linearized
     return prog, out_nz
 
 
+def _instantiated_input_tangents(tangents: list) -> list:
+    """remat3 instantiates a checkpoint's zero float input tangents where
+    any is nonzero (`map(ad_util.instantiate, tangents)` in RematTraced.jvp
+    and .linearized, jax 0.10.2's ad_checkpoint.py). In forward mode
+    (`jvp`) they are constants (zeros_like_aval) an outer differentiation
+    knows (found by a pristine campaign, 718facfa78: grad o jvp transposes
+    a pad of such a zero for its padding value alone); linearized, they
+    live on the tangent side (made in `linearized`): zeros + z, with z read
+    from the nonzero tangents, is exactly that."""
+    nonzero = [t for t in tangents if not isinstance(t, Zero)]
+    if not nonzero:
+        return tangents
+    if not linearizing():
+        return [instantiate(t) if is_float(t.type.dtype) else t for t in tangents]
+    zero = _zero_reading(nonzero)
+    return [_zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t for t in tangents]
+
+
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
                        jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True,
@@ -309,25 +327,15 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
                                  effects_sealed=effects_sealed)
 
     def jvp(primals, tangents, *, jaxpr, policy, prevent_cse, differentiated):
-        instantiating = instantiated_inputs and any(not isinstance(t, Zero) for t in tangents)
+        if instantiated_inputs:
+            tangents = _instantiated_input_tangents(tangents)
         if not linearizing():
             # forward mode: RematTraced.jvp is `api.jvp(core.jaxpr_as_fun(self.jaxpr),
-            # primals, map(ad_util.instantiate, tangents))`, the body as written
-            # differentiated inline, no checkpoint around it: an outer
-            # differentiation meets its equations (a dead jit's, found by a pristine
-            # nightly, c6bff7c126) and the instantiated zeros, constants
-            # (zeros_like_aval) it knows (found by a pristine campaign, 718facfa78:
-            # grad o jvp transposes a pad of such a zero for its padding value alone)
-            if instantiating:
-                tangents = [instantiate(t) if is_float(t.type.dtype) else t for t in tangents]
+            # primals, tangents)`, the body as written differentiated inline, no
+            # checkpoint around it: an outer differentiation meets its equations
+            # (a dead jit's, found by a pristine nightly, c6bff7c126)
             outs, out_ts = jvp_traced(jaxpr, primals, tangents)
             return outs, [None if isinstance(t, Zero) else t for t in out_ts]
-        if instantiating:
-            # an instantiated zero lives on the tangent side (made in `linearized`):
-            # zeros + z, with z read from the nonzero tangents, is exactly that
-            zero = _zero_reading([t for t in tangents if not isinstance(t, Zero)])
-            tangents = [_zeros_from(zero, t.type) if isinstance(t, Zero) and is_float(t.type.dtype) else t
-                        for t in tangents]
         return remat_of_body_jvp(prim, body_jvp, primals, tangents, jaxpr=jaxpr, policy=policy,
                                  prevent_cse=prevent_cse, differentiated=differentiated)
 

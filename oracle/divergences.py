@@ -1434,9 +1434,7 @@ def _reordered(ctx: Context) -> Divergence | None:
         for got in (ctx.jax_residuals, _normalised_against(ctx, want)):
             names = _orders_explaining(got, want, ctx)
             if len(names) == 2:
-                first, second = (next(d for d in DIVERGENCES if d.name == n) for n in names)
-                return dataclasses.replace(first, name=f"{first.name} + {second.name}",
-                                           reason=f"{first.reason}\n\nAnd: {second.reason}")
+                return _together(*(next(d for d in DIVERGENCES if d.name == n) for n in names))
     return None
 
 
@@ -3986,9 +3984,14 @@ def _split_between_two(parts: list, got: list, want: list, ctx: Context) -> Dive
         first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
         second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)), None)
         if second:
-            return dataclasses.replace(first, name=f"{first.name} + {second.name}",
-                                       reason=f"{first.reason}\n\nAnd: {second.reason}")
+            return _together(first, second)
     return None
+
+
+def _together(first: Divergence, second: Divergence) -> Divergence:
+    """Two divergences that explain one answer together, as one."""
+    return dataclasses.replace(first, name=f"{first.name} + {second.name}",
+                               reason=f"{first.reason}\n\nAnd: {second.reason}")
 
 
 def _moved(residuals: list, moves: list) -> list:

@@ -209,9 +209,10 @@ def normalized(case, impl, got, spec_res) -> tuple[list, list[str]]:
     return normalizations.normalize(impl, got, spec_res, case.prog, aliases)
 
 
-def residual_verdict(case, impl) -> tuple[str | None, list]:
-    """(the known divergence that explains JAX's residuals under `impl`,
-    or None, and JAX's normalised list), whichever properties are checked."""
+def residual_verdict(case, impl) -> tuple[str | None, object]:
+    """(the known divergence that explains JAX's residuals under `impl`, or
+    None, and the residuals' context it was found in: JAX's normalised list
+    and its own names), whichever properties are checked."""
     key = ("residual verdict", impl)
     if key not in case.cache:
         want = _spec_residuals(case)
@@ -219,11 +220,11 @@ def residual_verdict(case, impl) -> tuple[str | None, list]:
             raw = _jax_residuals(case, case.functions[impl])
             got, _ = normalized(case, impl, raw, want)
         except Exception:       # JAX raised: reported by the residuals property, if checked
-            case.cache[key] = (None, [])
+            case.cache[key] = (None, None)
             return case.cache[key]
-        found = None if got == want else divergences.find(
-            case.context(impl, "residuals", jax_residuals=got, spec_residuals=want, jax_names=raw))
-        case.cache[key] = (found.name if found else None, got)
+        ctx = case.context(impl, "residuals", jax_residuals=got, spec_residuals=want, jax_names=raw)
+        found = None if got == want else divergences.find(ctx)
+        case.cache[key] = (found.name if found else None, ctx)
     return case.cache[key]
 
 
@@ -339,11 +340,9 @@ def _compare_leaves(case, impl, got, want):
         return f"{len(leaves)} leaves"
     # the leaves are JAX's own saved residuals, whose difference from the
     # spec's is a known divergence: the same divergence explains the leaves
-    residual_divergence, jax_saved = residual_verdict(case, impl)
-    if residual_divergence is not None and leaves == sorted(_leaves_of(jax_saved)):
-        raise Disagreement(f"residual leaves are JAX's saved residuals ({residual_divergence})",
-                           case.context(impl, "residuals", jax_residuals=jax_saved,
-                                        spec_residuals=_spec_residuals(case)))
+    residual_divergence, residuals = residual_verdict(case, impl)
+    if residual_divergence is not None and leaves == sorted(_leaves_of(residuals.jax_residuals)):
+        raise Disagreement(f"residual leaves are JAX's saved residuals ({residual_divergence})", residuals)
     raise Disagreement(f"residual leaves of jax.jit(jax.vjp)'s function:\n  JAX:  {leaves}\n"
                        f"  spec: {sorted(want)}", case.context(impl, "vjp_leaves", jax_residuals=leaves))
 

@@ -67,18 +67,21 @@ def _rename_unmatched(jax_res, spec_res, accepts):
     extra = collections.Counter(jax_res) - collections.Counter(spec_res)
     # the spec entries JAX's list lacks: those no equal JAX entry matches, an
     # entry at the same place first (found on 0.4.36: gelu saves two `output
-    # of mul`, the second rounded, and the rounded one took the first's name)
+    # of mul`, the second rounded, and the rounded one took the first's name),
+    # else the nearest (found on 0.6.2: two calls of one jitted function, the
+    # second's outputs matched to the first's left the first's rounded output
+    # to take another value's name)
     taken = [False] * len(spec_res)
     pending = []
     for i, r in enumerate(jax_res):
         if i < len(spec_res) and spec_res[i] == r:
             taken[i] = True
         else:
-            pending.append(r)
-    for r in pending:
-        j = next((j for j, s in enumerate(spec_res) if not taken[j] and s == r), None)
-        if j is not None:
-            taken[j] = True
+            pending.append((i, r))
+    for i, r in pending:
+        equal = [j for j, s in enumerate(spec_res) if not taken[j] and s == r]
+        if equal:
+            taken[min(equal, key=lambda j: (abs(j - i), j))] = True
     free = [r for r, t in zip(spec_res, taken) if not t]
     out, renamed = [], []
     for t, s in jax_res:

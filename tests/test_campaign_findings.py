@@ -3518,3 +3518,26 @@ def test_the_residual_leaves_share_the_residuals_verdict(prop):
     report = oracle.check(loss, jax.checkpoint_policies.everything_saveable, w, x, implementations=("remat2",),
                           properties=(prop,))
     assert report.results[0].status in ("ok", "known divergence"), str(report)
+
+
+def test_two_calls_of_one_jit_keep_their_own_rounded_outputs():
+    """Two batch norms through one jitted jax.nn.standardize, checkpointed
+    saving everything: from jax 0.4.31 to 0.10.1 the rounded copy of the
+    first call's output is named `output of reduce_precision`. JAX's
+    entries equal to the spec's are matched to the nearest equal one, so
+    the second call's outputs do not take the first's and leave its rounded
+    output to take another value's name (`output of sin`: found by the
+    real-model suite on 0.6.2 and 0.4.36, stax_resnet under
+    everything_saveable)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 4, 3), dtype=np.float32)
+    g, w, w2 = (rng.standard_normal(s, dtype=np.float32) for s in ((3,), (3, 3), (3, 3)))
+
+    def batch_norm(x, g):
+        return jax.nn.standardize(x, axis=(0, 1, 2)) * g
+
+    def f(x, g, w, w2):
+        return jnp.sum(jnp.sin(jnp.sin(batch_norm(x @ w2, g)) @ w + batch_norm(x @ w, g)))
+    report = oracle.check(f, jax.checkpoint_policies.everything_saveable, x, g, w, w2,
+                          implementations=("remat2",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)

@@ -3541,3 +3541,41 @@ def test_two_calls_of_one_jit_keep_their_own_rounded_outputs():
     report = oracle.check(f, jax.checkpoint_policies.everything_saveable, x, g, w, w2,
                           implementations=("remat2",), properties=("residuals",))
     assert report.results[0].status in ("ok", "known divergence"), str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("saved", ["a", "b"])
+@pytest.mark.parametrize("call", ["jit", "jit of jit", "cond", "scan"])
+def test_remat3_reads_every_input_of_a_grandchild_whose_output_a_child_saves_in_a_body(call, saved):
+    """Three nested checkpoints C ⊃ K ⊃ G, G in a jit, a jit of a jit, a
+    cond or a scan of K's body, its output named 'a' there and K saving
+    `saved` (C's linearization reads only K's output's tangent): where K's
+    policy saves the name, asked inside the jit's, cond's or scan's body,
+    C saves every input it passes G, not where it does not: read off JAX
+    below. The model asked K's policy of K's own equations only, and the
+    DCE of a jit's body inside a jit pruned G's unread inputs."""
+    def grandchild(w, x, y, z):
+        return y * z[:, None].astype(jnp.float32), w
+
+    def child(p, q, r, s):
+        inner = lambda *a: checkpoint_name(jax.checkpoint(grandchild)(*a)[1], "a")     # noqa: E731
+        if call == "jit":
+            v = jax.jit(inner)(p, q, r, s)
+        elif call == "jit of jit":
+            v = jax.jit(lambda *a: jax.jit(inner)(*a))(p, q, r, s)
+        elif call == "cond":
+            v = lax.cond(q[0], inner, lambda *a: a[0] * 2, p, q, r, s)
+        else:
+            v = lax.scan(lambda c, _: (inner(c, q, r, s), None), p, None, length=2)[0]
+        return jnp.sin(v)
+
+    def f(*a):      # jax.checkpoint reads jax_remat3 when it wraps: wrap inside
+        policy = jax.checkpoint_policies.save_only_these_names(saved)
+        return jax.checkpoint(lambda *b: 2 * jax.checkpoint(child, policy=policy)(*b))(*a)
+    args = (np.float32(0.5), np.array([True, False]), np.ones((2, 3), np.float32), np.int32([1, 2]))
+    with implementation("remat3"):
+        sources = [s for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    extra = {"from the argument a[2]", "from the argument a[3]"}
+    assert extra.issubset(sources) is (saved == "a"), sources
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)

@@ -1889,6 +1889,23 @@ def _zero_power_literal(got, want, ctx):
             and sum(extra.values()) + sum(missing.values()) <= n_zeros)
 
 
+def _zero_power(ctx) -> bool:
+    """JAX's residuals are the spec's linearizing by JVP then partial
+    evaluation (spec.semantics: linearization_drops_known_tangents=False:
+    a zero power's zero tangent one known value, saved once however many
+    tangent equations read it; found on 0.4.36: concatenate([b, c, b]) of
+    b = a ** 0 saves one zero, the spec two), or, composing with the other
+    additive divergences, a zero or its products saved beside a baseline
+    (`_zero_power_literal`)."""
+    if _zero_power_literal(ctx):
+        return True
+    return (any(e.primitive.name == "integer_pow" and e.params["y"] == 0 for e in _eqns(ctx.program))
+            and _follows_an_older_choice(ctx, linearization_drops_known_tangents=False))
+
+
+_zero_power.explains = _zero_power_literal.explains     # composes as the additive form
+
+
 def _downstream(prog: Program, v: Var) -> list:
     """The equations of `prog` (at any depth) whose outputs depend on `v`:
     readers, their readers, and an equation whose sub-program holds one; a
@@ -3509,9 +3526,13 @@ DIVERGENCES = [
         "jit returns: a dot_general's product, found on 0.6.2) of its type; or, for a power in a "
         "cond branch, the spec's saved `output of cond` zero that JAX's partial evaluation knows; "
         "or, in a scan body, the zero the spec saves once where JAX saves a stacked product (found "
-        "by campaigns on 0.4.25, 0.4.36 and 0.6.2).",
+        "by campaigns on 0.4.25, 0.4.36 and 0.6.2); or JAX's residuals are exactly the spec's "
+        "linearizing by JVP then partial evaluation (spec.semantics: "
+        "linearization_drops_known_tangents=False), where the zero is one known value, saved "
+        "once however many tangent equations read it, and direct linearization instantiates "
+        "a symbolic zero for each (found on 0.4.36: concatenate([b, c, b]) of b = a ** 0).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",
-        _zero_power_literal, flag="jax_use_direct_linearize", flag_value=False),
+        _zero_power, flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "jvp-partial-eval-saves-a-scan-s-zero-carry-tangent",
         "Without direct linearization (jax_use_direct_linearize off: every release before 0.7.0, "

@@ -75,6 +75,14 @@ class Semantics:
     # an iota per other dimension beside the indices, each normalised by
     # jnp's indexing (lt, add, select_n) and concatenated.
     approx_top_k_jvp_takes_along_axis: bool = True
+    # Linearization is direct (ad.LinearizeTrace: jax_use_direct_linearize,
+    # the default from jax 0.7.0, jax-ml/jax a7ed048afa): a tangent a JVP
+    # rule computes without reading an input tangent (integer_pow's zeros
+    # for y == 0) is a symbolic zero (`linearize_from_jvp`), instantiated
+    # by each rule that reads it. Before, linearization was the JVP followed
+    # by partial evaluation: that tangent is one known value, saved once
+    # however many tangent equations read it (a scalar one `from a literal`).
+    linearization_drops_known_tangents: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

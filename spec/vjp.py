@@ -17,10 +17,11 @@ import numpy as np
 from spec.core import (building, eval_program_traced, is_differentiable,
                        zeros_like_type)
 from spec.evaluate import evaluate
-from spec.ir import ArrayType, Program, float0
+from spec.ir import ArrayType, Program, Var, float0
 from spec.jvp import LINEARIZATION_ERROR, jvp_program
 from spec.partial_eval import Residual, partial_eval
 from spec.transpose import transpose
+from spec.semantics import semantics
 from spec.partial_eval import dce
 
 
@@ -87,7 +88,8 @@ def _jvp_in_order(prog: Program, diff_in: list[bool]):
     campaign, 084625a3cb: a save_from_both_policies of an offload policy
     before a cond whose branch's igamma has a second derivative)."""
     try:
-        return jvp_program(prog, diff_in, instantiate_zeros=False, known_tangents_are_zero=True)
+        return jvp_program(prog, diff_in, instantiate_zeros=False,
+                           known_tangents_are_zero=semantics().linearization_drops_known_tangents)
     except NotImplementedError:
         k = next(k for k in range(len(prog.eqns) + 1) if not _has_jvp(_prefix(prog, k + 1), diff_in))
         if k:
@@ -146,7 +148,14 @@ def saved_residuals(prog: Program, *types: ArrayType) -> list[Residual]:
     `jax.ad_checkpoint.saved_residuals` lists them)."""
     if types and list(types) != prog.in_types:
         raise TypeError(f"program takes {prog.in_types}, got {list(types)}")
-    return linearize(prog).residuals
+    lin = linearize(prog)
+    if semantics().linearization_drops_known_tangents:
+        return lin.residuals
+    # JVP then partial evaluation: a tangent output computed from primals
+    # alone is returned as it is (ad.linearize's known `out_pvals`), no
+    # leaf of the linear function
+    read = {a.id for e in lin.linear.eqns for a in e.inputs if isinstance(a, Var)}
+    return [r for r, v in zip(lin.residuals, lin.linear.inputs) if v.id in read]
 
 
 def vjp_program(prog: Program, diff: Sequence[bool] | None = None) -> Program:

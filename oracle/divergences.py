@@ -4001,11 +4001,17 @@ def _split_between_two(parts: list, got: list, want: list, ctx: Context) -> Dive
     for chosen in itertools.product((False, True), repeat=len(moves)):
         if all(chosen) or not any(chosen):
             continue
-        middle = _moved(want, [m for m, c in zip(moves, chosen) if c])
-        first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
-        second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)), None)
-        if second:
-            return _together(first, second)
+        # the list between them: `want` with the first's moves made (added
+        # entries last), or `got` with the second's undone (in JAX's places:
+        # an entry the first replaces in place, found on 0.4.25: approx_top_k's
+        # old indices beside a custom_vjp's saved output)
+        undone = [(r, -sign) for (r, sign), c in zip(moves, chosen) if not c]
+        for middle in (_moved(want, [m for m, c in zip(moves, chosen) if c]), _moved(got, undone)):
+            first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
+            second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)),
+                                    None)
+            if second:
+                return _together(first, second)
     return None
 
 

@@ -3624,3 +3624,25 @@ def test_a_zero_power_s_tangent_is_one_known_value_before_direct_linearization(r
     got = [(f"{str(t.dtype).replace('float32', 'f32')}{list(t.shape)}".replace(" ", ""), s.split(" from ")[0])
            for t, s in oracle.jax_api.internals.saved_residuals(f, a)]
     assert got == older, (got, older)
+
+
+def test_an_in_place_replacement_composes_with_an_additive_divergence():
+    """approx_top_k beside a custom_vjp of sin: before jax 0.7.1 the JVP's
+    old indices replace the new ones in their place, and before 0.4.36 the
+    custom_vjp saves its output too; the two compose, the list between them
+    being JAX's with the custom_vjp's entry taken out (in JAX's places), not
+    the spec's with the old indices appended (release campaign finding
+    6a89b19e3f on 0.4.25)."""
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+
+    def f(a, b):
+        top = lax.approx_max_k(b, 2)[0]
+        return s(a), top
+    b = np.array([[0.54, -0.52, -1.31, -1.41, -1.11], [1.23, 1.04, 1.44, -1.32, 0.5],
+                  [1.36, 0.53, 1.23, 0.68, -1.36]], np.float32)
+    report = oracle.check(f, oracle.AS_IS, np.float32(-1.14), b, implementations=("remat2",),
+                          properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)

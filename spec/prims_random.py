@@ -29,16 +29,19 @@ None of these is differentiable: every JVP rule is JAX's `ad.defjvp_zero`
 from __future__ import annotations
 
 import functools
+import operator
 import math
 
 import numpy as np
 
 from spec.arrays import SymbolicError
 from spec.batching import broadcast_batcher, moveaxis, vectorized_batcher
-from spec.core import (Example, JaxFacts, PrimitiveError, batch_rules, bind, eval_rules, examples,
+from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules, examples,
                        jax_facts, jvp_rules, primitive, primitives, shape_rules)
 from spec.ir import KEY_FRY, ArrayType, canonical_dtype, is_key
-from spec.prims_elementwise import _coerce, broadcast_shapes
+from spec.prims_elementwise import (_coerce, _full_like, _lit_like, add, broadcast_shapes, div, eq, exp, gt,
+                                    integer_pow, le, log, lt, mul, ne, neg, select_n, sub)
+from spec.prims_elementwise import abs as lax_abs
 
 U32 = np.dtype(np.uint32)
 MASK32 = 0xFFFFFFFF
@@ -697,3 +700,346 @@ examples[random_seed_p] = [
             lambda s: np.stack([np.zeros_like(s, np.int64), _as_bits(s)], axis=-1)),
     Example("u32-seed", (((), "u32", "bits"),), lambda s: random_unwrap(random_seed(s)),
             lambda s: np.stack([np.zeros_like(s, np.int64), _as_bits(s)], axis=-1))]
+
+
+# --------------------------------------------------------------------------
+# random_gamma: jax.random.gamma / loggamma, and beta and dirichlet through
+# loggamma (jax/_src/random/core.py: random_gamma_p, _gamma_impl, _gamma_one,
+# _gamma_grad, _gamma_batching_rule; lax/special.py: random_gamma_grad)
+
+random_gamma_p = primitive("random_gamma", ["log_space"])
+F32 = np.dtype(np.float32)
+
+
+def random_gamma(keys, a, log_space=False):
+    """One Gamma(a, 1) sample per element of `a` (its log where log_space),
+    from the keys, a prefix of a's shape (one key per leading index)."""
+    return bind(random_gamma_p, keys, a, log_space=bool(log_space))
+
+
+def _random_gamma_shape(keys, a, *, log_space):
+    """_random_gamma_abstract_eval: a's type. The keys' shape must be a
+    prefix of a's (what _gamma_impl's split per key assumes). The spec
+    models float32 samples: they draw 32 random bits per uniform, which
+    is what random_bits models (f64 draws 64, f16/bf16 draw 16)."""
+    _check_keys(random_gamma_p, keys)
+    if a.dtype != F32:
+        raise PrimitiveError(random_gamma_p, f"a must be float32, got {a}; the spec models float32 samples "
+                                             f"(32-bit uniforms)")
+    if tuple(a.shape[:keys.ndim]) != tuple(keys.shape):
+        raise PrimitiveError(random_gamma_p, f"the keys' shape must be a prefix of a's, got {keys} and {a}")
+    return [a]
+
+
+# -- the sampler: _gamma_impl / _gamma_one, in float32 numpy, all elements at
+# once as the vmapped lowering (_gamma_impl(use_vmap=True)) runs them: a while
+# loop's body applies to the elements whose condition holds
+
+def _split_words(words, n: int) -> np.ndarray:
+    """jax.random._split of each key of uint32[m, 2] into n: uint32[m, n, 2]."""
+    return key_words(_random_split_eval(keys_of(words), shape=(n,)))
+
+
+def _uniform_f32(words, lo=np.float32(0), hi=np.float32(1)) -> np.ndarray:
+    """jax.random._uniform(key, lo, hi, (), float32) per key: 23 random
+    mantissa bits under the exponent of 1.0, minus 1, scaled to [lo, hi)."""
+    bits = _random_bits_eval(keys_of(words), bit_width=32, shape=())
+    floats = ((bits >> np.uint32(9)) | np.uint32(0x3F800000)).view(F32) - np.float32(1)
+    return np.maximum(lo, floats * (hi - lo) + lo)
+
+
+def _normal_f32(words) -> np.ndarray:
+    """jax.random._normal_real: sqrt(2) * erf_inv(u), u uniform in
+    (nextafter(-1, 0), 1), with the spec's erf_inv (spec/prims_math.py)."""
+    from spec.prims_math import erf_inv_p
+    u = _uniform_f32(words, np.nextafter(np.float32(-1), np.float32(0)), np.float32(1))
+    return np.float32(np.sqrt(2)) * eval_rules[erf_inv_p](u)
+
+
+def _marsaglia_tsang(keys, d, c):
+    """_gamma_one's rejection loop for Gamma(alpha >= 1), d = alpha - 1/3,
+    c = 1/3 / sqrt(d) (Marsaglia & Tsang 2000): draw x ~ N(0, 1) until
+    v = 1 + c x > 0 (split the key for each try), U uniform; accept
+    V = v^3 when U < 1 - 0.0331 x^4 or log U < x^2/2 + d (1 - V + log V).
+    The initial state (X, V, U) = (0, 1, 2) is rejected. Returns V."""
+    one = np.float32(1)
+    X, V, U = np.zeros_like(d), np.ones_like(d), np.full_like(d, 2)
+
+    def rejected():
+        return (U >= one - np.float32(0.0331) * (X * X)) & \
+            (np.log(U) >= X * np.float32(0.5) + d * ((one - V) + np.log(V)))
+    todo = rejected()
+    while todo.any():
+        k3 = _split_words(keys[todo], 3)
+        keys[todo] = k3[:, 0]
+        k, x, v = k3[:, 1], np.zeros(len(k3), F32), np.full(len(k3), -1, F32)
+        cs = c[todo]
+        again = v <= 0
+        while again.any():
+            k2 = _split_words(k[again], 2)
+            k[again], x[again] = k2[:, 0], _normal_f32(k2[:, 1])
+            v[again] = one + x[again] * cs[again]
+            again = v <= 0
+        X[todo], V[todo], U[todo] = x * x, (v * v) * v, _uniform_f32(k3[:, 2])
+        todo = rejected()
+    return V
+
+
+def _gamma_one(keys, alpha, log_space: bool) -> np.ndarray:
+    """_gamma_one for each key of uint32[n, 2] and alpha of float32[n]: an
+    alpha < 1 is boosted to alpha + 1 and the sample scaled by
+    u^(1/alpha) (log space: plus log(u)/alpha, where log u = -Exponential)."""
+    one = np.float32(1)
+    boost_mask = alpha >= one
+    boosted = np.where(boost_mask, alpha, alpha + one)
+    d = boosted - np.float32(1. / 3.)
+    c = np.float32(1. / 3.) / np.sqrt(d)
+    pair = _split_words(keys, 2)
+    V = _marsaglia_tsang(pair[:, 0].copy(), d, c)
+    u = _uniform_f32(pair[:, 1])
+    if log_space:
+        log_samples = -(-np.log1p(-u))                  # neg(exponential(subkey))
+        log_boost = np.where(boost_mask | (log_samples == 0), np.float32(0), log_samples * (one / alpha))
+        return (np.log(d) + np.log(V)) + log_boost
+    boost = np.where(boost_mask, one, np.power(one - u, one / alpha))
+    return (d * V) * boost
+
+
+def _random_gamma_eval(keys, a, *, log_space):
+    """_gamma_impl: each key split into one key per element of a's
+    remaining dims, then _gamma_one per element, in float32."""
+    _numeric(random_gamma_p, a)
+    a = np.asarray(a, F32)
+    words = key_words(keys).reshape(-1, 2)
+    per_key = math.prod(a.shape[np.ndim(keys):])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = _gamma_one(_split_words(words, per_key).reshape(-1, 2), a.reshape(-1), log_space)
+    return np.asarray(out, F32).reshape(a.shape)
+
+
+# -- lax.special.random_gamma_grad(a, x): d x / d a for x ~ Gamma(a, 1) at a
+# fixed quantile, -(dP/da) / (dP/dx) with P(a, x) the regularized incomplete
+# gamma function. Not a primitive in jax 0.10.2: random_gamma_grad_impl traces
+# Cephes' series / continued fraction for P (and its derivative in a) inline,
+# as the while loops below (IgammaMode.SAMPLE_DERIVATIVE), for scalar a, x.
+
+_F32_EPS = np.float32(np.finfo(np.float32).eps)
+
+
+def _any(p):
+    """special._any: reduce_or over every axis."""
+    from spec.prims_reductions import reduce_or
+    return reduce_or(p, tuple(range(p.ndim)))
+
+
+def _igamma_series_step(vals):
+    """_igamma_series's body_fn: the next term c = c x / r of the series
+    P = ax / a * sum c, with dc/da and d(sum)/da, where enabled."""
+    enabled, r, c, ans, x, dc_da, dans_da = vals
+    r = add(r, _lit_like(r, 1.))
+    dc_da = sub(mul(dc_da, div(x, r)), div(mul(c, x), mul(r, r)))
+    dans_da = add(dans_da, dc_da)
+    c = mul(c, div(x, r))
+    ans = add(ans, c)
+    conditional = and_(enabled, gt(lax_abs(div(dc_da, dans_da)), _F32_EPS))
+    return (conditional, *(select_n(enabled, old, new) for old, new in
+                           zip(vals[1:], (r, c, ans, x, dc_da, dans_da))))
+
+
+def _igamma_series(x, a, enabled):
+    """_igamma_series(ax, x, a, enabled, dtype, SAMPLE_DERIVATIVE):
+    -(d(sum)/da + sum * (log x - digamma(a + 1))) * x / a."""
+    from spec.prims_control import while_loop
+    from spec.prims_special import digamma
+    init = (enabled, a, _full_like(a, 1), _full_like(a, 1), x, _full_like(a, 0), _full_like(a, 0))
+    vals = while_loop(lambda v: _any(v[0]), _igamma_series_step, init)
+    ans, dans_da = vals[3], vals[6]
+    dlogax_da = sub(log(x), digamma(add(a, _lit_like(a, 1))))
+    return div(mul(neg(add(dans_da, mul(ans, dlogax_da))), x), a)
+
+
+def _igammac_cf_step(vals):
+    """_igammac_continued_fraction's body_fn: the next convergent pk/qk of
+    Q's continued fraction with its derivatives in a, rescaled by eps when
+    |pk| > 1/eps, where enabled."""
+    (enabled, ans, t, y, z, c, pkm1, qkm1, pkm2, qkm2, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da, dans_da) = vals
+    c, y, z = add(c, _lit_like(c, 1)), add(y, _lit_like(y, 1)), add(z, _lit_like(z, 2))
+    yc = mul(y, c)
+    pk, qk = sub(mul(pkm1, z), mul(pkm2, yc)), sub(mul(qkm1, z), mul(qkm2, yc))
+    qk_is_nonzero = ne(qk, _lit_like(qk, 0))
+    r = div(pk, qk)
+    t = select_n(qk_is_nonzero, _full_like(r, 1), lax_abs(div(sub(ans, r), r)))
+    ans = select_n(qk_is_nonzero, ans, r)
+    dpk_da = add(sub(sub(mul(dpkm1_da, z), pkm1), mul(dpkm2_da, yc)), mul(pkm2, c))
+    dqk_da = add(sub(sub(mul(dqkm1_da, z), qkm1), mul(dqkm2_da, yc)), mul(qkm2, c))
+    dans_da_new = select_n(qk_is_nonzero, dans_da, div(sub(dpk_da, mul(ans, dqk_da)), qk))
+    grad_conditional = select_n(qk_is_nonzero, _full_like(dans_da, 1), lax_abs(sub(dans_da_new, dans_da)))
+    rescale = gt(lax_abs(pk), integer_pow(_lit_like(pk, _F32_EPS), -1))
+    # (pkm2, pkm1, qkm2, qkm1, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da) shift by one, then rescale
+    shifted = [select_n(rescale, v, mul(v, _lit_like(v, _F32_EPS)))
+               for v in (pkm1, pk, qkm1, qk, dpkm1_da, dqkm1_da, dpk_da, dqk_da)]
+    pkm2, pkm1, qkm2, qkm1, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da = shifted
+    conditional = and_(enabled, gt(grad_conditional, _lit_like(grad_conditional, _F32_EPS)))
+    new = (ans, t, y, z, None, pkm1, qkm1, pkm2, qkm2, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da, dans_da_new)
+    return (conditional, *(c if n is None else select_n(enabled, old, n) for old, n in zip(vals[1:], new)))
+
+
+def _igammac_continued_fraction(x, a, enabled):
+    """_igammac_continued_fraction(ax, x, a, enabled, dtype, SAMPLE_DERIVATIVE):
+    -(dQ'/da + Q' (log x - digamma(a))) x, Q' the fraction (at most 2000 terms)."""
+    from spec.prims_control import while_loop
+    from spec.prims_special import digamma
+    y = sub(_lit_like(a, 1), a)
+    z = add(add(x, y), _lit_like(x, 1))
+    pkm1 = add(x, _lit_like(x, 1))
+    qkm1 = mul(z, x)
+    ans = div(pkm1, qkm1)
+    dqkm1_da = neg(x)
+    dans_da = div(sub(_full_like(x, 0), mul(ans, dqkm1_da)), qkm1)
+    init = (enabled, ans, _full_like(x, 1), y, z, _lit_like(x, 0), pkm1, qkm1, _full_like(x, 1), x,
+            _full_like(x, 0), _full_like(x, 0), _full_like(x, 0), dqkm1_da, dans_da)
+    vals = while_loop(lambda v: and_(lt(v[5], _lit_like(v[5], 2000)), _any(v[0])), _igammac_cf_step, init)
+    dlogax_da = sub(log(x), digamma(a))
+    return neg(mul(add(vals[14], mul(vals[1], dlogax_da)), x))
+
+
+def random_gamma_grad(a, x):
+    """special.random_gamma_grad_impl(a, x, dtype=float32): the series where
+    x <= 1 or x <= a, else the continued fraction; 0 at x = 0, nan outside
+    the domain (x < 0, a <= 0) or for a nan operand."""
+    from spec.prims_special import lgamma
+    is_nan = or_(ne(a, a), ne(x, x))
+    x_is_zero = eq(x, _full_like(x, 0))
+    domain_error = or_(lt(x, _full_like(x, 0)), le(a, _full_like(a, 0)))
+    use_igammac = and_(gt(x, _full_like(x, 1)), gt(x, a))
+    ax = sub(sub(mul(a, log(x)), x), lgamma(a))
+    underflow = lt(ax, neg(log(np.float32(np.finfo(np.float32).max))))
+    exp(ax)          # (ax = exp(ax): the SAMPLE_DERIVATIVE mode does not read it)
+    enabled = not_(or_(or_(or_(x_is_zero, domain_error), underflow), is_nan))
+    from_fraction = neg(_igammac_continued_fraction(x, a, and_(enabled, use_igammac)))
+    output = select_n(use_igammac, _igamma_series(x, a, and_(enabled, not_(use_igammac))), from_fraction)
+    output = select_n(x_is_zero, output, _full_like(output, 0))
+    return select_n(or_(domain_error, is_nan), output, _full_like(a, float("nan")))
+
+
+# -- random_gamma's JVP and batching rules ------------------------------------
+
+def _flat(x, shape):
+    """x reshaped to `shape` (lax.reshape: nothing where x has that shape, rank > 0)."""
+    from spec.prims_structural import reshape
+    return x if x.ndim and tuple(x.shape) == tuple(shape) else reshape(x, shape)
+
+
+def _gamma_grad(sample, a, log_space: bool):
+    """core.py's _gamma_grad: random_gamma_grad(alpha, sample) per element
+    of the flattened operands (d log x / da = (dx/da) / x in log space,
+    x = exp(log x), a 0 replaced by the tiniest normal float), reshaped to
+    a's shape. On the CPU it is lax.map, a scan over the elements; on
+    another platform vmap of the scalar function (which batches its loops)."""
+    from spec.batching import vmap_traced
+    from spec.core import trace
+    from spec.prims_platform import _platform
+    from spec.prims_scan import scan
+    n = math.prod(a.shape)
+    samples, alphas = _flat(sample, (n,)), _flat(a, (n,))
+    if log_space:
+        samples = exp(samples)
+        zero, tiny = _lit_like(sample, 0), _full_like(samples, np.finfo(F32).tiny)
+        samples = select_n(eq(samples, zero), samples, tiny)
+
+        def grad(alpha, x):
+            return div(random_gamma_grad(alpha, x), x)
+    else:
+        grad = random_gamma_grad
+    if _platform.get() == "cpu":
+        _, grads = scan(lambda _, ax: (None, grad(*ax)), None, (alphas, samples))
+    else:
+        scalar = ArrayType((), F32)
+        (grads,), (d,) = vmap_traced(trace(grad, scalar, scalar), [alphas, samples], [0, 0], n)
+        grads = grads if d == 0 else moveaxis(grads, d, 0)
+    return _flat(grads, a.shape)
+
+
+def _random_gamma_jvp(primals, tangents, *, log_space):
+    """ad.defjvp2(random_gamma_p, None,
+                  lambda tangent, ans, key, a, **kwds: tangent * _gamma_grad(ans, a, **kwds))
+    The keys' tangent is a symbolic zero (no rule: not differentiable)."""
+    (keys, a), (_, ta) = primals, tangents
+    ans = random_gamma(keys, a, log_space=log_space)
+    if isinstance(ta, Zero):
+        return ans, None
+    return ans, mul(ta, _gamma_grad(ans, a, log_space))
+
+
+def _random_gamma_batch(args, dims, *, log_space):
+    """_gamma_batching_rule: both operands' batch dims to the front (an
+    unbatched one broadcast to the batch size)."""
+    from spec.batching import bdim_at_front
+    size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+    keys, a = (bdim_at_front(x, d, size) for x, d in zip(args, dims))
+    return random_gamma(keys, a, log_space=log_space), 0
+
+
+shape_rules[random_gamma_p] = _random_gamma_shape
+eval_rules[random_gamma_p] = _random_gamma_eval
+jvp_rules[random_gamma_p] = _random_gamma_jvp
+batch_rules[random_gamma_p] = _random_gamma_batch
+jax_facts[random_gamma_p] = JaxFacts(
+    "random_gamma", "lambda keys, a, log_space: jax._src.random.random_gamma_p.bind(keys, a, log_space=log_space)")
+
+
+def _ref_gamma(alpha, log_space: bool):
+    """An independent reference on raw key data: Marsaglia & Tsang's sampler
+    written out per element in float64, on ref_threefry_pair's words (a
+    split's i-th key is the hash of (0, i); a scalar draw's bits the xor of
+    the hash of (0, 0)), with the standard library's inverse normal CDF."""
+    from statistics import NormalDist
+    alpha = np.asarray(alpha, np.float64)
+
+    def split(k, n):
+        return [ref_threefry_pair(k[0], k[1], 0, i) for i in range(n)]
+
+    def uniform(k, lo=0.0):
+        return lo + (1 - lo) * (((operator.xor(*ref_threefry_pair(k[0], k[1], 0, 0))) >> 9) / 2 ** 23)
+
+    def one(k, a):
+        d = (a if a >= 1 else a + 1) - 1 / 3
+        k, k_boost = split(k, 2)
+        while True:
+            k, k_x, k_u = split(k, 3)
+            v = -1.0
+            while v <= 0:
+                k_x, k_n = split(k_x, 2)
+                x = NormalDist().inv_cdf((uniform(k_n, -1 + 2 ** -24) + 1) / 2)
+                v = 1 + x / math.sqrt(9 * d)
+            u = uniform(k_u)
+            if u < 1 - 0.0331 * x ** 4 or math.log(u) < x * x / 2 + d * (1 - v ** 3 + math.log(v ** 3)):
+                break
+        boost = 0.0 if a >= 1 else math.log1p(-uniform(k_boost)) / a
+        return math.log(d * v ** 3) + boost if log_space else d * v ** 3 * math.exp(boost)
+
+    def ref(data):
+        keys = _as_bits(data).reshape(-1, 2)
+        per_key = alpha.size // len(keys)
+        outs = [one(k, a) for k, a in zip((s for k in keys for s in split(tuple(map(int, k)), per_key)),
+                                          alpha.ravel())]
+        return np.reshape(outs, alpha.shape)
+    return ref
+
+
+def _as_dtype(x, dtype):
+    """x in `dtype` (the tests draw float operands in float64 too)."""
+    from spec.prims_elementwise import convert_element_type
+    return x if x.dtype == dtype else convert_element_type(x, dtype)
+
+
+_ALPHAS = np.float32([[0.3, 1.0, 2.5], [0.8, 5.0, 40.0]])     # a boosted alpha < 1, a large one
+
+examples[random_gamma_p] = [
+    Example("gamma-2x3", _KEY_DATA, lambda k: random_gamma(random_wrap(k), _ALPHAS), _ref_gamma(_ALPHAS, False)),
+    Example("loggamma-keys-3x2", _KEY_ARRAY_DATA,
+            lambda k: random_gamma(random_wrap(k), _ALPHAS.T.copy(), log_space=True),
+            _ref_gamma(_ALPHAS.T, True)),
+    Example("scaled-sample", _KEY_DATA + (((3,), "f32", "normal"),),
+            lambda k, x: mul(x, _as_dtype(random_gamma(random_wrap(k), _ALPHAS[1]), x.dtype)),
+            lambda k, x: x * _ref_gamma(_ALPHAS[1], False)(k))]

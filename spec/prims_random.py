@@ -14,6 +14,11 @@ since jax 0.5), bit for bit. A uniform float is made from random bits by
 
 None of these is differentiable: every JVP rule is JAX's `ad.defjvp_zero`
 (a symbolic zero tangent, also for bitcast_convert_type's float output).
+The exception is random_gamma (jax.random.gamma / loggamma, and beta and
+dirichlet through loggamma, jax/_src/random/core.py): float32 Gamma(a, 1)
+samples by Marsaglia and Tsang's method on these keys, differentiable in
+`a` by the implicit reparameterisation JAX uses (lax.special's
+random_gamma_grad, traced inline).
 
     >>> import spec
     >>> from spec.ir import u32
@@ -935,7 +940,10 @@ def _gamma_grad(sample, a, log_space: bool):
     of the flattened operands (d log x / da = (dx/da) / x in log space,
     x = exp(log x), a 0 replaced by the tiniest normal float), reshaped to
     a's shape. On the CPU it is lax.map, a scan over the elements; on
-    another platform vmap of the scalar function (which batches its loops)."""
+    another platform vmap of the scalar function (which batches its loops).
+    JAX asks its default backend; the spec asks the lowering platform (the
+    two differ only for a check run on the CPU of a machine with another
+    default backend)."""
     from spec.batching import vmap_traced
     from spec.core import trace
     from spec.prims_platform import _platform

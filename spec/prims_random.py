@@ -40,13 +40,20 @@ import math
 import numpy as np
 
 from spec.arrays import SymbolicError
-from spec.batching import broadcast_batcher, moveaxis, vectorized_batcher
+from spec.batching import bdim_at_front, broadcast_batcher, moveaxis, vectorized_batcher, vmap_traced
 from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules, examples,
-                       jax_facts, jvp_rules, primitive, primitives, shape_rules)
+                       jax_facts, jvp_rules, primitive, primitives, shape_rules, trace)
 from spec.ir import KEY_FRY, ArrayType, canonical_dtype, is_key
-from spec.prims_elementwise import (_coerce, _full_like, _lit_like, add, broadcast_shapes, div, eq, exp, gt,
-                                    integer_pow, le, log, lt, mul, ne, neg, select_n, sub)
+from spec.prims_control import while_loop
+from spec.prims_elementwise import (_coerce, _full_like, _lit_like, add, broadcast_shapes, convert_element_type, div,
+                                    eq, exp, gt, integer_pow, le, log, lt, mul, ne, neg, select_n, sub)
 from spec.prims_elementwise import abs as lax_abs
+from spec.prims_math import erf_inv_p
+from spec.prims_platform import _platform
+from spec.prims_reductions import reduce_or
+from spec.prims_scan import scan
+from spec.prims_special import digamma, lgamma
+from spec.prims_structural import reshape
 
 U32 = np.dtype(np.uint32)
 MASK32 = 0xFFFFFFFF
@@ -756,7 +763,6 @@ def _uniform_f32(words, lo=np.float32(0), hi=np.float32(1)) -> np.ndarray:
 def _normal_f32(words) -> np.ndarray:
     """jax.random._normal_real: sqrt(2) * erf_inv(u), u uniform in
     (nextafter(-1, 0), 1), with the spec's erf_inv (spec/prims_math.py)."""
-    from spec.prims_math import erf_inv_p
     u = _uniform_f32(words, np.nextafter(np.float32(-1), np.float32(0)), np.float32(1))
     return np.float32(np.sqrt(2)) * eval_rules[erf_inv_p](u)
 
@@ -833,7 +839,6 @@ _F32_EPS = np.float32(np.finfo(np.float32).eps)
 
 def _any(p):
     """special._any: reduce_or over every axis."""
-    from spec.prims_reductions import reduce_or
     return reduce_or(p, tuple(range(p.ndim)))
 
 
@@ -854,8 +859,6 @@ def _igamma_series_step(vals):
 def _igamma_series(x, a, enabled):
     """_igamma_series(ax, x, a, enabled, dtype, SAMPLE_DERIVATIVE):
     -(d(sum)/da + sum * (log x - digamma(a + 1))) * x / a."""
-    from spec.prims_control import while_loop
-    from spec.prims_special import digamma
     init = (enabled, a, _full_like(a, 1), _full_like(a, 1), x, _full_like(a, 0), _full_like(a, 0))
     vals = while_loop(lambda v: _any(v[0]), _igamma_series_step, init)
     ans, dans_da = vals[3], vals[6]
@@ -892,8 +895,6 @@ def _igammac_cf_step(vals):
 def _igammac_continued_fraction(x, a, enabled):
     """_igammac_continued_fraction(ax, x, a, enabled, dtype, SAMPLE_DERIVATIVE):
     -(dQ'/da + Q' (log x - digamma(a))) x, Q' the fraction (at most 2000 terms)."""
-    from spec.prims_control import while_loop
-    from spec.prims_special import digamma
     y = sub(_lit_like(a, 1), a)
     z = add(add(x, y), _lit_like(x, 1))
     pkm1 = add(x, _lit_like(x, 1))
@@ -912,7 +913,6 @@ def random_gamma_grad(a, x):
     """special.random_gamma_grad_impl(a, x, dtype=float32): the series where
     x <= 1 or x <= a, else the continued fraction; 0 at x = 0, nan outside
     the domain (x < 0, a <= 0) or for a nan operand."""
-    from spec.prims_special import lgamma
     is_nan = or_(ne(a, a), ne(x, x))
     x_is_zero = eq(x, _full_like(x, 0))
     domain_error = or_(lt(x, _full_like(x, 0)), le(a, _full_like(a, 0)))
@@ -931,7 +931,6 @@ def random_gamma_grad(a, x):
 
 def _flat(x, shape):
     """x reshaped to `shape` (lax.reshape: nothing where x has that shape, rank > 0)."""
-    from spec.prims_structural import reshape
     return x if x.ndim and tuple(x.shape) == tuple(shape) else reshape(x, shape)
 
 
@@ -944,10 +943,6 @@ def _gamma_grad(sample, a, log_space: bool):
     JAX asks its default backend; the spec asks the lowering platform (the
     two differ only for a check run on the CPU of a machine with another
     default backend)."""
-    from spec.batching import vmap_traced
-    from spec.core import trace
-    from spec.prims_platform import _platform
-    from spec.prims_scan import scan
     n = math.prod(a.shape)
     samples, alphas = _flat(sample, (n,)), _flat(a, (n,))
     if log_space:
@@ -982,7 +977,6 @@ def _random_gamma_jvp(primals, tangents, *, log_space):
 def _random_gamma_batch(args, dims, *, log_space):
     """_gamma_batching_rule: both operands' batch dims to the front (an
     unbatched one broadcast to the batch size)."""
-    from spec.batching import bdim_at_front
     size = next(x.shape[d] for x, d in zip(args, dims) if d is not None)
     keys, a = (bdim_at_front(x, d, size) for x, d in zip(args, dims))
     return random_gamma(keys, a, log_space=log_space), 0
@@ -1037,7 +1031,6 @@ def _ref_gamma(alpha, log_space: bool):
 
 def _as_dtype(x, dtype):
     """x in `dtype` (the tests draw float operands in float64 too)."""
-    from spec.prims_elementwise import convert_element_type
     return x if x.dtype == dtype else convert_element_type(x, dtype)
 
 

@@ -1517,15 +1517,15 @@ def _custom_vjp_reads_a_zero_tangent(ctx, eqns_of: Callable) -> bool:
                for e in eqns_of(prog) if e.primitive.name == "custom_vjp_call" for a in e.inputs)
 
 
-def _missing_rule(kind: str):
-    """JAX raised NotImplementedError: "<kind> rule for 'optimization_barrier'
-    not implemented", and the checked function has an optimization_barrier
-    (a dead one too, which a stack level's spec program drops and JAX
-    differentiates: found on 0.4.36, linearize o grad)."""
+def _missing_rule(kind: str, rule_of: str = "optimization_barrier", beside: str | None = None):
+    """JAX raised NotImplementedError: "<kind> rule for '<rule_of>' not
+    implemented", and the checked function has a `beside` equation (by
+    default `rule_of` itself; a dead one too, which a stack level's spec
+    program drops and JAX differentiates: found on 0.4.36, linearize o grad)."""
     def applies(ctx):
         return (isinstance(ctx.error, NotImplementedError)
-                and f"{kind} rule for 'optimization_barrier' not implemented" in str(ctx.error)
-                and has_primitive(ctx.user_program, "optimization_barrier"))
+                and f"{kind} rule for '{rule_of}' not implemented" in str(ctx.error)
+                and has_primitive(ctx.user_program, beside or rule_of))
     return applies
 
 
@@ -2190,9 +2190,10 @@ def _non_partitionable_threefry(ctx):
     """A numeric property of a program that splits, folds or draws bits
     from a key (the key derivations both algorithms define differently;
     every derivative of a value drawn from those bits differs too: found
-    by a campaign on 0.4.36)."""
+    by a campaign on 0.4.36); random_gamma splits its key per element and
+    per try of its sampler too (jax.random.gamma on 0.4.36)."""
     return (ctx.property in ("values", "vmap", "jvp", "vjp", "second_order", "stack") and ctx.error is None
-            and any(e.primitive.name in ("random_split", "random_fold_in", "random_bits")
+            and any(e.primitive.name in ("random_split", "random_fold_in", "random_bits", "random_gamma")
                     for e in _eqns(ctx.program)))
 
 
@@ -3746,7 +3747,8 @@ DIVERGENCES = [
     Divergence(
         "threefry-not-partitionable",
         "Before jax 0.5.0 jax_threefry_partitionable is off by default (jax-ml/jax a60ead6fd1 "
-        "turned it on): random_split, random_fold_in and random_bits derive other bits from a "
+        "turned it on): random_split, random_fold_in, random_bits and random_gamma (which splits its "
+        "key) derive other bits from a "
         "threefry key than the partitionable algorithm the spec models (0.10.2's default). An "
         "intended change of semantics behind a flag, so keyed on the flag, not the release. "
         "The predicate: the values (or vmap, or a derivative) of a program with one of those equations differ, "
@@ -3804,6 +3806,19 @@ DIVERGENCES = [
         "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
         "print(jax.grad(lambda x: barrier(x) * 2.0)(1.0))",
         _missing_rule("Differentiation"), releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "random-gamma-grad-not-differentiable",
+        "Before jax 0.6.0 lax.random_gamma_grad, which random_gamma's JVP rule binds (the "
+        "derivative of a Gamma sample in its shape parameter), is a primitive with no JVP "
+        "rule: a second derivative of a program drawing jax.random.gamma (or beta, dirichlet, "
+        "loggamma) raises `NotImplementedError: Differentiation rule for 'random_gamma_grad' "
+        "not implemented`. From 0.6.0 random_gamma_grad traces its series and continued "
+        "fraction inline (jax/_src/lax/special.py), differentiable, as the spec has it. The "
+        "predicate: that error, and the program has a random_gamma.",
+        "key = jax.random.PRNGKey(0)\n"
+        "print(jax.grad(jax.grad(lambda a: jax.random.gamma(key, a)))(2.0))",
+        _missing_rule("Differentiation", "random_gamma_grad", beside="random_gamma"),
+        releases=Releases("0.4.25", "0.6.0")),
     Divergence(
         "optimization-barrier-not-batchable",
         "Before jax 0.4.38 lax.optimization_barrier has no batching rule (jax-ml/jax 944d822ce6 "

@@ -3646,3 +3646,20 @@ def test_an_in_place_replacement_composes_with_an_additive_divergence():
     report = oracle.check(f, oracle.AS_IS, np.float32(-1.14), b, implementations=("remat2",),
                           properties=("residuals",))
     assert report.results[0].status in ("ok", "known divergence"), str(report)
+
+
+def test_a_gamma_sample_s_loss_on_every_release():
+    """jax.random.gamma in a loss differentiated in its shape parameter:
+    before jax 0.5.0 its key splits follow the non-partitionable threefry
+    (threefry-not-partitionable, random_gamma splitting its key too), and
+    before 0.6.0 random_gamma_grad has no JVP rule, so a second derivative
+    raises (random-gamma-grad-not-differentiable); no Mismatch anywhere
+    (found checking jax.random.gamma, added to the spec, on 0.4.36)."""
+    key = jax.random.PRNGKey(0)
+
+    def loss(a, x):
+        return jnp.sum(x * jax.random.gamma(key, a, (3,)))
+    a, x = np.float32([2.0, 0.5, 7.0]), np.float32([1.0, -0.5, 0.25])
+    report = oracle.check(loss, jax.checkpoint_policies.nothing_saveable, a, x, implementations=("remat2",),
+                          properties=("values", "jvp", "second_order", "residuals"))
+    assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)

@@ -1906,6 +1906,13 @@ def _zero_power(ctx) -> bool:
 _zero_power.explains = _zero_power_literal.explains     # composes as the additive form
 
 
+def _cond_scalar_zero_inline(ctx) -> bool:
+    """JAX's residuals are the spec's linearizing a cond by its JVP and
+    partial evaluation, a branch's scalar zero tangent output inline
+    (spec.semantics: cond_saves_scalar_zero_tangents=False)."""
+    return has_primitive(ctx.program, "cond") and _follows_an_older_choice(ctx, cond_saves_scalar_zero_tangents=False)
+
+
 def _downstream(prog: Program, v: Var) -> list:
     """The equations of `prog` (at any depth) whose outputs depend on `v`:
     readers, their readers, and an equation whose sub-program holds one; a
@@ -2193,8 +2200,12 @@ def _non_partitionable_threefry(ctx):
     by a campaign on 0.4.36); random_gamma splits its key per element and
     per try of its sampler too (jax.random.gamma on 0.4.36)."""
     return (ctx.property in ("values", "vmap", "jvp", "vjp", "second_order", "stack") and ctx.error is None
-            and any(e.primitive.name in ("random_split", "random_fold_in", "random_bits", "random_gamma")
-                    for e in _eqns(ctx.program)))
+            and any(e.primitive.name in THREEFRY_DERIVATIONS for e in _eqns(ctx.program)))
+
+
+# the primitives whose values derive bits from a threefry key (random_gamma
+# splits its key per element and per try of its sampler)
+THREEFRY_DERIVATIONS = ("random_split", "random_fold_in", "random_bits", "random_gamma")
 
 
 def _residual_counted_once(ctx):
@@ -3806,6 +3817,23 @@ DIVERGENCES = [
         "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
         "print(jax.grad(lambda x: barrier(x) * 2.0)(1.0))",
         _missing_rule("Differentiation"), releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "cond-partial-eval-keeps-a-scalar-zero-tangent-inline",
+        "Before cond's linearize rule (_cond_linearize, jax-ml/jax 45a3fe62d6, first in jax 0.7.1; "
+        "measured with tools/releases.py: 0.7.0 keeps it inline, 0.7.1 and 0.8.0 save it) a cond "
+        "is linearized by its JVP and partial evaluation: a branch's scalar zero tangent output, "
+        "instantiated because another branch's is nonzero (a branch returning a constant, or a "
+        "while loop whose output does not depend on the operands), stays a literal inline in "
+        "the staged branch; from 0.7.1 (the spec) it is a known value of the branch, saved as a "
+        "scalar `output of cond`. An array zero is saved on every release. The predicate: a "
+        "program with a cond, and JAX's residuals are exactly the spec's following that older "
+        "choice (spec.semantics: cond_saves_scalar_zero_tangents=False). Found by a release "
+        "campaign on 0.4.36 (4ab0fe69f7: a while loop in a cond branch).",
+        "from jax import lax\n"
+        "f = lambda a: lax.cond(a > 0, lambda q: 0.5 + q, lambda q: jnp.float32(2.0), a)\n"
+        "n = len(jax._src.ad_checkpoint.saved_residuals(f, 0.3))\n"
+        "print('the zero inline' if n == 1 else 'the zero saved')  # the zero inline",
+        _cond_scalar_zero_inline, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
         "random-gamma-grad-not-differentiable",
         "Before jax 0.6.0 lax.random_gamma_grad, which random_gamma's JVP rule binds (the "

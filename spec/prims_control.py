@@ -60,6 +60,7 @@ from spec.remat import ask_policies
 from spec.prims_elementwise import eq, select_n, stop_gradient
 from spec.prims_structural import broadcast_in_dim
 from spec.transpose import transpose
+from spec.semantics import semantics
 
 cond_p = primitive("cond", ["branches"], multiple_results=True)
 while_p = primitive("while", ["cond_jaxpr", "body_jaxpr", "cond_nconsts", "body_nconsts"],
@@ -243,20 +244,24 @@ def _branch_jvp(branch: Program, nonzeros, instantiate_out, linearizing: bool):
         outs, out_ts = jvp_traced(branch, primals, tans, known_tangents_are_zero=linearizing)
         out_nz = [not isinstance(t, Zero) for t in out_ts]
         flags = out_nz if instantiate_out is None else instantiate_out
-        kept = [_known_zero(t) if isinstance(t, Zero) else instantiate_tangent(t)
+        kept = [_known_zero(t, linearizing) if isinstance(t, Zero) else instantiate_tangent(t)
                 for t, f in zip(out_ts, flags) if f]
         prog = b.build(primals + [t for t in tans if not isinstance(t, Zero)], outs + kept)
     return prog, out_nz
 
 
-def _known_zero(t: Zero):
+def _known_zero(t: Zero, linearizing: bool):
     """A branch's zero tangent instantiated because another branch's is
     nonzero, made as a known value (not on the tangent side): JAX
     instantiates it with the branch's primal computation (`instantiate_zeros`
     under ad.linearize_jaxpr's LinearizeTrace in _cond_linearize; under
     jvp_jaxpr before partial eval in _cond_jvp), so the tangent branch reads
     it as a residual: `cond(p, lambda x: 2.0 * ones_like(x), lambda x: x, x)`
-    saves an f32[n] zero as an output of the cond."""
+    saves an f32[n] zero as an output of the cond. Linearizing before jax
+    0.7.1 a scalar one is a literal, kept inline (spec.semantics:
+    cond_saves_scalar_zero_tangents)."""
+    if linearizing and not t.type.shape and not semantics().cond_saves_scalar_zero_tangents:
+        return np.zeros((), t.type.dtype)
     return broadcast_in_dim(np.zeros((), t.type.dtype), t.type.shape, ())
 
 
@@ -423,8 +428,10 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, c
         # every tangent branch: a branch that knows it (a constant tangent a
         # rule made) saves it as a residual, a scalar literal too
         staged_anywhere = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
+        # (before jax 0.7.1 a literal one stays inline: spec.semantics)
+        saved = semantics().cond_saves_scalar_zero_tangents
         pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True, instantiate=staged_anywhere,
-                            literals_are_residuals=False, literal_outputs_are_residuals=True,
+                            literals_are_residuals=False, literal_outputs_are_residuals=saved,
                             order="first_use") for b in branches]
     else:
         # residuals counted before DCE, as partial_eval_jaxpr_custom does

@@ -3663,3 +3663,27 @@ def test_a_gamma_sample_s_loss_on_every_release():
     report = oracle.check(loss, jax.checkpoint_policies.nothing_saveable, a, x, implementations=("remat2",),
                           properties=("values", "jvp", "second_order", "residuals"))
     assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)
+
+
+def _while_in_a_branch(a):
+    def loop(e):
+        return lax.while_loop(lambda g: g < 0.5, lambda j: j + (1.0 + 0.1 * jnp.tanh(-j)), 0.0)
+    return lax.cond(a > 0, lambda q: 0.5 + q, loop, a)
+
+
+@pytest.mark.parametrize("f", [_while_in_a_branch,
+                               lambda a: lax.cond(a > 0, lambda q: 0.5 + q, lambda q: jnp.float32(2.0), a)],
+                         ids=["a while loop", "a constant"])
+def test_a_cond_branch_s_scalar_zero_tangent_before_cond_s_linearize_rule(f):
+    """A cond one of whose branches returns a value that does not depend on
+    the operands: its zero tangent, instantiated because the other branch's
+    is nonzero, is a scalar. Before jax 0.7.1 partial evaluation keeps it a
+    literal inline, nothing saved; from 0.7.1 (the spec) cond's linearize
+    rule saves it as an `output of cond`. Read off JAX; the spec following
+    the older choice gives JAX's list there (release campaign finding
+    4ab0fe69f7 on 0.4.36)."""
+    a = np.float32(0.3)
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals", "vjp_leaves"))
+    assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert ("output of cond" in saved) is (report.results[0].status == "ok"), (saved, str(report))

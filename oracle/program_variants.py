@@ -148,13 +148,14 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
 
 
 def _unread_operands(e: Eqn) -> list:
-    """The float operands (Vars) of a cond, call, scan or while `e` whose
-    tangents its body's linearization (no branch's) reads: unread by the
-    body, or read only where the derivative does not need them
-    (integer_pow(h, 0)); not a loop's carries (the next iteration reads
-    them)."""
+    """The float operands (Vars) of a cond, call, scan, while or checkpoint
+    `e` whose tangents its body's linearization (no branch's) reads: unread
+    by the body, or read only where the derivative does not need them
+    (integer_pow(h, 0), a sum compared with zero: a checkpoint's, found on
+    0.4.25, 0.4.36 and 0.6.2); not a loop's carries (the next iteration
+    reads them)."""
     bodies = (list(e.params["branches"]) if e.primitive.name == "cond"
-              else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan")
+              else [e.params["jaxpr"]] if e.primitive.name in ("call", "scan") or e.primitive is remat_p
               else [e.params["body_jaxpr"]] if e.primitive.name == "while" else [])
     # a while's body takes its consts and the carries (_while_loop_jvp ignores the cond's
     # consts' tangents): a body const read only by dead code (found on 0.4.36)

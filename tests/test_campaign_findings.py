@@ -3687,3 +3687,22 @@ def test_a_cond_branch_s_scalar_zero_tangent_before_cond_s_linearize_rule(f):
     assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)
     saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
     assert ("output of cond" in saved) is (report.results[0].status == "ok"), (saved, str(report))
+
+
+def test_a_checkpoint_s_operand_whose_tangent_its_body_does_not_read():
+    """A checkpoint returning tanh(x) to a second checkpoint that reads it
+    only through a comparison: before direct linearization the second is
+    staged with the tangents of all its operands, so tanh's is computed and
+    its residuals saved (`output of tanh`, `output of sub`), which 0.10.2
+    (and the spec) prunes: read off JAX (release campaign finding
+    2d4a42de7b on 0.4.25)."""
+    es = jax.checkpoint_policies.everything_saveable
+
+    def f(x):
+        a, b = jax.checkpoint(lambda m: (jnp.sin(m), jnp.tanh(m)), policy=es)(x)
+        return jax.checkpoint(lambda v, w: w * (jnp.sum(v) > 0).astype(jnp.float32), policy=es)(b, a)
+    x = np.float32([0.3, -0.4])
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals", "vjp_leaves"))
+    assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, x)]
+    assert ("output of sub" in saved) is (report.results[0].status == "known divergence"), (saved, str(report))

@@ -250,6 +250,26 @@ def _jit_constants_named_outputs(impl, jax_res, spec_res, prog, aliases):
     return lambda j, s: jit_output(j) and s == "from a constant"
 
 
+@_renaming
+def _scan_forwarded_xs_named_by_their_operand(impl, jax_res, spec_res, prog, aliases):
+    """JAX's name of the operand (`from the argument a`) for what the spec
+    names `output of scan`: a scan's stacked output that is one of its xs
+    unchanged (the body returns its slice as it is)."""
+    names = set()
+
+    def walk(p: Program):
+        for e in p.eqns:
+            if e.primitive.name == "scan":
+                body, first_xs = e.params["jaxpr"], e.params["num_consts"] + e.params["num_carry"]
+                ys = body.outputs[e.params["num_carry"]:]
+                names.update(str(source_of(a, p)) for x, a in zip(body.inputs[first_xs:], e.inputs[first_xs:])
+                             if any(y is x for y in ys))
+            for _, sub in subprograms(e.params):
+                walk(sub)
+    walk(prog)
+    return (lambda j, s: s == "output of scan" and j in names) if names else None
+
+
 # the linear-algebra primitives whose JVP rules build triangular masks (jnp.tril, jnp.triu)
 _MASKING_JVPS = ("triangular_solve", "lu", "cholesky", "qr")
 
@@ -409,6 +429,15 @@ NORMALIZATIONS = [
                   "0.10.2 forwards the jit's constants and names it `from a constant`, as the spec "
                   "does. Same value, one entry either way.",
                   _jit_constants_named_outputs, releases=Releases("0.4.25", "0.10.2")),
+    Normalization("saved-residuals-names-a-scan-s-forwarded-xs-by-the-operand",
+                  "Before jax 0.7.0 (measured with tools/releases.py: 0.4.25, 0.4.36 and 0.6.2 "
+                  "forward, 0.7.0 to 0.10.2 do not; found by a release campaign on 0.4.36, "
+                  "f61a674385) a scan's stacked output that is "
+                  "one of its xs unchanged (the body returns its slice as it is) is the operand itself "
+                  "to the partial evaluator, so a residual that is that output is named as the operand "
+                  "(`from the argument a`), where the spec (as 0.10.2) names it `output of scan`. "
+                  "Same value, same memory.",
+                  _scan_forwarded_xs_named_by_their_operand, releases=Releases("0.4.25", "0.7.0")),
     Normalization("saved-residuals-names-a-scan-s-invariant-checkpoint-value-remat2",
                   "Before jax 0.4.36 (measured with tools/releases.py on every release from 0.4.25: "
                   "0.4.35 names it so, 0.4.36 does not) a loop-invariant residual of a scan body "

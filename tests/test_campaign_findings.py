@@ -3706,3 +3706,16 @@ def test_a_checkpoint_s_operand_whose_tangent_its_body_does_not_read():
     assert {r.status for r in report.results} <= {"ok", "known divergence"}, str(report)
     saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, x)]
     assert ("output of sub" in saved) is (report.results[0].status == "known divergence"), (saved, str(report))
+
+
+def test_a_scan_s_forwarded_xs_is_named_by_its_operand():
+    """A scan whose ys are its xs unchanged, into a checkpoint saving its
+    input: before jax 0.7.0 the saved value is named as the scan's operand
+    (`from the argument a`), the spec's `output of scan` (release campaign
+    finding f61a674385 on 0.4.36; on 0.4.25 another divergence took it)."""
+    def f(a):
+        b = lax.scan(lambda c, x: (c, x), None, a, reverse=True)[1]
+        return jax.checkpoint(lambda y: jnp.sin(y).sum(), policy=jax.checkpoint_policies.dots_saveable)(b)
+    report = oracle.check(f, oracle.AS_IS, np.ones((2, 3), np.float32), implementations=("remat2",),
+                          properties=("residuals",))
+    assert report.results[0].status == "ok", str(report)

@@ -180,7 +180,7 @@ def _assert_ok(report):
     _assert_reported(report, "gamma")
 
 
-@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable", "dots_saveable"])
+@pytest.mark.parametrize("policy", ["nothing_saveable", "everything_saveable"])   # (no dot to save)
 def test_oracle_check_differentiated_alpha(policy):
     import oracle
     jax = _jax()

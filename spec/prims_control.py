@@ -389,6 +389,12 @@ def _join_staged(staged: Program, n_res: int, all_res, slots, outputs_fn=None) -
         return b.build(res + rest, outs)
 
 
+def _saves_literals() -> bool:
+    """Whether linearizing a cond saves a branch's literal tangent output
+    (a scalar zero) as a residual: from jax 0.7.1 (spec.semantics)."""
+    return semantics().cond_saves_scalar_zero_tangents
+
+
 def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, constants_shared=True):
     """Split every branch with the same unknowns; residuals of all branches
     are merged by type into outputs of the known cond.
@@ -426,10 +432,8 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, c
                             literals_are_residuals=False, order="first_use") for b in branches]
         # an output some branch computes in its tangent part is returned by
         # every tangent branch: a branch that knows it (a constant tangent a
-        # rule made) saves it as a residual, a scalar literal too
-        staged_anywhere = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
-        # (before jax 0.7.1 a literal one stays inline: spec.semantics)
-        saved = semantics().cond_saves_scalar_zero_tangents
+        # rule made) saves it as a residual, a scalar literal too (from 0.7.1)
+        staged_anywhere, saved = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])], _saves_literals()
         pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True, instantiate=staged_anywhere,
                             literals_are_residuals=False, literal_outputs_are_residuals=saved,
                             order="first_use") for b in branches]

@@ -1569,12 +1569,24 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
     # or of a jit around
     for c, lengths in _eqns_in_loops(prog):
         if c.primitive.name == "custom_vjp_call" and lengths:
-            varying_in = [kept for n in range(1, len(lengths) + 1)
-                          for kept in itertools.combinations(lengths, n)]
-            stacked = [str(ArrayType(tuple(kept) + v.type.shape, v.type.dtype))
-                       for v in c.outputs for kept in varying_in]
+            stacked = _stacked_types(c, lengths)
             out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
+    # in a checkpoint's body a scan is split by partial_eval_jaxpr_custom, whose
+    # known half is a closed_call: the stacked output an `output of
+    # closed_call` (found by a campaign on 0.4.36, finding 19982c283c)
+    for e in _eqns(prog):
+        if e.primitive.name == "remat":
+            out.update((t, "output of closed_call") for c, lengths in _eqns_in_loops(e.params["jaxpr"])
+                       if c.primitive.name == "custom_vjp_call" and lengths for t in _stacked_types(c, lengths))
     return out
+
+
+def _stacked_types(call, lengths) -> list:
+    """The types of `call`'s outputs stacked by some of the scans around it
+    (`lengths`, outermost first), at least one: by all, or by those it
+    varies in alone where the others hoist it."""
+    varying_in = [kept for n in range(1, len(lengths) + 1) for kept in itertools.combinations(lengths, n)]
+    return [str(ArrayType(tuple(kept) + v.type.shape, v.type.dtype)) for v in call.outputs for kept in varying_in]
 
 
 _JIT_OUTPUT = "output of a jitted function"    # `output of jitted function 'f'`, `output of pjit`
@@ -3279,7 +3291,8 @@ DIVERGENCES = [
         "jax-ml/jax 74938be845 (0.6.1) removed the tie. docs/historic_bugs.md has the "
         "reproducer. The predicate: JAX's list is the spec's plus such entries, at most one per "
         "output of a custom_vjp in a scan or jit body or a cond branch (stacked by every scan around it, or by the inner "
-        "ones alone where the outer ones hoist it, or of its own type).",
+        "ones alone where the outer ones hoist it, or of its own type; in a checkpoint's body an "
+        "`output of closed_call`, the known half of the scan's split: found by a campaign on 0.4.36).",
         "@jax.custom_vjp\n"
         "def s(x):\n"
         "    return jnp.sin(x)\n"

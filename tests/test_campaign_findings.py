@@ -3749,3 +3749,24 @@ def test_lu_s_old_row_indices_in_a_jit():
     report = oracle.check(jax.jit(lambda x: jax.lax.linalg.lu(x)[0]), oracle.AS_IS, a, implementations=("remat2",),
                           properties=("residuals",))
     assert report.results[0].status in ("ok", "known divergence"), str(report)
+
+
+def test_a_custom_vjp_s_tied_output_in_a_scan_in_a_checkpoint():
+    """A custom_vjp call in a scan body in a checkpoint: before jax 0.6.1
+    the tie saves its stacked output too, and in a checkpoint's body the
+    scan's known half is a closed_call, so the extra entry is an `output of
+    closed_call` (release campaign finding 19982c283c on 0.4.36; the
+    predicate took only `output of scan` and a jit's output)."""
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+
+    def body(c):
+        return lax.scan(lambda c, _: (lambda e: (e, e))(s(c)), c, None, length=1)[1]
+    f = jax.checkpoint(body, policy=jax.checkpoint_policies.everything_saveable)
+    a = np.float32(-1.14)
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert (saved.count("output of closed_call") == 2) is (report.results[0].status == "known divergence"), saved

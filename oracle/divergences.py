@@ -2194,8 +2194,7 @@ def _dead_primal_unlinearizable(ctx):
     it stages whole: found by a campaign on 0.6.2, beaee60703)."""
     spec_error = ctx.spec_error if ctx.error is None else ctx.spec_error_too
     if not (isinstance(spec_error, ValueError) and str(spec_error) == LINEARIZATION_ERROR
-            and (ctx.error is None or (isinstance(ctx.error, NotImplementedError) and str(ctx.error).startswith(
-                "Transpose rule (for reverse-mode differentiation) for 'reduce_window' not implemented")))):
+            and (ctx.error is None or _transposes_an_unknown_primal(ctx.error, ctx.program))):
         return False
     try:
         if ctx.without_dead_code is not None:
@@ -2207,6 +2206,33 @@ def _dead_primal_unlinearizable(ctx):
             return False
         raise
     return True
+
+
+def _transposes_an_unknown_primal(error, prog: Program) -> bool:
+    """`error` is JAX's missing transpose rule of a primitive that
+    linearization by JVP and partial evaluation leaves in the linear
+    program: a generic reduce_window, whose primal output is computed from
+    its tangents and so unknown, or an equation reading that output at any
+    depth (a `name` of it, in a checkpoint's body too: found by a campaign
+    on 0.4.36, c74c94350f). backward_pass looks each one's rule up, dead or
+    not."""
+    said = re.fullmatch(r"Transpose rule \(for reverse-mode differentiation\) for '(\w+)' not implemented",
+                        str(error))
+    return (isinstance(error, NotImplementedError) and said is not None
+            and said.group(1) in {e.primitive.name for e in _reading_generic_windows(prog)})
+
+
+def _reading_generic_windows(prog: Program) -> list:
+    """The generic reduce_windows of `prog` and the equations reading their
+    outputs, directly or not, with every equation of the bodies of those."""
+    unknown, out = set(), []
+    for e in prog.eqns:
+        if e.primitive.name == "reduce_window" or any(isinstance(a, Var) and a.id in unknown for a in e.inputs):
+            unknown.update(v.id for v in e.outputs)
+            out += [e] + [c for _, sub in subprograms(e.params) for c in _eqns(sub)]
+        else:
+            out += [c for _, sub in subprograms(e.params) for c in _reading_generic_windows(sub)]
+    return out
 
 
 def _threefry_batched_beside_an_unbatched_operand(ctx):
@@ -3626,8 +3652,10 @@ DIVERGENCES = [
         "leaves dead (found on 0.6.2: grad o vmap o grad of a reduce_window of an input the "
         "inner grad holds constant); in reverse mode JAX may then meet the missing transpose of "
         "such a reduce_window its linear program keeps (a dead one in a cond branch, staged "
-        "whole: found by a campaign on 0.6.2). The predicate: the spec raised its linearization "
-        "error where JAX computed or raised that transpose's NotImplementedError, and the "
+        "whole: found by a campaign on 0.6.2), or of an equation reading its unknown primal (a "
+        "`name` of it a checkpoint returns unused: found by a campaign on 0.4.36). The "
+        "predicate: the spec raised its linearization error where JAX computed or raised such "
+        "a transpose's NotImplementedError, and the "
         "program without its dead code linearizes (a stack: built with each level's dead code "
         "removed).",
         "f = lambda a, b: jax.lax.scan(lambda c, _: (jnp.sin(c), jax.lax.reduce_window(\n"

@@ -3770,3 +3770,28 @@ def test_a_custom_vjp_s_tied_output_in_a_scan_in_a_checkpoint():
     assert report.results[0].status in ("ok", "known divergence"), str(report)
     saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
     assert (saved.count("output of closed_call") == 2) is (report.results[0].status == "known divergence"), saved
+
+
+def test_a_name_of_an_unknown_primal_in_a_checkpoint_s_unused_output():
+    """A checkpoint naming a generic reduce_window's output it returns
+    unused, beside a used one: without direct linearization the window's
+    primal is unknown, linearization ignores it (dead), and the linear
+    program keeps the checkpoint's `name` of it, whose missing transpose
+    rule JAX raises; the spec (direct linearization) refuses to linearize
+    the window (release campaign finding c74c94350f on 0.4.36: the
+    predicate took only reduce_window's own missing transpose)."""
+    def f(a, b):
+        w = lax.reduce_window(b, 1.0, lambda x, y: x, (1, 3), (1, 1), "VALID")
+        return jax.checkpoint(lambda v, c: (checkpoint_name(v, "w"), jnp.sin(c)))(w, a)[1]
+    a, b = np.float32(0.5), np.ones((2, 5), np.float32)
+    report = oracle.check(f, oracle.AS_IS, a, b, implementations=("remat2",), properties=("vjp",))
+    try:    # name's missing transpose (before 0.7.0), or reduce_window's missing JVP (before 0.4.28)
+        jax.grad(f, argnums=(0, 1))(a, b)
+        refused = False
+    except NotImplementedError:
+        refused = True
+    except ValueError as e:     # direct linearization refuses the window, as the spec does
+        assert "Linearization failed to produce known values" in str(e), str(e)
+        refused = None
+    want = {True: "known divergence", None: "not applicable", False: "ok"}[refused]
+    assert report.results[0].status == want, str(report)

@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (all_eqns, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (all_eqns, conds_dead_code_hoisted, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -387,6 +387,22 @@ def _jit_keeps_dead_jvp_residuals(ctx):
             and ctx.spec_error is None and ctx.numeric_program is not None):
         return False
     return _variant_raises(jits_inlined(ctx.user_program), ctx.numeric_program, NotImplementedError, str(e))
+
+
+def _cond_keeps_dead_jvp_residuals(ctx):
+    """... a cond branch's: the spec raises it word for word for the program
+    with its branches' dead code hoisted out of the conds (jits inlined
+    too): before jax 0.7.1 cond's partial evaluation
+    (partial_eval_jaxpr_nounits) keeps a branch's dead code, the values a
+    JVP rule makes for it in the known branch (found by a campaign on
+    0.6.2, da8efa446b: an igammac a branch computes unread)."""
+    e = ctx.error
+    if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
+            and ctx.spec_error is None and ctx.numeric_program is not None):
+        return False
+    inlined, n = jits_inlined(ctx.user_program)
+    hoisted, m = conds_dead_code_hoisted(inlined)
+    return _variant_raises((hoisted, m and n + m), ctx.numeric_program, NotImplementedError, str(e))
 
 
 def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:
@@ -2896,6 +2912,28 @@ DIVERGENCES = [
         "except NotImplementedError:\n"
         "    print('raises')  # raises",
         _jit_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.0")),
+    Divergence(
+        "a-cond-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative",
+        "The same in a cond branch: its partial evaluation before jax 0.7.1 (cond's "
+        "_cond_partial_eval, partial_eval_jaxpr_nounits on each branch) keeps the branch's "
+        "dead code, so the known branch computes igammac's igamma_grad_a for a tangent nothing "
+        "reads, and jax.jvp of the pullback raises; 0.7.1 (cond's linearize rule, direct "
+        "linearization; 0.10.2 and the spec) drops it and computes (measured on 0.4.25, 0.4.36, "
+        "0.6.2, 0.7.0 with direct linearization on or off, 0.7.1-0.10.1 with it off; 0.7.1 on "
+        "and 0.10.2 either way compute). Found by a campaign on 0.6.2. The predicate: JAX "
+        "raised the missing differentiation rule where the spec computes, and the spec raises "
+        "it word for word for the program with its branches' dead code hoisted out of the "
+        "conds (a copy before each cond, on its operands; its jits inlined).",
+        "import numpy as np\n"
+        "f = lambda a, b, c: jax.lax.cond(a > 0, lambda m, n, o: (jax.lax.igammac(n, o), m)[1],\n"
+        "                                 lambda m, n, o: m, a, b, c)\n"
+        "x = (np.float32(0.3),) + tuple(np.full((2, 3), v, np.float32) for v in (0.5, 0.7))\n"
+        "try:\n"
+        "    jax.jvp(lambda *d: jax.vjp(f, *d)[1](np.float32(1.0)), x, x)\n"
+        "    print('computes')\n"
+        "except NotImplementedError:\n"
+        "    print('raises')  # raises",
+        _cond_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
         "remat3-linearizes-checkpoint-bodies-per-equation",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "

@@ -516,6 +516,45 @@ def jits_inlined(prog: Program) -> tuple[Program, int]:
     return _inlined(prog, call_p, False), sum(e.primitive is call_p for e in all_eqns(prog))
 
 
+def conds_dead_code_hoisted(prog: Program) -> tuple[Program, int]:
+    """`prog` with a copy of each cond branch's dead code (at any depth: the
+    equations its outputs do not need, with those they read) computed
+    before the cond on its operands, and how many equations were copied.
+    What a linearization that keeps a branch's dead code differentiates,
+    placed where the spec's keeps it too: the top level."""
+    copied = [0]
+    return _dead_code_hoisted(prog, copied), copied[0]
+
+
+def _dead_code_hoisted(prog: Program, copied: list) -> Program:
+    eqns = []
+    for e in prog.eqns:
+        params = map_subprograms(e.params, lambda s: _dead_code_hoisted(s, copied))
+        for branch in params["branches"] if e.primitive is cond_p else ():
+            env = dict(zip(branch.inputs, e.inputs[1:]))
+            sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
+            for b in _dead_code(branch):
+                outs = [Var(v.type) for v in b.outputs]
+                eqns.append(Eqn(b.primitive, [sub(a) for a in b.inputs], outs, b.params))
+                env.update(zip(b.outputs, outs))
+                copied[0] += 1
+        eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why, residual_outputs=e.residual_outputs))
+    return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
+def _dead_code(prog: Program) -> list:
+    """The equations of `prog` its outputs do not need (spec.dce), with the
+    equations those read, in program order."""
+    live = {v.id for e in dce(prog)[0].eqns for v in e.outputs}
+    dead = [e for e in prog.eqns if not any(v.id in live for v in e.outputs)]
+    needed, out = set(), []
+    for e in reversed(prog.eqns):
+        if any(e is d for d in dead) or any(v.id in needed for v in e.outputs):
+            out.append(e)
+            needed.update(a.id for a in e.inputs if isinstance(a, Var))
+    return out[::-1]
+
+
 def all_eqns(prog: Program):
     """Every equation of `prog`, at any depth, outer ones first."""
     for e in prog.eqns:

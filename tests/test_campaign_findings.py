@@ -3795,3 +3795,37 @@ def test_a_name_of_an_unknown_primal_in_a_checkpoint_s_unused_output():
         refused = None
     want = {True: "known divergence", None: "not applicable", False: "ok"}[refused]
     assert report.results[0].status == want, str(report)
+
+
+def test_a_cond_branch_s_dead_jvp_value_at_second_order():
+    """A cond branch computing an igammac it never reads: before jax 0.7.1
+    cond's partial evaluation keeps the branch's dead code, so the known
+    branch computes igamma_grad_a and jax.jvp of the pullback raises its
+    missing derivative; the spec drops it and computes (release campaign
+    finding da8efa446b on 0.6.2)."""
+    def f(a, b, c):
+        return lax.cond(a > 0, lambda m, n, o: (lax.igammac(n, o), jnp.sin(m))[1], lambda m, n, o: m, a, b, c)
+    x = (np.float32(0.3),) + tuple(np.full((2, 3), v, np.float32) for v in (0.5, 0.7))
+    report = oracle.check(f, oracle.AS_IS, *x, implementations=("remat2",), properties=("second_order",))
+    raises = _jax_raises(lambda: jax.jvp(lambda *d: jax.vjp(f, *d)[1](np.float32(1.0)), x, x),
+                         NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
+    assert report.results[0].status == ("known divergence" if raises else "ok"), str(report)
+
+
+def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
+    """The variant the divergence above builds: a copy of each branch's dead
+    code before the cond, on the cond's operands, with the live equations
+    it reads (a dead cos of a returned sin: both copied; the other branch
+    has none)."""
+    from oracle.program_variants import conds_dead_code_hoisted
+    from oracle.from_jax import trace_jax
+
+    def live_and_dead(m):
+        s = jnp.sin(m)
+        jnp.cos(s)
+        return s
+    prog = trace_jax(lambda a: lax.cond(a > 0, live_and_dead, jnp.tanh, a), np.float32(0.3))
+    hoisted, copied = conds_dead_code_hoisted(prog)
+    assert copied == 2
+    assert [e.primitive.name for e in hoisted.eqns][-3:] == ["sin", "cos", "cond"]
+    assert hoisted.eqns[-3].inputs[0] is prog.inputs[0]

@@ -20,3 +20,12 @@ def skip_unless_recorded_release(recording: dict):
     if jax.__version__ != recording["jax_version"]:
         pytest.skip(f"the recording is of jax {recording['jax_version']}; jax {jax.__version__} is "
                     f"installed (re-record on that release to compare)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """`slow` tests directly in tests/ (whole campaigns in subprocesses) are
+    skipped unless asked for: `make test-slow` (CI runs it), `-m slow` or
+    RUN_SLOW_TESTS=1. tests/models has its own (tests/models/conftest.py)."""
+    from slow_marks import skip_slow_items
+    skip_slow_items(config, [i for i in items if os.path.dirname(str(i.path)) == HERE], HERE,
+                    "RUN_SLOW_TESTS", "test")

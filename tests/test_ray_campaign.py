@@ -46,6 +46,7 @@ def _finding_dirs(out):
     return {d.name: d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")}
 
 
+@pytest.mark.slow      # a whole campaign in subprocesses (40 s); `make test-slow`
 def test_ray_campaign_finds_and_deduplicates_a_planted_bug(tmp_path, capsys):
     out = tmp_path / "findings"
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={

@@ -96,6 +96,7 @@ def _campaign(tmp_path, minutes: float):
     return proc, out, time.time() - t0
 
 
+@pytest.mark.slow      # a whole campaign in subprocesses (40 s); `make test-slow`
 def test_a_campaign_reports_a_hang_and_stops_on_time(tmp_path):
     minutes = 0.5
     proc, out, wall = _campaign(tmp_path, minutes)
@@ -135,6 +136,7 @@ PLANT_NATIVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow      # a whole campaign in subprocesses (40 s); `make test-slow`
 def test_a_hang_in_native_code_gets_a_reproducer(tmp_path, monkeypatch):
     """A worker stuck inside native code (no Python stack for SIGALRM to
     interrupt) is ended by the driver, and its finding still has a

@@ -3829,3 +3829,22 @@ def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
     assert copied == 2
     assert [e.primitive.name for e in hoisted.eqns][-3:] == ["sin", "cos", "cond"]
     assert hoisted.eqns[-3].inputs[0] is prog.inputs[0]
+
+
+@pytest.mark.parametrize("body", [lambda k, l: l * 2.0, lambda k, l: (jnp.sin(k), l * 2.0)[1]],
+                         ids=["unread", "read by dead code"])
+def test_a_checkpoint_s_unread_operand_beside_a_jit_s(body):
+    """A jit ignoring its operand cos(a), beside a checkpoint ignoring its
+    operand sin(a): before direct linearization the jit's unread operand
+    has its tangent computed (cos's JVP saves sin(a)), the checkpoint's
+    does not (remat_partial_eval passes its staged body only what it
+    reads), so the variant making unread operands outputs takes the jit's
+    alone (release campaign finding 06cbfe2920 on 0.6.2: it took the
+    checkpoint's too, which saves cos(a) as well)."""
+    def f(a):
+        return jax.checkpoint(body)(jnp.sin(a), a), jax.jit(lambda h, i: h * 3.0)(a, jnp.cos(a))
+    a = np.float32(0.3)
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert ("output of sin" in saved) is (report.results[0].status == "known divergence"), (saved, str(report))

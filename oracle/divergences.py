@@ -1795,7 +1795,7 @@ def _lu_old_indices(got, want, ctx):
     old = lambda r: r[0].startswith("i32[") and (r[1] == "output of concatenate" or _is_jit_output(r[1])) and \
         _parse_shape(r[0])[:-1] in widths and _parse_shape(r[0])[-1] == widths[_parse_shape(r[0])[:-1]]  # noqa: E731
     new = lambda r: r[0].startswith("i32[") and (r[1] == "output of broadcast_in_dim" or _is_jit_output(r[1])) and \
-        _parse_shape(r[0])[-1] == 1 and _parse_shape(r[0])[:-1] in widths  # noqa: E731
+        _parse_shape(r[0])[:-1] in widths and _parse_shape(r[0])[-1:] == (1,)  # noqa: E731  (a scalar: a campaign, 7adaa5c246)
     got_old, want_new = [r for r in got if old(r)], [r for r in want if new(r)]
     if not got_old or sorted(_parse_shape(r[0])[:-1] for r in got_old) != sorted(
             _parse_shape(r[0])[:-1] for r in want_new):

@@ -3296,3 +3296,20 @@ def test_two_order_only_divergences_compose_and_nothing_else_does(monkeypatch):
     assert dv._orders_explaining([hoisted, zero, i, f], want, ctx) == ("scan-residuals-in-another-order",)
     assert dv._orders_explaining([zero, i, hoisted, f], want, ctx) == ()
     assert dv._orders_explaining([zero, hoisted, i, i], want, ctx) == ()
+
+
+def test_lu_s_old_indices_predicate_takes_a_scalar_int_jit_output():
+    """A jit returning an int32 scalar residual, no lu anywhere: the
+    predicate of lu-jvp-gathers-with-every-index says no, and does not fail
+    (release campaign finding 7adaa5c246 on 0.4.36: it read the last
+    dimension of a scalar's shape)."""
+    import jax
+    import numpy as np
+
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+
+    prog = trace_jax(jax.jit(lambda a: (a > 0).astype(np.int32)), np.float32(1.0))
+    ctx = dv.Context("remat2", "residuals", None, prog, jax_residuals=[], spec_residuals=[])
+    jit = "output of jitted function '<lambda>'"
+    assert not dv._lu_old_indices.explains([("i32[]", jit), ("f32[]", jit)], [("f32[]", jit), ("i32[]", jit)], ctx)

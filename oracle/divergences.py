@@ -1453,7 +1453,7 @@ def _reordered(ctx: Context) -> Divergence | None:
         for got in (ctx.jax_residuals, _normalised_against(ctx, want)):
             names = _orders_explaining(got, want, ctx)
             if len(names) == 2:
-                return _together(*(next(d for d in DIVERGENCES if d.name == n) for n in names))
+                return _together([next(d for d in DIVERGENCES if d.name == n) for n in names])
     return None
 
 
@@ -4106,54 +4106,67 @@ COMPOSED_DIFFERENCE_LIMIT = 8
 
 
 def _composed(ctx: Context) -> Divergence | None:
-    """Two active additive divergences that together explain JAX's residual
-    list: the difference between a baseline and JAX's list splits into a part
-    the first explains against the baseline and the rest the second explains
-    on top (e.g. on 0.4.25 a custom_vjp's saved output beside atan2's old
-    JVP factors: found by a campaign). The split moves entries, as
+    """Two or three active additive divergences that together explain JAX's
+    residual list: the difference between a baseline and JAX's list splits
+    into a part the first explains against the baseline and the rest the
+    others explain on top, in turn (e.g. on 0.4.25 a custom_vjp's saved
+    output beside atan2's old JVP factors: found by a campaign; on 0.4.36
+    atan2's, approx_top_k's and integer_pow's older rules in one program:
+    found by a release campaign, 17bb52afb7). The split moves entries, as
     multisets; the order-only divergences take no part. JAX's names are
     also normalised against the baseline, as `additive` does (an `output of
     pjit` the spec's list lacks: found by a campaign on 0.4.25)."""
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return None
     parts = [d for d in DIVERGENCES if hasattr(d.applies, "explains") and d.active()]
-    for want in ctx.baselines_with_python_type_literals():
-        normalised = _normalised_against(ctx, want)
-        for got in [ctx.jax_residuals] + ([normalised] if normalised != ctx.jax_residuals else []):
-            found = _split_between_two(parts, got, want, ctx)
-            if found:
-                return found
+    for n in range(2, MOST_COMPOSED + 1):
+        for want in ctx.baselines_with_python_type_literals():
+            normalised = _normalised_against(ctx, want)
+            for got in [ctx.jax_residuals] + ([normalised] if normalised != ctx.jax_residuals else []):
+                found = _split_between(parts, got, want, ctx, n)
+                if found:
+                    return _together(found)
     return None
 
 
-def _split_between_two(parts: list, got: list, want: list, ctx: Context) -> Divergence | None:
-    """Two of `parts` of which the first explains some of the moves from
-    `want` to `got` and the second the rest on top, as one divergence."""
+# the most additive divergences `_composed` puts together
+MOST_COMPOSED = 3
+
+
+def _split_between(parts: list, got: list, want: list, ctx: Context, n: int) -> list | None:
+    """`n` of `parts` of which the first explains some of the moves from
+    `want` to `got` and the others the rest on top, in turn."""
     extra, missing = _difference(got, want)
     moves = [(r, +1) for r in extra.elements()] + [(r, -1) for r in missing.elements()]
-    if len(moves) < 2 or len(moves) > COMPOSED_DIFFERENCE_LIMIT:
+    if len(moves) < n or len(moves) > COMPOSED_DIFFERENCE_LIMIT:
         return None
     for chosen in itertools.product((False, True), repeat=len(moves)):
         if all(chosen) or not any(chosen):
             continue
         # the list between them: `want` with the first's moves made (added
-        # entries last), or `got` with the second's undone (in JAX's places:
+        # entries last), or `got` with the others' undone (in JAX's places:
         # an entry the first replaces in place, found on 0.4.25: approx_top_k's
         # old indices beside a custom_vjp's saved output)
         undone = [(r, -sign) for (r, sign), c in zip(moves, chosen) if not c]
         for middle in (_moved(want, [m for m, c in zip(moves, chosen) if c]), _moved(got, undone)):
             first = next((d for d in parts if d.applies.explains(middle, want, ctx)), None)
-            second = first and next((d for d in parts if d is not first and d.applies.explains(got, middle, ctx)),
-                                    None)
-            if second:
-                return _together(first, second)
+            if first is None:
+                continue
+            others = [d for d in parts if d is not first]
+            if n == 2:
+                rest = next(([d] for d in others if d.applies.explains(got, middle, ctx)), None)
+            else:
+                rest = _split_between(others, got, middle, ctx, n - 1)
+            if rest:
+                return [first] + rest
     return None
 
 
-def _together(first: Divergence, second: Divergence) -> Divergence:
-    """Two divergences that explain one answer together, as one."""
-    return dataclasses.replace(first, name=f"{first.name} + {second.name}",
-                               reason=f"{first.reason}\n\nAnd: {second.reason}")
+def _together(divergences: list) -> Divergence:
+    """Divergences that explain one answer together, as one."""
+    first = divergences[0]
+    return dataclasses.replace(first, name=" + ".join(d.name for d in divergences),
+                               reason="\n\nAnd: ".join(d.reason for d in divergences))
 
 
 def _moved(residuals: list, moves: list) -> list:

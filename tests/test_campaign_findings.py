@@ -3848,3 +3848,20 @@ def test_a_checkpoint_s_unread_operand_beside_a_jit_s(body):
     assert report.results[0].status in ("ok", "known divergence"), str(report)
     saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
     assert ("output of sin" in saved) is (report.results[0].status == "known divergence"), (saved, str(report))
+
+
+def test_three_older_rules_in_one_program():
+    """atan2, approx_top_k and integer_pow(x, 1) in one program: before jax
+    0.7.0 each JVP rule is an older one, and the three divergences compose
+    (release campaign finding 17bb52afb7 on 0.4.36: two composed only)."""
+    d = np.array([[0.54, -0.52, -1.31, -1.41, -1.11], [1.23, 1.04, 1.44, -1.32, 0.5],
+                  [1.36, 0.53, 1.23, 0.68, -1.36]], np.float32)
+    b = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+
+    def f(a, b, c, d):
+        return lax.integer_pow(a, 1), lax.atan2(b, c), lax.approx_max_k(d, 2)[0]
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.7), b, b[::-1] + 2, d, implementations=("remat2",),
+                          properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    if _divergence_active("atan2-jvp-divides-the-product") and _divergence_active("approx-top-k-jvp-gathers-with-every-index"):
+        assert report.results[0].detail.count(" + ") >= 1, str(report)

@@ -17,11 +17,12 @@ settings.register_profile("nightly", max_examples=5000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Each differential example is a whole oracle.check (every property, both
-# implementations, a drawn spelling and stack of transformations; ~2-4 s on
-# 2 cores): as many examples as the others, 60 in ci. (At 150 the ci draws
-# reach a residual-order difference of a three-layer stack, being triaged;
-# the nightly profile draws thousands.)
-DIFFERENTIAL_FACTOR = 1.0
+# implementations, a drawn spelling and stack of transformations; ~0.4-1 s
+# of CPU): 2.5 times the others, 150 in ci (issue 14's budget: at least 150
+# differential programs in `pytest fuzz/`; measured 100 s for the test alone
+# on pristine jax 0.10.2, beside other work; the nightly profile draws
+# thousands).
+DIFFERENTIAL_FACTOR = 2.5
 
 
 def differential_examples() -> int:

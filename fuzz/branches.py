@@ -318,13 +318,25 @@ def _pow(cls, pred):
     return Branch("integer_pow", "jvp", cls, f"{L}:_integer_pow_jvp", _is("integer_pow", lambda s: pred(s.params["y"])))
 
 
+def _unary_jvp(prim):
+    """A unary elementwise primitive's JVP rule (ad.defjvp / defjvp2 in
+    lax.py: one formula each, run where the operand's tangent is not a
+    symbolic zero)."""
+    return Branch(prim, "jvp", "operand varies", f"{L}:ad.defjvp({prim}_p)", _is(prim, lambda s: not s.const[0]))
+
+
+# the unary elementwise primitives the program steps draw
+UNARY = ("sin", "cos", "tanh", "logistic", "exp", "log", "log1p", "sqrt", "rsqrt", "neg", "square", "abs")
+
+
 def _policy_branch(kind):
     return Branch("remat", "policy", f"policy {kind}", f"{AC}:checkpoint_policies/remat_partial_eval",
                   _is("remat", lambda s: _policy_kind(_policy(s)) == kind))
 
 
 BRANCHES: tuple[Branch, ...] = tuple(
-    [_pow("y = 0", lambda y: y == 0), _pow("y = 1", lambda y: y == 1), _pow("y = 2", lambda y: y == 2),
+    [_unary_jvp(p) for p in UNARY]
+    + [_pow("y = 0", lambda y: y == 0), _pow("y = 1", lambda y: y == 1), _pow("y = 2", lambda y: y == 2),
      _pow("y > 2", lambda y: y > 2), _pow("y < 0", lambda y: y < 0)]
     + _binary("add", "_add_jvp", "_add_transpose")
     + _binary("sub", "_sub_jvp", "_sub_transpose")

@@ -329,6 +329,29 @@ def _unary_jvp(prim):
 UNARY = ("sin", "cos", "tanh", "logistic", "exp", "log", "log1p", "sqrt", "rsqrt", "neg", "square", "abs")
 
 
+# a unary or binary primitive whose JVP reads its operands' values: what it
+# reads of a checkpoint's equation is a residual, as the policy decides
+_NONLINEAR = frozenset(UNARY) - {"neg"} | {"mul", "div", "integer_pow", "max", "min"}
+
+
+def _decided_by_policy(kind, prim, batch=None):
+    """A checkpoint with a `kind` policy whose body has a `prim` equation
+    (a dot_general with batch dims or without, as `batch` says) whose output
+    a nonlinear equation there reads: whether the policy saves it changes
+    the residuals (dots_saveable's `prim in (dot_general_p,
+    conv_general_dilated_p)`, dots_with_no_batch_dims_saveable's batch-dims
+    test)."""
+    def pred(s):
+        if _policy_kind(_policy(s)) != kind:
+            return False
+        body = _body(s)
+        read = {a.id for e in body.eqns if e.primitive.name in _NONLINEAR for a in e.inputs if isinstance(a, Var)}
+        return any(e.primitive.name == prim and e.outputs[0].id in read
+                   and (batch is None or bool(e.params["dimension_numbers"][1][0]) == batch) for e in body.eqns)
+    return Branch("remat", "policy", f"{kind}: a {prim}{'' if batch is None else ' with' if batch else ' without'}"
+                  f"{'' if batch is None else ' batch dims'} read nonlinearly", f"{AC}:{kind}_saveable", _is("remat", pred))
+
+
 def _policy_branch(kind):
     return Branch("remat", "policy", f"policy {kind}", f"{AC}:checkpoint_policies/remat_partial_eval",
                   _is("remat", lambda s: _policy_kind(_policy(s)) == kind))
@@ -425,6 +448,9 @@ BRANCHES: tuple[Branch, ...] = tuple(
     + [Branch("name", "partial_eval", "bound and read by the enclosing policy", f"{AC}:name_p/remat_partial_eval",
               lambda s: s.prim == "name" and any(e.primitive.name == "remat" and s.params["name"] in
                                                  _names_mentioned(e) for e in s.within))]
+    + [_decided_by_policy("dots", "dot_general", False), _decided_by_policy("dots", "dot_general", True),
+       _decided_by_policy("dots", "conv_general_dilated"), _decided_by_policy("dots_no_batch", "dot_general", False),
+       _decided_by_policy("dots_no_batch", "dot_general", True)]
     + [_policy_branch(k) for k in ("none", "nothing", "everything", "dots", "dots_no_batch", "only", "any_but",
                                    "except", "offload_names", "offload_dots", "both", "user")]
     + [Branch("remat", "policy", f"save_from_both_policies({a}, {b})", f"{AC}:save_from_both_policies",

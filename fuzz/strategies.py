@@ -125,6 +125,8 @@ def mentioned_primitives(policy) -> set:
     for p in (policy, getattr(policy, "policy_1", None), getattr(policy, "policy_2", None)):
         if p is P.dots_saveable:
             out |= P.DOT_PRIMITIVES
+        if p is P.dots_with_no_batch_dims_saveable or isinstance(p, P.offload_dot_with_no_batch_dims):
+            out.add("dot_general")
         out |= set(getattr(p, "prims", ())) | set(getattr(p, "offload", ()))
     return out
 
@@ -863,6 +865,7 @@ class _Builder:
         ins = [self.pick(fl) for _ in range(k)]
         to_bind = []        # names the region's policy mentions: the body binds each
         named_examples = []     # example primitives it names: the body may bind each
+        named_dots = []         # a dot_general it names (dots policies): the body may bind one
         n_out, forwarded = [], []
 
         def body(*xs):
@@ -875,6 +878,13 @@ class _Builder:
                         # read by a product: the output is a residual, which the
                         # policy's answer saves or leaves to be recomputed
                         inner.append(ops.mul(out, out))
+            if named_dots and draw(st.booleans()):
+                # a dot_general of the body's values read by a product, so that
+                # the dots policy's answer about it (batch dims or not) is a
+                # residual: drawn among the steps, about 1 in 1000 programs
+                # had one (fuzz/branches.py's policy-decision branches)
+                out = self.dot_step(self.floats(inner), self.pick(self.floats(inner)))
+                inner += [out, ops.mul(out, out)]
             if depth + 1 < self.max_depth and draw(st.integers(0, 3)) == 0:    # a region directly nested
                 nested = self.region_step(draw(st.sampled_from(["region", "call"])), inner, list(xs), depth + 1)
                 inner.append(nested)
@@ -893,6 +903,7 @@ class _Builder:
         # rare among example steps, drawn in its body
         if self.example_kinds:      # programs that draw example steps at all
             named_examples.extend(sorted(mentioned_primitives(policy) - STEP_PRIMITIVES))
+        named_dots.extend(["dot_general"] if "dot_general" in mentioned_primitives(policy) else [])
         prevent_cse = draw(st.booleans())
         t = self.trace_scope(body, [v.type for v in ins])
         args = ins + self.pass_in(t)

@@ -37,6 +37,7 @@ from spec.core import PrimitiveError, jax_facts
 from spec.partial_eval import dce, source_of
 from spec.prims_call import call_p
 from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError, cond_p
+from spec.prims_equinox import BATCHED_AS_VPRIMS
 from spec.prims_scan import scan_p
 from spec.remat import names_in
 from spec.semantics import following
@@ -774,6 +775,21 @@ def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
             and isinstance(ctx.error, AttributeError)
             and any(f"'{zero}' object has no attribute" in str(ctx.error) for zero in ("Zero", "NoneType"))
             and _zero_cotangent_rejecters_for_unread_outputs(ctx.program))
+
+
+def _jit_transposes_with_zero_cotangents(ctx) -> bool:
+    """JAX raised the error of a transpose rule that rejects a symbolic
+    zero cotangent (equinox's select_if_vmap: `'Zero' object has no
+    attribute 'shape'`), in reverse mode, where the spec computes, and a
+    jit's body (at any depth) has such an equation: without direct
+    linearization a jit's transpose runs its body's backward pass with the
+    zero cotangents of the outputs nothing differentiates (grad o jvp of a
+    jitted select_if_vmap: the primal output's; found by a release campaign
+    on 0.4.25, 6ce804760e)."""
+    return (ctx.property in _REVERSE_PROPERTIES and ctx.spec_error is None and isinstance(ctx.error, AttributeError)
+            and any(f"'{zero}' object has no attribute" in str(ctx.error) for zero in ("Zero", "NoneType"))
+            and any(_zero_cotangent_rejecters(e.params["jaxpr"]) for e in _eqns(ctx.user_program)
+                    if e.primitive is call_p))
 
 
 def _remat3_scanned_cotangent_error(ctx) -> bool:
@@ -2348,7 +2364,9 @@ def _policy_asked_about_a_vprim(ctx):
     the program holds a vprim (a vmapped equinox maybe_set): the checked
     function's, or a stack level's, made by the stack's vmap (found by a pristine
     campaign, 440af618a3: linearize o vmap of a checkpoint holding a
-    maybe_set)."""
+    maybe_set), or one a vmap makes a vprim (a maybe_set a checkpoint
+    holds unread, which the spec prunes before a stack's vmap: found by a
+    pristine campaign, 33013cd266, grad o vmap o grad)."""
     return (isinstance(ctx.error, TypeError) and "got multiple values for argument 'prim'" in str(ctx.error)
             and ctx.spec_error is None
             and any(_vprim_in_a_checkpoint(p()) for p in (
@@ -2357,7 +2375,9 @@ def _policy_asked_about_a_vprim(ctx):
 
 
 def _vprim_in_a_checkpoint(prog: Program, inside: bool = False) -> bool:
-    return any((inside and e.primitive.name == "vprim")
+    """A checkpoint of `prog` holds a vprim, or a primitive equinox batches
+    as one (spec.prims_equinox.BATCHED_AS_VPRIMS), at any depth."""
+    return any((inside and e.primitive in BATCHED_AS_VPRIMS)
                or any(_vprim_in_a_checkpoint(sub, inside or e.primitive is remat_p) for _, sub in subprograms(e.params))
                for e in prog.eqns)
 
@@ -2788,6 +2808,27 @@ DIVERGENCES = [
         "x = jnp.ones(3)\n"
         "jax.grad(f, argnums=(0, 2))(1.0, True, x, x)  # AttributeError",
         _remat3_transposes_with_zero_cotangents, releases=REMAT3),
+    Divergence(
+        "jit-transposes-with-zero-cotangents-before-direct-linearization",
+        "Without direct linearization (jax_use_direct_linearize off: every release before "
+        "0.7.0) a jit's transpose runs its body's backward pass with a symbolic zero cotangent "
+        "for each output nothing differentiates, and hands it to the rules there; equinox's "
+        "select_if_vmap transpose asserts `ct.shape` before testing for a Zero: grad o jvp of a "
+        "jitted select_if_vmap (its primal output's cotangent is zero) raises `AttributeError: "
+        "'Zero' object has no attribute 'shape'` (found by a release campaign on 0.4.25; "
+        "measured on 0.4.25, 0.4.36 and 0.6.2; 0.6.2 with direct linearization on, and 0.10.2 "
+        "either way, compute, as the spec does; 0.7.0-0.10.1 with it off not measured). The "
+        "predicate: reverse mode, JAX raised such an error where the spec computes, and a jit's "
+        "body has an equation whose rule rejects a Zero (spec.core.JaxFacts."
+        "transpose_rejects_zero_cotangent).",
+        "from equinox.internal._loop.common import select_if_vmap_p\n"
+        "import numpy as np\n"
+        "f = jax.jit(lambda p, c: select_if_vmap_p.bind(p, c, c))\n"
+        "c = np.ones((2, 2), np.float32)\n"
+        "g = lambda c: jax.jvp(lambda c: f(True, c), (c,), (c,))[1].sum()\n"
+        "jax.grad(g)(c)  # AttributeError",
+        _jit_transposes_with_zero_cotangents, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
     Divergence(
         "remat3-grad-raises-for-an-unused-scanned-checkpoint-output",
         "Under jax_remat3 (jax 0.10.2) reverse mode raises `ValueError: Expected cotangent "

@@ -609,8 +609,10 @@ shape_rules[vprim_p] = _vprim_shape
 eval_rules[vprim_p] = _vprim_eval
 jvp_rules[vprim_p] = _vprim_jvp
 transpose_rules[vprim_p] = _vprim_transpose
-axis_batch_rules[vprim_p] = _vprim_batcher(vprim_p)
-axis_batch_rules[maybe_set_p] = _vprim_batcher(maybe_set_p)
+# the primitives equinox batches as vprims (create_vprim): a vmapped one binds a vprim
+BATCHED_AS_VPRIMS = (vprim_p, maybe_set_p)
+for _p in BATCHED_AS_VPRIMS:
+    axis_batch_rules[_p] = _vprim_batcher(_p)
 # the JAX primitive and params of the batched one: those it binds for one member, traced
 # (params a tuple of items where equinox's params are hashable, a dict before: maybe_set's emitter)
 jax_facts[vprim_p] = JaxFacts(

@@ -3865,3 +3865,52 @@ def test_three_older_rules_in_one_program():
     assert report.results[0].status in ("ok", "known divergence"), str(report)
     if _divergence_active("atan2-jvp-divides-the-product") and _divergence_active("approx-top-k-jvp-gathers-with-every-index"):
         assert report.results[0].detail.count(" + ") >= 1, str(report)
+
+
+def test_a_policy_asked_about_the_vprim_of_an_unread_maybe_set():
+    """A checkpoint under save_from_both_policies holding an equinox
+    maybe_set it never reads, under grad o vmap o grad: JAX's vmap makes it
+    a vprim whose `prim` param the policy's call collides with (TypeError),
+    while the spec prunes the unread maybe_set before the vmap, so no level
+    of its stack holds a vprim; the predicate takes a primitive equinox
+    batches as a vprim too (pristine campaign finding 33013cd266)."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import maybe_set_p
+    from oracle import divergences as dv
+    from oracle.from_jax import trace_jax
+    P = jax.checkpoint_policies
+    pol = P.save_from_both_policies(P.save_only_these_names("a"), P.save_only_these_names("b", "c"))
+
+    def body(r, t, u, v):
+        maybe_set_p.bind(t, jnp.zeros((4, 3)), u, v, i_static=None, i_treedef=jax.tree_util.tree_structure(0),
+                         kwargs=() if hasattr(__import__("equinox.internal._loop.common", fromlist=["_"]),
+                                              "_to_hashable_slice") else {}, makes_false_steps=False)
+        return checkpoint_name(jnp.sin(r), "c")
+    args = np.ones((2, 3), np.float32), np.bool_(True), np.ones(3, np.float32), np.int32(1)
+    with_set = trace_jax(lambda x, t, u, v: jax.checkpoint(body, policy=pol)(jnp.sin(x), t, u, v), *args)
+    without = trace_jax(lambda x, t, u, v: jax.checkpoint(lambda r: checkpoint_name(jnp.sin(r), "c"),
+                                                          policy=pol)(jnp.sin(x)), *args)
+    error = TypeError("save_from_both_policies.<locals>.policy() got multiple values for argument 'prim'")
+    ctx = lambda prog: dv.Context("remat2", "stack", None, prog, error=error)  # noqa: E731
+    assert dv._policy_asked_about_a_vprim(ctx(with_set))
+    assert not dv._policy_asked_about_a_vprim(ctx(without))
+
+
+def test_a_jitted_select_if_vmap_under_grad_of_jvp():
+    """grad o jvp of a jitted equinox select_if_vmap: without direct
+    linearization the jit's transpose hands the rule its primal output's
+    zero cotangent, which equinox's rule rejects (AttributeError); with it,
+    and in the spec, the gradient computes (release campaign finding
+    6ce804760e on 0.4.25)."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import select_if_vmap_p
+    from fuzz.properties import oracle_agrees
+    from oracle.stacks import Layer, Stack
+    f = jax.jit(lambda a, p, c: select_if_vmap_p.bind(p, c, c))
+    a, p, c = np.float32(-1.1), np.bool_(True), np.ones((2, 2), np.float32)
+    report = oracle_agrees(trace_jax(f, a, p, c), stack=Stack((Layer("jvp"), Layer("grad"))),
+                           implementations=("remat2",), only=("stack",))
+    status = next(r.status for r in report.results if r.property == "stack")
+    g = lambda c: jax.jvp(lambda c: f(a, True, c), (c,), (c,))[1].sum()  # noqa: E731
+    raises = _jax_raises(lambda: jax.grad(g)(c), AttributeError, "'Zero' object has no attribute 'shape'")
+    assert status == ("known divergence" if raises else "ok"), str(report)

@@ -23,6 +23,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-input": "Expected cotangent type",
           "remat3-grad-raises-for-an-unused-scanned-checkpoint-output": "Expected cotangent type",
           "remat3-transposes-unread-checkpoint-outputs-with-zero-cotangents": "'Zero' object has no attribute",
+          "jit-transposes-with-zero-cotangents-before-direct-linearization": "'Zero' object has no attribute",
           "remat3-pulls-cotangents-into-undifferentiated-checkpoint-inputs":
               "VJP not implemented for select_and_gather",
           "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",

@@ -1732,7 +1732,7 @@ def _sort_jvp_int32_permutation(got, want, ctx):
     by the old rule's indices, one per sorted operand: `i32` instead, same
     provenance, for an operand of rank 1; for rank r >= 2 the indices of
     every dimension, `i32[s..., r]`, an `output of concatenate` (t[idx]
-    with a tuple of index arrays), or in a jit the jit's output."""
+    with a tuple of index arrays), or in a jit, a cond or a scan its output."""
     extra, missing = _difference(got, want)
     operands = collections.Counter()
     for e in _eqns(ctx.program):
@@ -1751,6 +1751,8 @@ def _sort_jvp_int32_permutation(got, want, ctx):
             allowed[(indices, "output of concatenate")] += m * operands[shape]
             if (wt, _JIT_OUTPUT) in jit:        # in a jit: the jit's output (found on 0.4.36)
                 allowed[(indices, _JIT_OUTPUT)] += m * operands[shape]
+            if ws in _LOOP_OUTPUTS:     # in a cond branch or a scan: its output (found on 0.4.25, ee786fb53a)
+                allowed[(indices, ws)] += m * operands[shape]
     return (bool(missing) and sum(extra.values()) >= sum(missing.values())
             and not (_jit_outputs_alike(extra) - _jit_outputs_alike(allowed)))
 

@@ -3914,3 +3914,16 @@ def test_a_jitted_select_if_vmap_under_grad_of_jvp():
     g = lambda c: jax.jvp(lambda c: f(a, True, c), (c,), (c,))[1].sum()  # noqa: E731
     raises = _jax_raises(lambda: jax.grad(g)(c), AttributeError, "'Zero' object has no attribute 'shape'")
     assert status == ("known divergence" if raises else "ok"), str(report)
+
+
+def test_sort_s_old_indices_out_of_a_cond_branch():
+    """A cond branch sorting a matrix it reads linearly: before jax 0.4.36
+    sort's JVP gathers with int32 indices of every dimension, saved as an
+    output of the cond (release campaign finding ee786fb53a on 0.4.25: the
+    predicate took an output of concatenate or of a jit only)."""
+    def f(a, b):
+        return lax.cond(a > 0, lambda g, h: g * 2, lambda j, k: (jnp.sort(k, axis=1) * j).sum(), a, b)
+    b = np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)[:, ::-1]
+    report = oracle.check(f, oracle.AS_IS, np.float32(-0.5), b, implementations=("remat2",),
+                          properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)

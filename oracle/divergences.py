@@ -419,6 +419,25 @@ def _variant_raises(variant: tuple, build: Callable, error: type, message: str) 
     return False
 
 
+def _differentiates_sub_programs_whole(ctx):
+    """JAX raised a primitive's missing differentiation rule where the spec
+    raised something else first, and the spec following linearization by
+    JVP then partial evaluation (spec.semantics: direct_linearization=False)
+    raises JAX's word for word: before direct linearization a jit's, cond's
+    or scan's JVP rule differentiates its sub-programs whole, so a missing
+    derivative there raises before an earlier equation's policy is asked
+    (found on 0.6.2 by the test of pristine campaign finding 17239663d5)."""
+    e = ctx.error
+    if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
+            and ctx.spec_error_too is not None):
+        return False
+    builds = [ctx.numeric_program] if ctx.numeric_program is not None else []
+    if ctx.property == "residuals":
+        builds.append(lambda _: spec.saved_residuals(ctx.program))
+    with following(direct_linearization=False):
+        return any(_variant_raises((ctx.user_program, 1), build, NotImplementedError, str(e)) for build in builds)
+
+
 def _remat3_linearizes_checkpoint_bodies(ctx):
     """JAX raised its linearization error in reverse mode under remat3 where
     the spec computes, and the remat3 model's reverse pass raises it word
@@ -1948,7 +1967,7 @@ def _zero_power_literal(got, want, ctx):
 
 def _zero_power(ctx) -> bool:
     """JAX's residuals are the spec's linearizing by JVP then partial
-    evaluation (spec.semantics: linearization_drops_known_tangents=False:
+    evaluation (spec.semantics: direct_linearization=False:
     a zero power's zero tangent one known value, saved once however many
     tangent equations read it; found on 0.4.36: concatenate([b, c, b]) of
     b = a ** 0 saves one zero, the spec two), or, composing with the other
@@ -1957,7 +1976,7 @@ def _zero_power(ctx) -> bool:
     if _zero_power_literal(ctx):
         return True
     return (any(e.primitive.name == "integer_pow" and e.params["y"] == 0 for e in _eqns(ctx.program))
-            and _follows_an_older_choice(ctx, linearization_drops_known_tangents=False))
+            and _follows_an_older_choice(ctx, direct_linearization=False))
 
 
 _zero_power.explains = _zero_power_literal.explains     # composes as the additive form
@@ -2978,6 +2997,29 @@ DIVERGENCES = [
         "    print('raises')  # raises",
         _cond_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.1")),
     Divergence(
+        "a-missing-derivative-in-a-sub-program-raises-first-before-direct-linearization",
+        "Before direct linearization (off by default before jax 0.7.0, jax_use_direct_linearize) a "
+        "jit's, cond's or scan's JVP rule differentiates its sub-programs whole before anything "
+        "is partially evaluated, so a missing differentiation rule there (igamma_grad_a's) raises "
+        "before an earlier checkpoint's policy is asked; direct linearization (0.10.2 and the "
+        "spec) linearizes them equation by equation, and a policy that raises when asked "
+        "(save_from_both_policies of an offload policy) raises first. The predicate: JAX raised "
+        "the missing differentiation rule where the spec raised otherwise, and the spec "
+        "linearizing by JVP then partial evaluation (spec.semantics: direct_linearization=False) "
+        "raises it word for word.",
+        "import numpy as np\n"
+        "cp = jax.checkpoint_policies\n"
+        "policy = cp.save_from_both_policies(cp.offload_dot_with_no_batch_dims('device', 'pinned_host'),\n"
+        "                                    cp.save_only_these_names('a'))\n"
+        "f = jax.jit(lambda a, b, c: jax.checkpoint(jnp.sin, policy=policy)(a)\n"
+        "            + jnp.sum(jax.lax.igamma_grad_a(b, c)))\n"
+        "try:\n"
+        "    jax.grad(f, argnums=(0, 1, 2))(np.float32(0.3), np.full(2, 1.5, np.float32), np.full(2, 0.7, np.float32))\n"
+        "except (ValueError, NotImplementedError) as e:\n"
+        "    print(type(e).__name__)  # NotImplementedError",
+        _differentiates_sub_programs_whole, releases=Releases("0.4.25", "0.7.0"),
+        flag="jax_use_direct_linearize", flag_value=False),
+    Divergence(
         "remat3-linearizes-checkpoint-bodies-per-equation",
         "Under jax_remat3 (jax 0.10.2) a checkpoint's body is linearized equation by equation "
         "(direct linearize, ad.linearize_from_jvp), so an equation whose JVP makes its primal "
@@ -3673,7 +3715,7 @@ DIVERGENCES = [
         "or, in a scan body, the zero the spec saves once where JAX saves a stacked product (found "
         "by campaigns on 0.4.25, 0.4.36 and 0.6.2); or JAX's residuals are exactly the spec's "
         "linearizing by JVP then partial evaluation (spec.semantics: "
-        "linearization_drops_known_tangents=False), where the zero is one known value, saved "
+        "direct_linearization=False), where the zero is one known value, saved "
         "once however many tangent equations read it, and direct linearization instantiates "
         "a symbolic zero for each (found on 0.4.36: concatenate([b, c, b]) of b = a ** 0).",
         "print_saved_residuals(lambda a: a + jax.lax.integer_pow(a, 0), 1.0)  # from a literal",

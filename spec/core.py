@@ -80,6 +80,15 @@ cost_rules: dict[Primitive, Callable] = {}
 # constant where something outside reads it, not at the equation
 keeps_constants_closed: set[Primitive] = set()
 
+# primitives whose direct linearization rule (ad.primitive_linearizations:
+# pjit's _pjit_linearize, _cond_linearize, _scan_linearize, jax 0.7 on)
+# linearizes their sub-programs equation by equation (ad.linearize_jaxpr)
+# instead of differentiating them whole first: an equation in a sub-program
+# whose linearization raises raises before a later one's missing derivative
+# (spec.vjp._jvp_in_order). Each sub-program's inputs are mapped as its
+# `jaxpr_trace_rules` entry maps them.
+linearizes_in_order: set[Primitive] = set()
+
 # primitives that run a sub-program until a value it computes says stop
 # (while): how often is a value, so a changed sub-program can run forever
 # (the fuzzer's reducer changes only what keeps their sub-programs' values)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from spec.core import (Example, JaxFacts, examples, jax_facts, PrimitiveError, Zero, bind, dce_rules, eval_rules,
-                       instantiate, keeps_constants_closed, jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive,
+                       instantiate, keeps_constants_closed, jaxpr_trace_rules, linearizes_in_order, jvp_rules, partial_eval_rules, primitive,
                        shape_rules, staging_rules, transpose_rules, trace)
 from spec.ir import Eqn, Literal, Program, Var
 from spec.partial_eval import dce_body_eqn
@@ -215,6 +215,7 @@ dce_rules[call_p] = lambda eqn, used_outputs: dce_body_eqn(eqn, used_outputs)
 # (pe.partial_eval_jaxpr_nounits_fwd), known or not
 jaxpr_trace_rules[call_p] = lambda eqn, in_unknowns, ask: ask(eqn.params["jaxpr"], in_unknowns)
 keeps_constants_closed.add(call_p)     # pjit's closed jaxpr
+linearizes_in_order.add(call_p)        # _pjit_linearize: ad.linearize_jaxpr of the body
 
 
 def _call_staging(eqn: Eqn):

@@ -44,7 +44,7 @@ import numpy as np
 
 from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        cost_rules, dce_rules, eval_program_traced, eval_rules,
-                       has_effects, instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules, loops_until_a_value,
+                       has_effects, instantiate, is_differentiable, is_undefined, jaxpr_trace_rules, jvp_rules, linearizes_in_order, loops_until_a_value,
                        partial_eval_rules, primitive, shape_rules, transpose_rules,
                        zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
@@ -867,3 +867,4 @@ def _while_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
 
 jaxpr_trace_rules[cond_p] = _cond_jaxpr_trace
 jaxpr_trace_rules[while_p] = _while_jaxpr_trace
+linearizes_in_order.add(cond_p)   # _cond_linearize: ad.linearize_jaxpr of each branch

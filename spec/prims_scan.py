@@ -35,7 +35,7 @@ import contextvars
 
 from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
-                       jaxpr_trace_rules, jvp_rules, partial_eval_rules, primitive, shape_rules, to_atom,
+                       jaxpr_trace_rules, jvp_rules, linearizes_in_order, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, is_key
 from spec.jvp import dependence_rules, jaxpr_linearized, output_dependence, program_dependence
@@ -261,6 +261,7 @@ def _scan_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
 
 
 jaxpr_trace_rules[scan_p] = _scan_jaxpr_trace
+linearizes_in_order.add(scan_p)   # _scan_linearize: ad.linearize_jaxpr of the body
 
 
 # --------------------------------------------------------------------------

@@ -76,13 +76,18 @@ class Semantics:
     # jnp's indexing (lt, add, select_n) and concatenated.
     approx_top_k_jvp_takes_along_axis: bool = True
     # Linearization is direct (ad.LinearizeTrace: jax_use_direct_linearize,
-    # the default from jax 0.7.0, jax-ml/jax a7ed048afa): a tangent a JVP
-    # rule computes without reading an input tangent (integer_pow's zeros
-    # for y == 0) is a symbolic zero (`linearize_from_jvp`), instantiated
-    # by each rule that reads it. Before, linearization was the JVP followed
-    # by partial evaluation: that tangent is one known value, saved once
-    # however many tangent equations read it (a scalar one `from a literal`).
-    linearization_drops_known_tangents: bool = True
+    # the default from jax 0.7.0, jax-ml/jax a7ed048afa). Two consequences:
+    # a tangent a JVP rule computes without reading an input tangent
+    # (integer_pow's zeros for y == 0) is a symbolic zero
+    # (`linearize_from_jvp`), instantiated by each rule that reads it; and a
+    # jit's, cond's or scan's sub-programs are linearized equation by
+    # equation (`spec.core.linearizes_in_order`), so an error there comes in
+    # program order. Before, linearization was the JVP followed by partial
+    # evaluation: that tangent is one known value, saved once however many
+    # tangent equations read it (a scalar one `from a literal`), and such an
+    # equation's JVP rule differentiates its sub-programs whole, so a
+    # missing derivative in them raises first.
+    direct_linearization: bool = True
     # A cond branch's zero tangent output, instantiated because another
     # branch's is nonzero, is a known value of the branch that the tangent
     # cond reads as a residual output of the known cond, a scalar one too,

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from spec.core import (building, eval_program_traced, is_differentiable,
-                       zeros_like_type)
+                       jaxpr_trace_rules, linearizes_in_order, zeros_like_type)
 from spec.evaluate import evaluate
 from spec.ir import ArrayType, Program, Var, float0
 from spec.jvp import LINEARIZATION_ERROR, jvp_program
@@ -89,12 +89,31 @@ def _jvp_in_order(prog: Program, diff_in: list[bool]):
     before a cond whose branch's igamma has a second derivative)."""
     try:
         return jvp_program(prog, diff_in, instantiate_zeros=False,
-                           known_tangents_are_zero=semantics().linearization_drops_known_tangents)
+                           known_tangents_are_zero=semantics().direct_linearization)
     except NotImplementedError:
         k = next(k for k in range(len(prog.eqns) + 1) if not _has_jvp(_prefix(prog, k + 1), diff_in))
         if k:
             linearize(_prefix(prog, k), diff_in)     # raises what linearizing them raises
+        if semantics().direct_linearization and prog.eqns[k].primitive in linearizes_in_order:
+            _linearize_subprograms(prog, k, diff_in)
         raise
+
+
+def _linearize_subprograms(prog: Program, k: int, diff_in: list[bool]) -> None:
+    """Linearize the sub-programs of `prog.eqns[k]` (a primitive in
+    `linearizes_in_order`) with its operands' nonzero tangents, raising
+    what the first one raises: an equation in a jit's body whose
+    linearization raises comes before a later missing derivative there
+    (found by a pristine campaign, 17239663d5: a save_from_both_policies of
+    an offload policy in a jit before an igammac, under linearize o vmap o
+    jvp)."""
+    eqn = prog.eqns[k]
+    _, defined_nz = jvp_program(_prefix(prog, k), diff_in, instantiate_zeros=False,
+                                known_tangents_are_zero=True)
+    nonzero = {v.id for v, d in zip(prog.inputs, diff_in) if d}
+    nonzero.update(v.id for v, nz in zip(_prefix(prog, k).outputs, defined_nz) if nz)
+    in_nonzero = [isinstance(a, Var) and a.id in nonzero for a in eqn.inputs]
+    jaxpr_trace_rules[eqn.primitive](eqn, in_nonzero, lambda sub, nz: linearize(sub, nz))
 
 
 def _prefix(prog: Program, k: int) -> Program:
@@ -149,7 +168,7 @@ def saved_residuals(prog: Program, *types: ArrayType) -> list[Residual]:
     if types and list(types) != prog.in_types:
         raise TypeError(f"program takes {prog.in_types}, got {list(types)}")
     lin = linearize(prog)
-    if semantics().linearization_drops_known_tangents:
+    if semantics().direct_linearization:
         return lin.residuals
     # JVP then partial evaluation: a tangent output computed from primals
     # alone is returned as it is (ad.linearize's known `out_pvals`), no

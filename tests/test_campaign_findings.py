@@ -2556,6 +2556,35 @@ def test_a_policy_raising_comes_before_a_later_equation_without_a_derivative():
         assert report.status(prop, "remat2") == "not applicable", report
 
 
+@pytest.mark.parametrize("where", ["jit", "cond", "scan"])
+def test_a_policy_raising_in_a_sub_program_comes_before_a_later_missing_derivative(where):
+    """Direct linearization linearizes a jit's body, a cond's branches and
+    a scan's body equation by equation too (pjit's, cond's and scan's
+    linearize rules: ad.linearize_jaxpr), so the checkpoint's policy raises
+    first there as well (the spec differentiated the sub-program whole
+    first: pristine campaign finding 17239663d5, in a jit under linearize o
+    vmap o jvp). Without direct linearization the sub-program's JVP runs
+    whole first and the missing derivative raises: a known divergence, JAX's
+    error read live on each release."""
+    cp = jax.checkpoint_policies
+
+    def inner(a, b, c):
+        policy = cp.save_from_both_policies(cp.offload_dot_with_no_batch_dims("device", "pinned_host"),
+                                            cp.save_only_these_names("a"))
+        return jax.checkpoint(jnp.sin, policy=policy)(a) + jnp.sum(lax.igamma_grad_a(b, c))
+    f = {"jit": jax.jit(inner),
+         "cond": lambda a, b, c: lax.cond(a > 0, inner, lambda a, b, c: a, a, b, c),
+         "scan": lambda a, b, c: lax.scan(lambda k, _: (inner(k, b, c), None), a, None, length=2)[0]}[where]
+    args = (np.float32(0.3), np.full((2,), 1.5, np.float32), np.full((2,), 0.7, np.float32))
+    direct = _without_direct_linearization() is None
+    with pytest.raises(ValueError if direct else NotImplementedError,
+                       match="policies should be a boolean" if direct else "igamma_grad_a"):
+        jax.grad(f, argnums=(0, 1, 2))(*args)
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("vjp", "residuals"), implementations=("remat2",))
+    for prop in ("vjp", "residuals"):
+        assert report.status(prop, "remat2") == ("not applicable" if direct else "known divergence"), report
+
+
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
 @pytest.mark.parametrize("body", ["inner identity", "sin then inner identity", "inner sin"])
 def test_remat3_names_a_checkpoint_output_a_nested_checkpoint_returns_by_its_hi_primitive(body):
@@ -3619,7 +3648,7 @@ def test_a_zero_power_s_tangent_is_one_known_value_before_direct_linearization(r
     if oracle.jax_api.flags.flags().get("jax_use_direct_linearize", False):
         return      # (jax 0.10.2 ignores the flag switched off: nothing older to compare)
     prog = from_jaxpr(jax.make_jaxpr(f)(a))
-    with following(linearization_drops_known_tangents=False):
+    with following(direct_linearization=False):
         older = [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
     got = [(f"{str(t.dtype).replace('float32', 'f32')}{list(t.shape)}".replace(" ", ""), s.split(" from ")[0])
            for t, s in oracle.jax_api.internals.saved_residuals(f, a)]

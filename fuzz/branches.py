@@ -36,6 +36,7 @@ class Site:
     defs: dict          # var id -> the equation defining it, in the same (sub-)program
     used: frozenset     # ids of the vars the same (sub-)program reads (or returns)
     program: Program    # the whole drawn program
+    live: bool = True   # a float output's tangent reaches a float output of the program
 
     @property
     def prim(self) -> str:
@@ -513,10 +514,12 @@ assert len(BY_KEY) == len(BRANCHES), "branch keys repeat"
 # --------------------------------------------------------------------------
 # walking a program
 
-def sites(prog: Program, varies=None, within=(), top=None):
+def sites(prog: Program, varies=None, within=(), top=None, live=True):
     """Every equation of `prog` and its sub-programs as a Site. `varies`:
     per input, whether it depends on the outer program's float inputs
-    (default: float inputs do, others do not)."""
+    (default: float inputs do, others do not); `live`: whether `prog`'s
+    outputs reach the drawn program's (a sub-program's do where its
+    equation's do)."""
     top = prog if top is None else top
     if varies is None:
         varies = [is_float(v.type.dtype) for v in prog.inputs]
@@ -524,16 +527,33 @@ def sites(prog: Program, varies=None, within=(), top=None):
     defs = {v.id: e for e in prog.eqns for v in e.outputs}
     used = frozenset(a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)) | \
         frozenset(a.id for a in prog.outputs if isinstance(a, Var))
+    reaching = _reaching_outputs(prog) if live else frozenset()
     for e in prog.eqns:
         in_dep = [isinstance(a, Var) and dep.get(a.id, False) for a in e.inputs]
-        yield Site(e, within, tuple(not d for d in in_dep), defs, used, top)
+        e_live = any(v.id in reaching for v in e.outputs)
+        yield Site(e, within, tuple(not d for d in in_dep), defs, used, top, e_live)
         for _, body in subprograms(e.params):
             n = len(body.inputs)
             inner = in_dep if n == len(in_dep) else in_dep[1:] if n == len(in_dep) - 1 else [True] * n
-            yield from sites(body, inner, within + (e,), top)
+            yield from sites(body, inner, within + (e,), top, e_live)
         out_dep = any(in_dep) and e.primitive.name != "stop_gradient"
         for v in e.outputs:
             dep[v.id] = out_dep and is_float(v.type.dtype)
+
+
+def _reaching_outputs(prog: Program) -> frozenset:
+    """The ids of `prog`'s float values whose tangent can reach a float
+    output of `prog` (through float values; not through stop_gradient)."""
+    live = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
+    for e in reversed(prog.eqns):
+        if e.primitive.name != "stop_gradient" and any(v.id in live for v in e.outputs):
+            live.update(a.id for a in e.inputs if isinstance(a, Var) and is_float(a.type.dtype))
+    return frozenset(live)
+
+
+# the rules whose branch a program takes only where the equation's tangent
+# reaches an output: elsewhere JAX's answer does not show which path it took
+NEEDS_LIVE = ("jvp", "transpose")
 
 
 def branches_hit(prog: Program) -> set:
@@ -541,6 +561,6 @@ def branches_hit(prog: Program) -> set:
     out = set()
     for s in sites(prog):
         for b in BRANCHES:
-            if b.key not in out and b.hit(s):
+            if b.key not in out and (s.live or b.rule not in NEEDS_LIVE) and b.hit(s):
                 out.add(b.key)
     return out

@@ -58,20 +58,25 @@ def _vmap_layer(draw, level: S.Level) -> S.Layer:
 
 
 @st.composite
-def _argnums(draw, level: S.Level) -> tuple | None:
+def _argnums(draw, level: S.Level, closing: bool = False) -> tuple | None:
     """None (every differentiated input; what it shrinks to), or, 1 in 3
-    where there are two or more, a proper subset: the layer closes over the
-    rest, which an outer AD layer may differentiate."""
+    where there are two or more (always, `closing`), a proper subset: the
+    layer closes over the rest, which an outer AD layer may differentiate."""
     d = level.diff_positions
-    if len(d) < 2 or draw(st.integers(0, 2)) < 2:
+    if len(d) < 2 or not closing and draw(st.integers(0, 2)) < 2:
         return None
     return tuple(sorted(draw(st.lists(st.sampled_from(d), min_size=1, max_size=len(d) - 1, unique=True))))
 
 
 @st.composite
-def stacks(draw, prog):
+def stacks(draw, prog, kinds: tuple | None = None):
     """A Stack that applies to `prog` (oracle.stacks.levels accepts it), or
-    None where none does (key-typed values)."""
+    None where none does (key-typed values). `kinds`: the layers' kinds,
+    innermost first, the first one closing over some of its inputs (a
+    composition fuzz/test_stack_coverage.py runs through JAX when the
+    plain draws miss it); None where they do not apply."""
+    if kinds is not None:
+        return draw(_stack_of(prog, kinds))
     level = S.base_level(prog)
     layers: list = []
     for i in range(MAX_LAYERS):
@@ -88,10 +93,23 @@ def stacks(draw, prog):
 
 
 @st.composite
-def checked_programs(draw, **program_options):
+def _stack_of(draw, prog, kinds: tuple):
+    level, layers = S.base_level(prog), []
+    for i, kind in enumerate(kinds):
+        argnums = draw(_argnums(level, closing=True)) if i == 0 else None    # the outer ones differentiate all
+        layer = draw(_vmap_layer(level)) if kind == "vmap" else S.Layer(kind, argnums=argnums)
+        if S.applicable(level, layer) is not None or i == 0 and layer.argnums is None:
+            return None
+        layers.append(layer)
+        level = S.next_level(level, layer)
+    return S.Stack(tuple(layers))
+
+
+@st.composite
+def checked_programs(draw, stack_kinds: tuple | None = None, **program_options):
     """(program, spelling, stack): a drawn program (`programs(partial_ad=True,
     **program_options)`), how it is written for JAX, and the transformation
     stack it is checked under: what the differential test and the campaign
     check (fuzz.properties.oracle_agrees)."""
     prog = draw(programs(partial_ad=True, **program_options))
-    return prog, draw(spellings()), draw(stacks(prog))
+    return prog, draw(spellings()), draw(stacks(prog, stack_kinds))

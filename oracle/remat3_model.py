@@ -506,52 +506,32 @@ def _rematerialized(body: Program, sealed: bool = True) -> Program:
 
 
 def _auto_dce(body: Program, sealed: bool = True) -> Program:
-    """`body` as a trace with auto_dce leaves it: its dead equations gone, a
-    checkpoint in it kept whole where any output is used (a hi-primitive:
-    VJPHiPrimitive.dce neither prunes its outputs nor looks inside), and
-    dropped where none is, an effect in its body too (with `sealed`, the
-    effects_sealed defect): the hi-primitive's equation has no effect of its own (measured: a printing checkpoint in a
-    jit in a checkpoint prints once under grad, its input not saved; without
-    the jit, twice; found by a pristine nightly, a747b6cca7). Other
-    equations are pruned by their DCE rules (a checkpoint inside a cond
-    branch there is pruned as remat2 prunes it: not modelled)."""
+    """`body` as a trace with auto_dce leaves it (pe.JaxprStackFrame.add_eqn
+    holds an effect-free equation by a weak reference: it is gone where no
+    tracer of its outputs is left): an equation none of whose outputs is
+    used is dropped, a checkpoint's with an effect in its body too (with
+    `sealed`, the effects_sealed defect: the hi-primitive's equation has no
+    effect of its own; measured: a printing checkpoint in a jit in a
+    checkpoint prints once under grad, its input not saved; without the jit,
+    twice; found by a pristine nightly, a747b6cca7). An equation with any
+    output used is kept whole, its unused outputs and what computes them
+    too: no DCE rule runs (a scan's unused ys in a cond branch, a dead
+    generic reduce_window computing them, is linearized and raises: found
+    by a pristine nightly, 697ee69f53), so a checkpoint at any depth of a
+    kept equation is kept whole (measured on 0.10.2: C ⊃ K ⊃ jit of jit ⊃
+    G, K saving a name of G's output, C saves every input it passes G). The
+    bodies of a jit, cond or scan it keeps are traced again so (their rules
+    call remat.remat_jaxpr)."""
     live = {a.id for a in body.outputs if isinstance(a, Var)}
     eqns = []
     for e in reversed(body.eqns):
-        used = [v.id in live for v in e.outputs]
-        if not any(used) and ((sealed and is_checkpoint(e)) or not core.has_effects(e)):
+        if not any(v.id in live for v in e.outputs) and ((sealed and is_checkpoint(e)) or not core.has_effects(e)):
             continue
-        if not is_checkpoint(e) and e.primitive in core.dce_rules:
-            e, _ = core.dce_rules[e.primitive](_with_checkpoints_whole(e, sealed), used)
-            e = _with_checkpoints_whole(e, sealed, undo=True)
+        if e.primitive.name in _REMAT_TRACED_BODIES:
+            e = replace(e, params=map_subprograms(e.params, lambda sub: _auto_dce(sub, sealed)))
         eqns.append(e)
         live |= {a.id for a in e.inputs if isinstance(a, Var)}
     return Program(body.inputs, eqns[::-1], body.outputs, input_names=body.input_names)
-
-
-# A checkpoint at any depth of a jit's, cond's or scan's body as their DCE
-# rules see it in remat3's trace: rebound whole, a hi-primitive, whose DCE
-# (VJPHiPrimitive.dce) reads every input where any output is used (measured
-# on 0.10.2: C ⊃ K ⊃ jit of jit ⊃ G, K saving a name of G's output, C saves
-# every input it passes G). This primitive has no rules: DCE keeps every
-# input of its equations, which hold the checkpoint's.
-_CHECKPOINT_WHOLE = Primitive("checkpoint kept whole")
-
-
-def _with_checkpoints_whole(e: Eqn, sealed: bool, undo: bool = False) -> Eqn:
-    """`e` with every checkpoint in its bodies, at any depth outside
-    checkpoints, one equation of _CHECKPOINT_WHOLE (an effectful one only
-    with `sealed`, see `_auto_dce`), or, with `undo`, back."""
-    def whole(body: Program) -> Program:
-        return Program(body.inputs, [one(x) for x in body.eqns], body.outputs, input_names=body.input_names)
-
-    def one(x: Eqn) -> Eqn:
-        if undo and x.primitive is _CHECKPOINT_WHOLE:
-            return x.params["checkpoint"]
-        if not undo and is_checkpoint(x) and (sealed or not core.has_effects(x)):
-            return Eqn(_CHECKPOINT_WHOLE, x.inputs, x.outputs, {"checkpoint": x})
-        return replace(x, params=map_subprograms(x.params, whole)) if subprograms(x.params) else x
-    return replace(e, params=map_subprograms(e.params, whole))
 
 
 def _tangent_vars(body: Program, tangent_inputs: list) -> set:

@@ -818,6 +818,38 @@ def test_remat3_grad_stack_through_a_dead_generic_reduce_window(dead_window):
     assert any(k[0] == name for k in report.known_divergences) == dead_window
 
 
+@pytest.mark.parametrize("window", ["unused ys", "dead in the body", "none"])
+def test_remat3_keeps_a_scan_whole_in_a_cond_branch_its_unused_ys_too(window):
+    """remat3 traces a cond branch in a checkpoint again with auto_dce,
+    which drops only equations none of whose outputs is used: a scan whose
+    carry the branch returns is kept whole, its ys nothing reads too, so a
+    generic reduce_window computing them is linearized and raises; one
+    dead inside the scan's own body is gone (pristine nightly finding
+    697ee69f53: the model pruned the scan's unused ys by its DCE rule).
+    Whether JAX raises is read off JAX."""
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def step(c, q):
+        if window == "dead in the body":
+            _generic_window(q)
+        return jnp.sin(c), (_generic_window(q) if window == "unused ys" else c)
+
+    def f(a, q):
+        def body(a, q):
+            return lax.cond(a > 0, lambda a, q: -a, lambda a, q: lax.scan(
+                lambda c, _: step(c, q), a, None, length=2)[0], a, q)
+        return jax.checkpoint(body)(a, q)
+    args = (np.float32(0.5), np.ones((2, 5), np.float32))
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: jax.grad(f)(*args), ValueError, "Linearization failed")
+    assert raises == (window == "unused ys")
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals", "vjp"))
+    name = "remat3-linearizes-checkpoint-bodies-per-equation"
+    assert report.status("residuals", "remat3") == ("known divergence" if raises else "ok"), report
+    assert any(k[0] == name for k in report.known_divergences) == raises
+
+
 @pytest.mark.parametrize("layers", [("grad",), ("grad", "linearize"), ("grad", "grad"), ("grad", "jvp")])
 @pytest.mark.parametrize("dead_window", [True, False])
 def test_remat3_second_order_meets_a_dead_generic_reduce_window_in_a_scan(dead_window, layers):

@@ -33,7 +33,7 @@ from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, produce
 from oracle.conventions import AS_IS
 from oracle.jax_api.flags import flags
 from spec.barriers import known_checkpoint_barriers, optimization_barriers
-from spec.core import PrimitiveError, jax_facts
+from spec.core import PrimitiveError, has_effects, jax_facts
 from spec.partial_eval import dce, source_of
 from spec.prims_call import call_p
 from spec.prims_control import WHILE_TRANSPOSE_ERROR, BranchTypesError, cond_p
@@ -1980,6 +1980,30 @@ def _zero_power(ctx) -> bool:
 
 
 _zero_power.explains = _zero_power_literal.explains     # composes as the additive form
+
+
+def _cond_drops_an_effectful_staged_half(ctx) -> bool:
+    """The spec's answer differs from JAX's, and the spec following the
+    older choice (spec.semantics: cond_stages_effects_alone=False: a cond
+    in a checkpoint whose staged half returns nothing is dropped, its
+    print not run again) gives JAX's: the spec raised where JAX computed
+    and computes so (a nested checkpoint's policy raising when asked), or
+    JAX's residuals are that spec's."""
+    if not has_primitive(ctx.user_program, "cond") or not any(
+            has_effects(e) for e in _eqns(ctx.user_program) if e.primitive.name == "cond"):
+        return False
+    if ctx.error is None and ctx.spec_error is not None:
+        builds = [ctx.numeric_program] if ctx.numeric_program is not None else []
+        if ctx.property == "residuals":
+            builds.append(lambda _: spec.saved_residuals(ctx.program))
+        with following(cond_stages_effects_alone=False):
+            try:
+                for build in builds:
+                    build(ctx.user_program)
+            except Exception:       # noqa: BLE001 -- the older spec refuses too: not this
+                return False
+        return bool(builds)
+    return _follows_an_older_choice(ctx, cond_stages_effects_alone=False)
 
 
 def _cond_scalar_zero_inline(ctx) -> bool:
@@ -3994,6 +4018,33 @@ DIVERGENCES = [
         "barrier = getattr(jax.lax, 'optimization_barrier', None) or jax._src.ad_checkpoint._optimization_barrier\n"
         "print(jax.grad(lambda x: barrier(x) * 2.0)(1.0))",
         _missing_rule("Differentiation"), releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "a-checkpoint-drops-a-cond-staged-for-its-effect-alone",
+        "Inside a checkpoint, jax 0.6.2 and later (measured on 0.6.2 and 0.10.2) keep a cond's "
+        "staged half that returns nothing for an effect in its branches "
+        "(_cond_partial_eval_custom returns its staged cond whatever it returns; DCE keeps one "
+        "with an effect), as the spec does: the print runs again in the backward pass, and an "
+        "enclosing checkpoint's backward pass traces it, asking a nested checkpoint's policy, "
+        "which raises where it refuses to be asked (save_from_both_policies of offload "
+        "policies). 0.4.25 and 0.4.36 drop it (0.5.x not measured): nothing is asked. The "
+        "predicate: the program has a cond with an effect, and the spec following the older "
+        "choice (spec.semantics: cond_stages_effects_alone=False) computes where it raised, or "
+        "saves JAX's residuals.",
+        "import numpy as np\n"
+        "cp = jax.checkpoint_policies\n"
+        "bad = cp.save_from_both_policies(cp.offload_dot_with_no_batch_dims('device', 'pinned_host'),\n"
+        "                                 cp.offload_dot_with_no_batch_dims('device', 'pinned_host'))\n"
+        "def outer(d, e):\n"
+        "    jax.checkpoint(lambda f, g: jax.lax.cond(jnp.sum(g) > 0, lambda y: jax.debug.print('{}', y),\n"
+        "                                             lambda y: None, g), policy=bad)(d, e)\n"
+        "    return d\n"
+        "a = np.ones((2, 3), np.float32)\n"
+        "try:\n"
+        "    jax.grad(lambda a, b: jnp.sum(jax.checkpoint(outer)(a, b)))(a, a)\n"
+        "    print('computes')\n"
+        "except ValueError:\n"
+        "    print('raises')  # computes",
+        _cond_drops_an_effectful_staged_half, releases=Releases("0.4.25", "0.6.2")),
     Divergence(
         "cond-partial-eval-keeps-a-scalar-zero-tangent-inline",
         "Before cond's linearize rule (_cond_linearize, jax-ml/jax 45a3fe62d6, first in jax 0.7.1; "

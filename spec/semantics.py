@@ -98,6 +98,14 @@ class Semantics:
     # nothing saved (measured on 0.4.25, 0.4.36, 0.6.2 and 0.7.0; an array
     # zero is saved on every release).
     cond_saves_scalar_zero_tangents: bool = True
+    # Inside a checkpoint a cond's staged half is kept for an effect in its
+    # branches even where it returns nothing (_cond_partial_eval_custom
+    # returns its staged cond whatever it returns, and DCE keeps one with an
+    # effect): the print runs again in the backward pass, where an
+    # enclosing checkpoint's transposition traces it (asking a nested
+    # checkpoint's policy). Measured on 0.6.2 and 0.10.2; on 0.4.25 and
+    # 0.4.36 it is dropped (0.5.x not measured).
+    cond_stages_effects_alone: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

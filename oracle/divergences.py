@@ -431,11 +431,19 @@ def _differentiates_sub_programs_whole(ctx):
     if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
             and ctx.spec_error_too is not None):
         return False
+    with following(direct_linearization=False):
+        return any(_variant_raises((ctx.user_program, 1), build, NotImplementedError, str(e))
+                   for build in _spec_answers(ctx))
+
+
+def _spec_answers(ctx) -> list:
+    """How the spec answers the property, as functions of the checked
+    program: its numeric program (a stack's too), and for the residuals
+    property the saved residuals of the property's program."""
     builds = [ctx.numeric_program] if ctx.numeric_program is not None else []
     if ctx.property == "residuals":
         builds.append(lambda _: spec.saved_residuals(ctx.program))
-    with following(direct_linearization=False):
-        return any(_variant_raises((ctx.user_program, 1), build, NotImplementedError, str(e)) for build in builds)
+    return builds
 
 
 def _remat3_linearizes_checkpoint_bodies(ctx):
@@ -1993,9 +2001,7 @@ def _cond_drops_an_effectful_staged_half(ctx) -> bool:
             has_effects(e) for e in _eqns(ctx.user_program) if e.primitive.name == "cond"):
         return False
     if ctx.error is None and ctx.spec_error is not None:
-        builds = [ctx.numeric_program] if ctx.numeric_program is not None else []
-        if ctx.property == "residuals":
-            builds.append(lambda _: spec.saved_residuals(ctx.program))
+        builds = _spec_answers(ctx)
         with following(cond_stages_effects_alone=False):
             try:
                 for build in builds:

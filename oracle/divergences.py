@@ -309,8 +309,10 @@ def _remat3_perturbs_what_the_spec_holds_zero(ctx):
 
 
 def _remat3_differentiates_constants_as_modelled(ctx):
-    """JAX raised NotImplementedError under remat3 where the spec computes,
-    and the remat3 model's JVP raises it word for word (every property:
+    """JAX raised NotImplementedError (or the while loop's transpose error:
+    at third order, through the barrier of a checkpoint's backward pass,
+    found by a pristine nightly, f2a46224f0) under remat3 where the spec
+    computes, and the remat3 model's JVP raises it word for word (every property:
     reverse mode and saved_residuals linearize through it): remat3
     differentiates a checkpoint's body with respect to the constants it
     closes over too, and instantiates the tangents of the operands it never
@@ -322,10 +324,11 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     igamma's output passed to a checkpoint that never reads it, found by a
     pristine campaign, ed68629a1a; or of the program with the checkpoint
     outputs nothing reads made outputs, whose backward remat3 runs)."""
-    if (ctx.implementation != "remat3" or not isinstance(ctx.error, NotImplementedError)
-            or ctx.spec_error is not None):
+    refused = isinstance(ctx.error, NotImplementedError) or (isinstance(ctx.error, ValueError)
+                                                            and str(ctx.error) == WHILE_TRANSPOSE_ERROR)
+    if ctx.implementation != "remat3" or not refused or ctx.spec_error is not None:
         return False
-    return _remat3_model_raises(ctx, lambda e: isinstance(e, NotImplementedError) and str(e) == str(ctx.error))
+    return _remat3_model_raises(ctx, lambda e: type(e) is type(ctx.error) and str(e) == str(ctx.error))
 
 
 def _remat3_model_raises(ctx, raised: Callable) -> bool:
@@ -2948,8 +2951,14 @@ DIVERGENCES = [
         "reads are instantiated too, so linearize o grad differentiates igamma_grad_a for "
         "igamma's output passed to a checkpoint that ignores it (found by a pristine campaign), "
         "and grad o grad differentiates the backward of a checkpoint's igamma output nothing "
-        "reads, which remat3 runs whole (found by a pristine nightly). "
-        "The predicate: remat3, JAX's NotImplementedError, and the remat3 model's JVP (or the "
+        "reads, which remat3 runs whole (found by a pristine nightly). Its backward pass reads the "
+        "checkpoint's inputs through an optimization_barrier (`rem(*optimization_barrier(primals))`), "
+        "whose JVP instantiates a constant's zero tangent at the next order: grad o grad o grad of "
+        "random.gamma(key, a) with a constant a differentiates gamma_grad's while loops in a and "
+        "raises the while loop's transpose error, where grad o grad computes (found by a pristine "
+        "nightly, f2a46224f0). "
+        "The predicate: remat3, JAX's NotImplementedError (or the while loop's transpose "
+        "ValueError), and the remat3 model's JVP (or the "
         "numeric property's own spec program of the model, of the program itself or with the "
         "checkpoint outputs nothing reads made outputs: a pullback's JVP, a stack) raises "
         "it word for word.",

@@ -18,7 +18,7 @@ from spec.remat import policy_saveable, remat_of_body_jvp, remat_p
 from oracle.program_variants import (MODEL_PRIMITIVES, zeros_read_linearly, is_checkpoint, map_params,
                                      map_policies, unused_checkpoint_outputs_out, zero_tangents)
 from spec import core, ops
-from spec.core import Primitive, Tracer, Zero, bind, building, instantiate
+from spec.core import Primitive, Tracer, Zero, bind, building, instantiate, is_undefined
 from spec.ir import is_float
 from spec.jvp import dependence_rules, jvp_traced, linearizing, output_dependence
 from spec.partial_eval import Source, constant_key, looked_through_value, source_of, source_rules
@@ -26,8 +26,9 @@ from spec.prims_call import _call_partial_eval, call_p
 from spec.prims_control import _cond_partial_eval, cond_p
 from spec.prims_scan import _scan_partial_eval, scan_p
 from spec.remat import ROUNDED, _clone
-from spec.prims_conv import reduce_precision_p
+from spec.prims_conv import optimization_barrier_p, reduce_precision_p
 import ml_dtypes
+import numpy as np
 
 
 def producer_sources(prog: Program) -> list:
@@ -224,14 +225,40 @@ def _with_remat3_calls(prog: Program) -> Program:
 
 
 def _zero_reading(tangents):
-    """sum over t of (sum(t) - sum(t)): exactly 0, linear in the tangents,
-    so a value plus it is unknown to partial evaluation and saves nothing."""
-    zero = None
-    for t in tangents:
-        s = ops.reduce_sum(t, tuple(range(t.ndim))) if t.ndim else t
-        d = ops.sub(s, s)
-        zero = d if zero is None else ops.add(zero, ops.convert_element_type(d, zero.dtype))
-    return zero
+    """A scalar 0 made on the tangent side: unknown to partial evaluation
+    (it reads the tangents), so a value plus it saves nothing, and a
+    constant to transposition. remat3's `linearized` instantiates zero
+    tangents (`ad_util.instantiate`) when the linear function runs: zeros
+    of the linear program, whose cotangents its transpose drops (so a
+    higher-order differentiation never reaches what they needed: found by
+    a pristine nightly, f2a46224f0, a constant's cotangent through
+    gamma_grad's while loops); and its backward pass accumulates a
+    cotangent into every input with a tangent (`bwd.with_refs(*arg_accums)`),
+    a zero array where the body never reads the input: the transpose gives
+    each tangent such zeros, made of nothing (found by the fuzzer: a
+    dilated max-pool's VJP, which JAX refuses, reached by an unread input)."""
+    return bind(_tangent_zero(), *tangents, dtype=tangents[0].dtype)[0]
+
+
+def _tangent_zero():
+    """The model's primitive `tangent_zero(*tangents)`: a scalar 0 of
+    `dtype`, linear, whose transpose gives its operands no cotangent."""
+    prim = MODEL_PRIMITIVES.get("tangent_zero")
+    if prim is not None and prim in core.transpose_rules:
+        return prim
+    # (re)register: a test may have restored the rule tables since
+    prim = prim or Primitive("tangent_zero", True)
+    core.param_specs[prim] = ("dtype",)
+    core.shape_rules[prim] = lambda *ts, dtype: [ArrayType((), dtype)]
+    core.eval_rules[prim] = lambda *xs, dtype: [np.zeros((), dtype)]
+    core.jvp_rules[prim] = lambda primals, tangents, *, dtype: (bind(prim, *primals, dtype=dtype), [None])
+    core.transpose_rules[prim] = lambda cts, *operands, dtype: [instantiate(Zero(t.type)) if is_undefined(t) else None
+                                                             for t in operands]
+    core.batch_rules[prim] = lambda args, dims, *, dtype: (bind(prim, *args, dtype=dtype), [None])
+    core.cost_rules[prim] = lambda *types, **params: 0
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES["tangent_zero"] = prim
+    return prim
 
 
 def _zeros_from(zero, type_):
@@ -312,10 +339,10 @@ def _instantiated_input_tangents(tangents: list) -> list:
 def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_first: bool = True,
                        scan_rule: bool = True, nested_opaque: bool = True, linearized_body: bool = True,
                        jit_rule: bool = True, grandchildren_opaque: bool = True, effects_sealed: bool = True,
-                       rounded_copies: bool = True):
+                       rounded_copies: bool = True, barriered_primals: bool = True):
     """The model's checkpoint primitive; each flag switches one defect on."""
     key = (opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque, linearized_body,
-           jit_rule, grandchildren_opaque, effects_sealed, rounded_copies)
+           jit_rule, grandchildren_opaque, effects_sealed, rounded_copies, barriered_primals)
     prim = MODEL_PRIMITIVES.get(key)
     if prim is not None and prim in core.jvp_rules:
         return prim
@@ -371,6 +398,8 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
             staged = [_inputs_before_residuals(staged[0], eqn)]
         if effects_sealed and linearize and staged:
             staged = [replace(staged[0], primitive=_remat3_linearized())]
+        if barriered_primals and linearize and staged:
+            staged = _behind_a_barrier(staged[0], eqn, in_unknowns)
         return (known, staged, *rest)
 
     for table in (core.shape_rules, core.eval_rules, core.dce_rules, source_rules):
@@ -379,6 +408,55 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     core.jvp_rules[prim] = jvp
     core.extension_primitives.add(prim)
     MODEL_PRIMITIVES[key] = prim
+    return prim
+
+
+def _behind_a_barrier(staged: Eqn, eqn: Eqn, in_unknowns) -> list:
+    """The staged checkpoint `staged` of `eqn` reading the checkpoint's
+    known inputs (its primals) through an optimization_barrier of the
+    linear program: remat3's backward pass is `rem(*optimization_barrier(
+    primals))` (RematTraced.linearized and vjp_bwd, jax 0.10.2's
+    ad_checkpoint.py), an equation a higher-order differentiation meets,
+    whose JVP (lax._opt_barrier_jvp) instantiates the zero tangent of every
+    operand: of a constant the checkpoint reads too, so the next order
+    differentiates the body with respect to it (found by a pristine
+    nightly, f2a46224f0: grad o grad o grad through random_gamma of a
+    constant alpha, whose gamma_grad's while loops then need transposing).
+    The residuals and the tangents are passed beside the barrier."""
+    primals = {_operand_key(a) for a, unknown in zip(eqn.inputs, in_unknowns) if not unknown}
+    at = [k for k, a in enumerate(staged.inputs) if _operand_key(a) in primals]
+    if not at:
+        return [staged]
+    barrier = Eqn(_barrier(), [staged.inputs[k] for k in at], [Var(staged.inputs[k].type) for k in at])
+    inputs = list(staged.inputs)
+    for k, v in zip(at, barrier.outputs):
+        inputs[k] = v
+    return [barrier, replace(staged, inputs=inputs)]
+
+
+def _barrier():
+    """The model's optimization_barrier: lax's rules, and a DCE rule that
+    drops each operand whose output nothing reads, so that the barrier
+    covers what the staged checkpoint still reads once its dead code is
+    gone (remat3 barriers `primals_`, the inputs its DCE'd linearization
+    reads; what it keeps for an unread output is the divergence
+    remat3-saves-for-unused-checkpoint-outputs, modelled on its own)."""
+    prim = MODEL_PRIMITIVES.get("barrier")
+    if prim is not None and prim in core.dce_rules:
+        return prim
+    # (re)register: a test may have restored the rule tables since
+    prim = prim or Primitive("optimization_barrier", True)
+    core.param_specs[prim] = core.param_specs[optimization_barrier_p]
+    for table in (core.shape_rules, core.eval_rules, core.jvp_rules, core.transpose_rules, core.batch_rules,
+                  core.cost_rules):
+        table[prim] = table[optimization_barrier_p]
+
+    def dce_rule(eqn, used_outputs):
+        kept = [k for k, used in enumerate(used_outputs) if used]
+        return Eqn(prim, [eqn.inputs[k] for k in kept], [eqn.outputs[k] for k in kept]), list(used_outputs)
+    core.dce_rules[prim] = dce_rule
+    core.extension_primitives.add(prim)
+    MODEL_PRIMITIVES["barrier"] = prim
     return prim
 
 
@@ -865,14 +943,14 @@ def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Progra
 # in the order a difference is attributed to them (and DIVERGENCES lists them)
 REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "zero_tangent_recomputed", "view",
                   "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body",
-                  "effects_sealed", "rounded_copies")
+                  "effects_sealed", "rounded_copies", "barriered_primals")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,
                  instantiated_inputs=True, inputs_first=True, scan_rule=True,
                  custom_opaque=True, linearized_body=True, jit_rule=True,
                  grandchildren_opaque=True, zero_tangent_recomputed=True, effects_sealed=True,
-                 rounded_copies=True) -> Program:
+                 rounded_copies=True, barriered_primals=True) -> Program:
     """The program whose spec residuals are remat3's (jax 0.10.2), up to
     naming: every checkpoint is the model's (`_remat3_checkpoint`); with
     `view` it applies its policy as remat3 does (`remat3_viewed`; with
@@ -883,7 +961,8 @@ def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=Tr
     recomputation: the policy never sees inside its rules). Each flag
     switches on one defect, to tell whether it mattered."""
     prim = _remat3_checkpoint(opaque_outputs, instantiated_inputs, inputs_first, scan_rule, nested_opaque,
-                              linearized_body, jit_rule, grandchildren_opaque, effects_sealed, rounded_copies)
+                              linearized_body, jit_rule, grandchildren_opaque, effects_sealed, rounded_copies,
+                              barriered_primals)
     if custom_opaque:
         prog = _custom_calls_as_checkpoints(prog)
     if view:

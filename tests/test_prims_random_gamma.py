@@ -235,3 +235,44 @@ def test_other_sample_dtypes_are_unsupported(dtype):
     fn = lambda a: jnp.sum(jax.random.gamma(jax.random.PRNGKey(0), a, (3,), dtype=dtype)).astype(jnp.float32)
     with pytest.raises(oracle.Unsupported, match=r"random_gamma: a must be float32, got .*32-bit uniforms"):
         oracle.check(fn, None, np.float32(1.5))
+
+
+def test_third_order_of_a_constant_alpha_under_remat3():
+    """Found by a pristine nightly (f2a46224f0): under jax_remat3 the backward
+    pass of a checkpoint reads its inputs through an optimization_barrier
+    (`rem(*optimization_barrier(primals))`), whose JVP instantiates the zero
+    tangent of the constant alpha, so grad o grad o grad differentiates
+    gamma_grad's while loops in alpha and raises the while loop's transpose
+    error; grad o grad and remat2 compute (measured here). The remat3 model
+    raises the same at the same order, so the stack is the known divergence
+    remat3-differentiates-a-checkpoint-s-constants, never a Mismatch; remat2
+    agrees."""
+    jax = _jax()
+    import jax.numpy as jnp
+    import oracle
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.checker import implementation
+    from spec.prims_control import WHILE_TRANSPOSE_ERROR
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip("no jax_remat3 on this release")
+    key = jax.random.key(0)
+
+    def f(x):       # jax.checkpoint reads jax_remat3 when it is called
+        return jax.checkpoint(lambda x, a: jnp.sin(x * jax.random.gamma(key, a, ())))(x, jnp.float32(2.0))
+    x = np.float32(1.0)
+    for impl, third_raises in (("remat3", True), ("remat2", False)):     # JAX's own behaviour
+        with implementation(impl):
+            jax.grad(jax.grad(f))(x)
+            if third_raises:
+                with pytest.raises(ValueError) as raised:
+                    jax.grad(jax.grad(jax.grad(f)))(x)
+                assert str(raised.value) == WHILE_TRANSPOSE_ERROR
+            else:
+                jax.grad(jax.grad(jax.grad(f)))(x)
+    prog = oracle.trace_jax(f, x)
+    for depth, status in ((2, "ok"), (3, "known divergence")):
+        stack = S.Stack(layers=(S.Layer("grad"),) * depth)
+        report = properties.oracle_agrees(prog, stack=stack, only=(S.STACK,))
+        assert report.status(S.STACK, "remat3") == status, str(report)
+        assert report.status(S.STACK, "remat2") == "ok", str(report)

@@ -940,10 +940,14 @@ def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Progra
     return map_policies(_marked_primal_level(prog, zero_tangent_recomputed), _Remat3View)
 
 
-# in the order a difference is attributed to them (and DIVERGENCES lists them)
-REMAT3_DEFECTS = ("custom_opaque", "nested_opaque", "grandchildren_opaque", "zero_tangent_recomputed", "view",
-                  "opaque_outputs", "instantiated_inputs", "inputs_first", "scan_rule", "jit_rule", "linearized_body",
-                  "effects_sealed", "rounded_copies", "barriered_primals")
+# in the order a difference is attributed to them (and DIVERGENCES lists them);
+# barriered_primals first: its barrier reads the inputs the staged checkpoint
+# reads first anyway, so it never moves a first-order residual, and removing it
+# first leaves the attribution of the others as it was (its effect is at the
+# next order, where a stack's property attributes nothing)
+REMAT3_DEFECTS = ("barriered_primals", "custom_opaque", "nested_opaque", "grandchildren_opaque",
+                  "zero_tangent_recomputed", "view", "opaque_outputs", "instantiated_inputs", "inputs_first",
+                  "scan_rule", "jit_rule", "linearized_body", "effects_sealed", "rounded_copies")
 
 
 def remat3_model(prog: Program, view=True, nested_opaque=True, opaque_outputs=True,

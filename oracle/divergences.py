@@ -394,19 +394,22 @@ def _jit_keeps_dead_jvp_residuals(ctx):
 
 
 def _cond_keeps_dead_jvp_residuals(ctx):
-    """... a cond branch's: the spec raises it word for word for the program
-    with its branches' dead code hoisted out of the conds (jits inlined
-    too): before jax 0.7.1 cond's partial evaluation
-    (partial_eval_jaxpr_nounits) keeps a branch's dead code, the values a
-    JVP rule makes for it in the known branch (found by a campaign on
-    0.6.2, da8efa446b: an igammac a branch computes unread)."""
+    """... a cond branch's, or a vectorized batcher's AssertionError (a later
+    vmap batching that dead code: a tie of an unbatched and a batched value,
+    found by a campaign on 0.4.25, aced9745e1, vmap o grad): the spec
+    raises it word for word for the program with its branches' dead code
+    hoisted out of the conds (jits inlined too): before jax 0.7.1 cond's
+    partial evaluation (partial_eval_jaxpr_nounits) keeps a branch's dead
+    code, the values a JVP rule makes for it in the known branch (found by
+    a campaign on 0.6.2, da8efa446b: an igammac a branch computes unread)."""
     e = ctx.error
-    if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
+    missing_rule = isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
+    if not ((missing_rule or type(e) is AssertionError)
             and ctx.spec_error is None and ctx.numeric_program is not None):
         return False
     inlined, n = jits_inlined(ctx.user_program)
     hoisted, m = conds_dead_code_hoisted(inlined)
-    return _variant_raises((hoisted, m and n + m), ctx.numeric_program, NotImplementedError, str(e))
+    return _variant_raises((hoisted, m and n + m), ctx.numeric_program, type(e), str(e))
 
 
 def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:
@@ -977,6 +980,8 @@ def _linearize_keeps_unused_outputs(ctx):
     those of the program itself."""
     if ctx.implementation == "remat2" and ctx.property == "prevent_cse" and ctx.barriers is not None:
         return _unused_outputs_barriers(ctx)
+    if ctx.implementation == "remat2" and ctx.property == "stack_barriers" and ctx.linear_barriers_of is not None:
+        return _unused_outputs_linear_barriers(ctx)
     if ctx.implementation == "remat2" and ctx.values_agree_for is not None:
         return _unused_outputs_values(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
@@ -1009,6 +1014,17 @@ def _unused_outputs_barriers(ctx) -> bool:
     and its recomputation barriered (found by a campaign on 0.4.36)."""
     return _barriers_of_a_variant(ctx, [unused_linearize_outputs_out(ctx.program, **through)
                                         for through in _KEPT_OUTPUTS_THROUGH])
+
+
+def _unused_outputs_linear_barriers(ctx) -> bool:
+    """The barriers of a stack's called linear function agree with JAX's
+    for the checked program with the unused outputs JAX keeps made outputs:
+    grad's linearization keeps a scan's unused stacked output, a
+    checkpoint's output, live, so the checkpoint is differentiated in the
+    grad program, and the next layer's linearization stages it barriered
+    (found by a campaign on 0.4.25, aca32be65a: linearize o grad)."""
+    return _barriers_of_a_variant(ctx, [unused_linearize_outputs_out(ctx.user_program, **through)
+                                        for through in _KEPT_OUTPUTS_THROUGH], count=ctx.linear_barriers_of)
 
 
 def _unused_outputs_values(ctx) -> bool:
@@ -3021,10 +3037,14 @@ DIVERGENCES = [
         "reads, and jax.jvp of the pullback raises; 0.7.1 (cond's linearize rule, direct "
         "linearization; 0.10.2 and the spec) drops it and computes (measured on 0.4.25, 0.4.36, "
         "0.6.2, 0.7.0 with direct linearization on or off, 0.7.1-0.10.1 with it off; 0.7.1 on "
-        "and 0.10.2 either way compute). Found by a campaign on 0.6.2. The predicate: JAX "
-        "raised the missing differentiation rule where the spec computes, and the spec raises "
-        "it word for word for the program with its branches' dead code hoisted out of the "
-        "conds (a copy before each cond, on its operands; its jits inlined).",
+        "and 0.10.2 either way compute). Found by a campaign on 0.6.2. A vmap of the grad "
+        "batches that dead code too: a tie of an unbatched and a batched value in the branch "
+        "raises the vectorized batcher's bare AssertionError (found by a campaign on 0.4.25; "
+        "measured raising on 0.4.25, 0.6.2, 0.7.0, computing on 0.7.1 and 0.10.2). The "
+        "predicate: JAX raised the missing differentiation rule (or an AssertionError) where "
+        "the spec computes, and the spec raises it word for word for the program with its "
+        "branches' dead code hoisted out of the conds (a copy before each cond, on its "
+        "operands; its jits inlined).",
         "import numpy as np\n"
         "f = lambda a, b, c: jax.lax.cond(a > 0, lambda m, n, o: (jax.lax.igammac(n, o), m)[1],\n"
         "                                 lambda m, n, o: m, a, b, c)\n"

@@ -3906,6 +3906,57 @@ def test_a_cond_branch_s_dead_jvp_value_at_second_order():
     assert report.results[0].status == ("known divergence" if raises else "ok"), str(report)
 
 
+def test_a_cond_branch_s_dead_tie_of_mixed_batching_under_vmap_of_grad():
+    """A cond branch tying an unbatched value to a batched one and never
+    reading the tie: before jax 0.7.1 cond's partial evaluation keeps the
+    branch's dead code, so vmap of grad batches the tie, whose vectorized
+    batcher asserts its operands' batch dims equal (a bare AssertionError,
+    `(0, None)`); the spec drops it and computes (release campaign finding
+    aced9745e1 on 0.4.25: the same divergence as the missing derivative
+    above, met by batching instead)."""
+    from jax._src.lax import lax as lax_internal
+
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def f(a, d, e):
+        return lax.cond(a.sum() > 0, lambda a, d, e: (lax_internal.tie_p.bind(d * d, e), jnp.cos(a))[1],
+                        lambda a, d, e: a, a, d, e)
+    x = (np.float32([0.5, 0.2]), np.ones(2, np.float32), np.ones(2, np.float32))
+    raises = _jax_raises(lambda: jax.vmap(jax.grad(lambda a, d, e: f(a, d, e).sum()), in_axes=(None, 0, None))(
+        x[0], np.ones((2, 2), np.float32), x[2]), AssertionError, "(0, None)")
+    stack = S.Stack((S.Layer("grad", argnums=(0,)), S.Layer("vmap", in_axes=(None, 0, None, 0), out_axes=(0,))))
+    report = properties.oracle_agrees(trace_jax(f, *x), implementations=("remat2",), stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
+def test_a_checkpoint_s_output_only_an_unused_scan_output_stacks_under_linearize_of_grad():
+    """A checkpoint's output passed to a scan as the xs its unused ys stack:
+    before direct linearization grad's linearization keeps the scan's
+    unused output's tangent, so the checkpoint is differentiated in the
+    grad program and the called linear function of linearize o grad has
+    its barrier (JAX's StableHLO counted here); 0.10.2 and the spec prune
+    it: no barrier (release campaign finding aca32be65a on 0.4.25)."""
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def f(a):
+        h, _ = lax.scan(lambda c, x: (c, x), a, jax.checkpoint(jnp.sin)(a))
+        return h, jnp.sin(a)
+
+    def grad_of_loss(a, w1, w2):
+        return jax.grad(lambda a, w1, w2: jnp.sum(f(a)[0] * w1) + jnp.sum(f(a)[1] * w2), argnums=(0, 1, 2))(a, w1, w2)
+
+    def linearized_then_called(*x):
+        return jax.linearize(grad_of_loss, *x[:3])[1](*x[3:])
+    x = np.float32([0.3, 0.5, 0.7])
+    barriers = jax.jit(linearized_then_called).lower(*[x] * 6).as_text().count("optimization_barrier")
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = properties.oracle_agrees(trace_jax(f, x), implementations=("remat2",), stack=stack,
+                                      only=(S.STACK, "stack_barriers"))
+    assert report.status("stack_barriers", "remat2") == ("known divergence" if barriers else "ok"), str(report)
+
+
 def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
     """The variant the divergence above builds: a copy of each branch's dead
     code before the cond, on the cond's operands, with the live equations

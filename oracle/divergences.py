@@ -1560,6 +1560,22 @@ CUSTOM_VJP_JVP_ERROR = "can't apply forward-mode autodiff (jvp) to a custom_vjp 
 CUSTOM_LIN_JVP_ERROR = "Differentiation rule for 'custom_lin' not implemented"
 
 
+# _custom_vjp_call_jaxpr_vmap's miscount (jax 0.4.25 to 0.6.0), in safe_zip's words
+CUSTOM_VJP_VMAP_ZIP_ERROR = "safe_zip() argument 2 is longer than argument 1"
+
+
+def _custom_vjp_in_a_batched_cond_miscounts(ctx) -> bool:
+    """JAX raised safe_zip's ValueError (CUSTOM_VJP_VMAP_ZIP_ERROR) where
+    the spec computes, for a stack (two vmaps and an AD layer outside them
+    are what reach the bug), and a cond branch of the checked function
+    holds a custom_vjp call, at any depth."""
+    if not (isinstance(ctx.error, ValueError) and str(ctx.error) == CUSTOM_VJP_VMAP_ZIP_ERROR
+            and ctx.spec_error is None and ctx.property == "stack"):
+        return False
+    return any(e.primitive is cond_p and any(has_primitive(b, "custom_vjp_call") for b in e.params["branches"])
+               for e in all_eqns(ctx.user_program))
+
+
 def _custom_vjp_of_an_instantiated_zero(ctx) -> bool:
     """JAX raised custom_lin's TypeError (CUSTOM_VJP_JVP_ERROR), and a
     custom_vjp call of the checked function takes a float operand whose
@@ -3527,6 +3543,30 @@ DIVERGENCES = [
         "f_lin = jax.jit(lambda x: jax.linearize(lambda x: (jnp.sin(x), jnp.zeros(())), x)[1])(1.0)\n"
         "jax.jit(lambda f, t: f(t))(f_lin, 1.0)  # raises",
         _linearized_zero_output_leaks, releases=Releases("0.4.25", "0.7.0")),
+    Divergence(
+        "custom-vjp-under-vmap-of-a-batched-cond-miscounts-its-outputs",
+        "From jax 0.4.25 to 0.6.0 (measured: 0.4.25, 0.4.36, 0.4.38, 0.5.0, 0.5.1, 0.5.3 and "
+        "0.6.0 raise; 0.6.1, 0.6.2 and 0.10.2 compute) grad of vmap of vmap of a cond whose "
+        "predicate the inner vmap batches, with a custom_vjp (whose fwd returns a residual) in "
+        "a branch applied to a value the outer vmap batches, raises ValueError: safe_zip() "
+        "argument 2 is longer than argument 1. cond's batching rule, for a batched predicate, "
+        "evaluates both branches eagerly on the outer traces, so _custom_vjp_call_jaxpr_vmap "
+        "(jax/_src/custom_derivatives.py) runs with the JVP trace below it, which calls the "
+        "memoized batched fwd thunk during the bind; the rule then returns `out_dims2[0]`, the "
+        "batch dims of the fwd's outputs, residuals included, as the dims of the primal outputs "
+        "alone. jax-ml/jax 74938be845 (0.6.1, PR #28589) removed that rule. docs/historic_bugs.md "
+        "has the reproducer (found by a campaign on 0.4.25: grad o vmap o vmap of a cond "
+        "branch's dead custom_vjp of tanh). The predicate: JAX raised exactly that ValueError for "
+        "a stack where the spec computes, and a cond branch of the checked function holds a "
+        "custom_vjp call.",
+        "@jax.custom_vjp\n"
+        "def g(x):\n"
+        "    return jnp.tanh(x)\n"
+        "g.defvjp(lambda x: (jnp.tanh(x), 1 - jnp.tanh(x) ** 2), lambda r, c: (c * r,))\n"
+        "f = lambda p, x: jax.lax.cond(p > 0, lambda x: x, g, x)\n"
+        "loss = lambda x, p: jax.vmap(jax.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(p, x).sum()\n"
+        "jax.grad(loss)(jnp.ones(2), jnp.array([1., -1., 1.]))  # raises",
+        _custom_vjp_in_a_batched_cond_miscounts, releases=Releases("0.4.25", "0.6.1")),
     Divergence(
         "custom-vjp-of-an-instantiated-zero-tangent-fails",
         "Before jax 0.7.1 (0.4.25, 0.4.36, 0.6.2 and 0.7.0 measured in a cond branch, 0.7.0 "

@@ -3957,6 +3957,35 @@ def test_a_checkpoint_s_output_only_an_unused_scan_output_stacks_under_linearize
     assert report.status("stack_barriers", "remat2") == ("known divergence" if barriers else "ok"), str(report)
 
 
+def test_a_batched_cond_s_custom_vjp_under_grad_of_vmap_of_vmap():
+    """grad of vmap of vmap of a cond whose predicate the inner vmap batches,
+    a custom_vjp with a residual in a branch, its operand batched by the
+    outer vmap: before jax 0.6.1 _custom_vjp_call_jaxpr_vmap returns the
+    fwd's output dims, residuals included, and JAX raises safe_zip's
+    ValueError (measured here); the spec computes: the known divergence
+    custom-vjp-under-vmap-of-a-batched-cond-miscounts-its-outputs, historic
+    bug 20 (release campaign findings a759553a5f and bbe1395b6e on 0.4.25)."""
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.divergences import CUSTOM_VJP_VMAP_ZIP_ERROR
+
+    @jax.custom_vjp
+    def g(x):
+        return jnp.tanh(x)
+    g.defvjp(lambda x: (jnp.tanh(x), 1 - jnp.tanh(x) ** 2), lambda r, c: (c * r,))
+
+    def f(p, x):
+        return lax.cond(p > 0, lambda x: x, g, x)
+    loss = lambda x, p: jax.vmap(jax.vmap(f, in_axes=(0, None)), in_axes=(None, 0))(p, x).sum()  # noqa: E731
+    raises = _jax_raises(lambda: jax.grad(loss)(np.float32([0.5, -0.3]), np.float32([1., -1., 1.])),
+                         ValueError, CUSTOM_VJP_VMAP_ZIP_ERROR)
+    stack = S.Stack((S.Layer("vmap", in_axes=(0, None), out_axes=(0,), size=3),
+                     S.Layer("vmap", in_axes=(None, 0), out_axes=(0,), size=2), S.Layer("grad", argnums=(1,))))
+    report = properties.oracle_agrees(trace_jax(f, np.float32(0.5), np.float32(0.3)), implementations=("remat2",),
+                                      stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
 def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
     """The variant the divergence above builds: a copy of each branch's dead
     code before the cond, on the cond's operands, with the live equations

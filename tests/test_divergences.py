@@ -29,6 +29,8 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",
           "optimization-barrier-not-differentiable": "Differentiation rule for 'optimization_barrier'",
           "random-gamma-grad-not-differentiable": "Differentiation rule for 'random_gamma_grad'",
+          "custom-vjp-under-vmap-of-a-batched-cond-miscounts-its-outputs":
+              "safe_zip() argument 2 is longer than argument 1",
           "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
           "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes": "object has no attribute 'val'",
           "saved-residuals-counts-a-value-saved-beside-its-rounding-once": "assert len(results) == len(jaxpr.outvars)",

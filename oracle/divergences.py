@@ -1787,6 +1787,17 @@ def _or_rounded(allowed: "collections.Counter") -> "collections.Counter":
     return out
 
 
+def _sort_old_jvp(ctx):
+    """JAX's residuals are the spec's following the old rule (spec.semantics:
+    sort_jvp_gathers_along_its_dimension=False; whatever a policy saves of
+    the old indices: a policy saving `add` saves their wrapping, found by a
+    campaign on 0.4.36, 5423eff2fe), or, composing with the other additive
+    divergences, the baseline's with the old permutation in place of the
+    new (`_sort_jvp_int32_permutation`)."""
+    return _sort_jvp_int32_permutation(ctx) or (
+        has_primitive(ctx.program, "sort") and _follows_an_older_choice(ctx, sort_jvp_gathers_along_its_dimension=False))
+
+
 @additive
 def _sort_jvp_int32_permutation(got, want, ctx):
     """JAX's list is the baseline's with each `u32[s..., 1]` entry (the
@@ -3686,11 +3697,14 @@ DIVERGENCES = [
         "list replaced by up to one entry per sorted operand (each tangent gathered on its "
         "own): `i32[s, 1]` of the same provenance, or for an operand of rank r >= 2, whose "
         "tangent is gathered with every dimension's indices, `i32[s, r]` an `output of "
-        "concatenate` (in a jit the jit's output; found by campaigns on 0.4.25 and 0.4.36).",
+        "concatenate` (in a jit the jit's output; found by campaigns on 0.4.25 and 0.4.36); "
+        "or JAX's residuals are the spec's following the old rule (spec.semantics: "
+        "sort_jvp_gathers_along_its_dimension=False: int32 iotas, `t[idx]` lowered by jnp "
+        "indexing, whose index wrapping a policy saving `add` saves; found by a campaign on 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
-        _sort_jvp_int32_permutation, releases=Releases("0.4.25", "0.4.38")),
+        _sort_old_jvp, releases=Releases("0.4.25", "0.4.38")),
     Divergence(
         "top-k-jvp-gathers-with-every-index",
         "Before jax 0.4.35 top_k's JVP rule (jax/_src/lax/lax.py _top_k_jvp) gathers the "

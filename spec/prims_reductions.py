@@ -584,7 +584,9 @@ def _gather_at_every_index(t, indices: list):
     rank = t.ndim
     dnums = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=tuple(range(rank)),
                                    start_index_map=tuple(range(rank)))
-    return gather(t, concatenate(indices, rank), dnums, (1,) * rank, mode="promise_in_bounds")
+    # (one index array is not concatenated: lax.concatenate returns a single operand as it is)
+    at = indices[0] if len(indices) == 1 else concatenate(indices, rank)
+    return gather(t, at, dnums, (1,) * rank, mode="promise_in_bounds")
 
 
 def _top_k_batch(args, dims, *, k, axis):
@@ -724,7 +726,15 @@ def _approx_top_k_old_indices(t, indices, axis: int):
     (the reduction dimension's iota is dead)."""
     shape = tuple(indices.shape)
     iotas = [iota(np.int32, shape, i) for i in range(len(shape))]
-    ids = [indices if i == axis else iotas[i] for i in range(len(shape))]
+    return _jnp_indices(t, [indices if i == axis else iotas[i] for i in range(len(shape))])
+
+
+def _jnp_indices(t, ids: list) -> list:
+    """The index arrays `ids` (one per dimension of t, of one shape s) as
+    jnp indexing `t[tuple(ids)]` makes them gather indices: each wrapped
+    (`select_n(lt(i, 0), i, add(i, t.shape[k]))`), then each broadcast to
+    s + (1,)."""
+    shape = tuple(ids[0].shape)
     wrapped = [select_n(lt(d, np.int32(0)), d, add(d, np.int32(t.shape[i]))) for i, d in enumerate(ids)]
     return [broadcast_in_dim(w, shape + (1,), tuple(range(len(shape)))) for w in wrapped]
 
@@ -822,6 +832,8 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
     tangents_out = [t if type(t) is ad_util.Zero else gather(t, idx, dnums, (1,) * len(shape),
                     mode=GatherScatterMode.PROMISE_IN_BOUNDS) for t in tangents]"""
     shape = tuple(primals[0].shape)
+    if not semantics().sort_jvp_gathers_along_its_dimension:
+        return _sort_old_jvp(primals, tangents, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
     *outs, perm = bind(sort_p, *primals, iota(np.uint32, shape, dimension), dimension=dimension,
                        is_stable=is_stable, num_keys=num_keys)
     batch_dims = tuple(i for i in range(len(shape)) if i != dimension)
@@ -831,6 +843,24 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
     idx = expand_dims(perm, (len(shape),))
     return outs, [None if isinstance(t, Zero) else
                   gather(t, idx, dnums, (1,) * len(shape), mode="promise_in_bounds") for t in tangents]
+
+
+def _sort_old_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    """Before jax 0.4.38 (spec.semantics: sort_jvp_gathers_along_its_dimension;
+    jax 0.4.36's lax.py _sort_jvp):
+    iotas = [broadcasted_iota(np.int64, shape, dim) for dim in range(rank)]   # int32 without x64
+    sorted_primals_and_idx = sort_p.bind(*primals, iotas[dimension], ...)
+    idx = tuple(sorted_primals_and_idx[-1] if i == dimension else iotas[i] for i in range(rank))
+    tangents_out = tuple(t if type(t) is ad_util.Zero else t[idx] for t in tangents)
+    with `t[idx]` lowered by jnp indexing for each tangent as approx_top_k's
+    old rule is (`_jnp_indices`, `_gather_at_every_index`)."""
+    shape = tuple(primals[0].shape)
+    iotas = [iota(np.int32, shape, i) for i in range(len(shape))]
+    *outs, perm = bind(sort_p, *primals, iotas[dimension], dimension=dimension, is_stable=is_stable,
+                       num_keys=num_keys)
+    ids = [perm if i == dimension else iotas[i] for i in range(len(shape))]
+    return outs, [None if isinstance(t, Zero) else _gather_at_every_index(t, _jnp_indices(t, ids))
+                  for t in tangents]
 
 
 def _sort_batch(args, dims, *, dimension, is_stable, num_keys):

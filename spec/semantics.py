@@ -69,6 +69,13 @@ class Semantics:
     # concatenated: an iota per leading dimension broadcast beside the
     # reshaped indices (`i32[..., k, r]`), which linearization saves.
     top_k_jvp_batches_its_gather: bool = True
+    # sort's JVP gathers each tangent with the sorted iota alone (jax 0.4.38
+    # on; jax/_src/lax/lax.py _sort_jvp, a uint32 iota); before, `t[idx]`,
+    # idx the sorted int32 iota for the sorted dimension and an int32 iota
+    # for each other one, which jnp indexing lowers per tangent to each
+    # index normalised (lt, add, select_n), broadcast and concatenated
+    # (measured on 0.4.25 and 0.4.36): what a policy may save.
+    sort_jvp_gathers_along_its_dimension: bool = True
     # approx_top_k's JVP takes the tangent along the reduction dimension
     # with jnp.take_along_axis (jax 0.7.1 on, jax-ml/jax 504ef48401;
     # jax/_src/lax/ann.py _approx_top_k_jvp); before, `tangent[idx]`, idx

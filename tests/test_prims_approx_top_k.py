@@ -63,6 +63,33 @@ def test_the_old_jvp_rules_gather_the_same_tangents(old):
     np.testing.assert_array_equal(tangent, np.take_along_axis(t, indices, axis))
 
 
+@pytest.mark.parametrize("shape, dimension, num_keys", [((5,), 0, 1), ((3, 2), 0, 1), ((2, 4, 3), 1, 2)])
+def test_the_old_sort_jvp_rule_gathers_the_same_tangents(shape, dimension, num_keys):
+    """spec.semantics' older sort JVP rule (sort_jvp_gathers_along_its_dimension
+    =False: `t[idx]` through jnp indexing) gathers what the new one does,
+    each operand's tangent in the sorted order (numpy's stable argsort of
+    the keys, lexicographic), and binds the equations jax 0.4.36's jvp
+    jaxpr of lax.sort binds, in its order (recorded from
+    jax.make_jaxpr(jvp of lax.sort) on 0.4.25 and 0.4.36, one operand of
+    rank 1: iota, sort, lt, add, select_n, broadcast_in_dim, gather)."""
+    from spec.prims_reductions import sort
+    from spec.semantics import following
+    keys = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float32)   # no ties
+    ops = [keys] + [RNG.normal(size=shape).astype(np.float32) for _ in range(num_keys)]
+    tangents = [RNG.normal(size=shape).astype(np.float32) for _ in ops]
+    prog = spec.trace(lambda *xs: sort(list(xs), dimension, True, num_keys), *[spec.f32[shape]] * len(ops))
+    with following(sort_jvp_gathers_along_its_dimension=False):
+        jvp = spec.jvp(prog)
+    outs = spec.evaluate(jvp, *ops, *tangents)
+    order = np.argsort(keys, axis=dimension, kind="stable")
+    for t, got in zip(tangents, outs[len(ops):]):
+        np.testing.assert_array_equal(got, np.take_along_axis(t, order, dimension))
+    if shape == (5,):
+        names = [e.primitive.name for e in jvp.eqns]
+        assert names == ["iota", "sort", "lt", "add", "select_n", "broadcast_in_dim", "gather",
+                         "lt", "add", "select_n", "broadcast_in_dim", "gather"][:len(names)], names
+
+
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402

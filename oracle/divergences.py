@@ -404,12 +404,14 @@ def _cond_keeps_dead_jvp_residuals(ctx):
     a campaign on 0.6.2, da8efa446b: an igammac a branch computes unread)."""
     e = ctx.error
     missing_rule = isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
-    if not ((missing_rule or type(e) is AssertionError)
-            and ctx.spec_error is None and ctx.numeric_program is not None):
+    # the property's program: a numeric property's, or the stack a barrier count linearizes
+    # (linearize o grad, found by a campaign on 0.6.2, 4ef9b2d59c)
+    build = ctx.numeric_program or ctx.linear_barriers_of
+    if not ((missing_rule or type(e) is AssertionError) and ctx.spec_error is None and build is not None):
         return False
     inlined, n = jits_inlined(ctx.user_program)
     hoisted, m = conds_dead_code_hoisted(inlined)
-    return _variant_raises((hoisted, m and n + m), ctx.numeric_program, type(e), str(e))
+    return _variant_raises((hoisted, m and n + m), build, type(e), str(e))
 
 
 def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:

@@ -114,6 +114,7 @@ class Property:
     unmodelled: Callable | None = None         # case -> why JAX's answers for it are not modelled, or None
     without_dead_code: Callable | None = None  # case -> its spec program built with every level's dead code removed
     spec_program: Callable | None = None       # checked program -> the spec program whose values (residuals) it compares
+    linear_barriers_of: Callable | None = None  # stack_barriers: checked program -> the spec's barrier count
 
     def context(self, case: Case, impl: str, **kw) -> divergences.Context:
         """What a known divergence may look at, of this property's program."""
@@ -130,6 +131,7 @@ class Property:
         if self.without_dead_code is not None:
             kw.setdefault("without_dead_code", lambda: self.without_dead_code(case))
         kw.setdefault("numeric_program", self.spec_program)
+        kw.setdefault("linear_barriers_of", self.linear_barriers_of)
         kw.setdefault("ad_depth", self.weight.bit_length() - 1)
         return divergences.Context(impl, self.name, case.policy, prog, **kw)
 

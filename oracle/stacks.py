@@ -653,4 +653,4 @@ def stack_barriers_property(stack: Stack, prog: Program):
         ".count('optimization_barrier')")
     return P.Property(STACK_BARRIERS, "jaxpr", spec_side, compare, jax_side=jax_side, repro_code=code,
                       description=str(stack), implementations=("remat2",), program=level_program,
-                      operands=_case_operands(stack))
+                      operands=_case_operands(stack), linear_barriers_of=barriers_of)

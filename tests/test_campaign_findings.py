@@ -3986,6 +3986,29 @@ def test_a_batched_cond_s_custom_vjp_under_grad_of_vmap_of_vmap():
     assert report.status(S.STACK, "remat2") == ("known divergence" if raises else "ok"), str(report)
 
 
+def test_a_cond_branch_s_dead_jvp_value_under_linearize_of_grad():
+    """The cond branch's unread igammac of the test above under a stack,
+    linearize o grad: before jax 0.7.1 JAX raises igamma_grad_a's missing
+    derivative (measured here) for the stack's values and for the barriers
+    of its called linear function alike; the barrier count's known
+    divergence is judged on the stack the count linearizes (release
+    campaign finding 4ef9b2d59c on 0.6.2)."""
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def f(a, b, c):
+        return lax.cond(a > 0, lambda m, n, o: (lax.igammac(n, o), jnp.cos(m))[1], lambda m, n, o: m, a, b, c)
+    x = (np.float32(0.3),) + tuple(np.full((2, 3), v, np.float32) for v in (0.5, 0.7))
+    grad = jax.grad(lambda *a: f(*a), argnums=(0, 1, 2))
+    raises = _jax_raises(lambda: jax.linearize(grad, *x)[1](*x), NotImplementedError,
+                         "Differentiation rule for 'igamma_grad_a' not implemented")
+    stack = S.Stack((S.Layer("grad"), S.Layer("linearize")))
+    report = properties.oracle_agrees(trace_jax(f, *x), implementations=("remat2",), stack=stack,
+                                      only=(S.STACK, "stack_barriers"))
+    for prop in (S.STACK, "stack_barriers"):
+        assert report.status(prop, "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
 def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
     """The variant the divergence above builds: a copy of each branch's dead
     code before the cond, on the cond's operands, with the live equations

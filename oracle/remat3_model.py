@@ -298,9 +298,9 @@ def _model_body_jvp(body: Program, nonzeros, *, opaque_outputs: bool, linearized
                     effects_sealed: bool) -> tuple[Program, list]:
     """The model checkpoint's body linearization (known tangents are zeros,
     with `linearized_body`); with `opaque_outputs` every float output
-    tangent is returned, made to read the input tangents (+ sum(t) - sum(t),
-    linear: nothing is saved) so that partial evaluation cannot hoist it as
-    known either. The body is linearized as remat3 rematerializes it
+    tangent is returned, made to read the input tangents (+ a tangent-side
+    zero, `_zero_reading`: nothing is saved) so that partial evaluation
+    cannot hoist it as known either. The body is linearized as remat3 rematerializes it
     (`_rematerialized`)."""
     body = _rematerialized(body, effects_sealed)
     with building() as b:
@@ -325,8 +325,9 @@ def _instantiated_input_tangents(tangents: list) -> list:
     (`jvp`) they are constants (zeros_like_aval) an outer differentiation
     knows (found by a pristine campaign, 718facfa78: grad o jvp transposes
     a pad of such a zero for its padding value alone); linearized, they
-    live on the tangent side (made in `linearized`): zeros + z, with z read
-    from the nonzero tangents, is exactly that."""
+    live on the tangent side (made in `linearized`): zeros of z, a
+    tangent-side zero read from the nonzero tangents (`_zero_reading`), is
+    exactly that."""
     nonzero = [t for t in tangents if not isinstance(t, Zero)]
     if not nonzero:
         return tangents

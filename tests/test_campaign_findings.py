@@ -4124,3 +4124,19 @@ def test_sort_s_old_indices_out_of_a_cond_branch():
     report = oracle.check(f, oracle.AS_IS, np.float32(-0.5), b, implementations=("remat2",),
                           properties=("residuals",))
     assert report.results[0].status in ("ok", "known divergence"), str(report)
+
+
+def test_the_barrier_predicates_take_an_error_s_context_of_a_barrier_property():
+    """Every context of a stack's barrier property carries the spec's count
+    function (Property.linear_barriers_of), an error's too, which has no
+    counts: the predicates comparing counts say no instead of crashing
+    (release campaign findings a66b55a1fa and cb363cd5d4 on 0.4.25: linearize
+    of an optimization_barrier, linearize o grad of a pad, where JAX raised;
+    `divergences.find` turned the crash into a RuntimeError)."""
+    from oracle import divergences as dv
+    prog = spec.trace(lambda a, b: [spec.ops.sin(a) * b], spec.f32[3], spec.f32[3])
+    ctx = dv.Context("remat2", "stack_barriers", None, prog, error=ValueError("JAX refused"),
+                     linear_barriers_of=lambda checked: 0)
+    for predicate in (dv._linearize_keeps_tangents_of_unread_operands, dv._linearize_keeps_unused_outputs,
+                      dv._cond_keeps_dead_jvp_residuals):
+        assert predicate(ctx) is False

@@ -426,24 +426,7 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, c
     if index_uk:                       # the whole cond is staged
         return [], [eqn], [True] * n_out, [True] * n_out, [], {}
     index, ops = eqn.inputs[0], eqn.inputs[1:]
-    n_ops = len(ops)
-    if linearize:
-        pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True,
-                            literals_are_residuals=False, order="first_use") for b in branches]
-        # an output some branch computes in its tangent part is returned by
-        # every tangent branch: a branch that knows it (a constant tangent a
-        # rule made) saves it as a residual, a scalar literal too (from 0.7.1)
-        staged_anywhere, saved = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])], _saves_literals()
-        pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True, instantiate=staged_anywhere,
-                            literals_are_residuals=False, literal_outputs_are_residuals=saved,
-                            order="first_use") for b in branches]
-    else:
-        # residuals counted before DCE, as partial_eval_jaxpr_custom does
-        # (what a dead staged equation reads is a residual too)
-        pes = [partial_eval(b, ops_uk, in_inst=[True] * n_ops, saveable=saveable, instantiate=True,
-                            constants_are_residuals=not constants_shared, order="first_use",
-                            dce_staged=False)
-               for b in branches]
+    pes = _split_branches(branches, ops_uk, saveable, linearize, constants_shared)
     unks_out = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])]
     all_res, slots = _merge_branch_residuals([[r.type for r in pe.residuals] for pe in pes])
     known_branches = []
@@ -481,6 +464,27 @@ def _cond_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize, c
         # finding 7f69def811)
         return [known_eqn], [], unks_out, out_inst, [], {}
     return [known_eqn], [staged_eqn], unks_out, out_inst, [], {}
+
+
+def _split_branches(branches, ops_uk, saveable, linearize: bool, constants_shared: bool) -> list:
+    """Each branch partially evaluated with the operands' unknowns, as
+    `_cond_partial_eval` says (its docstring: linearized, or inside a
+    checkpoint)."""
+    if linearize:
+        pes = [partial_eval(b, ops_uk, saveable=saveable, linearize=True,
+                            literals_are_residuals=False, order="first_use") for b in branches]
+        # an output some branch computes in its tangent part is returned by
+        # every tangent branch: a branch that knows it (a constant tangent a
+        # rule made) saves it as a residual, a scalar literal too (from 0.7.1)
+        staged_anywhere, saved = [any(u) for u in zip(*[pe.out_unknowns for pe in pes])], _saves_literals()
+        return [partial_eval(b, ops_uk, saveable=saveable, linearize=True, instantiate=staged_anywhere,
+                             literals_are_residuals=False, literal_outputs_are_residuals=saved,
+                             order="first_use") for b in branches]
+    # residuals counted before DCE, as partial_eval_jaxpr_custom does
+    # (what a dead staged equation reads is a residual too)
+    return [partial_eval(b, ops_uk, in_inst=[True] * len(ops_uk), saveable=saveable, instantiate=True,
+                         constants_are_residuals=not constants_shared, order="first_use", dce_staged=False)
+            for b in branches]
 
 
 def _cond_dce(eqn: Eqn, used_outputs):

@@ -1836,6 +1836,9 @@ def _sort_jvp_int32_permutation(got, want, ctx):
             and not (_jit_outputs_alike(extra) - _jit_outputs_alike(allowed)))
 
 
+_sort_old_jvp.explains = _sort_jvp_int32_permutation.explains     # composes as the additive form
+
+
 def _top_k_old_jvp(ctx):
     """JAX's residuals are the spec's following the old rule (spec.semantics:
     top_k_jvp_batches_its_gather=False; whatever a policy saves of the old

@@ -3306,6 +3306,25 @@ def test_sort_s_old_indices_under_policies_that_save_their_parts(saved):
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
 
 
+def test_sort_s_old_indices_compose_with_another_additive_divergence():
+    """sort's old indices beside integer_pow(a, 1)'s saved factor (before
+    jax 0.4.38 and 0.10.1): the two additive divergences compose, sort's
+    through its additive form (release campaign finding 1b790d145b on
+    0.4.36: the predicate wrapping it had lost it). JAX's own list decides
+    whether any divergence is expected."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.ad_checkpoint import saved_residuals
+
+    import oracle
+    x = np.random.default_rng(7).normal(size=(3, 5)).astype(np.float32)
+    f = lambda a, b: (jax.lax.integer_pow(a, 1), jnp.sin(jax.lax.sort(b, dimension=1)))    # noqa: E731
+    old = any(str(a.dtype) == "int32" for a, _ in saved_residuals(f, np.float32(0.5), x))
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.5), x, properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+
+
 def test_two_order_only_divergences_compose_and_nothing_else_does(monkeypatch):
     """`_orders_explaining`: a zero moved first and two scan outputs swapped
     are the two divergences' moves one after the other; a scan output

@@ -1673,10 +1673,18 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
             out.update([(t, "output of scan") for t in stacked] + [(t, _JIT_OUTPUT) for t in stacked])
     # in a checkpoint's body a scan is split by partial_eval_jaxpr_custom, whose
     # known half is a closed_call: the stacked output an `output of
-    # closed_call` (found by a campaign on 0.4.36, finding 19982c283c)
+    # closed_call` (found by a campaign on 0.4.36, finding 19982c283c); that
+    # checkpoint nested in another's body is one more known half, the outer
+    # split names it by the nested checkpoint: `output of remat2` (found by a
+    # campaign on 0.4.36, 7f4241c512)
     for e in _eqns(prog):
         if e.primitive.name == "remat":
-            out.update((t, "output of closed_call") for c, lengths in _eqns_in_loops(e.params["jaxpr"])
+            body = e.params["jaxpr"]
+            stacked = [t for c, lengths in _eqns_in_loops(body)
+                       if c.primitive.name == "custom_vjp_call" and lengths for t in _stacked_types(c, lengths)]
+            out.update((t, "output of closed_call") for t in stacked)
+            out.update((t, "output of remat2") for inner in _eqns(body) if inner.primitive.name == "remat"
+                       for c, lengths in _eqns_in_loops(inner.params["jaxpr"])
                        if c.primitive.name == "custom_vjp_call" and lengths for t in _stacked_types(c, lengths))
     return out
 

@@ -3866,6 +3866,28 @@ def test_a_custom_vjp_s_tied_output_in_a_scan_in_a_checkpoint():
     assert (saved.count("output of closed_call") == 2) is (report.results[0].status == "known divergence"), saved
 
 
+def test_a_custom_vjp_s_tied_output_in_a_scan_in_a_nested_checkpoint():
+    """The same in a checkpoint nested in another's body: the outer split
+    names the nested checkpoint's known half, so the extra entry is an
+    `output of remat2`, beside the nested checkpoint's own saved output
+    (release campaign finding 7f4241c512 on 0.4.36). JAX's own list decides
+    whether the divergence is expected."""
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+
+    def body(c):
+        return lax.scan(lambda c, _: (s(c), None), c, None, length=1)[0]
+    f = jax.checkpoint(jax.checkpoint(body, prevent_cse=False), prevent_cse=False,
+                       policy=jax.checkpoint_policies.everything_saveable)
+    a = np.float32(-1.14)
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    assert report.results[0].status in ("ok", "known divergence"), str(report)
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, a)]
+    assert (saved.count("output of remat2") == 2) is (report.results[0].status == "known divergence"), saved
+
+
 def test_a_name_of_an_unknown_primal_in_a_checkpoint_s_unused_output():
     """A checkpoint naming a generic reduce_window's output it returns
     unused, beside a used one: without direct linearization the window's

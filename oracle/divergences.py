@@ -1949,7 +1949,9 @@ def _old_indices_for(old, new, shapes: dict, new_source: Callable) -> bool:
             and ((new_source(ws) and gs == "output of concatenate") or (_is_jit_output(ws) and _is_jit_output(gs)))):
         return False
     w_shape, g_shape = _parse_shape(wt), _parse_shape(gt)
-    return w_shape[-1] == 1 and w_shape[:-1] in shapes and g_shape == w_shape[:-1] + (shapes[w_shape[:-1]],)
+    # (a scalar, a cond's index that a jit returns, is no gather's indices: found on 0.4.25, ce3dd944e1)
+    return (bool(w_shape) and w_shape[-1] == 1 and w_shape[:-1] in shapes
+            and g_shape == w_shape[:-1] + (shapes[w_shape[:-1]],))
 
 
 def _parse_shape(printed_type: str) -> tuple:

@@ -4162,3 +4162,16 @@ def test_the_barrier_predicates_take_an_error_s_context_of_a_barrier_property():
     for predicate in (dv._linearize_keeps_tangents_of_unread_operands, dv._linearize_keeps_unused_outputs,
                       dv._cond_keeps_dead_jvp_residuals):
         assert predicate(ctx) is False
+
+
+def test_old_gather_indices_take_a_scalar_int_jit_output():
+    """The old-indices predicates of top_k and approx_top_k compare JAX's
+    int32 entries with the baseline's: a scalar one (a cond's index a jit
+    returns) is no gather's indices, and says no instead of crashing
+    (release campaign finding ce3dd944e1 on 0.4.25: IndexError, turned into
+    a RuntimeError by divergences.find)."""
+    from oracle import divergences as dv
+    jit_out = "output of jitted function 'spec_program'"
+    shapes = {(3, 2): 2}
+    assert not dv._old_indices_for(("i32[3,2,2]", jit_out), ("i32[]", jit_out), shapes, dv._is_jit_output)
+    assert dv._old_indices_for(("i32[3,2,2]", jit_out), ("i32[3,2,1]", jit_out), shapes, dv._is_jit_output)

@@ -1369,9 +1369,38 @@ def _acosh_old_jvp(ctx):
     return has_primitive(ctx.program, "acosh") and _follows_an_older_choice(ctx, acosh_jvp_squares=False)
 
 
+def _square_binds_integer_pow(ctx):
+    """JAX's residuals are the spec's following the releases before 0.4.36,
+    where `lax.square` bound integer_pow[y=2] (spec.semantics:
+    square_is_a_primitive=False): the square a rule like acos's binds is an
+    integer_pow a policy may save (found on 0.4.25)."""
+    return _follows_an_older_choice(ctx, square_is_a_primitive=False)
+
+
+# The spec.semantics choices that are one primitive's JVP rule, and the
+# releases that make the older one. A release makes all its older choices at
+# once, so a divergence naming one of them tries it with the others too (an
+# acos under a policy naming integer_pow beside integer_pow(x, 1) on 0.4.25).
+OLDER_RULES = {
+    "integer_pow_small_y_jvp": Releases("0.4.25", "0.10.1"),
+    "acosh_jvp_squares": Releases("0.4.25", "0.8.0"),
+    "square_is_a_primitive": Releases("0.4.25", "0.4.36"),
+    "atan2_jvp_divides_first": Releases("0.4.25", "0.5.3"),
+    "sort_jvp_gathers_along_its_dimension": Releases("0.4.25", "0.4.38"),
+    "top_k_jvp_batches_its_gather": Releases("0.4.25", "0.4.35"),
+    "approx_top_k_jvp_takes_along_axis": Releases("0.4.25", "0.7.1"),
+}
+
+
+def _older_rules_of_the_release() -> dict:
+    """The older rule choices the installed release makes (OLDER_RULES)."""
+    return {name: False for name, releases in OLDER_RULES.items() if holds(releases)}
+
+
 def _follows_an_older_choice(ctx, **choices) -> bool:
     """JAX's residuals are those of the spec following `choices` (fields of
-    spec.semantics: a rule JAX changed on purpose): equal to one of that
+    spec.semantics: a rule JAX changed on purpose), alone or with the
+    release's other older rules (OLDER_RULES): equal to one of that
     spec's baselines (`Context.baselines`) that the choices change (a
     program variant's too: found on 0.6.2, integer_pow's old factor x ** 0
     saved for a checkpoint's unused output, which the release's
@@ -1381,6 +1410,12 @@ def _follows_an_older_choice(ctx, **choices) -> bool:
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     current = ctx.baselines()
+    attempts = [choices, {**_older_rules_of_the_release(), **choices}]
+    return any(_baselines_following(ctx, current, attempt) for i, attempt in enumerate(attempts)
+               if attempt not in attempts[:i])
+
+
+def _baselines_following(ctx, current, choices) -> bool:
     with following(**choices):      # (JAX's names normalised as that spec orders them too)
         older = dataclasses.replace(ctx, spec_residuals=ctx.residuals_with(lambda policy: policy))
         return any(_normalised_against(older, want) == want
@@ -1525,8 +1560,18 @@ def _reordered(ctx: Context) -> Divergence | None:
     return None
 
 
+def _atan2_old_jvp(ctx):
+    """JAX's residuals are the spec's following atan2's JVP in y before jax
+    0.5.3, `(g * -x) / d` (spec.semantics: atan2_jvp_divides_first=False:
+    under any policy, e.g. one saving div, found writing a test on 0.4.36),
+    or, composing with other additive divergences, its factors saved beside
+    a baseline (`_atan2_old_factors`)."""
+    return _atan2_old_factors(ctx) or (has_primitive(ctx.program, "atan2")
+                                       and _follows_an_older_choice(ctx, atan2_jvp_divides_first=False))
+
+
 @additive
-def _atan2_old_jvp(got, want, ctx):
+def _atan2_old_factors(got, want, ctx):
     """Per atan2 equation of a type: the baseline's `output of div` (y's
     tangent factor) replaced by an `output of neg` and an `output of add`;
     for one whose saved values all take the name of an equation around it
@@ -1541,6 +1586,9 @@ def _atan2_old_jvp(got, want, ctx):
         want[(t, "output of add")] += n
     named_around_extra = _jit_outputs_alike(extra) - want
     return not (want - _jit_outputs_alike(extra)) and not (named_around_extra - _atan2s_named_around(ctx.program))
+
+
+_atan2_old_jvp.explains = _atan2_old_factors.explains     # composes as the additive form
 
 
 def _atan2s_named_around(prog: Program, in_checkpoint: bool = False) -> "collections.Counter":
@@ -3441,7 +3489,7 @@ DIVERGENCES = [
         "(composing with other divergences) the spec's plus at most one `output of mul` of each "
         "integer_pow[y=1]'s type.",
         "print_saved_residuals(lambda x: jax.lax.integer_pow(x, 1), 2.0)  # f32[] output of mul",
-        _integer_pow_one_factor, releases=Releases("0.4.25", "0.10.1")),
+        _integer_pow_one_factor, releases=OLDER_RULES["integer_pow_small_y_jvp"]),
     Divergence(
         "acosh-jvp-multiplies-x-minus-one-by-x-plus-one",
         "Before jax 0.8.0 acosh's JVP rule was g * rsqrt((x - 1) * (x + 1)); from 0.8.0 it is "
@@ -3454,7 +3502,19 @@ DIVERGENCES = [
         "the old rule and not its own.",
         "j = str(jax.make_jaxpr(lambda x: jax.jvp(jax.lax.acosh, (x,), (x,)))(2.0))\n"
         "print('the product' if 'square' not in j else 'the square')  # the product",
-        _acosh_old_jvp, releases=Releases("0.4.25", "0.8.0")),
+        _acosh_old_jvp, releases=OLDER_RULES["acosh_jvp_squares"]),
+    Divergence(
+        "square-is-integer-pow",
+        "Before jax 0.4.36 `lax.square` bound integer_pow[y=2]; jax-ml/jax 4d0a007d57 (\"Add "
+        "square_p\", first in 0.4.36) gave it a primitive of its own, which the spec models "
+        "(spec.semantics: square_is_a_primitive). The JVP rules written with `square` (asin, "
+        "acos, atan, asinh, tan, atan2, erf, erfc, erf_inv) bound an integer_pow then: a policy "
+        "that saves integer_pow saves it, one that saves `square` nothing there. Measured: "
+        "0.4.25 binds integer_pow, 0.4.36 square; found by a campaign on 0.4.25. The predicate: "
+        "JAX's residuals are the spec's following those releases' square (and their "
+        "integer_pow JVP rule) and not its own.",
+        "print(jax.make_jaxpr(jax.grad(jax.lax.acos))(0.5))  # integer_pow[y=2], no square",
+        _square_binds_integer_pow, releases=OLDER_RULES["square_is_a_primitive"]),
     Divergence(
         "scan-residuals-in-another-order",
         "Before jax 0.10 (verified on 0.4.25, 0.4.36 and 0.6.2; not bisected between 0.6.2 and "
@@ -3723,7 +3783,7 @@ DIVERGENCES = [
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "dtypes = [str(a.dtype) for a, _ in saved_residuals(lambda x: jnp.sin(jnp.sort(x)), jnp.ones(4))]\n"
         "print('the permutation is int32:', 'int32' in dtypes)  # the permutation is int32: True",
-        _sort_old_jvp, releases=Releases("0.4.25", "0.4.38")),
+        _sort_old_jvp, releases=OLDER_RULES["sort_jvp_gathers_along_its_dimension"]),
     Divergence(
         "top-k-jvp-gathers-with-every-index",
         "Before jax 0.4.35 top_k's JVP rule (jax/_src/lax/lax.py _top_k_jvp) gathers the "
@@ -3738,7 +3798,7 @@ DIVERGENCES = [
         "r = saved_residuals(lambda b: jax.lax.top_k(b, 2)[0], jnp.ones((3, 5)))\n"
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
-        _top_k_old_jvp, releases=Releases("0.4.25", "0.4.35")),
+        _top_k_old_jvp, releases=OLDER_RULES["top_k_jvp_batches_its_gather"]),
     Divergence(
         "lu-jvp-gathers-with-every-index",
         "Before jax 0.5.3 lu's JVP rule (jax/_src/lax/linalg.py _lu_jvp_rule) permutes the "
@@ -3786,7 +3846,7 @@ DIVERGENCES = [
         "r = saved_residuals(lambda b: jax.lax.approx_max_k(b, 2)[0], jnp.ones((3, 5)))\n"
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
-        _approx_top_k_old_jvp, releases=Releases("0.4.25", "0.7.1")),
+        _approx_top_k_old_jvp, releases=OLDER_RULES["approx_top_k_jvp_takes_along_axis"]),
     Divergence(
         "custom-vjp-saves-its-output",
         "Before jax 0.4.36 (0.4.25, 0.4.30, 0.4.33 to 0.4.35 measured; 0.4.36 not) the tie of a custom_vjp's primal outputs to its "
@@ -4081,13 +4141,15 @@ DIVERGENCES = [
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "
         "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
-        "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does. Same derivative. "
-        "The predicate: per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
+        "`mul(g, div(neg(x), d))`, which saves the quotient, as the spec does (spec.semantics: "
+        "atan2_jvp_divides_first). Same derivative. The predicate: JAX's residuals are the "
+        "spec's following the old rule (under any policy: one saving div saves no quotient "
+        "then), or per atan2 equation, the spec's `output of div` is JAX's `output of neg` "
         "and `output of add` of the same type (for one in a jit body, a cond branch or a checkpoint "
         "nested in a checkpoint, whose saved values all take the jit's, the cond's or remat2's "
         "name, one more of that name: found on 0.4.25 and 0.4.36), and nothing else differs.",
         "print_saved_residuals(lambda x, y: jax.lax.atan2(x, y), 1.0, 2.0)  # output of neg, output of add",
-        _atan2_old_jvp, releases=Releases("0.4.25", "0.5.3")),
+        _atan2_old_jvp, releases=OLDER_RULES["atan2_jvp_divides_first"]),
     Divergence(
         "cond-jvp-instantiates-host-tangents-on-device",
         "JAX's cond JVP (jax 0.10.2, lax/control_flow/conditionals.py _cond_jvp: ad.jvp_jaxpr "

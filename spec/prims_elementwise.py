@@ -181,12 +181,19 @@ def log1p(x, accuracy=None): return bind(log1p_p, x, accuracy=accuracy)
 def logistic(x, accuracy=None): return bind(logistic_p, x, accuracy=accuracy)
 def sqrt(x, accuracy=None): return bind(sqrt_p, x, accuracy=accuracy)
 def rsqrt(x, accuracy=None): return bind(rsqrt_p, x, accuracy=accuracy)
-def square(x): return bind(square_p, x)
 def abs(x): return bind(abs_p, x)   # noqa: A001  (lax's name)
 
 
 def integer_pow(x, y: int):
     return bind(integer_pow_p, x, y=y)
+
+
+def square(x):
+    """x * x: square_p, or integer_pow[y=2] as lax.square bound it before
+    jax 0.4.36 (spec.semantics: square_is_a_primitive)."""
+    if not semantics().square_is_a_primitive:
+        return integer_pow(x, 2)
+    return bind(square_p, x)
 
 
 _unary_ops = {

@@ -408,12 +408,19 @@ def _atan2_jvp(primals, tangents):
     """d atan2(x, y) = (y dx - x dy) / (x^2 + y^2). JAX (lax.py):
     ad.defjvp(atan2_p,
               lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
-              lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))"""
+              lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
+    (before jax 0.5.3 `g * -x / (square(x) + square(y))` in y: spec/semantics.py)"""
     (x, y), (tx, ty) = primals, tangents
     ans = atan2(x, y)
     terms = [None if isinstance(tx, Zero) else mul(tx, div(y, add(square(x), square(y)))),
-             None if isinstance(ty, Zero) else mul(ty, div(neg(x), add(square(x), square(y))))]
+             None if isinstance(ty, Zero) else _atan2_jvp_in_y(ty, x, y)]
     return ans, add_tangents(terms)
+
+
+def _atan2_jvp_in_y(g, x, y):
+    if semantics().atan2_jvp_divides_first:
+        return mul(g, div(neg(x), add(square(x), square(y))))
+    return div(mul(g, neg(x)), add(square(x), square(y)))
 
 
 shape_rules[atan2_p] = _binary_shape(atan2_p, kinds=("float",))

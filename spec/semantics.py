@@ -52,6 +52,18 @@ class Semantics:
     # 0.7.2 has the product, 0.8.0 the square); before, g * rsqrt((x - 1) *
     # (x + 1)), whose product a policy saving `mul` saves.
     acosh_jvp_squares: bool = True
+    # `lax.square` binds its own primitive, square_p (jax 0.4.36 on:
+    # jax-ml/jax 4d0a007d57, "Add square_p"); before, integer_pow[y=2]. The
+    # JVP rules written with `square` (asin, acos, atan, asinh, tan, atan2,
+    # erf_inv, erf, erfc) bound integer_pow then, which a policy naming
+    # integer_pow saves and one naming square does not (found on 0.4.25).
+    square_is_a_primitive: bool = True
+    # atan2's JVP in y is g * (-x / (x**2 + y**2)), the quotient a primal
+    # (jax 0.5.3 on: jax-ml/jax 4eada56027, "Avoid using array operations
+    # within lax.py operations"); before, `g * -x / (square(x) + square(y))`,
+    # Python's left-to-right (g * -x) / d: -x and d are residuals apart,
+    # which a policy naming div saves as two values, not one.
+    atan2_jvp_divides_first: bool = True
     # A JaxprTrace runs a checkpoint's partial-eval rule whatever its
     # inputs, so a checkpoint whose inputs are all known is evaluated inline
     # (remat_partial_eval's `core.eval_jaxpr(jaxpr_known, ...)`): an

@@ -3306,12 +3306,57 @@ def test_sort_s_old_indices_under_policies_that_save_their_parts(saved):
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
 
 
+@pytest.mark.parametrize("saved", ["integer_pow", "square"])
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "asinh", "tan", "atan2", "erf", "erfc", "erf_inv"])
+def test_rules_written_with_square_under_policies_that_save_it(name, saved):
+    """Before jax 0.4.36 `lax.square` bound integer_pow[y=2], so the JVP
+    rules written with it (asin's `rsqrt(1 - square(x))`, ...) bound an
+    integer_pow a policy naming integer_pow saves (release campaign finding
+    1eac1097dc on 0.4.25, `f32[2,3] output of integer_pow` under acos). The
+    spec following those releases (spec.semantics:
+    square_is_a_primitive=False) describes what either policy saves; a
+    release whose `lax.square` is square_p agrees with the spec's own rule.
+    Which one the installed JAX is, JAX's own jaxpr of `lax.square` says."""
+    import jax
+    import numpy as np
+
+    import oracle
+    x = np.random.default_rng(7).uniform(-0.8, 0.8, size=(2, 3)).astype(np.float32)
+    op = getattr(jax.lax, name)
+    f = (lambda a: jax.numpy.sin(op(a, a + 1.5))) if name == "atan2" else (lambda a: jax.numpy.sin(op(a)))
+    policy = lambda prim, *_, **__: prim.name == saved    # noqa: E731
+    old = "square" not in str(jax.make_jaxpr(jax.lax.square)(1.0))
+    report = oracle.check(f, policy, x)
+    assert report.status("residuals", "remat2") in (("ok", "known divergence") if old else ("ok",)), str(report)
+
+
+@pytest.mark.parametrize("saved", ["div", "mul", "neg", "add", "integer_pow", "square"])
+def test_atan2_s_old_rule_under_policies_that_save_its_parts(saved):
+    """Before jax 0.5.3 atan2's JVP in y was `(g * -x) / d`: a policy naming
+    div saves no quotient then, and what it can of d (spec.semantics:
+    atan2_jvp_divides_first=False, with the release's square: measured on
+    0.4.25; on 0.4.36 the old rule's additive form alone missed the div
+    policy). JAX's own jaxpr of that JVP says which rule the installed
+    release has; on a new one the spec's own rule agrees."""
+    import jax
+    import numpy as np
+
+    import oracle
+    x = np.random.default_rng(11).uniform(-0.8, 0.8, size=(2, 3)).astype(np.float32)
+    policy = lambda prim, *_, **__: prim.name == saved    # noqa: E731
+    jvp = jax.make_jaxpr(lambda y: jax.jvp(lambda b: jax.lax.atan2(2.0, b), (y,), (y,)))(3.0)
+    old = jvp.eqns[-1].primitive.name == "div"
+    report = oracle.check(lambda a: jax.numpy.sin(jax.lax.atan2(a, a + 1.5)), policy, x)
+    assert report.status("residuals", "remat2") in (("ok", "known divergence") if old else ("ok",)), str(report)
+
+
 def test_sort_s_old_indices_compose_with_another_additive_divergence():
     """sort's old indices beside integer_pow(a, 1)'s saved factor (before
     jax 0.4.38 and 0.10.1): the two additive divergences compose, sort's
     through its additive form (release campaign finding 1b790d145b on
     0.4.36: the predicate wrapping it had lost it). JAX's own list decides
-    whether any divergence is expected."""
+    whether any divergence is expected (on 0.6.2 integer_pow's factor alone,
+    `output of mul`)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -3320,7 +3365,7 @@ def test_sort_s_old_indices_compose_with_another_additive_divergence():
     import oracle
     x = np.random.default_rng(7).normal(size=(3, 5)).astype(np.float32)
     f = lambda a, b: (jax.lax.integer_pow(a, 1), jnp.sin(jax.lax.sort(b, dimension=1)))    # noqa: E731
-    old = any(str(a.dtype) == "int32" for a, _ in saved_residuals(f, np.float32(0.5), x))
+    old = any(str(a.dtype) == "int32" or "output of mul" in s for a, s in saved_residuals(f, np.float32(0.5), x))
     report = oracle.check(f, oracle.AS_IS, np.float32(0.5), x, properties=("residuals",))
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
 

@@ -2321,7 +2321,10 @@ def _eqns_seen(ctx):
 def _pjit_residual_forwarding(ctx):
     """A program with an output that forwards an input (`_forwards_an_input`),
     and JAX's reverse pass failed: the IndexError of _pjit_partial_eval's
-    `subs_list2`, or a shape rule's TypeError, or the lowering's verifier
+    `subs_list2`, or a shape rule's TypeError (each states the shapes or
+    dimensions it met: concatenate's, add's, and transpose's permutation
+    under grad o jvp of a jit returning its input, found on 0.4.25,
+    bbb0b9317d), or the lowering's verifier
     error of a jit called with a wrong residual; or reverse-mode values (or
     the residuals it saves) that differ. For a stack, the program its
     levels build (a JVP's tangent passed through is forwarded: found by a
@@ -2333,8 +2336,7 @@ def _pjit_residual_forwarding(ctx):
     if ctx.error is not None:   # or a wrong residual meets a cotangent of another shape (found on 0.4.25)
         e = str(ctx.error)
         return (isinstance(ctx.error, IndexError) and "list index out of range" in e
-                or isinstance(ctx.error, TypeError)
-                and re.search(r"arrays must have same number of dimensions|incompatible shapes", e)
+                or isinstance(ctx.error, TypeError) and re.search(r"shape|dimension", e)
                 or isinstance(ctx.error, ValueError) and "'func.call' op operand type mismatch" in e)
     return ctx.property in ("residuals", "vjp_leaves", "vjp", "second_order", "stack")
 
@@ -3942,7 +3944,9 @@ DIVERGENCES = [
         "levels build, where a JVP's tangent passed through is such an output: found by a "
         "campaign on 0.4.25, linearize o jvp o jvp) with an output that is one "
         "of its inputs passed through, and either that IndexError, a TypeError of lax's shape "
-        "rules (a wrong residual meets a cotangent of another shape: found on 0.4.25), the "
+        "rules, which states the shapes or dimensions it met (a wrong residual meets a cotangent "
+        "of another shape: found on 0.4.25, e.g. transpose's \"isn't a permutation of operand "
+        "dimensions\" under grad o jvp), the "
         "lowering's verifier error of a jit called with a residual of another type "
         "(\"'func.call' op operand type mismatch\"), or "
         "reverse-mode values (vjp, second order, a stack) or residuals that differ.",

@@ -4175,3 +4175,33 @@ def test_old_gather_indices_take_a_scalar_int_jit_output():
     shapes = {(3, 2): 2}
     assert not dv._old_indices_for(("i32[3,2,2]", jit_out), ("i32[]", jit_out), shapes, dv._is_jit_output)
     assert dv._old_indices_for(("i32[3,2,2]", jit_out), ("i32[3,2,1]", jit_out), shapes, dv._is_jit_output)
+
+
+def test_a_jit_returning_its_input_misroutes_a_residual_under_grad_o_jvp():
+    """grad o jvp of a jit returning its input beside a cond's output that
+    a dot_general reads: jax 0.4.25's _pjit_partial_eval maps the residual
+    forwarded from that output with the pruned index, so the rhs transpose
+    of dot_general meets a residual of another shape and lax's transpose
+    shape rule raises (release campaign finding bbb0b9317d on 0.4.25;
+    jax-ml/jax#20267, fixed in 0.4.26). The TypeError was one the
+    divergence's predicate did not know. Whether JAX raises is read off JAX."""
+    from fuzz import properties
+    from oracle import stacks as S
+    dims = (((0, 2), (0, 2)), ((), ()))
+
+    @jax.jit
+    def inner(f):
+        j = lax.cond((f.sum() > 0).astype(jnp.int32), lambda k: k, lambda k: k, f)
+        return lax.dot_general(j, f, dims), j, f
+
+    def checked(a):
+        return (inner(a)[0],)
+    args = (np.random.default_rng(0).normal(size=(2, 2, 3)).astype(np.float32),)
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("jvp"), S.Layer("grad")))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    raises = _jax_raises(lambda: stacked(checked)(*S.operands(prog, stack, args, 0)),
+                         TypeError, "isn't a permutation of operand dimensions")
+    assert raises == _divergence_active("jit-residual-forwarding-gives-wrong-gradients")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == ("known divergence" if raises else "ok"), str(report)

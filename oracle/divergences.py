@@ -1379,8 +1379,8 @@ def _square_binds_integer_pow(ctx):
 
 # The spec.semantics choices that are one primitive's JVP rule, and the
 # releases that make the older one. A release makes all its older choices at
-# once, so a divergence naming one of them tries it with the others too (an
-# acos under a policy naming integer_pow beside integer_pow(x, 1) on 0.4.25).
+# once: where no divergence alone (nor `_composed`'s additive forms) explains
+# a program, `_older_rules_together` tries them all.
 OLDER_RULES = {
     "integer_pow_small_y_jvp": Releases("0.4.25", "0.10.1"),
     "acosh_jvp_squares": Releases("0.4.25", "0.8.0"),
@@ -1397,10 +1397,21 @@ def _older_rules_of_the_release() -> dict:
     return {name: False for name, releases in OLDER_RULES.items() if holds(releases)}
 
 
+def _older_rules_together(ctx) -> bool:
+    """JAX's residuals are the spec's following every older rule choice the
+    release makes (OLDER_RULES), two or more of which change its residuals:
+    rules whose changes overlap, which no divergence alone explains (acos's
+    square an integer_pow a policy saves beside atan2's old factors)."""
+    older = _older_rules_of_the_release()
+    return len(older) >= 2 and _follows_an_older_choice(ctx, **older)
+
+
+_older_rules_together.last_resort = True    # find() asks it after _composed and _reordered
+
+
 def _follows_an_older_choice(ctx, **choices) -> bool:
     """JAX's residuals are those of the spec following `choices` (fields of
-    spec.semantics: a rule JAX changed on purpose), alone or with the
-    release's other older rules (OLDER_RULES): equal to one of that
+    spec.semantics: a rule JAX changed on purpose): equal to one of that
     spec's baselines (`Context.baselines`) that the choices change (a
     program variant's too: found on 0.6.2, integer_pow's old factor x ** 0
     saved for a checkpoint's unused output, which the release's
@@ -1410,12 +1421,6 @@ def _follows_an_older_choice(ctx, **choices) -> bool:
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     current = ctx.baselines()
-    attempts = [choices, {**_older_rules_of_the_release(), **choices}]
-    return any(_baselines_following(ctx, current, attempt) for i, attempt in enumerate(attempts)
-               if attempt not in attempts[:i])
-
-
-def _baselines_following(ctx, current, choices) -> bool:
     with following(**choices):      # (JAX's names normalised as that spec orders them too)
         older = dataclasses.replace(ctx, spec_residuals=ctx.residuals_with(lambda policy: policy))
         return any(_normalised_against(older, want) == want
@@ -4142,6 +4147,18 @@ DIVERGENCES = [
         "print(jax.random.key_data(jax.random.split(k, 2))[0])  # 4128513521",
         _non_partitionable_threefry, flag="jax_threefry_partitionable", flag_value=False),
     Divergence(
+        "older-jvp-rules-together",
+        "A release before jax 0.10.1 makes several of the older JVP rule choices the spec "
+        "models one at a time (spec.semantics; OLDER_RULES in oracle/divergences.py: integer_pow's "
+        "factor, acosh's product, square as integer_pow, atan2's scaling, sort's, top_k's and "
+        "approx_top_k's indices). Where their changes to the residuals overlap, no divergence "
+        "naming one of them explains JAX's list, nor their additive forms together. The "
+        "predicate, asked last: JAX's residuals are the spec's following every older rule the "
+        "release makes, and not its own (measured on 0.4.25: acos and atan2 under a policy "
+        "saving integer_pow and div).",
+        "print(jax.make_jaxpr(jax.grad(jax.lax.acos))(0.5))  # integer_pow[y=2] before 0.4.36",
+        _older_rules_together, releases=Releases("0.4.25", "0.10.1")),
+    Divergence(
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "
         "((g * -x) / d: linearization saves -x and d); jax-ml/jax 4eada56027 wrote it "
@@ -4407,7 +4424,7 @@ def find(ctx: Context) -> Divergence | None:
     (`_reordered`). Where several remat3
     defects changed one residual list, the first that mattered names the
     finding; the model they share explains all of it."""
-    return _first_that_applies(ctx) or _composed(ctx) or _reordered(ctx)
+    return _first_that_applies(ctx) or _composed(ctx) or _reordered(ctx) or _last_resort(ctx)
 
 
 # the most entries a residual difference may have for `_composed` to split it
@@ -4490,9 +4507,15 @@ def _moved(residuals: list, moves: list) -> list:
     return out
 
 
-def _first_that_applies(ctx: Context) -> Divergence | None:
+def _last_resort(ctx: Context) -> Divergence | None:
+    """The first divergence asked only after the others, alone and
+    composed, explained nothing (`applies.last_resort`)."""
+    return _first_that_applies(ctx, last_resort=True)
+
+
+def _first_that_applies(ctx: Context, last_resort: bool = False) -> Divergence | None:
     for d in DIVERGENCES:
-        if not d.active():
+        if not d.active() or getattr(d.applies, "last_resort", False) != last_resort:
             continue
         try:
             if d.applies(ctx):

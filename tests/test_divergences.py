@@ -3350,6 +3350,27 @@ def test_atan2_s_old_rule_under_policies_that_save_its_parts(saved):
     assert report.status("residuals", "remat2") in (("ok", "known divergence") if old else ("ok",)), str(report)
 
 
+def test_older_rules_whose_changes_overlap_explain_together():
+    """acos and atan2 under a policy saving integer_pow and div: before jax
+    0.4.36 acos's square is an integer_pow the policy saves, and before
+    0.5.3 atan2's old rule saves no quotient; neither divergence alone, nor
+    their additive forms, explains both (measured on 0.4.25), the spec
+    following every older rule of the release does
+    (older-jvp-rules-together). From 0.5.3 the spec's own rules agree
+    (atan2's JVP jaxpr says which the installed JAX has)."""
+    import jax
+    import numpy as np
+
+    import oracle
+    x = np.random.default_rng(7).uniform(-0.8, 0.8, size=(2, 3)).astype(np.float32)
+    policy = lambda prim, *_, **__: prim.name in ("integer_pow", "div")    # noqa: E731
+    jvp = jax.make_jaxpr(lambda y: jax.jvp(lambda b: jax.lax.atan2(2.0, b), (y,), (y,)))(3.0)
+    old = jvp.eqns[-1].primitive.name == "div"
+    report = oracle.check(lambda a: jax.numpy.sin(jax.lax.acos(a)) + jax.lax.atan2(a, a + 1.5), policy, x,
+                          properties=("residuals",))
+    assert report.status("residuals", "remat2") in (("ok", "known divergence") if old else ("ok",)), str(report)
+
+
 def test_sort_s_old_indices_compose_with_another_additive_divergence():
     """sort's old indices beside integer_pow(a, 1)'s saved factor (before
     jax 0.4.38 and 0.10.1): the two additive divergences compose, sort's

@@ -129,7 +129,8 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True, top_
 
 def unread_operands_out(prog: Program) -> tuple[Program, int]:
     """`prog` with every float operand of a cond, call or scan that its body
-    (no branch of a cond) reads made a program output, threaded out of the
+    (no branch of a cond) reads, and whose tangent is no symbolic zero
+    (`zero_tangents`), made a program output, threaded out of the
     calls around it (a jitted program: the spelling's jit), and how many
     were: linearization before direct linearization stages such an equation
     with its operands' tangents whole, read or not, so the tangents of
@@ -143,8 +144,15 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     # (only equations whose tangent is live: JaxprTrace's partial evaluation
     # stages what the outputs' tangents reach, so a nested cond whose float
     # outputs nothing reads stages nothing: found on 0.4.25 and 0.4.36)
-    return unused_outputs_out(prog, lambda e, used: _unread_operands(e), lambda e: e.primitive is not remat_p,
-                              _tangent_liveness(prog))
+    liveness = _tangent_liveness(prog)
+    zero = liveness.symbolic_zeros()
+    # not an operand whose tangent is a symbolic zero (a constant passed in
+    # through an outer cond): the JVP rule takes no tangent for it
+    # (jax/_src/lax/control_flow/conditionals.py, _cond_jvp: ops_dot =
+    # _prune_zeros(ops_dot); pjit, scan, remat JVPs filter ad.Zero alike),
+    # so none is computed (found by a release campaign on 0.6.2, 87914f9e56)
+    return unused_outputs_out(prog, lambda e, used: [a for a in _unread_operands(e) if a.id not in zero],
+                              lambda e: e.primitive is not remat_p, liveness)
 
 
 def _unread_operands(e: Eqn) -> list:

@@ -4205,3 +4205,40 @@ def test_a_jit_returning_its_input_misroutes_a_residual_under_grad_o_jvp():
     assert raises == _divergence_active("jit-residual-forwarding-gives-wrong-gradients")
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
     assert report.status(S.STACK, "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
+_CONSTANT = np.array([[0.5, 0.75], [1.0, 1.25], [1.5, 1.75]], np.float32)
+
+
+def _constant_and_sine_unread(x):
+    """A cond whose taken branch passes a constant (the outer cond's operand:
+    its tangent a symbolic zero) and sin(x) to an inner cond that reads
+    neither."""
+    def outer(c, x):
+        return lax.cond(x.sum() > 0, lambda c, s, x: x, lambda c, s, x: 2. * x, c, jnp.sin(x), x)
+    return lax.cond(x.sum() > 0, outer, lambda c, x: x, _CONSTANT, x).sum()
+
+
+@pytest.mark.parametrize("jitted", [False, True], ids=["top level", "in a jit"])
+def test_an_unread_operand_with_a_zero_tangent_has_no_tangent_computed(jitted):
+    """Before direct linearization, a cond's JVP takes a tangent for every
+    operand whose tangent is not a symbolic zero, read or not, and the
+    partial evaluation stages it (linearize-computes-tangents-of-unread-
+    operands: sin(x)'s tangent computed, cos(x) saved); one that is a
+    symbolic zero (a constant passed in through an outer cond) is pruned
+    (jax/_src/lax/control_flow/conditionals.py, _cond_jvp: _prune_zeros), so
+    nothing is computed or saved for it. The variant made it a program
+    output as well, and its instantiated zero a residual (found by a release
+    campaign on 0.6.2, 87914f9e56). Whether JAX's residuals differ from the
+    spec's own is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    fn = jax.jit(_constant_and_sine_unread) if jitted else _constant_and_sine_unread
+    x = np.ones((3, 2), np.float32)
+    with implementation("remat2"):
+        jax_types = sorted(a.str_short(short_dtypes=True) for a, _ in saved_residuals(fn, x))
+    spec_types = sorted(str(r.type) for r in spec.saved_residuals(trace_jax(fn, x)))
+    differs = jax_types != spec_types
+    report = oracle.check(fn, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if differs else "ok"), str(report)
+    if differs:
+        assert [n for n, _, _ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]

@@ -4157,9 +4157,12 @@ DIVERGENCES = [
         "naming one of them explains JAX's list, nor their additive forms together. The "
         "predicate, asked last: JAX's residuals are the spec's following every older rule the "
         "release makes, and not its own (measured on 0.4.25: acos and atan2 under a policy "
-        "saving integer_pow and div).",
-        "print(jax.make_jaxpr(jax.grad(jax.lax.acos))(0.5))  # integer_pow[y=2] before 0.4.36",
-        _older_rules_together, releases=Releases("0.4.25", "0.10.1")),
+        "saving integer_pow and div). Releases: while two older choices hold (to 0.8.0: "
+        "integer_pow's and acosh's).",
+        "j = str(jax.make_jaxpr(lambda x: jax.jvp(lambda y: jax.lax.integer_pow(jax.lax.acosh(y), 1),\n"
+        "                                         (x,), (x,)))(2.0))\n"
+        "print('two older rules' if 'square' not in j and 'integer_pow[y=0]' in j else 'one at most')  # two older rules",
+        _older_rules_together, releases=Releases("0.4.25", "0.8.0")),
     Divergence(
         "atan2-jvp-divides-the-product",
         "Before jax 0.5.3 atan2's JVP rule for its second operand is `g * -x / (x**2 + y**2)` "

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from spec.core import loops_until_a_value
-from spec.ir import Eqn, Program, Var, subprograms
+from spec.ir import Eqn, Program, Var, map_subprograms, subprograms
 from spec.partial_eval import dce
 from spec.remat import _clone
 
@@ -69,10 +69,50 @@ def reduced(prog: Program, fails: Callable[[Program], bool], *, budget_s: float 
         for candidate in candidates(prog, keep_signature=keep_signature):
             if time.monotonic() >= deadline:
                 break
+            candidate = passthroughs_pruned(candidate)
             if size(candidate) < size(prog) and _fails(fails, candidate):
                 prog, improved = candidate, True
                 break
     return prog
+
+
+def passthroughs_pruned(prog: Program) -> Program:
+    """`prog` with each cond output that every branch returns as the same
+    operand replaced by that operand, at any depth, inner conds first: the
+    program lax.cond and lax.switch stage ("prune passthrough outputs",
+    jax/_src/lax/control_flow/conditionals.py, from jax 0.6.0; spec.cond
+    does it too). A reduction step (a branch's equation bypassed) can leave
+    such an output, and then JAX's program is not the candidate (found by a
+    release campaign on 0.6.2, c86d6c6549: a nested cond reduced to
+    passthroughs, whose reproducer JAX saved nothing for)."""
+    eqns, env = [], {}
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    for e in prog.eqns:
+        params = e.params if _defined_by_rules(e) else map_subprograms(e.params, passthroughs_pruned)
+        e = Eqn(e.primitive, [read(a) for a in e.inputs], e.outputs, params, why=e.why,
+                residual_outputs=e.residual_outputs)
+        if e.primitive.name == "cond":
+            e, forwarded = _cond_passthroughs_pruned(e)
+            env.update(forwarded)
+        eqns.append(e)
+    return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names)
+
+
+def _cond_passthroughs_pruned(e: Eqn) -> tuple[Eqn, dict]:
+    """A cond without the outputs every branch forwards from one operand,
+    and {output id: that operand}."""
+    branches = e.params["branches"]
+    forwards = [[next((i for i, x in enumerate(b.inputs) if o is x), None) for o in b.outputs] for b in branches]
+    in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*forwards)]
+    if all(f is None for f in in_fwd):
+        return e, {}
+    keep = [f is None for f in in_fwd]
+    pruned = tuple(Program(b.inputs, b.eqns, [o for o, k in zip(b.outputs, keep) if k], input_names=b.input_names)
+                   for b in branches)
+    operands = e.inputs[1:]
+    forwarded = {v.id: operands[f] for v, f in zip(e.outputs, in_fwd) if f is not None}
+    return Eqn(e.primitive, e.inputs, [v for v, k in zip(e.outputs, keep) if k], dict(e.params, branches=pruned),
+               why=e.why, residual_outputs=e.residual_outputs), forwarded
 
 
 def _fails(fails, candidate) -> bool:

@@ -197,3 +197,50 @@ def test_a_while_loop_s_body_and_condition_keep_their_values():
                 assert spec.evaluate(e.params["cond_jaxpr"], x)[0] == (x.sum() < 4.5)
     assert loops >= 3      # the whole program, its outputs dropped one at a time, the body's dead exp gone
     assert any("while" not in _names(c) for c in candidates(prog))      # bypassed as a whole
+
+
+def _nested_passthrough_conds():
+    """An outer cond whose branches return operand b, one of them through an
+    inner cond whose branches both return it: what a reduction step leaves
+    of a nested cond once the branches' own equations are bypassed."""
+    from spec.prims_control import cond_eqn
+    second = spec.trace(lambda a, b: (b,), f32[3], f32[3])
+
+    def index_of(x):
+        return ops.convert_element_type(ops.gt(ops.reduce_sum(x, (0,)), 0.0), np.int32)
+
+    def inner(a, b):
+        return cond_eqn(index_of(b), a, b, branches=(second, second))
+
+    def fn(a, b):
+        return cond_eqn(index_of(ops.sin(b)), a, b, branches=(second, spec.trace(inner, f32[3], f32[3])))
+    return spec.trace(fn, f32[3], f32[3])
+
+
+def test_a_candidate_s_passthrough_cond_outputs_are_pruned_as_lax_cond_does():
+    """lax.cond (from jax 0.6.0) prunes an output every branch forwards from
+    the same operand, and an inner cond pruned makes its branch forward
+    too: the program JAX stages for the reproducer of a reduced nested
+    cond returns the operand itself (release campaign finding c86d6c6549
+    on 0.6.2: JAX saved nothing where the candidate's spec saved two
+    indices). The reducer's candidates are pruned so; on a release that
+    prunes, JAX's own jaxpr of the same function is the independent
+    answer."""
+    import jax
+    import jax.numpy as jnp
+    from fuzz.reduce import passthroughs_pruned
+    prog = _nested_passthrough_conds()
+    pruned = passthroughs_pruned(prog)
+    assert pruned.outputs == [pruned.inputs[1]]
+    assert [len(e.outputs) for e in pruned.eqns if e.primitive.name == "cond"] == [0]
+    assert _names(pruned).count("cond") == 2 and _names(prog).count("cond") == 2
+
+    def index_of(x):
+        return (jnp.sum(x) > 0).astype(jnp.int32)
+
+    def fn(a, b):
+        inner = lambda a, b: jax.lax.switch(index_of(b), [lambda a, b: b] * 2, a, b)    # noqa: E731
+        return jax.lax.switch(index_of(jnp.sin(b)), [lambda a, b: b, inner], a, b)
+    jaxpr = jax.make_jaxpr(fn)(np.ones(3, np.float32), np.ones(3, np.float32)).jaxpr
+    if jaxpr.outvars[0] is jaxpr.invars[1]:        # this release prunes passthroughs (jax 0.6.0 on)
+        assert [len(e.outvars) for e in jaxpr.eqns if e.primitive.name == "cond"] == [0]

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator
 from spec.core import loops_until_a_value
 from spec.ir import Eqn, Program, Var, map_subprograms, subprograms
 from spec.partial_eval import dce
+from spec.prims_control import passthroughs
 from spec.remat import _clone
 
 INLINED = ("call", "remat")     # a body applied to the inputs: inlining keeps the values
@@ -102,8 +103,7 @@ def _cond_passthroughs_pruned(e: Eqn) -> tuple[Eqn, dict]:
     """A cond without the outputs every branch forwards from one operand,
     and {output id: that operand}."""
     branches = e.params["branches"]
-    forwards = [[next((i for i, x in enumerate(b.inputs) if o is x), None) for o in b.outputs] for b in branches]
-    in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*forwards)]
+    in_fwd = passthroughs(branches)
     if all(f is None for f in in_fwd):
         return e, {}
     keep = [f is None for f in in_fwd]

@@ -23,6 +23,7 @@ import numpy as np
 
 import spec
 from spec.ir import Literal, Program, Var, is_float, is_key, subprograms
+from spec.prims_control import passthroughs
 from spec import policies as sp
 
 from oracle.conventions import AS_IS, literal_is_python_float
@@ -988,9 +989,20 @@ def _fused_conversions(p: Program) -> set[int]:
                 and e.inputs[0].type.dtype == np.bool_ and e.params["new_dtype"] == np.int32
                 and not e.params["weak_type"] and nxt.primitive.name == "cond"
                 and len(nxt.params["branches"]) == 2 and nxt.inputs[0] is e.outputs[0]
-                and uses[id(e.outputs[0])] == 1):
+                and uses[id(e.outputs[0])] == 1 and not _has_passthroughs(nxt)):
             fused.add(i)
     return fused
+
+
+def _has_passthroughs(cond) -> bool:
+    """Whether every branch of `cond` returns one same operand as an output:
+    lax.cond prunes that output ("prune passthrough outputs",
+    jax/_src/lax/control_flow/conditionals.py, from jax 0.6.0), so the
+    program it stages would not be the one checked, which binds the cond
+    primitive (oracle.to_jax): a reproducer on 0.6.2 of a nested cond
+    reduced to passthroughs saved nothing where the check's JAX saved a
+    value (release campaign finding c86d6c6549)."""
+    return any(f is not None for f in passthroughs(cond.params["branches"]))
 
 
 def program_source(prog: Program, name: str = "f", spelling: Spelling = CANONICAL) -> str:

@@ -114,11 +114,13 @@ def cond(pred, true_fn: Callable, false_fn: Callable, *operands):
     return _cond(index, [false_fn, true_fn], operands, trace_order=(1, 0))    # true_fun is traced first
 
 
-def _forwarded_input(prog: Program, out) -> int | None:
-    for i, v in enumerate(prog.inputs):
-        if out is v:
-            return i
-    return None
+def passthroughs(branches) -> list[int | None]:
+    """Per output of a cond's branches, the operand position every branch
+    returns there as it is, or None: what lax.cond and lax.switch prune
+    ("prune passthrough outputs", jax/_src/lax/control_flow/conditionals.py,
+    from jax 0.6.0; pe._jaxpr_forwarding per branch)."""
+    forwards = [[next((i for i, x in enumerate(b.inputs) if o is x), None) for o in b.outputs] for b in branches]
+    return [f[0] if len(set(f)) == 1 else None for f in zip(*forwards)]
 
 
 def _with_common_constants(progs: list[Program], trace_order) -> tuple[list[Program], list[Literal]]:
@@ -148,8 +150,7 @@ def _cond(index, fns, operands, trace_order):
         raise PrimitiveError(cond_p, "branches must have equal output types, got "
                                      + " and ".join(str(p.out_types) for p in progs))
     # prune passthrough outputs (pe._jaxpr_forwarding in lax.cond / lax.switch)
-    fwds = [[_forwarded_input(p, o) for o in p.outputs] for p in progs]
-    in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*fwds)]
+    in_fwd = passthroughs(progs)
     keep = [f is None for f in in_fwd]
     progs = [Program(p.inputs, p.eqns, [o for o, k in zip(p.outputs, keep) if k]) for p in progs]
     outs = iter(cond_eqn(index, *operands, branches=progs))

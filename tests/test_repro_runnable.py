@@ -410,3 +410,30 @@ def test_a_numeric_reproducer_agrees_where_both_sides_are_nan():
         except AssertionError:
             failed = True
         assert failed == fails
+
+
+def test_a_cond_with_passthrough_outputs_is_written_as_the_primitive_the_check_binds():
+    """A two-branch cond on convert_element_type(pred) is written as
+    lax.cond(pred, ...), unless a branch output is an operand every branch
+    returns: lax.cond prunes that (jax 0.6.0 on), so the reproducer's
+    program would not be the checked one, which oracle.to_jax binds as the
+    cond primitive (release campaign finding c86d6c6549 on 0.6.2: a
+    reproducer of nested passthrough conds saved nothing where the check's
+    JAX saved an index and a value). JAX's jaxprs of both are compared."""
+    import jax
+    from oracle.to_jax import to_jax
+    from spec.prims_control import cond_eqn
+    f32 = spec.f32
+    second = spec.trace(lambda a, b: (b,), f32[3], f32[3])
+
+    def fn(a, b):
+        index = ops.convert_element_type(ops.gt(ops.reduce_sum(ops.sin(b), (0,)), 0.0), np.int32)
+        return cond_eqn(index, a, b, branches=(second, second))
+    prog = spec.trace(fn, f32[3], f32[3])
+    head = ("import jax, ml_dtypes\nimport jax.numpy as jnp\nimport numpy as np\n"
+            "from jax.ad_checkpoint import checkpoint_name\n" + emitter_table_source(EMITTERS_SOURCE) + "\n")
+    ns = {}
+    exec(head + program_source(prog, "f"), ns)
+    x = np.ones(3, np.float32)
+    outs = lambda g: [len(e.outvars) for e in jax.make_jaxpr(g)(x, x).jaxpr.eqns if e.primitive.name == "cond"]  # noqa: E731
+    assert outs(ns["f"]) == outs(to_jax(prog)) == [1]

@@ -115,6 +115,21 @@ def bind_scan(body, consts, carry, xs, length, reverse, unroll):
                        num_carry=len(carry), unroll=unroll, **scan_params(len(operands)))
     return tuple(outs[:len(carry)]), tuple(outs[len(carry):])
 ''',
+    "bind_while": '''
+def bind_while(cond_fn, body_fn, cond_consts, body_consts, carry):
+    """JAX's while primitive on exactly these consts (lax.while_loop would close over
+    only those the functions read): cond_fn(*cond_consts, *carry) -> (pred,),
+    body_fn(*body_consts, *carry) -> carry. A weakly typed operand is made strong."""
+    from jax._src.lax.control_flow.loops import while_p
+    avals = lambda xs: [jax.ShapeDtypeStruct(jnp.shape(v), jnp.result_type(v)) for v in xs]
+    cond = jax.make_jaxpr(lambda *a: cond_fn(*a)[0])(*avals(cond_consts), *avals(carry))
+    body = jax.make_jaxpr(lambda *a: tuple(body_fn(*a)))(*avals(body_consts), *avals(carry))
+    operands = [jax.lax.convert_element_type(v, a.dtype)
+                if getattr(v, 'weak_type', False) and not isinstance(v, (bool, int, float, complex)) else v
+                for v, a in zip([*cond_consts, *body_consts, *carry], [*cond.in_avals[:len(cond_consts)], *body.in_avals])]
+    return tuple(while_p.bind(*operands, cond_jaxpr=cond, body_jaxpr=body, cond_nconsts=len(cond_consts),
+                              body_nconsts=len(body_consts)))
+''',
     "bind_cond": '''
 def bind_cond(index, branches, *operands):
     """JAX's cond primitive on exactly this index (lax.switch would clamp it, lax.cond
@@ -758,6 +773,9 @@ class _Writer:
         nc, nb = p["cond_nconsts"], p["body_nconsts"]
         cond_fn = self.sub(p["cond_jaxpr"], "loop_cond", indent, out)
         body_fn = self.sub(p["body_jaxpr"], "loop_body", indent, out)
+        if _drops_consts(e):
+            return _assign(outs, f"{self.use('bind_while')}({cond_fn}, {body_fn}, {_tuple(ins[:nc])}, "
+                                 f"{_tuple(ins[nc:nc + nb])}, {_tuple(ins[nc + nb:])})", True)
         cc = "".join(f"{a}, " for a in ins[:nc])
         bc = "".join(f"{a}, " for a in ins[nc:nc + nb])
         return _assign(outs, f"jax.lax.while_loop(lambda carry: {cond_fn}({cc}*carry)[0], lambda carry: "
@@ -992,6 +1010,25 @@ def _fused_conversions(p: Program) -> set[int]:
                 and uses[id(e.outputs[0])] == 1 and not _has_passthroughs(nxt)):
             fused.add(i)
     return fused
+
+
+def _drops_consts(loop) -> bool:
+    """Whether a while loop's cond or body leaves one of its consts unread:
+    lax.while_loop closes over only what they read, so the program it
+    stages would not be the checked one, which binds the while primitive
+    (oracle.to_jax): a reproducer on 0.4.36 of a while whose body ignores
+    its const saved nothing where the check's JAX saved the const's
+    derivative factor (release campaign finding 927ac9c8b9)."""
+    p = loop.params
+    return any(_unread_inputs(prog, n) for prog, n in ((p["cond_jaxpr"], p["cond_nconsts"]),
+                                                        (p["body_jaxpr"], p["body_nconsts"])))
+
+
+def _unread_inputs(prog: Program, n: int) -> bool:
+    """Whether one of the first `n` inputs of `prog` is read nowhere in it."""
+    read = {a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)}
+    read |= {a.id for a in prog.outputs if isinstance(a, Var)}
+    return any(v.id not in read for v in prog.inputs[:n])
 
 
 def _has_passthroughs(cond) -> bool:

@@ -437,3 +437,31 @@ def test_a_cond_with_passthrough_outputs_is_written_as_the_primitive_the_check_b
     x = np.ones(3, np.float32)
     outs = lambda g: [len(e.outvars) for e in jax.make_jaxpr(g)(x, x).jaxpr.eqns if e.primitive.name == "cond"]  # noqa: E731
     assert outs(ns["f"]) == outs(to_jax(prog)) == [1]
+
+
+def test_a_while_with_an_unread_const_is_written_as_the_primitive_the_check_binds():
+    """lax.while_loop closes over only the values its functions read, so a
+    while whose body ignores a const is written as the while primitive
+    oracle.to_jax binds, const and all (release campaign finding 927ac9c8b9
+    on 0.4.36: a reproducer whose while lost its const saved nothing where
+    the check's JAX saved the const's derivative factor). JAX's jaxprs of
+    both are compared; one reading its consts stays lax.while_loop."""
+    import jax
+    from oracle.to_jax import to_jax
+    from spec.prims_control import while_loop
+    f32 = spec.f32
+    for reads in (False, True):
+        def fn(a, reads=reads):
+            return while_loop(lambda c: ops.lt(c, 0.5), lambda k, c: ops.add(c, ops.sin(k) if reads else 1.0),
+                              ops.mul(a, 0.0), body_consts=(ops.sin(a),))
+        prog = spec.trace(fn, f32[()])
+        head = ("import jax, ml_dtypes\nimport jax.numpy as jnp\nimport numpy as np\n"
+                "from jax.ad_checkpoint import checkpoint_name\n" + emitter_table_source(EMITTERS_SOURCE) + "\n")
+        source = program_source(prog, "f")
+        ns = {}
+        exec(head + source, ns)
+        x = np.float32(0.3)
+        nconsts = lambda g: [e.params["body_nconsts"] for e in jax.make_jaxpr(g)(x).jaxpr.eqns  # noqa: E731
+                             if e.primitive.name == "while"]
+        assert nconsts(ns["f"]) == nconsts(to_jax(prog)) == [1], source
+        assert ("jax.lax.while_loop(" in source) == reads

@@ -1090,11 +1090,18 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     # the same staging of whole equations keeps their unused outputs too
     # (linearize-keeps-unused-outputs-of-staged-equations; both at once
     # found by a campaign on 0.4.25)
-    kept, n_kept = unused_linearize_outputs_out(ctx.program)
-    for prog in [ctx.program] + ([kept] if n_kept else []):
-        variant, n = unread_operands_out(prog)
-        if not n:
+    # (where pjit's staging forwarded a jit's inputs, jax 0.4.29 to 0.5.3, the
+    # traced program may have lost a jit output whose tangent makes the jit's
+    # operands' tangents computed: found by a release campaign on 0.4.36,
+    # 927ac9c8b9, a jit returning its input beside a while loop's output)
+    hidden = (False, True) if holds(Releases("0.4.29", "0.6.0")) and has_primitive(ctx.program, "call") else (False,)
+    kept = [k for k, n in (unused_linearize_outputs_out(ctx.program, forwarded_hidden=h) for h in hidden) if n]
+    tried = set()
+    for prog, h in ((p, h) for p in [ctx.program] + kept for h in hidden):
+        variant, n = unread_operands_out(prog, forwarded_hidden=h)
+        if not n or str(variant) in tried:
             continue
+        tried.add(str(variant))
         want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
         # as multisets: an output added to a jit moves the residuals it needs in
         # the jit's residual order (found by a campaign on 0.6.2)
@@ -3363,7 +3370,12 @@ DIVERGENCES = [
         "the barriers of a called linear function (linearize over a stack), the spec's count for "
         "the checked function's program with its unread operands made outputs agrees with JAX's "
         "(an unread scan const's tangent computed in the linear function brings a cond's other "
-        "branch's checkpoint with it, barriered: found on 0.4.25, measured on 0.4.36 and 0.6.2).",
+        "branch's checkpoint with it, barriered: found on 0.4.25, measured on 0.4.36 and 0.6.2). "
+        "From 0.4.29 to 0.5.3 pjit's staging drops a jit output that returns an input "
+        "(pjit_staging_rule, _pjit_forwarding), which JAX's linearization still binds, its "
+        "tangent making the jit's operands' tangents computed: there a top-level jit counts as "
+        "live too where one of its inputs' tangents is read (found by a release campaign on "
+        "0.4.36, 927ac9c8b9: a jit returning its input beside a while loop's output).",
         "f = lambda x, c: jax.lax.cond(x > 0, lambda x, d: jnp.sin(x), lambda x, d: -x, x, jnp.arccos(c))\n"
         "print_saved_residuals(f, 1.0, 0.5)  # output of neg",
         _linearize_keeps_tangents_of_unread_operands, flag="jax_use_direct_linearize", flag_value=False),
@@ -3391,7 +3403,8 @@ DIVERGENCES = [
         "0.4.29 to 0.5.3 pjit's staging drops a jit output that returns an input, so the traced "
         "program may lack an output whose tangent made the jit live: there a jit none of whose "
         "outputs' tangents is read counts as staged whole where one of its inputs' tangents is "
-        "read (found on 0.4.36).",
+        "read (found on 0.4.36); a top-level jit alone, a nested one being staged, its output "
+        "dropped, before linearization sees it (measured on 0.4.36).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",

@@ -115,8 +115,8 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True, top_
     `through_conds=False`:
     not out of cond branches; `top_level`: those of top-level equations
     alone (jits in a jit's body, linearized by its own partial-eval rule,
-    keep none: found by a campaign on 0.4.36); `forwarded_hidden`: a jit
-    none of whose outputs has a read tangent is staged whole too where an
+    keep none: found by a campaign on 0.4.36); `forwarded_hidden`: a top-level
+    jit none of whose outputs has a read tangent is staged whole too where an
     input's tangent is read, for an output pjit's staging forwarded (jax
     0.4.29 to 0.5.3: the jit returned that input, whose readers read it
     instead) may have been it: a program traced by make_jaxpr has lost the
@@ -127,7 +127,7 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True, top_
                               _tangent_liveness(prog, forwarded_hidden=forwarded_hidden))
 
 
-def unread_operands_out(prog: Program) -> tuple[Program, int]:
+def unread_operands_out(prog: Program, forwarded_hidden: bool = False) -> tuple[Program, int]:
     """`prog` with every float operand of a cond, call or scan that its body
     (no branch of a cond) reads, and whose tangent is no symbolic zero
     (`zero_tangents`), made a program output, threaded out of the
@@ -136,7 +136,10 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     with its operands' tangents whole, read or not, so the tangents of
     unread operands are computed, and the residuals they need saved (found
     by a campaign on 0.4.36: acos's output passed to a cond whose branches
-    ignore it saves acos's derivative factor)."""
+    ignore it saves acos's derivative factor). `forwarded_hidden`: a
+    top-level jit is live where an input's tangent is read, for an output
+    pjit's staging forwarded away may have returned it
+    (`_live_tangents`: found by a release campaign on 0.4.36, 927ac9c8b9)."""
     # threaded out of the calls, cond branches and scan bodies around them
     # (a cond branch's while loop whose output only a scan's unread operand
     # takes: found by a campaign on 0.4.25), not out of checkpoints, whose
@@ -144,7 +147,7 @@ def unread_operands_out(prog: Program) -> tuple[Program, int]:
     # (only equations whose tangent is live: JaxprTrace's partial evaluation
     # stages what the outputs' tangents reach, so a nested cond whose float
     # outputs nothing reads stages nothing: found on 0.4.25 and 0.4.36)
-    liveness = _tangent_liveness(prog)
+    liveness = _tangent_liveness(prog, forwarded_hidden=forwarded_hidden)
     zero = liveness.symbolic_zeros()
     # not an operand whose tangent is a symbolic zero (a constant passed in
     # through an outer cond): the JVP rule takes no tangent for it
@@ -292,7 +295,13 @@ def _tangent_liveness(prog: Program, pruned: bool = False, zeros: bool = True,
     zero = zero_tangents(prog) if zeros else frozenset()
 
     def liveness(p):
-        return _live_tangents(p, zero, pruned, checkpoint_reads, forwarded_hidden)
+        # a hidden forward at top level only: a jit in a sub-program (another
+        # jit's, a checkpoint's, a scan's or cond's body) was staged when that
+        # body was traced, its forwarded output dropped before linearization
+        # sees it (measured on 0.4.36: a jit nested in a jit saves nothing
+        # where the same jit at top level saves what its operands' tangents
+        # need)
+        return _live_tangents(p, zero, pruned, checkpoint_reads, forwarded_hidden and p is prog)
     liveness.pruned = pruned        # sub-programs rooted at their equation's read outputs (`_body_roots`)
     # the spec's symbolic zeros, whatever `zeros` says (a threaded output's zeros read no such value)
     liveness.symbolic_zeros = functools.cache(lambda: zero if zeros else zero_tangents(prog))
@@ -320,12 +329,14 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
     a select's predicate). So a staged-whole equation's output read only so
     is unused: its tangent computed, its residuals saved (found by campaigns
     on 0.6.2, a scan's ys only a checkpoint's dead code reads, and on 0.4.25,
-    a checkpoint's output only a comparison reads)."""
+    a checkpoint's output only a comparison reads). `forwarded_hidden`: a
+    jit is live too where one of its operands' tangents is read
+    (`_may_have_forwarded`)."""
     read = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
     live = set()
     for e in reversed(prog.eqns):
         if not any(v.id in read and is_float(v.type.dtype) and v.id not in zero for v in e.outputs) and not (
-                forwarded_hidden and e.primitive is call_p and any(isinstance(a, Var) and a.id in read for a in e.inputs)):
+                forwarded_hidden and _may_have_forwarded(e, read, zero)):
             continue
         live.add(id(e))
         inputs = e.inputs
@@ -353,6 +364,21 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
                 inputs = [a for a in inputs if id(a) not in unread]
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
+
+
+def _may_have_forwarded(e: Eqn, read: set, zero: frozenset) -> bool:
+    """`e` is a jit (a named call: an anonymous closed_call has no staging
+    rule) one of whose float operands, its tangent no symbolic zero, has its
+    tangent read (ids in `read`): from jax 0.4.29 to 0.5.3 pjit's staging
+    rule drops a jit output that is one of its inputs, the readers reading
+    the input (jax/_src/pjit.py: pjit_staging_rule, _pjit_forwarding), so a
+    program traced by make_jaxpr may have lost such an output, while the
+    linearization of the function (jax/_src/interpreters/ad.py: linearize,
+    JVP then pe.trace_to_jaxpr_nounits) binds the jit with it: _pjit_jvp
+    gives it a nonzero tangent, and _pjit_partial_eval stages the jit's
+    tangent part for it with the tangents of all the jit's operands."""
+    return e.primitive is call_p and e.params.get("name") is not None and any(
+        isinstance(a, Var) and a.id in read and is_float(a.type.dtype) and a.id not in zero for a in e.inputs)
 
 
 def _branch_tangents_read(e: Eqn, out_used: list, zero: frozenset, pruned: bool, checkpoint_reads: Callable) -> list:

@@ -4242,3 +4242,55 @@ def test_an_unread_operand_with_a_zero_tangent_has_no_tangent_computed(jitted):
     assert report.status("residuals", "remat2") == ("known divergence" if differs else "ok"), str(report)
     if differs:
         assert [n for n, _, _ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]
+
+
+def _jit_forwarding_its_input(zero_tangent: str, forwarded_use: str):
+    """sin(a) passed to a jit whose body ignores it but for an output with a
+    symbolic-zero tangent (a while loop from a literal carry, sin(a) an
+    unread body const; or its sign), and which returns its other input
+    a: the forwarded output returned as it is or shifted after the jit."""
+    from spec import ops
+    from spec.prims_call import call
+    from spec.prims_control import while_loop
+    from spec.prims_math import sign
+    f32 = spec.f32
+
+    def inner(e, f):
+        if zero_tangent == "while":
+            step = lambda k, c: ops.add(c, ops.add(1.0, ops.mul(0.1, ops.tanh(ops.sin(c)))))  # noqa: E731
+            return while_loop(lambda c: ops.lt(c, 0.5), step, 0.0, body_consts=(e,)), f
+        return sign(e), f
+
+    def fn(a):
+        w, f = call(spec.trace(inner, f32[()], f32[()]), ops.sin(a), a, name="inner")
+        return w, (f if forwarded_use == "returned" else ops.add(f, 1.0))
+    return spec.trace(fn, f32[()])
+
+
+@pytest.mark.parametrize("zero_tangent,forwarded_use", [("while", "returned"), ("sign", "shifted")])
+def test_a_jit_s_operands_tangents_are_computed_for_an_output_staging_forwarded(zero_tangent, forwarded_use):
+    """A jit returning its input a beside an output whose tangent is a
+    symbolic zero, sin(a) its operand that no live tangent reads. Before
+    direct linearization JAX's linearization binds the jit with the
+    forwarded output (jax/_src/interpreters/ad.py: linearize, JVP then
+    pe.trace_to_jaxpr_nounits): _pjit_jvp gives it a's tangent, and
+    _pjit_partial_eval stages the jit's tangent part with every operand's
+    tangent, sin(a)'s too, so cos(a) is saved
+    (linearize-computes-tangents-of-unread-operands). From 0.4.29 to 0.5.3
+    the program make_jaxpr traces has lost that output (pjit_staging_rule,
+    _pjit_forwarding: the jit's output that is its input dropped, readers
+    reading the input), so the jit looked dead to the divergence's variant
+    (found by a release campaign on 0.4.36, 927ac9c8b9). Whether JAX's
+    residuals differ from the spec's own is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from fuzz import properties
+    prog = _jit_forwarding_its_input(zero_tangent, forwarded_use)
+    fn, x = oracle.to_jax(prog), np.float32(0.3)
+    with implementation("remat2"):
+        jax_types = sorted(a.str_short(short_dtypes=True) for a, _ in saved_residuals(fn, x))
+    spec_types = sorted(str(r.type) for r in spec.saved_residuals(trace_jax(fn, x)))
+    differs = jax_types != spec_types
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if differs else "ok"), str(report)
+    if differs:
+        assert [n for n, _, _ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]

@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (all_eqns, conds_dead_code_hoisted, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (all_eqns, conds_dead_code_hoisted, constant_transposes_bitcast, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -483,6 +483,15 @@ def _remat3_linearizes_checkpoint_bodies(ctx):
             if str(e) == LINEARIZATION_ERROR:
                 return True
     return False
+
+
+def _xla_folds_constant_transposes_as_bitcasts(ctx) -> bool:
+    """JAX's numbers are the spec's for the program with every transpose of
+    a constant read as a reshape of it (`constant_transposes_bitcast`)."""
+    if ctx.numbers_agree_for is None:
+        return False
+    variant, n = constant_transposes_bitcast(ctx.user_program)
+    return n > 0 and ctx.numbers_agree_for(variant)
 
 
 def _xla_drops_float_round_trips(ctx) -> bool:
@@ -3837,6 +3846,23 @@ DIVERGENCES = [
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
         _lu_old_indices, releases=Releases("0.4.25", "0.5.3")),
+    Divergence(
+        "xla-cpu-folds-a-constant-s-transpose-into-a-jit-as-a-bitcast",
+        "With jaxlib 0.5.3 to 0.8.0, XLA:CPU computes a jitted function applied to a transpose "
+        "of a constant (inside an outer jit) as if the transpose were a reshape: the compiled "
+        "module folds `sin(transpose(c))` to one constant whose values are sin of c's buffer read "
+        "in the transposed shape. JAX's own HLO is right (transpose, then a call of sin); the "
+        "optimized module has the wrong constant. Wrong values, forward and reverse. Measured on "
+        "CPU: 0.5.1 right, 0.5.3, 0.6.0, 0.6.1, 0.6.2, 0.7.0, 0.7.2, 0.8.0 wrong, 0.8.1, 0.8.2, "
+        "0.9.0, 0.10.2 right (jaxlib 0.5.2 does not exist); a unary elementwise op in the inner "
+        "jit (sin, neg) shows it, mul by a literal does not; rev and reshape of a constant do not. "
+        "Found by a release campaign on 0.6.2 (573c84e45d). The predicate: JAX's numbers are the "
+        "spec's for the program with every transpose of a constant read as a reshape of it.",
+        "import numpy as np\n"
+        "x = np.arange(12, dtype=np.float32).reshape(2, 2, 3)\n"
+        "got = jax.jit(lambda: jax.jit(jnp.sin)(jax.lax.transpose(x, (0, 2, 1))))()\n"
+        "print('wrong' if not np.allclose(got, np.sin(x.transpose(0, 2, 1)), atol=1e-6) else 'right')  # wrong",
+        _xla_folds_constant_transposes_as_bitcasts, releases=Releases("0.5.3", "0.8.1")),
     Divergence(
         "xla-drops-float-round-trips",
         "jax 0.4.25's XLA:CPU removes a cast of a float to a narrower float and straight back "

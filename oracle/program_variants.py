@@ -16,7 +16,7 @@ import spec
 from spec.core import dce_rules, has_effects, loops_until_a_value
 from spec.jvp import dependence_rules
 from spec.partial_eval import dce
-from spec.ir import ArrayType, Eqn, Program, Var, map_subprograms, subprograms
+from spec.ir import ArrayType, Eqn, Literal, Program, Var, map_subprograms, subprograms
 from spec.remat import ROUNDED, remat_p
 from spec.ir import is_float
 from spec.prims_call import call_p
@@ -645,6 +645,28 @@ def float_round_trips_out(prog: Program) -> tuple[Program, int]:
                 residual_outputs=e.residual_outputs)
         producers.update({v.id: e for v in e.outputs})
         eqns.append(e)
+    return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names), count
+
+
+def constant_transposes_bitcast(prog: Program) -> tuple[Program, int]:
+    """`prog` with every transpose of a constant (a non-identity permutation
+    of a Literal array) replaced by that constant reshaped to the transposed
+    shape (its buffer read in the new shape, a bitcast), at any depth; and
+    how many there were."""
+    env, count, eqns = {}, 0, []
+    read = lambda a: env.get(a.id, a) if isinstance(a, Var) else a  # noqa: E731
+    for e in prog.eqns:
+        counts = []
+        params = map_subprograms(e.params, lambda sub: _counted(constant_transposes_bitcast(sub), counts))
+        count += sum(counts)
+        x = e.inputs[0] if e.inputs else None
+        if (e.primitive.name == "transpose" and isinstance(x, Literal) and not x.is_scalar
+                and tuple(e.params["permutation"]) != tuple(range(len(e.params["permutation"])))):
+            env[e.outputs[0].id] = Literal(np.asarray(x.value).reshape(e.outputs[0].type.shape), e.outputs[0].type)
+            count += 1
+            continue
+        eqns.append(Eqn(e.primitive, [read(a) for a in e.inputs], e.outputs, params, why=e.why,
+                        residual_outputs=e.residual_outputs))
     return Program(prog.inputs, eqns, [read(a) for a in prog.outputs], input_names=prog.input_names), count
 
 

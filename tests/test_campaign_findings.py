@@ -4294,3 +4294,22 @@ def test_a_jit_s_operands_tangents_are_computed_for_an_output_staging_forwarded(
     assert report.status("residuals", "remat2") == ("known divergence" if differs else "ok"), str(report)
     if differs:
         assert [n for n, _, _ in report.known_divergences] == ["linearize-computes-tangents-of-unread-operands"]
+
+
+def test_a_jit_of_a_constant_s_transpose_where_xla_folds_it_as_a_bitcast():
+    """jax.jit(sin) of lax.transpose(constant) inside an outer jit: with
+    jaxlib 0.5.3 to 0.8.0 XLA:CPU folds it to sin of the constant's buffer
+    read in the transposed shape (release campaign finding 573c84e45d on
+    0.6.2, through a custom_jvp in the inner jit). Whether the installed
+    JAX is wrong is read off numpy; the oracle names the divergence exactly
+    there, and agrees elsewhere."""
+    x = np.arange(12, dtype=np.float32).reshape(2, 2, 3) * 0.25 + 0.5
+
+    def f(a):
+        return (jax.jit(jnp.sin)(lax.transpose(x, (0, 2, 1))) * a,)
+    got = np.asarray(jax.jit(f)(np.float32(1.0))[0])
+    wrong = not np.allclose(got, np.sin(x.transpose(0, 2, 1)), atol=1e-6)
+    assert wrong == _divergence_active("xla-cpu-folds-a-constant-s-transpose-into-a-jit-as-a-bitcast")
+    report = oracle.check(f, oracle.AS_IS, np.float32(1.5), implementations=("remat2",), properties=("values", "vjp"))
+    for prop in ("values", "vjp"):
+        assert report.status(prop, "remat2") == ("known divergence" if wrong else "ok"), str(report)

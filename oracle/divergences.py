@@ -3544,7 +3544,7 @@ DIVERGENCES = [
         "0.4.25 binds integer_pow, 0.4.36 square; found by a campaign on 0.4.25. The predicate: "
         "JAX's residuals are the spec's following those releases' square (and their "
         "integer_pow JVP rule) and not its own.",
-        "print(jax.make_jaxpr(jax.grad(jax.lax.acos))(0.5))  # integer_pow[y=2], no square",
+        "print(jax.make_jaxpr(jax.grad(jax.lax.acos))(0.5))  # integer_pow[y=2]",
         _square_binds_integer_pow, releases=OLDER_RULES["square_is_a_primitive"]),
     Divergence(
         "scan-residuals-in-another-order",

@@ -4313,3 +4313,34 @@ def test_a_jit_of_a_constant_s_transpose_where_xla_folds_it_as_a_bitcast():
     report = oracle.check(f, oracle.AS_IS, np.float32(1.5), implementations=("remat2",), properties=("values", "vjp"))
     for prop in ("values", "vjp"):
         assert report.status(prop, "remat2") == ("known divergence" if wrong else "ok"), str(report)
+
+
+def test_barriers_of_a_stack_whose_inner_grad_leaves_a_generic_reduce_window_dead():
+    """linearize o grad o grad(argnums=(0,)) of a generic reduce_window of
+    an input the inner grad holds constant: JAX (linearizing by JVP and
+    partial evaluation before direct linearization) never looks at that
+    dead reduce_window and computes; the spec's barrier count for the
+    stack raised its linearization error, and the divergence that explains
+    it (linearize-ignores-an-unlinearizable-dead-primal) had no dead-code
+    free build of the barrier count to try (release campaign finding
+    e0b2327498 on 0.6.2). JAX computing is read off JAX."""
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def checked(a, b, c):
+        return lax.reduce_window(c, 1.0, lambda e, f: e, (1, 3), (1, 1), "VALID"), b
+    args = (np.float32(0.3), np.ones((2, 3), np.float32), np.arange(10, dtype=np.float32).reshape(2, 5))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad", argnums=(0,)), S.Layer("grad"), S.Layer("linearize")))
+    stacked, call_linear = S.jax_functions(stack, S.base_level(prog))
+    try:
+        call_linear(*stacked(checked)(*S.operands(prog, stack, args, 0)))
+        computes = True
+    except (ValueError, NotImplementedError):   # direct linearization (and before 0.4.28, no JVP rule) refuses
+        computes = False
+    assert computes == _divergence_active("linearize-ignores-an-unlinearizable-dead-primal")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK_BARRIERS,))
+    status = report.status(S.STACK_BARRIERS, "remat2")
+    assert status in (("known divergence",) if computes else ("not applicable", "known divergence")), str(report)
+    if computes:     # (refusing where the spec refuses is not applicable: both raise; before 0.4.28 JAX's own error)
+        assert [k[0] for k in report.known_divergences] == ["linearize-ignores-an-unlinearizable-dead-primal"]

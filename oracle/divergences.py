@@ -414,6 +414,21 @@ def _cond_keeps_dead_jvp_residuals(ctx):
     return _variant_raises((hoisted, m and n + m), build, type(e), str(e))
 
 
+def _jit_keeps_dead_code_for_a_vmap(ctx):
+    """JAX raised a vectorized batcher's bare AssertionError (a tie of two
+    values a vmap batches along different axes) where the spec computes,
+    and the spec raises it word for word for the program with its jits
+    inlined: before jax 0.7.0, differentiating a jit keeps its body's dead
+    code in the forward jit, which a vmap of the gradient batches; the
+    spec, as jax 0.7.0 on, drops it (found by a release campaign on 0.4.25,
+    015127e148, vmap o grad of a jit holding a dead tie)."""
+    e = ctx.error
+    build = ctx.numeric_program or ctx.linear_barriers_of
+    if not (type(e) is AssertionError and ctx.spec_error is None and build is not None):
+        return False
+    return _variant_raises(jits_inlined(ctx.user_program), build, type(e), str(e))
+
+
 def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:
     """A program variant (program, how many places it changed) that changed
     something, whose program `build` refuses with `error` saying `message`."""
@@ -3172,6 +3187,29 @@ DIVERGENCES = [
         "except NotImplementedError:\n"
         "    print('raises')  # raises",
         _cond_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.1")),
+    Divergence(
+        "a-jit-keeps-its-dead-code-for-a-vmap-of-its-gradient",
+        "Before jax 0.7.0, differentiating a jitted function keeps its body's dead code in the "
+        "forward jit, where a vmap of the gradient batches it: a tie of two values the vmap "
+        "batches along different axes raises the vectorized batcher's bare AssertionError. "
+        "From 0.7.0 the forward jit is pruned, as in the spec (the same function without the "
+        "jit raises on every release: its dead code runs eagerly). Measured: 0.4.25, 0.4.36 and "
+        "0.6.2 raise (0.6.2 with jax_use_direct_linearize on too), 0.7.0, 0.7.2, 0.8.0, 0.8.1, "
+        "0.9.0 and 0.10.2 compute; 0.7.0 with direct linearization off raises, which the "
+        "releases here leave out (not a default). Found by a release campaign on 0.4.25 "
+        "(015127e148). The predicate: JAX raised a bare AssertionError where the spec computes, "
+        "and the spec raises it word for word for the program with its jits inlined.",
+        "from jax._src.lax import lax as li\n"
+        "def f(a, c, d):\n"
+        "    li.tie_p.bind(c * c, d)\n"
+        "    return a\n"
+        "try:\n"
+        "    jax.vmap(jax.grad(jax.jit(f), argnums=(0, 1, 2)), in_axes=(0, 0, 1))(\n"
+        "        jnp.ones(2), jnp.ones((2, 3)), jnp.ones((3, 2)))\n"
+        "    print('computes')\n"
+        "except AssertionError:\n"
+        "    print('raises')  # raises",
+        _jit_keeps_dead_code_for_a_vmap, releases=Releases("0.4.25", "0.7.0")),
     Divergence(
         "a-missing-derivative-in-a-sub-program-raises-first-before-direct-linearization",
         "Before direct linearization (off by default before jax 0.7.0, jax_use_direct_linearize) a "

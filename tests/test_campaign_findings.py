@@ -4344,3 +4344,32 @@ def test_barriers_of_a_stack_whose_inner_grad_leaves_a_generic_reduce_window_dea
     assert status in (("known divergence",) if computes else ("not applicable", "known divergence")), str(report)
     if computes:     # (refusing where the spec refuses is not applicable: both raise; before 0.4.28 JAX's own error)
         assert [k[0] for k in report.known_divergences] == ["linearize-ignores-an-unlinearizable-dead-primal"]
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+def test_vmap_of_the_gradient_of_a_jit_holding_a_dead_tie(jitted):
+    """vmap o grad of a function whose dead code ties two values the vmap
+    batches along different axes: without a jit JAX runs the dead tie
+    eagerly and its batcher raises a bare AssertionError on every release,
+    as the spec does (both raise: not applicable); with a jit, JAX before
+    0.7.0 keeps the dead tie in the forward jit and raises, while 0.7.0 on
+    and the spec drop it (release campaign finding 015127e148 on 0.4.25).
+    Whether JAX raises is read off JAX."""
+    from jax._src.lax import lax as lax_internal
+
+    from fuzz import properties
+    from oracle import stacks as S
+
+    def f(a, c, d):
+        lax_internal.tie_p.bind(c * c, d)
+        return (a,)
+    checked = jax.jit(f) if jitted else f
+    args = (np.float32(0.3), np.ones(3, np.float32), np.ones(3, np.float32))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad"), S.Layer("vmap", in_axes=(0, 0, 1, 0), out_axes=(0, 0, 0), size=2)))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    raises = _jax_raises(lambda: stacked(checked)(*S.operands(prog, stack, args, 0)), AssertionError, "(0, 1)")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
+    want = "not applicable" if not jitted else "known divergence" if raises else "ok"
+    assert raises == (not jitted or _divergence_active("a-jit-keeps-its-dead-code-for-a-vmap-of-its-gradient"))
+    assert report.status(S.STACK, "remat2") == want, str(report)

@@ -1746,6 +1746,13 @@ def _custom_vjp_outputs_as_saved(prog: Program, top_level: bool) -> "collections
                            for v, b in zip(c.outputs, c.params["jaxpr"].outputs))
             else:
                 out.update((str(v.type), _JIT_OUTPUT) for v in ties)
+                # the jit's output named after it: saved_residuals gives the
+                # residual that name (found by a release campaign on 0.4.36,
+                # f66bf52fa5)
+                returned = {id(v) for v in ties}
+                outs = {id(o) for o, b in zip(e.outputs, e.params["jaxpr"].outputs) if id(b) in returned}
+                out.update((str(q.outputs[0].type), f"named '{q.params['name']}'") for q in _eqns(prog)
+                           if q.primitive.name == "name" and id(q.inputs[0]) in outs)
     # stacked by every scan around it (a scan in a scan: found on 0.4.25), or
     # by those it varies in alone, the others hoisting it (an inner scan on
     # an outer scan's const: found on 0.4.25; a call on an inner scan's

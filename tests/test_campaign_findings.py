@@ -4373,3 +4373,27 @@ def test_vmap_of_the_gradient_of_a_jit_holding_a_dead_tie(jitted):
     want = "not applicable" if not jitted else "known divergence" if raises else "ok"
     assert raises == (not jitted or _divergence_active("a-jit-keeps-its-dead-code-for-a-vmap-of-its-gradient"))
     assert report.status(S.STACK, "remat2") == want, str(report)
+
+
+def test_a_jitted_custom_vjp_s_saved_output_named_after_the_jit():
+    """A jit returning a custom_vjp's output, named by checkpoint_name after
+    the jit: before jax 0.6.1 the custom_vjp's tie saves that output, and
+    saved_residuals gives it the name (release campaign finding f66bf52fa5
+    on 0.4.36: `f32[] named 'c'`, which the divergence's jit entry, an
+    output of the jitted function, did not cover). JAX's own list decides
+    which status is expected."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+    jitted = jax.jit(s)
+
+    def f(a):
+        return (checkpoint_name(jitted(a), "c"),)
+    saved = [src for _, src in saved_residuals(f, np.float32(0.5))]
+    old = len(saved) == 2       # cos(x) the bwd reads, and the tied output sin(x) (named 'c' on 0.4.36)
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.5), implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+    assert old == _divergence_active("custom-vjp-in-scan-or-jit-saves-its-output")

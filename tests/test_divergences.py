@@ -3425,3 +3425,22 @@ def test_lu_s_old_indices_predicate_takes_a_scalar_int_jit_output():
     ctx = dv.Context("remat2", "residuals", None, prog, jax_residuals=[], spec_residuals=[])
     jit = "output of jitted function '<lambda>'"
     assert not dv._lu_old_indices.explains([("i32[]", jit), ("f32[]", jit)], [("f32[]", jit), ("i32[]", jit)], ctx)
+
+
+def test_a_variant_refused_otherwise_does_not_explain_jax_s_error():
+    """_variant_raises: a variant whose build raises another error than
+    JAX's (the spec's batcher refusing where JAX raised a missing rule)
+    explains nothing, and the predicate says no instead of failing
+    (release campaign finding 29a0207e7b on 0.4.25: the predicate of
+    a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative failed
+    with the spec's VectorizedBatchingError)."""
+    import spec
+    from oracle import divergences as dv
+    from spec.prims_custom import VectorizedBatchingError
+
+    def refuses(_):
+        raise VectorizedBatchingError("(0, 1)")
+    prog = spec.trace(lambda x: x, spec.f32[()])
+    assert not dv._variant_raises((prog, 1), refuses, NotImplementedError, "Differentiation rule for 'x'")
+    assert dv._variant_raises((prog, 1), refuses, AssertionError, "(0, 1)")
+    assert not dv._variant_raises((prog, 0), refuses, AssertionError, "(0, 1)")

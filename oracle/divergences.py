@@ -2300,13 +2300,15 @@ def _stack_program(ctx) -> Program:
     """The program a stack's levels build (dead code removed), or an empty
     one where there is no stack or the spec cannot build it (a level it
     refuses, as a pad transposed for its padding value alone: found by a
-    campaign on 0.4.25)."""
+    campaign on 0.4.25; or a vmap batching a tie of values batched along
+    different axes, vmap o grad, found by a release campaign on 0.4.25,
+    29a0207e7b)."""
     empty = Program([], [], [])
     if ctx.without_dead_code is None:
         return empty
     try:
         return ctx.without_dead_code()
-    except (ValueError, spec.PrimitiveError):
+    except (ValueError, spec.PrimitiveError, spec.BatchingError):
         return empty
 
 

@@ -4397,3 +4397,39 @@ def test_a_jitted_custom_vjp_s_saved_output_named_after_the_jit():
     report = oracle.check(f, oracle.AS_IS, np.float32(0.5), implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
     assert old == _divergence_active("custom-vjp-in-scan-or-jit-saves-its-output")
+
+
+def test_vmap_of_the_gradient_of_a_jitted_dead_barrier_beside_a_tie():
+    """vmap o grad of a jit whose cond branch holds a dead
+    optimization_barrier, its index read off a tie of values the vmap
+    batches along different axes (release campaign finding 29a0207e7b on
+    0.4.25): before jax 0.5.3 JAX raises the barrier's missing
+    differentiation rule, from 0.5.3 the batcher's bare AssertionError, as
+    the spec does. The spec's batcher refusing the stack's program is no
+    predicate failure (jit-residual-forwarding-gives-wrong-gradients read
+    it): the missing rule is a known divergence, the AssertionError not
+    applicable. Which error JAX raises is read off JAX."""
+    from jax._src.lax import lax as lax_internal
+
+    from fuzz import properties
+    from oracle import stacks as S
+    barrier = getattr(lax, "optimization_barrier", None) or jax._src.ad_checkpoint._optimization_barrier
+
+    def f(a, b, c):
+        index = (jnp.sum(lax_internal.tie_p.bind(b * b, c)) > 0).astype(np.int32)
+
+        def keeps(x, y):
+            barrier((y,))
+            return jnp.cos(x)
+        return (lax.switch(index, [keeps, lambda x, y: jnp.sin(x)], a, b),)
+    checked = jax.jit(f)
+    args = (np.float32(0.7), np.arange(1, 4, dtype=np.float32), np.full(3, 0.5, np.float32))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad"), S.Layer("vmap", in_axes=(0, 0, 1, 0), out_axes=(0, 0, 0), size=2)))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    call = lambda: stacked(checked)(*S.operands(prog, stack, args, 0))   # noqa: E731
+    missing = "Differentiation rule for 'optimization_barrier' not implemented"
+    old = _divergence_active("optimization-barrier-not-differentiable")
+    assert _jax_raises(call, NotImplementedError if old else AssertionError, missing if old else "(0, 1)")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == ("known divergence" if old else "not applicable"), str(report)

@@ -379,18 +379,18 @@ def _remat3_second_order_skips_dead_forward_code(ctx):
 
 
 def _jit_keeps_dead_jvp_residuals(ctx):
-    """JAX raised a primitive's missing differentiation rule where the spec
-    computes a numeric property, and the spec raises it word for word for
-    the program with its jits inlined: before jax 0.7.0 a jit's
-    linearization keeps, in its known half, the value a JVP rule makes for
-    a tangent nothing reads (igammac's igamma_grad_a), which a second
-    differentiation meets, as it does (and the spec does) outside jits
-    (found by a campaign on 0.4.36, 5d4701406b)."""
-    e = ctx.error
-    if not (isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
-            and ctx.spec_error is None and ctx.numeric_program is not None):
-        return False
-    return _variant_raises(jits_inlined(ctx.user_program), ctx.numeric_program, NotImplementedError, str(e))
+    """JAX raised a primitive's missing differentiation rule, or a vectorized
+    batcher's bare AssertionError, where the spec computes a numeric
+    property (or the stack a barrier count linearizes), and the spec raises
+    it word for word for the program with its jits inlined: before jax
+    0.7.0 a jit's linearization keeps its body's dead code in its known
+    half, the value a JVP rule makes for a tangent nothing reads
+    (igammac's igamma_grad_a), which a second differentiation meets, as it
+    does (and the spec does) outside jits (found by a campaign on 0.4.36,
+    5d4701406b); or a dead tie of two values a vmap of the gradient batches
+    along different axes (found by a release campaign on 0.4.25,
+    015127e148, vmap o grad)."""
+    return _dead_code_raises_as_jax(ctx, lambda: jits_inlined(ctx.user_program))
 
 
 def _cond_keeps_dead_jvp_residuals(ctx):
@@ -402,31 +402,26 @@ def _cond_keeps_dead_jvp_residuals(ctx):
     partial evaluation (partial_eval_jaxpr_nounits) keeps a branch's dead
     code, the values a JVP rule makes for it in the known branch (found by
     a campaign on 0.6.2, da8efa446b: an igammac a branch computes unread)."""
+    def variant():
+        inlined, n = jits_inlined(ctx.user_program)
+        hoisted, m = conds_dead_code_hoisted(inlined)
+        return hoisted, m and n + m
+    return _dead_code_raises_as_jax(ctx, variant)
+
+
+def _dead_code_raises_as_jax(ctx, variant: Callable) -> bool:
+    """JAX raised a primitive's missing differentiation rule or a bare
+    AssertionError where the spec computes, and the spec raises it word for
+    word building the property's program (a numeric property's, or the
+    stack a barrier count linearizes: linearize o grad, found by a campaign
+    on 0.6.2, 4ef9b2d59c) for `variant()`, the program with the dead code
+    JAX keeps made live (`_variant_raises`)."""
     e = ctx.error
     missing_rule = isinstance(e, NotImplementedError) and str(e).startswith("Differentiation rule for")
-    # the property's program: a numeric property's, or the stack a barrier count linearizes
-    # (linearize o grad, found by a campaign on 0.6.2, 4ef9b2d59c)
     build = ctx.numeric_program or ctx.linear_barriers_of
     if not ((missing_rule or type(e) is AssertionError) and ctx.spec_error is None and build is not None):
         return False
-    inlined, n = jits_inlined(ctx.user_program)
-    hoisted, m = conds_dead_code_hoisted(inlined)
-    return _variant_raises((hoisted, m and n + m), build, type(e), str(e))
-
-
-def _jit_keeps_dead_code_for_a_vmap(ctx):
-    """JAX raised a vectorized batcher's bare AssertionError (a tie of two
-    values a vmap batches along different axes) where the spec computes,
-    and the spec raises it word for word for the program with its jits
-    inlined: before jax 0.7.0, differentiating a jit keeps its body's dead
-    code in the forward jit, which a vmap of the gradient batches; the
-    spec, as jax 0.7.0 on, drops it (found by a release campaign on 0.4.25,
-    015127e148, vmap o grad of a jit holding a dead tie)."""
-    e = ctx.error
-    build = ctx.numeric_program or ctx.linear_barriers_of
-    if not (type(e) is AssertionError and ctx.spec_error is None and build is not None):
-        return False
-    return _variant_raises(jits_inlined(ctx.user_program), build, type(e), str(e))
+    return _variant_raises(variant(), build, type(e), str(e))
 
 
 def _variant_raises(variant: tuple, build: Callable, error: type, message: str) -> bool:
@@ -3161,9 +3156,15 @@ DIVERGENCES = [
         "dead value, and the second derivative computes; before (0.4.25, 0.4.36 and 0.6.2 "
         "measured, and 0.6.2 with direct linearization on; 0.7.0 with it off too) the jit's "
         "known half keeps it, and JAX raises there as well. Found by a campaign on 0.4.36 "
-        "(an igammac read only for a cond's index). The predicate: JAX raised the missing "
-        "differentiation rule where the spec computes, and the spec raises it word for word for "
-        "the program with its jits inlined.",
+        "(an igammac read only for a cond's index). A vmap of the gradient batches that dead "
+        "code too: a dead tie of two values the vmap batches along different axes raises the "
+        "vectorized batcher's bare AssertionError (found by a release campaign on 0.4.25, "
+        "vmap o grad; measured raising on 0.4.25, 0.4.36 and 0.6.2, with direct linearization "
+        "on too, and on 0.7.0 with it off; computing on 0.7.0, 0.7.2, 0.8.0, 0.8.1, 0.9.0 and "
+        "0.10.2; the same function without the jit raises on every release, its dead code run "
+        "eagerly). The predicate: JAX raised the missing differentiation rule (or a bare "
+        "AssertionError) where the spec computes, and the spec raises it word for word for the "
+        "program with its jits inlined.",
         "import numpy as np\n"
         "f = jax.jit(lambda a, b, c: a * (jnp.sum(jax.lax.igammac(b, c)) > 0).astype(jnp.float32))\n"
         "x = tuple(np.full((2, 3), v, np.float32) for v in (0.3, 0.5, 0.7))\n"
@@ -3199,29 +3200,6 @@ DIVERGENCES = [
         "except NotImplementedError:\n"
         "    print('raises')  # raises",
         _cond_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.1")),
-    Divergence(
-        "a-jit-keeps-its-dead-code-for-a-vmap-of-its-gradient",
-        "Before jax 0.7.0, differentiating a jitted function keeps its body's dead code in the "
-        "forward jit, where a vmap of the gradient batches it: a tie of two values the vmap "
-        "batches along different axes raises the vectorized batcher's bare AssertionError. "
-        "From 0.7.0 the forward jit is pruned, as in the spec (the same function without the "
-        "jit raises on every release: its dead code runs eagerly). Measured: 0.4.25, 0.4.36 and "
-        "0.6.2 raise (0.6.2 with jax_use_direct_linearize on too), 0.7.0, 0.7.2, 0.8.0, 0.8.1, "
-        "0.9.0 and 0.10.2 compute; 0.7.0 with direct linearization off raises, which the "
-        "releases here leave out (not a default). Found by a release campaign on 0.4.25 "
-        "(015127e148). The predicate: JAX raised a bare AssertionError where the spec computes, "
-        "and the spec raises it word for word for the program with its jits inlined.",
-        "from jax._src.lax import lax as li\n"
-        "def f(a, c, d):\n"
-        "    li.tie_p.bind(c * c, d)\n"
-        "    return a\n"
-        "try:\n"
-        "    jax.vmap(jax.grad(jax.jit(f), argnums=(0, 1, 2)), in_axes=(0, 0, 1))(\n"
-        "        jnp.ones(2), jnp.ones((2, 3)), jnp.ones((3, 2)))\n"
-        "    print('computes')\n"
-        "except AssertionError:\n"
-        "    print('raises')  # raises",
-        _jit_keeps_dead_code_for_a_vmap, releases=Releases("0.4.25", "0.7.0")),
     Divergence(
         "a-missing-derivative-in-a-sub-program-raises-first-before-direct-linearization",
         "Before direct linearization (off by default before jax 0.7.0, jax_use_direct_linearize) a "
@@ -3458,7 +3436,10 @@ DIVERGENCES = [
         "JAX's are the spec's for that program, the added outputs' cotangents zero (a kept loop "
         "carry's cotangent is carried back from an instantiated zero: 0 * inf = nan where a factor "
         "overflowed, found on 0.4.25). An equation none of whose read outputs has a nonzero "
-        "tangent stages nothing (a scan whose ys read only floor's output: found on 0.6.2). From "
+        "tangent stages nothing (a scan whose ys read only floor's output: found on 0.6.2), and "
+        "an unused output whose tangent is a symbolic zero is no output of the staged equation "
+        "(a checkpoint's unread round in a cond branch: found by a release campaign on 0.4.36, "
+        "0fef3f486a). From "
         "0.4.29 to 0.5.3 pjit's staging drops a jit output that returns an input, so the traced "
         "program may lack an output whose tangent made the jit live: there a jit none of whose "
         "outputs' tangents is read counts as staged whole where one of its inputs' tangents is "

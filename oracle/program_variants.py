@@ -120,11 +120,18 @@ def unused_linearize_outputs_out(prog: Program, through_conds: bool = True, top_
     input's tangent is read, for an output pjit's staging forwarded (jax
     0.4.29 to 0.5.3: the jit returned that input, whose readers read it
     instead) may have been it: a program traced by make_jaxpr has lost the
-    output its linearization saw (found by a campaign on 0.4.36)."""
-    return unused_outputs_out(prog, _unused_outputs_of(_staged_whole),
+    output its linearization saw (found by a campaign on 0.4.36). Not an
+    output whose tangent is a symbolic zero (`zero_tangents`: a round's):
+    the equation's JVP rule returns no tangent for it (jvp_jaxpr's
+    `out_nz`, instantiate=False), so nothing of it is staged (found by a
+    release campaign on 0.4.36, 0fef3f486a: a checkpoint in a cond branch
+    returning a round nothing reads)."""
+    liveness = _tangent_liveness(prog, forwarded_hidden=forwarded_hidden)
+    zero = liveness.symbolic_zeros()
+    unused = _unused_outputs_of(_staged_whole)
+    return unused_outputs_out(prog, lambda e, used: [v for v in unused(e, used) if v.id not in zero],
                               lambda e: not top_level and e.primitive is not remat_p
-                              and (through_conds or e.primitive is not cond_p),
-                              _tangent_liveness(prog, forwarded_hidden=forwarded_hidden))
+                              and (through_conds or e.primitive is not cond_p), liveness)
 
 
 def unread_operands_out(prog: Program, forwarded_hidden: bool = False) -> tuple[Program, int]:

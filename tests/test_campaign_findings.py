@@ -4371,7 +4371,7 @@ def test_vmap_of_the_gradient_of_a_jit_holding_a_dead_tie(jitted):
     raises = _jax_raises(lambda: stacked(checked)(*S.operands(prog, stack, args, 0)), AssertionError, "(0, 1)")
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
     want = "not applicable" if not jitted else "known divergence" if raises else "ok"
-    assert raises == (not jitted or _divergence_active("a-jit-keeps-its-dead-code-for-a-vmap-of-its-gradient"))
+    assert raises == (not jitted or _divergence_active("a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative"))
     assert report.status(S.STACK, "remat2") == want, str(report)
 
 
@@ -4433,3 +4433,43 @@ def test_vmap_of_the_gradient_of_a_jitted_dead_barrier_beside_a_tie():
     assert _jax_raises(call, NotImplementedError if old else AssertionError, missing if old else "(0, 1)")
     report = properties.oracle_agrees(prog, implementations=("remat2",), stack=stack, only=(S.STACK,))
     assert report.status(S.STACK, "remat2") == ("known divergence" if old else "not applicable"), str(report)
+
+
+def test_a_checkpoint_s_unread_round_in_a_cond_branch_stages_no_tangent():
+    """A jitted cond whose one branch checkpoints a round nothing reads and
+    whose other checkpoints a select_and_scatter_add nothing reads (release
+    campaign finding 0fef3f486a on 0.4.36): before direct linearization
+    JAX keeps the scatter's operand as the cond's residual (its staged
+    checkpoint keeps the unread output), but stages nothing of the round,
+    whose tangent is a symbolic zero. The divergence's variant made the
+    round's output a program output too, and saved its instantiated zero,
+    which JAX does not: the residual check named no divergence. Which
+    residuals JAX saves is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from jax._src.lax import lax as lax_internal
+    from jax._src.lax import windowed_reductions
+
+    def scatter(source, operand):
+        return windowed_reductions.select_and_scatter_add_p.bind(
+            source, operand, select_prim=lax_internal.le_p, window_dimensions=(3, 3), window_strides=(1, 1),
+            padding=((1, 1), (1, 1)))
+
+    def rounds(x, y, source, operand):
+        _, kept = jax.checkpoint(lambda a, b: (jnp.round(b), a), policy=jax.checkpoint_policies.dots_saveable)(x, y)
+        return kept * kept
+
+    def scatters(x, y, source, operand):
+        kept, _ = jax.checkpoint(lambda a, s, o: (a, scatter(s, o)))(x, source, operand)
+        return kept * 0.5
+
+    def f(x, y, source, operand):
+        return (lax.cond(jnp.sum(y) > 0, scatters, rounds, x, y, source, operand),)
+    checked = jax.jit(f)
+    args = (np.float32(-1.1), np.ones(1, np.float32), np.ones((5, 4), np.float32),
+            np.arange(20, dtype=np.float32).reshape(5, 4))
+    saved = sorted(a.str_short(short_dtypes=True) for a, _ in saved_residuals(checked, *args))
+    old = saved == ["f32[5,4]", "f32[]", "i32[]"]       # the scatter's operand beside x and the index
+    assert old or saved == ["f32[]", "i32[]"], saved
+    assert old == _divergence_active("linearize-computes-tangents-of-unread-operands")
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)

@@ -8,11 +8,17 @@ equations of which a names policy on one value mattered). Here the program
 itself is reduced, step by step (delta debugging on the IR), each step
 kept only where the reduced program still fails the same way:
 
-- its dead code removed, and its inputs nothing reads;
+- its dead code removed, and its inputs nothing reads; or one dead
+  equation alone (a failure may need the rest: before direct
+  linearization JAX differentiates dead code, a release campaign's
+  finding on 0.4.36, 0fef3f486a, needed a dead scatter and no other);
 - one of its outputs dropped (with what only that output needed);
 - an equation bypassed: an output replaced by one of the equation's own
   operands of the same type (the equation then dead);
-- a jit or checkpoint inlined: its body in its place;
+- an equation cut: its outputs made program inputs (the equation then
+  dead, and what only it read), at top level, where the inputs may change;
+- a jit or checkpoint inlined: its body in its place; a cond replaced by
+  one of its branches, inlined;
 - the same steps inside a sub-program (a checkpoint's, a jit's, a scan's
   body, a cond branch), keeping its signature; not inside a custom call's
   body, which must stay the function its rules differentiate; inside a
@@ -21,7 +27,8 @@ kept only where the reduced program still fails the same way:
   equation's operand replaced can run forever (a campaign's "hang" was
   such a reduced loop, inside XLA where no alarm reaches it).
 
-Each step makes the program strictly smaller (`size`), so the reduction
+A step removes what it made dead (`_newly_dead_removed`), not dead code
+that was there before it. Each step makes the program strictly smaller (`size`), so the reduction
 ends; it also ends at its time budget. `reduced` is given the check that
 says whether a candidate still fails the same way.
 
@@ -35,10 +42,11 @@ says whether a candidate still fails the same way.
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 
-from spec.core import loops_until_a_value
+from spec.core import has_effects, loops_until_a_value
 from spec.ir import Eqn, Program, Var, map_subprograms, subprograms
 from spec.partial_eval import dce
 from spec.prims_control import passthroughs
@@ -126,15 +134,26 @@ def candidates(prog: Program, *, keep_signature: bool = False, keep_values: bool
     """The one-step reductions of `prog`, the likely largest first; with
     `keep_values` only those that compute the same outputs."""
     yield dce(prog, prune_inputs=not keep_signature)[0]
+    pruned = functools.partial(_newly_dead_removed, was_read=_read(prog), prune_inputs=not keep_signature)
+    for k in range(len(prog.eqns) - 1, -1, -1):
+        if not any(v.id in _read(prog) for v in prog.eqns[k].outputs) and not has_effects(prog.eqns[k]):
+            yield pruned(Program(prog.inputs, prog.eqns[:k] + prog.eqns[k + 1:], prog.outputs,
+                                 input_names=prog.input_names))
     if not keep_signature and len(prog.outputs) > 1:
         for i in range(len(prog.outputs)):
-            yield dce(prog, [j != i for j in range(len(prog.outputs))], prune_inputs=True)[0]
+            yield pruned(Program(prog.inputs, prog.eqns, prog.outputs[:i] + prog.outputs[i + 1:],
+                                 input_names=prog.input_names))
     for k in range(len(prog.eqns) - 1, -1, -1):
         if prog.eqns[k].primitive.name in INLINED:
             yield _inlined(prog, k)
+        elif prog.eqns[k].primitive.name == "cond" and not keep_values:
+            yield from (pruned(_inlined(prog, k, branch)) for branch in range(len(prog.eqns[k].params["branches"])))
     for k in range(len(prog.eqns) - 1, -1, -1):
         if not keep_values:
-            yield from _bypassed(prog, k)
+            yield from map(pruned, _bypassed(prog, k))
+    for k in range(len(prog.eqns) - 1, -1, -1):
+        if not keep_signature:
+            yield pruned(_cut(prog, k))
     for k, e in enumerate(prog.eqns):
         if _defined_by_rules(e):
             continue
@@ -166,21 +185,58 @@ def _substituted(prog: Program, k: int, env: dict, eqns: list) -> Program:
                    input_names=prog.input_names)
 
 
+def _read(prog: Program) -> frozenset:
+    """The ids of the values `prog`'s equations and outputs read."""
+    return frozenset(a.id for a in [x for e in prog.eqns for x in e.inputs] + list(prog.outputs)
+                     if isinstance(a, Var))
+
+
+def _newly_dead_removed(prog: Program, was_read: frozenset, prune_inputs: bool) -> Program:
+    """`prog` without the equations a step left dead: nothing reads their
+    outputs where something read one before (`was_read`), transitively;
+    an equation dead before the step stays, and so does what it reads.
+    With `prune_inputs`, inputs nothing reads are dropped."""
+    eqns = list(prog.eqns)
+    while True:
+        read = _read(Program(prog.inputs, eqns, prog.outputs))
+        kept = [e for e in eqns if has_effects(e) or any(v.id in read for v in e.outputs)
+                or not any(v.id in was_read for v in e.outputs)]
+        if len(kept) == len(eqns):
+            break
+        eqns = kept
+    inputs, names = prog.inputs, prog.input_names
+    if prune_inputs:
+        used = [v.id in read for v in inputs]
+        inputs = [v for v, u in zip(inputs, used) if u]
+        names = names and tuple(n for n, u in zip(names, used) if u)
+    return Program(inputs, eqns, prog.outputs, input_names=names)
+
+
 def _bypassed(prog: Program, k: int) -> Iterator[Program]:
     """Equation k with one output replaced by an operand of its type."""
     e = prog.eqns[k]
     for v in e.outputs:
         for a in e.inputs:
             if a.type == v.type:
-                yield dce(_substituted(prog, k, {v.id: a}, [e]))[0]
+                yield _substituted(prog, k, {v.id: a}, [e])
                 break
 
 
-def _inlined(prog: Program, k: int) -> Program:
-    """Equation k (a jit or a checkpoint) replaced by its body's equations."""
+def _cut(prog: Program, k: int) -> Program:
+    """Equation k's outputs read as new program inputs instead."""
     e = prog.eqns[k]
-    body = e.params["jaxpr"]
-    env = {v.id: a for v, a in zip(body.inputs, e.inputs)}
+    fresh = [Var(v.type) for v in e.outputs]
+    cut = _substituted(prog, k, {v.id: f for v, f in zip(e.outputs, fresh)}, [e])
+    names = None if prog.input_names is None else prog.input_names + tuple(f"cut{f.id}" for f in fresh)
+    return Program(cut.inputs + fresh, cut.eqns, cut.outputs, input_names=names)
+
+
+def _inlined(prog: Program, k: int, branch: int | None = None) -> Program:
+    """Equation k (a jit or a checkpoint) replaced by its body's equations;
+    a cond by its `branch`'s, on its operands."""
+    e = prog.eqns[k]
+    body = e.params["jaxpr"] if branch is None else e.params["branches"][branch]
+    env = {v.id: a for v, a in zip(body.inputs, e.inputs if branch is None else e.inputs[1:])}
     eqns = _clone(body.eqns, env)
     outs = [env.get(a.id, a) if isinstance(a, Var) else a for a in body.outputs]
     return _substituted(prog, k, {v.id: a for v, a in zip(e.outputs, outs)}, eqns)

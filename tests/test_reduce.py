@@ -117,8 +117,37 @@ def test_inside_a_cond_branch_the_branch_signature_stays():
         return spec.cond(p, lambda v: ops.sin(ops.cos(v)), lambda v: ops.exp(v), x)
     prog = spec.trace(fn, spec.bool_[()], f32[3])
     small = reduced(prog, lambda q: "cos" in _names(q) and "exp" in _names(q), budget_s=30)
-    assert _names(small) == ["convert_element_type", "cond", "exp", "cos"]
-    spec.evaluate(small, np.bool_(True), np.ones(3, np.float32))     # still a valid program
+    assert _names(small) == ["cond", "exp", "cos"]          # the index's conversion cut: an input
+    assert [str(t) for t in small.in_types] == ["f32[3]", "i32[]"]
+    spec.evaluate(small, np.ones(3, np.float32), np.int32(1))    # still a valid program
+
+
+def test_a_dead_equation_the_failure_needs_stays():
+    """Dead code goes one equation at a time where the failure needs some
+    of it (JAX before direct linearization differentiates dead code: a
+    release campaign's finding on 0.4.36, 0fef3f486a, needed a dead
+    scatter, whose every candidate the reducer had DCE'd whole)."""
+    def fn(x, y):
+        ops.exp(x)                   # dead, needed
+        ops.tanh(ops.cos(y))         # dead, not needed
+        return (ops.sin(x) * y,)
+    prog = spec.trace(fn, f32[3], f32[3])
+    small = reduced(prog, lambda q: "exp" in _names(q), budget_s=30)
+    assert _names(small) == ["exp"]
+    assert equation_count(small) == 1
+
+
+def test_an_equation_is_cut_to_an_input_and_a_cond_to_a_branch():
+    """An equation whose output no operand can stand in for (a reshape's)
+    is cut: its output read as a new input; a cond gives way to a branch."""
+    def fn(p, x):
+        r = ops.reshape(x, (3,))
+        return (spec.cond(p, lambda v: ops.sin(v), lambda v: ops.exp(ops.cos(v)), r),)
+    prog = spec.trace(fn, spec.bool_[()], f32[1, 3])
+    small = reduced(prog, lambda q: "cos" in _names(q), budget_s=30)
+    assert _names(small) == ["cos"]
+    assert [str(t) for t in small.in_types] == ["f32[3]"]
+    np.testing.assert_array_equal(spec.evaluate(small, np.zeros(3, np.float32))[0], np.ones(3, np.float32))
 
 
 def test_pytest_fuzz_reports_the_reduced_failure_in_hypothesis_final_replay():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from spec.core import (UndefinedPrimal, Zero, bind, building, effectful, has_effects, instantiate,
+from spec.core import (UndefinedPrimal, Zero, bind, building, has_effects, instantiate,
                        transpose_rules)
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
@@ -58,11 +58,20 @@ def _without_hoisted_effects(known: Program, prog: Program) -> Program:
     whole (ad_checkpoint.remat_transpose), so an effect of its non-linear
     part (a debug print) runs once, inside the transposed checkpoint. The
     split above hoists that part out to replay it: the hoisted copies of
-    output-less effectful equations are dropped (they compute nothing);
+    effectful equations whose outputs nothing the replay returns reads
+    are dropped (an output-less print; a cond printing in a branch, whose
+    value the staged checkpoint recomputes: JAX prints twice under
+    jax.grad of a checkpoint, forward and backward, measured on 0.10.2);
     the program's own non-linear effects stay."""
     own = {id(e) for e in prog.eqns}
-    eqns = [e for e in known.eqns if id(e) in own or e.outputs or e.primitive not in effectful]
-    return known if len(eqns) == len(known.eqns) else replace(known, eqns=eqns)
+    live = {a.id for a in known.outputs if isinstance(a, Var)}
+    dropped = set()
+    for e in reversed(known.eqns):
+        if id(e) not in own and has_effects(e) and not any(v.id in live for v in e.outputs):
+            dropped.add(id(e))
+        elif id(e) in own or any(v.id in live for v in e.outputs):
+            live.update(a.id for a in e.inputs if isinstance(a, Var))
+    return known if not dropped else replace(known, eqns=[e for e in known.eqns if id(e) not in dropped])
 
 
 def _transpose_linear(prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):

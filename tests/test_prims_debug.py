@@ -476,3 +476,32 @@ def test_a_loop_staged_for_its_effect_alone(where):
         assert report.status("residuals", "remat2") == "known divergence", str(report)
     else:
         assert statuses <= {"ok", "not applicable"}, str(report)
+
+
+@pytest.mark.parametrize("x", [1.0, -1.0])
+@pytest.mark.parametrize("policy", ["none", "dots_saveable", "everything_saveable"])
+def test_a_cond_printing_in_a_checkpoint_prints_as_jax_does_under_grad(policy, x):
+    """grad of a checkpoint of a cond whose taken branch prints (or not):
+    the spec's backward pass recomputes the cond inside the transposed
+    checkpoint and drops the copy its transposition hoisted to replay it
+    (spec.transpose._without_hoisted_effects), which printed a third time
+    where JAX prints forward and backward. JAX's calls counted live."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax import lax
+    jax_policy = {"none": None, "dots_saveable": jax.checkpoint_policies.dots_saveable,
+                  "everything_saveable": jax.checkpoint_policies.everything_saveable}[policy]
+    calls = []
+
+    def jax_branch(v):
+        jax.debug.callback(lambda *a: calls.append(1), v)
+        return jnp.sin(v)
+    jax.grad(jax.checkpoint(lambda y: lax.cond(y > 0, jax_branch, jnp.cos, y), policy=jax_policy))(np.float32(x))
+    jax.effects_barrier()
+
+    def branch(v):
+        debug_callback(never_called, v)
+        return ops.sin(v)
+    prog = spec.trace(lambda y: ops.checkpoint(lambda v: spec.cond(ops.gt(v, 0.0), branch, ops.cos, v),
+                                               policy=POLICIES[policy])(y), f32[()])
+    assert count_effects(spec.grad(prog), np.float32(x)) == len(calls)

@@ -17,6 +17,7 @@ kept only where the reduced program still fails the same way:
   operands of the same type (the equation then dead);
 - an equation cut: its outputs made program inputs (the equation then
   dead, and what only it read), at top level, where the inputs may change;
+  inside a sub-program, whose inputs stay, an output made a constant;
 - a jit or checkpoint inlined: its body in its place; a cond replaced by
   one of its branches, inlined;
 - the same steps inside a sub-program (a checkpoint's, a jit's, a scan's
@@ -44,10 +45,12 @@ from __future__ import annotations
 
 import functools
 import time
+
+import numpy as np
 from collections.abc import Callable, Iterator
 
 from spec.core import has_effects, loops_until_a_value
-from spec.ir import Eqn, Program, Var, map_subprograms, subprograms
+from spec.ir import Eqn, Literal, Program, Var, map_subprograms, subprograms
 from spec.partial_eval import dce
 from spec.prims_control import passthroughs
 from spec.remat import _clone
@@ -154,6 +157,8 @@ def candidates(prog: Program, *, keep_signature: bool = False, keep_values: bool
     for k in range(len(prog.eqns) - 1, -1, -1):
         if not keep_signature:
             yield pruned(_cut(prog, k))
+        elif not keep_values:
+            yield from map(pruned, _made_constant(prog, k))
     for k, e in enumerate(prog.eqns):
         if _defined_by_rules(e):
             continue
@@ -229,6 +234,18 @@ def _cut(prog: Program, k: int) -> Program:
     cut = _substituted(prog, k, {v.id: f for v, f in zip(e.outputs, fresh)}, [e])
     names = None if prog.input_names is None else prog.input_names + tuple(f"cut{f.id}" for f in fresh)
     return Program(cut.inputs + fresh, cut.eqns, cut.outputs, input_names=names)
+
+
+def _made_constant(prog: Program, k: int) -> Iterator[Program]:
+    """Equation k with one output replaced by a constant of its type: ones,
+    or zeros for an integer or bool (a cond's index: either branch). In a
+    sub-program, whose inputs stay, this is what cuts an equation."""
+    e = prog.eqns[k]
+    for v in e.outputs:
+        values = (1, 0) if v.type.dtype.kind in "biu" else (1,)
+        for value in values:
+            constant = Literal(np.full(v.type.shape, value, v.type.dtype), v.type)
+            yield _substituted(prog, k, {v.id: constant}, [e])
 
 
 def _inlined(prog: Program, k: int, branch: int | None = None) -> Program:

@@ -273,3 +273,20 @@ def test_a_candidate_s_passthrough_cond_outputs_are_pruned_as_lax_cond_does():
     jaxpr = jax.make_jaxpr(fn)(np.ones(3, np.float32), np.ones(3, np.float32)).jaxpr
     if jaxpr.outvars[0] is jaxpr.invars[1]:        # this release prunes passthroughs (jax 0.6.0 on)
         assert [len(e.outvars) for e in jaxpr.eqns if e.primitive.name == "cond"] == [0]
+
+
+def test_inside_a_branch_an_index_chain_is_made_a_constant():
+    """In a sub-program, whose inputs stay, an equation is cut by making its
+    output a constant: a nested cond's index chain (reduce_sum, gt, its
+    conversion) goes, the index a literal (a release campaign's finding on
+    0.6.2, 87914f9e56, reduced from 25 to 4 equations so)."""
+    def inner(v):
+        return spec.cond(ops.gt(ops.reduce_sum(v, (0,)), 0.0), lambda u: ops.sin(u), lambda u: ops.cos(u), v)
+    prog = spec.trace(lambda p, x: (spec.cond(p, inner, lambda v: v * 2.0, x),), spec.bool_[()], f32[3])
+    small = reduced(prog, lambda q: _names(q).count("cond") == 2 and "sin" in _names(q), budget_s=30)
+    assert _names(small) == ["cond", "cond", "sin"]
+    nested = small.eqns[0].params["branches"][1].eqns[0]
+    assert isinstance(nested.inputs[0], spec.ir.Literal) and int(nested.inputs[0].value) == 1
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(spec.evaluate(small, *[x if t.shape else np.int32(1) for t in small.in_types])[0],
+                               np.sin(x))

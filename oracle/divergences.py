@@ -25,7 +25,7 @@ from spec.remat import remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (all_eqns, conds_dead_code_hoisted, constant_transposes_bitcast, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (all_eqns, dead_code_hoisted, constant_transposes_bitcast, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -404,7 +404,22 @@ def _cond_keeps_dead_jvp_residuals(ctx):
     a campaign on 0.6.2, da8efa446b: an igammac a branch computes unread)."""
     def variant():
         inlined, n = jits_inlined(ctx.user_program)
-        hoisted, m = conds_dead_code_hoisted(inlined)
+        hoisted, m = dead_code_hoisted(inlined)
+        return hoisted, m and n + m
+    return _dead_code_raises_as_jax(ctx, variant)
+
+
+def _scan_keeps_dead_jvp_residuals(ctx):
+    """... a scan body's: the spec raises it word for word for the program
+    with its scan bodies' dead code hoisted out of the scans (jits inlined
+    too): before jax 0.7.0 scan's partial evaluation (_scan_partial_eval,
+    partial_eval_jaxpr_nounits on the JVP'd body) keeps the body's dead
+    code, the values a JVP rule makes for it in the known body (found by a
+    release campaign on 0.4.25, b16d1a014e: an igamma of a scan's consts
+    nothing reads)."""
+    def variant():
+        inlined, n = jits_inlined(ctx.user_program)
+        hoisted, m = dead_code_hoisted(inlined, out_of=(scan_p,))
         return hoisted, m and n + m
     return _dead_code_raises_as_jax(ctx, variant)
 
@@ -3200,6 +3215,35 @@ DIVERGENCES = [
         "except NotImplementedError:\n"
         "    print('raises')  # raises",
         _cond_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.1")),
+    Divergence(
+        "a-scan-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative",
+        "The same in a scan body: before direct linearization (the default from jax 0.7.0) "
+        "scan's partial evaluation (_scan_partial_eval, partial_eval_jaxpr_nounits on the JVP'd "
+        "body) keeps the body's dead code, so the known body computes igamma's igamma_grad_a "
+        "for a tangent nothing reads, and jax.jvp of the pullback raises; direct linearization "
+        "(0.10.2 and the spec) drops it and computes. Measured: 0.4.25, 0.4.36 and 0.6.2 raise "
+        "(0.6.2 with jax_use_direct_linearize on too), as 0.7.0 does with it off; 0.7.0 and "
+        "0.10.2 compute. That is for dead code of the scan's consts (its residuals are loop "
+        "invariants, hoisted out of the scan); of the carry or the xs it depends on the release "
+        "(0.4.25 computes both, 0.6.2 raises for the carry). Found by a release campaign on "
+        "0.4.25 (an igamma of the scan's consts nothing reads). The predicate: JAX raised the missing differentiation rule (or a bare "
+        "AssertionError) where the spec computes, and the spec raises it word for word for the "
+        "program with its scan bodies' dead code hoisted out of the scans (a copy before each "
+        "scan, on its consts, its carries' initial values and its xs' first slices; its jits "
+        "inlined).",
+        "import numpy as np\n"
+        "def f(a, b, c):\n"
+        "    def body(h, _):\n"
+        "        jax.lax.igamma(b, c)\n"
+        "        return h, None\n"
+        "    return jax.lax.scan(body, a, None, length=2)[0] * a\n"
+        "x = (np.float32(0.3),) + tuple(np.full((2, 3), v, np.float32) for v in (0.5, 0.7))\n"
+        "try:\n"
+        "    jax.jvp(lambda *d: jax.vjp(f, *d)[1](np.float32(1.0)), x, x)\n"
+        "    print('computes')\n"
+        "except NotImplementedError:\n"
+        "    print('raises')  # raises",
+        _scan_keeps_dead_jvp_residuals, releases=Releases("0.4.25", "0.7.0")),
     Divergence(
         "a-missing-derivative-in-a-sub-program-raises-first-before-direct-linearization",
         "Before direct linearization (off by default before jax 0.7.0, jax_use_direct_linearize) a "

@@ -23,7 +23,7 @@ from spec.prims_call import call_p
 from spec.prims_control import cond_p
 from spec.prims_elementwise import mul_p, stop_gradient_p
 from spec.prims_scan import carry_fixpoint, scan_p
-from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p
+from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p, reshape_p, slice_p
 
 
 
@@ -562,24 +562,26 @@ def jits_inlined(prog: Program) -> tuple[Program, int]:
     return _inlined(prog, call_p, False), sum(e.primitive is call_p for e in all_eqns(prog))
 
 
-def conds_dead_code_hoisted(prog: Program) -> tuple[Program, int]:
-    """`prog` with a copy of each cond branch's dead code (at any depth: the
-    equations its outputs do not need, with those they read) computed
-    before the cond on its operands, and how many equations were copied.
-    What a linearization that keeps a branch's dead code differentiates,
+def dead_code_hoisted(prog: Program, out_of: tuple = (cond_p,)) -> tuple[Program, int]:
+    """`prog` with a copy of the dead code of each `out_of` equation's
+    sub-programs (at any depth: the equations its outputs do not need, with
+    those they read) computed before the equation, and how many equations
+    were copied: a cond branch's on the cond's operands, a scan body's on
+    the scan's consts, its carries' initial values and its xs' first
+    slices. What a linearization that keeps such dead code differentiates,
     placed where the spec's keeps it too: the top level."""
     copied = [0]
-    return _dead_code_hoisted(prog, copied), copied[0]
+    return _dead_code_hoisted(prog, tuple(out_of), copied), copied[0]
 
 
-def _dead_code_hoisted(prog: Program, copied: list) -> Program:
+def _dead_code_hoisted(prog: Program, out_of: tuple, copied: list) -> Program:
     eqns = []
     for e in prog.eqns:
-        params = map_subprograms(e.params, lambda s: _dead_code_hoisted(s, copied))
-        for branch in params["branches"] if e.primitive is cond_p else ():
-            env = dict(zip(branch.inputs, e.inputs[1:]))
+        params = map_subprograms(e.params, lambda s: _dead_code_hoisted(s, out_of, copied))
+        for body, operands in _bodies_on_operands(e, params, eqns) if e.primitive in out_of else ():
+            env = dict(zip(body.inputs, operands))
             sub = lambda a: env.get(a, a) if isinstance(a, Var) else a  # noqa: E731
-            for b in _dead_code(branch):
+            for b in _dead_code(body):
                 outs = [Var(v.type) for v in b.outputs]
                 eqns.append(Eqn(b.primitive, [sub(a) for a in b.inputs], outs, b.params))
                 env.update(zip(b.outputs, outs))
@@ -588,6 +590,22 @@ def _dead_code_hoisted(prog: Program, copied: list) -> Program:
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
+def _bodies_on_operands(e: Eqn, params: dict, eqns: list) -> list:
+    """[(sub-program, what its inputs read before `e`)] of a cond (each
+    branch, on the operands) or a scan (its body, on the consts, the
+    carries' initial values and each xs' first slice, whose equations are
+    appended to `eqns`)."""
+    if e.primitive is cond_p:
+        return [(branch, e.inputs[1:]) for branch in params["branches"]]
+    body, n = params["jaxpr"], params["num_consts"] + params["num_carry"]
+    firsts = []
+    for xs, v in zip(e.inputs[n:], body.inputs[n:]):
+        row, first = Var(ArrayType((1,) + v.type.shape, v.type.dtype)), Var(v.type)
+        eqns += [Eqn(slice_p, [xs], [row], dict(start_indices=(0,) * len(xs.type.shape),
+                                               limit_indices=(1,) + xs.type.shape[1:], strides=None)),
+                 Eqn(reshape_p, [row], [first], dict(new_sizes=v.type.shape, dimensions=None))]
+        firsts.append(first)
+    return [(body, list(e.inputs[:n]) + firsts)]
 def _dead_code(prog: Program) -> list:
     """The equations of `prog` its outputs do not need (spec.dce), with the
     equations those read, in program order."""

@@ -4036,7 +4036,7 @@ def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
     code before the cond, on the cond's operands, with the live equations
     it reads (a dead cos of a returned sin: both copied; the other branch
     has none)."""
-    from oracle.program_variants import conds_dead_code_hoisted
+    from oracle.program_variants import dead_code_hoisted
     from oracle.from_jax import trace_jax
 
     def live_and_dead(m):
@@ -4044,10 +4044,32 @@ def test_a_cond_branch_s_dead_code_hoisted_with_what_it_reads():
         jnp.cos(s)
         return s
     prog = trace_jax(lambda a: lax.cond(a > 0, live_and_dead, jnp.tanh, a), np.float32(0.3))
-    hoisted, copied = conds_dead_code_hoisted(prog)
+    hoisted, copied = dead_code_hoisted(prog)
     assert copied == 2
     assert [e.primitive.name for e in hoisted.eqns][-3:] == ["sin", "cos", "cond"]
     assert hoisted.eqns[-3].inputs[0] is prog.inputs[0]
+
+
+def test_a_scan_body_s_dead_code_hoisted_on_its_first_iteration():
+    """The scan variant: a body's dead code copied before the scan, reading
+    the consts as they are, the carry's initial value and the xs' first
+    slice (slice and reshape), which the program then computes: the copied
+    equation's value is numpy's on those."""
+    from oracle.program_variants import dead_code_hoisted
+    from oracle.from_jax import trace_jax
+
+    def f(c, h0, xs):
+        def body(h, x):
+            jnp.exp(c * h + x)              # dead
+            return h + x, None
+        return (lax.scan(body, h0, xs)[0],)
+    args = (np.float32(0.5), np.float32(0.25), np.array([1.0, 2.0, 3.0], np.float32))
+    prog = trace_jax(f, *args)
+    hoisted, copied = dead_code_hoisted(prog, out_of=(spec.prims_scan.scan_p,))
+    assert copied == 3                      # mul, add, exp
+    exp = next(e for e in hoisted.eqns if e.primitive.name == "exp")
+    shown = spec.ir.Program(hoisted.inputs, hoisted.eqns, list(hoisted.outputs) + exp.outputs)
+    np.testing.assert_allclose(spec.evaluate(shown, *args)[-1], np.exp(0.5 * 0.25 + 1.0), rtol=1e-6)
 
 
 @pytest.mark.parametrize("body", [lambda k, l: l * 2.0, lambda k, l: (jnp.sin(k), l * 2.0)[1]],
@@ -4473,3 +4495,30 @@ def test_a_checkpoint_s_unread_round_in_a_cond_branch_stages_no_tangent():
     assert old == _divergence_active("linearize-computes-tangents-of-unread-operands")
     report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+
+
+@pytest.mark.parametrize("reads", ["consts", "carry", "xs"])
+def test_a_scan_body_s_dead_igamma_under_a_second_derivative(reads):
+    """jax.jvp of the pullback of a scan whose body computes an igamma
+    nothing reads, of the scan's consts, its carry or its xs (release
+    campaign finding b16d1a014e on 0.4.25, of its consts): before direct
+    linearization (jax 0.7.0) the known body keeps the dead igamma's
+    igamma_grad_a and JAX raises its missing differentiation rule (of the
+    consts; of the carry or xs on some releases), as the spec does for the
+    program with the dead code hoisted before the scan; from 0.7.0 JAX
+    computes, as the spec does. Whether JAX raises is read off JAX."""
+    def f(a, b, c):
+        def body(h, x):
+            lax.igamma(*{"consts": (b, c), "carry": (h, h), "xs": (x, x)}[reads])
+            return h, None
+        return (lax.scan(body, a, b * c)[0] * a[0, 0],)
+    x = (np.full((2, 3), 0.3, np.float32), np.full((2, 2, 3), 0.5, np.float32), np.full((2, 2, 3), 0.7, np.float32))
+    raises = _jax_raises(lambda: jax.jvp(lambda *d: jax.vjp(f, *d)[1]((np.ones((2, 3), np.float32),)), x, x),
+                         NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
+    # of the consts, hoisted as loop invariants, JAX raises on every release the divergence
+    # holds for; of the carry or the xs it depends on the release (0.4.25 computes both, 0.6.2
+    # raises for the carry), and the predicate follows JAX's error
+    if reads == "consts":
+        assert raises == _divergence_active("a-scan-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative")
+    report = oracle.check(f, oracle.AS_IS, *x, implementations=("remat2",), properties=("second_order",))
+    assert report.status("second_order", "remat2") == ("known divergence" if raises else "ok"), str(report)

@@ -54,11 +54,26 @@ def test_cond_eval_matches_numpy(p):
     np.testing.assert_allclose(got, two_branch_np(p, x, y), rtol=1e-12)
 
 
-def test_switch_clamps_the_index():
-    prog = spec.trace(lambda i, x: spec.switch(i, [ops.sin, ops.cos, ops.exp], x), spec.i32[()], f64[2])
-    x = np.array([0.3, 0.7])
-    for i, want in [(-4, np.sin(x)), (1, np.cos(x)), (9, np.exp(x))]:
-        np.testing.assert_allclose(spec.evaluate(prog, np.int32(i), x)[0], want)
+INDICES = np.array([-4, -1, 0, 1, 2, 3, 9], np.int32)
+
+
+def test_an_out_of_range_index_runs_the_last_branch_and_a_vmapped_one_the_nearest():
+    """cond_p's index out of range: JAX lowers cond to HLO's `case`, which
+    runs the last branch (for a negative index too), and a vmapped cond to
+    select_n, whose lowering clamps. Measured live on the installed JAX."""
+    jax = pytest.importorskip("jax")
+    from jax._src.lax.control_flow import conditionals
+    from oracle.jax_api.internals import cond_params
+    fns = [ops.sin, ops.cos, ops.exp]
+    prog = spec.trace(lambda i, x: spec.switch(i, fns, x), spec.i32[()], spec.f32[2])
+    x = np.array([0.3, 0.7], np.float32)
+    branches = tuple(jax.make_jaxpr(f)(x) for f in (jax.numpy.sin, jax.numpy.cos, jax.numpy.exp))
+    bound = lambda i, x: conditionals.cond_p.bind(i, x, branches=branches, **cond_params(1))[0]  # noqa: E731 (no clamp)
+    for i in INDICES:
+        np.testing.assert_allclose(spec.evaluate(prog, i, x)[0], jax.jit(bound)(i, x), rtol=1e-6)
+    xs = np.tile(x, (len(INDICES), 1))
+    vmapped = spec.vmap(prog, in_axes=0, out_axes=0, axis_size=len(INDICES))
+    np.testing.assert_allclose(spec.evaluate(vmapped, INDICES, xs)[0], jax.vmap(bound)(INDICES, xs), rtol=1e-6)
 
 
 def test_while_eval_matches_numpy():

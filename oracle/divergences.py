@@ -1421,11 +1421,14 @@ def _square_binds_integer_pow(ctx):
     return _follows_an_older_choice(ctx, square_is_a_primitive=False)
 
 
-# The spec.semantics choices that are one primitive's JVP rule, and the
-# releases that make the older one. A release makes all its older choices at
-# once: where no divergence alone (nor `_composed`'s additive forms) explains
-# a program, `_older_rules_together` tries them all.
+# The spec.semantics choices that are one primitive's JVP (or linearize) rule,
+# and the releases that make the older one. A release makes all its older
+# choices at once: where no divergence alone (nor `_composed`'s additive
+# forms) explains a program, `_older_rules_together` tries them all.
 OLDER_RULES = {
+    # cond's linearize rule (a scalar zero tangent saved): a release campaign
+    # on 0.4.36 met it beside integer_pow's old factor, 9e4552fb2b
+    "cond_saves_scalar_zero_tangents": Releases("0.4.25", "0.7.1"),
     "integer_pow_small_y_jvp": Releases("0.4.25", "0.10.1"),
     "acosh_jvp_squares": Releases("0.4.25", "0.8.0"),
     "square_is_a_primitive": Releases("0.4.25", "0.4.36"),
@@ -4267,12 +4270,14 @@ DIVERGENCES = [
         "A release before jax 0.10.1 makes several of the older JVP rule choices the spec "
         "models one at a time (spec.semantics; OLDER_RULES in oracle/divergences.py: integer_pow's "
         "factor, acosh's product, square as integer_pow, atan2's scaling, sort's, top_k's and "
-        "approx_top_k's indices). Where their changes to the residuals overlap, no divergence "
+        "approx_top_k's indices, and cond's linearization keeping a scalar zero tangent inline). "
+        "Where their changes to the residuals overlap, no divergence "
         "naming one of them explains JAX's list, nor their additive forms together. The "
         "predicate, asked last: JAX's residuals are the spec's following every older rule the "
         "release makes, and not its own (measured on 0.4.25: acos and atan2 under a policy "
-        "saving integer_pow and div). Releases: while two older choices hold (to 0.8.0: "
-        "integer_pow's and acosh's).",
+        "saving integer_pow and div; found by a release campaign on 0.4.36: a checkpointed "
+        "square under a policy saving integer_pow beside a cond whose branch computes x ** 0). "
+        "Releases: while two older choices hold (to 0.8.0: integer_pow's and acosh's).",
         "j = str(jax.make_jaxpr(lambda x: jax.jvp(lambda y: jax.lax.integer_pow(jax.lax.acosh(y), 1),\n"
         "                                         (x,), (x,)))(2.0))\n"
         "print('two older rules' if 'square' not in j and 'integer_pow[y=0]' in j else 'one at most')  # two older rules",
@@ -4371,7 +4376,7 @@ DIVERGENCES = [
         "f = lambda a: lax.cond(a > 0, lambda q: 0.5 + q, lambda q: jnp.float32(2.0), a)\n"
         "n = len(jax._src.ad_checkpoint.saved_residuals(f, 0.3))\n"
         "print('the zero inline' if n == 1 else 'the zero saved')  # the zero inline",
-        _cond_scalar_zero_inline, releases=Releases("0.4.25", "0.7.1")),
+        _cond_scalar_zero_inline, releases=OLDER_RULES["cond_saves_scalar_zero_tangents"]),
     Divergence(
         "random-gamma-grad-not-differentiable",
         "Before jax 0.6.0 lax.random_gamma_grad, which random_gamma's JVP rule binds (the "

@@ -3371,6 +3371,32 @@ def test_older_rules_whose_changes_overlap_explain_together():
     assert report.status("residuals", "remat2") in (("ok", "known divergence") if old else ("ok",)), str(report)
 
 
+def test_integer_pow_s_old_factor_beside_a_cond_s_scalar_zero_kept_inline():
+    """A checkpointed x ** 2 under a policy saving integer_pow, beside a
+    cond whose other branch computes h ** 0 (release campaign finding
+    9e4552fb2b on 0.4.36): before jax 0.10.1 integer_pow's JVP saves
+    integer_pow(x, 1), and before 0.7.1 the cond's linearization keeps its
+    scalar zero tangent inline; neither divergence alone explains the list,
+    the spec following every older rule of the release does
+    (older-jvp-rules-together). JAX's own list says whether the installed
+    release differs from the spec at all."""
+    import jax
+    import numpy as np
+    from jax._src.ad_checkpoint import saved_residuals
+
+    import oracle
+    policy = lambda prim, *_, **__: prim.name == "integer_pow"    # noqa: E731
+
+    def f(i, b):
+        c = jax.checkpoint(lambda d: jax.lax.integer_pow(d, 2), policy=policy)(b)
+        return jax.lax.switch(i, [lambda g: g, lambda h: jax.lax.integer_pow(h, 0)], c)
+    args = (np.int32(1), np.float32(0.7))
+    old = sorted(s.split(" from ")[0] for _, s in saved_residuals(f, *args)) == [
+        "output of clamp", "output of integer_pow"]   # (0.10.2: the argument b, the cond's zero)
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+
+
 def test_sort_s_old_indices_compose_with_another_additive_divergence():
     """sort's old indices beside integer_pow(a, 1)'s saved factor (before
     jax 0.4.38 and 0.10.1): the two additive divergences compose, sort's

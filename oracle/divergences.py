@@ -1023,6 +1023,8 @@ def _linearize_keeps_unused_outputs(ctx):
         return _unused_outputs_linear_barriers(ctx)
     if ctx.implementation == "remat2" and ctx.values_agree_for is not None:
         return _unused_outputs_values(ctx)
+    if ctx.implementation == "remat2" and ctx.error is not None:
+        return _unused_outputs_raise(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     as_written = lambda policy: policy
@@ -1044,6 +1046,17 @@ def _linearize_keeps_unused_outputs(ctx):
                            and collections.Counter(got) == collections.Counter(want)):
             return True
     return False
+
+
+def _unused_outputs_raise(ctx) -> bool:
+    """JAX raised a primitive's missing differentiation rule (or a bare
+    AssertionError) where the spec computes, and the spec raises it word for
+    word for the program with the unused outputs JAX keeps made outputs: a
+    checkpoint's unused igammac is staged with its tangent, whose
+    igamma_grad_a a second derivative meets (found by a release campaign
+    on 0.4.25, 865586636f)."""
+    return any(_dead_code_raises_as_jax(ctx, lambda t=through: unused_linearize_outputs_out(ctx.user_program, **t))
+               for through in _KEPT_OUTPUTS_THROUGH)
 
 
 def _unused_outputs_barriers(ctx) -> bool:
@@ -3491,7 +3504,11 @@ DIVERGENCES = [
         "program may lack an output whose tangent made the jit live: there a jit none of whose "
         "outputs' tangents is read counts as staged whole where one of its inputs' tangents is "
         "read (found on 0.4.36); a top-level jit alone, a nested one being staged, its output "
-        "dropped, before linearization sees it (measured on 0.4.36).",
+        "dropped, before linearization sees it (measured on 0.4.36). A second derivative differentiates what such an output's "
+        "tangent computes: a checkpoint's unused igammac keeps igamma_grad_a, whose missing "
+        "rule raises where the spec computes (found by a release campaign on 0.4.25; measured "
+        "raising on 0.4.25, 0.4.36 and 0.6.2, computing on 0.7.0 and 0.10.2): the spec raises "
+        "it word for word for the program with those outputs made outputs.",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "f = lambda a, b: jax.checkpoint(lambda r: (jnp.sin(r), r))(a * b)[1]\n"
         "print('saved:', len(saved_residuals(f, jnp.ones(3), jnp.ones(3))))  # saved: 3",

@@ -1137,21 +1137,7 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
         return _unread_operands_refuse_reverse(ctx)
     if ctx.implementation != "remat2" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
-    # the same staging of whole equations keeps their unused outputs too
-    # (linearize-keeps-unused-outputs-of-staged-equations; both at once
-    # found by a campaign on 0.4.25)
-    # (where pjit's staging forwarded a jit's inputs, jax 0.4.29 to 0.5.3, the
-    # traced program may have lost a jit output whose tangent makes the jit's
-    # operands' tangents computed: found by a release campaign on 0.4.36,
-    # 927ac9c8b9, a jit returning its input beside a while loop's output)
-    hidden = (False, True) if holds(Releases("0.4.29", "0.6.0")) and has_primitive(ctx.program, "call") else (False,)
-    kept = [k for k, n in (unused_linearize_outputs_out(ctx.program, forwarded_hidden=h) for h in hidden) if n]
-    tried = set()
-    for prog, h in ((p, h) for p in [ctx.program] + kept for h in hidden):
-        variant, n = unread_operands_out(prog, forwarded_hidden=h)
-        if not n or str(variant) in tried:
-            continue
-        tried.add(str(variant))
+    for variant, _ in _unread_operands_variants(ctx.program):
         want = dataclasses.replace(ctx, program=variant).residuals_with(lambda policy: policy)
         # as multisets: an output added to a jit moves the residuals it needs in
         # the jit's residual order (found by a campaign on 0.6.2)
@@ -1161,13 +1147,34 @@ def _linearize_keeps_tangents_of_unread_operands(ctx):
     return False
 
 
+def _unread_operands_variants(prog: Program) -> list:
+    """The programs (with how many outputs each added) that
+    `unread_operands_out` makes of `prog`, and of `prog` with the unused
+    outputs the same staging of whole equations keeps made outputs
+    (linearize-keeps-unused-outputs-of-staged-equations; both at once found
+    by a campaign on 0.4.25); where pjit's staging forwarded a jit's
+    inputs (jax 0.4.29 to 0.5.3), with a top-level jit live for an output
+    the traced program may have lost too (found by a release campaign on
+    0.4.36, 927ac9c8b9, a jit returning its input beside a while loop's
+    output). Distinct, each changing something."""
+    hidden = (False, True) if holds(Releases("0.4.29", "0.6.0")) and has_primitive(prog, "call") else (False,)
+    kept = [k for k, n in (unused_linearize_outputs_out(prog, forwarded_hidden=h) for h in hidden) if n]
+    variants, seen = [], set()
+    for p, h in ((p, h) for p in [prog] + kept for h in hidden):
+        variant, n = unread_operands_out(p, forwarded_hidden=h)
+        if n and str(variant) not in seen:
+            seen.add(str(variant))
+            variants.append((variant, n))
+    return variants
+
+
 def _unread_operands_barriers(ctx) -> bool:
     """JAX's backward pass has barriers where the spec's has none, or the
     other way round, and the spec's for the program with the unread
     operands made outputs agrees with JAX: the tangent of a checkpoint's
     output that only an unread operand takes is computed, and its
     recomputation barriered (found by a campaign on 0.4.25)."""
-    return _barriers_of_a_variant(ctx, [unread_operands_out(ctx.program)])
+    return _barriers_of_a_variant(ctx, _unread_operands_variants(ctx.program))
 
 
 def _unread_operands_linear_barriers(ctx) -> bool:
@@ -1178,7 +1185,7 @@ def _unread_operands_linear_barriers(ctx) -> bool:
     cond's other branch's checkpoint and its barrier (found by a campaign
     on 0.4.25). The variant is of the checked program: the stack's own
     differentiation (spec.vjp) prunes the unread operand."""
-    return _barriers_of_a_variant(ctx, [unread_operands_out(ctx.user_program)], count=ctx.linear_barriers_of)
+    return _barriers_of_a_variant(ctx, _unread_operands_variants(ctx.user_program), count=ctx.linear_barriers_of)
 
 
 def _linearize_inlines_known_checkpoints(ctx) -> bool:
@@ -1216,7 +1223,8 @@ def _unread_operands_refuse_reverse(ctx) -> bool:
     spec refuses too for the program with the unread operands made outputs:
     the loop's output reaches only an unread operand, whose tangent JAX
     computes (found by a campaign on 0.4.25)."""
-    return _variant_raises(unread_operands_out(ctx.program), spec.vjp_program, ValueError, WHILE_TRANSPOSE_ERROR)
+    return any(_variant_raises(v, spec.vjp_program, ValueError, WHILE_TRANSPOSE_ERROR)
+               for v in _unread_operands_variants(ctx.program))
 
 
 def _unread_operands_leaves(ctx) -> bool:
@@ -1224,8 +1232,8 @@ def _unread_operands_leaves(ctx) -> bool:
     program with the unread operands made outputs, and not those for the
     program itself (found by a campaign on 0.4.25: a cond branch's while
     loop whose output only a scan's unread operand takes)."""
-    variant, n = unread_operands_out(ctx.program)
-    return bool(n) and sorted(ctx.jax_residuals) == _leaves(variant) != _leaves(ctx.program)
+    return any(sorted(ctx.jax_residuals) == _leaves(v) != _leaves(ctx.program)
+               for v, _ in _unread_operands_variants(ctx.program))
 
 
 def _leaves(prog: Program) -> list:

@@ -43,8 +43,11 @@ from spec.ir import ArrayType, DTYPES
 from spec.prims_elementwise import (_full_like, add, add_tangents, convert_element_type, div, eq, ge,
                                     lt, neg, select_n)
 from spec.prims_indexing import GatherDimensionNumbers, gather, iota
-from spec.prims_structural import broadcast_in_dim, dot_general, pad, reshape, squeeze, transpose
+from spec.prims_reductions import _jnp_indices
+from spec.prims_structural import (broadcast_in_dim, concatenate, dot_general, expand_dims, pad, reshape, squeeze,
+                                   transpose)
 from spec.prims_structural import slice as slice_op
+from spec.semantics import semantics
 
 _HIGHEST = ("HIGHEST", "HIGHEST")
 # LAPACK (CPU) and cuSOLVER (GPU) factor float32 and float64 only: JAX's
@@ -129,9 +132,13 @@ def _batch_matmul(x, y, precision=_HIGHEST):
 
 
 def _jnp_matmul_highest(x, y):
-    """`x @ y` on matrices under default_matmul_precision("highest"):
-    jnp.matmul's dot_general, preferred_element_type the result dtype."""
-    return dot_general(x, y, (((1,), (0,)), ((), ())), precision=_HIGHEST, preferred_element_type=x.dtype)
+    """`x @ y` under default_matmul_precision("highest"), x and y of equal
+    batch dims: jnp.matmul's dot_general contracting x's last axis with y's
+    second-to-last, the leading axes batch dims, preferred_element_type the
+    result dtype."""
+    batch = tuple(range(x.ndim - 2))
+    return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 2,)), (batch, batch)), precision=_HIGHEST,
+                       preferred_element_type=x.dtype)
 
 
 def _expand_dims_batch(prim):
@@ -541,13 +548,83 @@ def _take_rows(x, idx):
 def _lu_jvp(primals, tangents):
     """linalg._lu_jvp_rule: lu bound once; d(lu) is _lu_jvp_inner vmapped
     over each batch dim (spec.vmap of the traced inner rule, inlined, as
-    JAX's api.vmap traces it); pivots and permutation have zero tangents."""
+    JAX's api.vmap traces it); pivots and permutation have zero tangents.
+    Before jax 0.5.3 (spec.semantics: lu_jvp_vmaps_its_inner_rule) the
+    batched rule `_lu_old_jvp`."""
+    if not semantics().lu_jvp_vmaps_its_inner_rule:
+        return _lu_old_jvp(primals, tangents)
     (a,), (a_dot,) = primals, tangents
     lu_, pivots, permutation = lu(a)
     batch = a.shape[:-2]
     inner = _vmapped(_lu_jvp_inner, [lu_.type, a_dot.type, permutation.type], len(batch))
     (lu_dot,) = eval_program_traced(inner, lu_, a_dot, permutation)
     return [lu_, pivots, permutation], [lu_dot, None, None]
+
+
+def _lu_old_jvp(primals, tangents):
+    """Before jax 0.5.3 (spec.semantics: lu_jvp_vmaps_its_inner_rule; jax
+    0.4.36's linalg._lu_jvp_rule, 0.5.2's the same), the batched rule
+    written directly, the tangent's rows permuted first:
+    x = a_dot[(*iotas[:-1], permutation, slice(None))]   # _broadcasted_iotas(*batch, 1)
+    l = pad(_tril(lu[..., :, :k], -1), zero, l_padding) + expand_dims(_eye(m, m), batch)
+    u = pad(_triu(lu[..., :k, :]), zero, u_padding) + expand_dims(pad(_eye(n-k, n-k), (k, k)), batch)
+    X = L^{-1} x U^{-1} (two triangular solves); d(lu) = L tril(X, -1) + triu(X) U,
+    the products jnp.matmul at HIGHEST precision. Same values as 0.10.2's."""
+    (a,), (a_dot,) = primals, tangents
+    lu_, pivots, permutation = lu(a)
+    *batch, m, n = a.shape
+    k, nd, zero = min(m, n), a.ndim, np.asarray(0, lu_.dtype)
+    x = _lu_old_rows(a_dot, permutation)
+    l_padding = ((0, 0, 0),) * (nd - 1) + ((0, m - k, 0),)
+    l = pad(_tril(_old_static_slice(lu_, nd - 1, k), -1), zero, l_padding)
+    l = add(l, expand_dims(_eye(lu_.dtype, (m, m)), range(nd - 2)))
+    u_eye = pad(_eye(lu_.dtype, (n - k, n - k)), zero, ((k, 0, 0), (k, 0, 0)))
+    u_padding = ((0, 0, 0),) * (nd - 2) + ((0, n - k, 0), (0, 0, 0))
+    u = add(pad(_triu(_old_static_slice(lu_, nd - 2, k)), zero, u_padding), expand_dims(u_eye, range(nd - 2)))
+    la = triangular_solve(l, x, left_side=True, transpose_a=False, lower=True, unit_diagonal=True)
+    lau = triangular_solve(u, la, left_side=False, transpose_a=False, lower=False)
+    lu_dot = add(_jnp_matmul_highest(l, _tril(lau, -1)), _jnp_matmul_highest(_triu(lau), u))
+    return [lu_, pivots, permutation], [lu_dot, None, None]
+
+
+def _broadcasted_iotas(*sizes):
+    """linalg._broadcasted_iotas: iota i of shape (1, ..., sizes[i], ..., 1)
+    (rank len(sizes)) along dimension i, int32."""
+    return [iota(np.int32, tuple(s if j == i else 1 for j in range(len(sizes))), i) for i, s in enumerate(sizes)]
+
+
+def _lu_old_rows(a_dot, permutation):
+    """The old rule's `a_dot[(*iotas[:-1], permutation, slice(None))]`
+    (iotas = _broadcasted_iotas(*batch, 1), the last one dead) as jnp
+    indexing lowers it (measured on 0.4.36): the indices of every batch
+    dimension and the row (`_jnp_indices`: wrapped, broadcast to the
+    permutation's shape (..., m), a trailing unit dim each), concatenated
+    (one alone is not), one gather of rows (PROMISE_IN_BOUNDS):
+    x[b..., i, :] = a_dot[b..., permutation[b..., i], :]."""
+    iotas = _broadcasted_iotas(*a_dot.shape[:-2], 1)
+    ids = _jnp_indices(a_dot, iotas[:-1] + [permutation])
+    at = ids[0] if len(ids) == 1 else concatenate(ids, permutation.ndim)
+    rank = permutation.ndim
+    dn = GatherDimensionNumbers(offset_dims=(rank,), collapsed_slice_dims=tuple(range(rank)),
+                                start_index_map=tuple(range(rank)))
+    return gather(a_dot, at, dn, (1,) * rank + (a_dot.shape[-1],), mode="promise_in_bounds")
+
+
+def _old_static_slice(x, axis: int, size: int):
+    """jax 0.4.36's jnp `x[..., :, :size]` (axis -1) or `x[..., :size, :]`
+    (axis -2) of the old lu rule: nothing when it keeps the whole axis; a
+    `slice` where the index (3 entries) fits x's rank (batched); for a
+    matrix (`_attempt_rewriting_take_via_slice` refuses more entries than
+    dims) jnp's gather: start 0 (`broadcast_in_dim` of a literal 0 to
+    i32[1]) along `axis`, every dim an offset dim, sorted and unique."""
+    if x.shape[axis] == size:
+        return x
+    sizes = tuple(size if d == axis else s for d, s in enumerate(x.shape))
+    if x.ndim > 2:
+        return slice_op(x, (0,) * x.ndim, sizes)
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(x.ndim)), collapsed_slice_dims=(), start_index_map=(axis,))
+    return gather(x, broadcast_in_dim(np.int32(0), (1,), ()), dn, sizes, mode="promise_in_bounds",
+                  indices_are_sorted=True, unique_indices=True)
 
 
 def _vmapped(fn, types, nbatch):

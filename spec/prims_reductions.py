@@ -730,13 +730,17 @@ def _approx_top_k_old_indices(t, indices, axis: int):
 
 
 def _jnp_indices(t, ids: list) -> list:
-    """The index arrays `ids` (one per dimension of t, of one shape s) as
-    jnp indexing `t[tuple(ids)]` makes them gather indices: each wrapped
-    (`select_n(lt(i, 0), i, add(i, t.shape[k]))`), then each broadcast to
+    """The index arrays `ids` (one per leading dimension k of t) as jnp
+    indexing `t[tuple(ids)]` makes them gather indices: each wrapped
+    (`select_n(lt(i, 0), i, add(i, t.shape[k]))`), then those not of the
+    broadcast shape s broadcast to it (jnp.broadcast_arrays, trailing dims
+    aligned; measured on 0.4.36 with lu's old JVP), then each broadcast to
     s + (1,)."""
-    shape = tuple(ids[0].shape)
+    shape = tuple(np.broadcast_shapes(*(tuple(d.shape) for d in ids)))
     wrapped = [select_n(lt(d, np.int32(0)), d, add(d, np.int32(t.shape[i]))) for i, d in enumerate(ids)]
-    return [broadcast_in_dim(w, shape + (1,), tuple(range(len(shape)))) for w in wrapped]
+    common = [w if tuple(w.shape) == shape else
+              broadcast_in_dim(w, shape, tuple(range(len(shape) - w.ndim, len(shape)))) for w in wrapped]
+    return [broadcast_in_dim(w, shape + (1,), tuple(range(len(shape)))) for w in common]
 
 
 def _approx_top_k_batch(args, dims, *, reduction_dimension, **params):

@@ -125,6 +125,16 @@ class Semantics:
     # checkpoint's policy). Measured on 0.6.2 and 0.10.2; on 0.4.25 and
     # 0.4.36 it is dropped (0.5.x not measured).
     cond_stages_effects_alone: bool = True
+    # lu's JVP is `_lu_jvp_inner` on one matrix, vmapped over the batch
+    # dims (jax 0.5.3 on: jax-ml/jax 62530d5922, "Update JVP rule for
+    # lax.linalg.lu to use vmap instead of broadcasted_iotas"; 0.5.2 has the
+    # old rule). Before, one batched rule that permutes the tangent's rows
+    # first, `a_dot[(*iotas[:-1], permutation, :)]` with an iota per batch
+    # dim, through jnp indexing (lt, add, select_n, broadcast, concatenate):
+    # the permutation's wrapping comes before the triangular masks, in
+    # what a policy saves, and a batched lu gathers with every index
+    # (measured on 0.4.25 and 0.4.36; the spec models 0.4.36's rule).
+    lu_jvp_vmaps_its_inner_rule: bool = True
 
 
 _current = contextvars.ContextVar("semantics", default=Semantics())

@@ -10,7 +10,10 @@ primitive against numpy. Here, with independent expected values:
 * gradients of composed functions against float64 finite differences;
 * with JAX: each primitive's JVP program is JAX's jvp jaxpr equation for
   equation (names, params, wiring), for every triangular_solve param
-  combination, batched and rectangular LU included; vmap programs of
+  combination, batched and rectangular LU included (before jax 0.5.3 the
+  older lu rule the spec follows with spec.semantics'
+  lu_jvp_vmaps_its_inner_rule=False, whose tangents are the new rule's
+  and numpy's central differences); vmap programs of
   triangular_solve with one operand unbatched are JAX's; the raw
   primitives' values equal JAX's on CPU (the factor's untouched upper
   triangle, pivots, permutations); and `oracle.check` passes for user
@@ -232,8 +235,62 @@ def test_triangular_solve_jvp_is_jax(kw, shape):
 @pytest.mark.parametrize("shape", [(3, 3), (4, 3), (3, 4), (2, 3, 3), (2, 4, 3), (2, 2, 3, 4)])
 def test_lu_jvp_is_jax(shape):
     from jax import lax
+    if _jax_release() < (0, 5, 3):
+        pytest.skip(f"jax {_jax().__version__} has the old batched rule (test_lu_old_jvp_is_jax_before_0_5_3)")
     a = RNG.normal(size=shape).astype(np.float32)
     _assert_jvp_is_jax(lambda x: lax.linalg.lu_p.bind(x)[0], lambda x: la.lu(x)[0], a)
+
+
+LU_SHAPES = [(4, 4), (3, 5), (5, 3), (2, 4, 4), (2, 3, 4, 4), (2, 3, 5), (2, 5, 3)]
+
+
+def _jax_release():
+    return tuple(int(p) for p in _jax().__version__.split(".")[:3])
+
+
+@pytest.mark.parametrize("shape", LU_SHAPES)
+def test_lu_old_jvp_is_jax_before_0_5_3(shape):
+    """Before jax 0.5.3 lu's JVP rule is one batched rule, the tangent's
+    rows permuted first (spec.semantics: lu_jvp_vmaps_its_inner_rule=False):
+    the spec's JVP program following it is JAX's jvp jaxpr equation for
+    equation, its dead iota kept (0.4.32 to 0.5.2, the rule of 0.4.36). On
+    0.4.25 the rule calls jnp.tril/triu, jitted functions, which inlined
+    give the same equations for a matrix; a batch indexes with jnp.ix_ and
+    0.4.25's broadcasting (squeeze), not modelled."""
+    jax = _jax()
+    import oracle
+    from oracle.program_variants import jits_inlined
+    from spec.semantics import following
+    if _jax_release() >= (0, 5, 3):
+        pytest.skip(f"jax {jax.__version__} vmaps _lu_jvp_inner (test_lu_jvp_is_jax)")
+    if _jax_release() < (0, 4, 32) and len(shape) > 2:
+        pytest.skip(f"jax {jax.__version__}'s batched rule indexes with jnp.ix_ (not modelled)")
+    a = RNG.normal(size=shape).astype(np.float32)
+    closed = jax.make_jaxpr(lambda x, t: jax.jvp(lambda y: jax.lax.linalg.lu_p.bind(y)[0], (x,), (t,)))(a, a)
+    want, jits = jits_inlined(oracle.from_jaxpr(closed))
+    assert jits == (4 if _jax_release() < (0, 4, 32) else 0)       # _tril, _triu, _tril, _triu
+    with following(lu_jvp_vmaps_its_inner_rule=False):
+        got = spec.jvp(spec.trace(lambda x: la.lu(x)[0], _t(a)))
+    assert _canonical(got) == _canonical(want), f"spec:\n{got}\njax:\n{want}"
+
+
+@pytest.mark.parametrize("shape", LU_SHAPES)
+def test_lu_old_and_new_jvp_rules_give_the_same_tangents(shape):
+    """Both JVP rules (spec.semantics: lu_jvp_vmaps_its_inner_rule) compute
+    d(lu) = L tril(X, -1) + triu(X) U, X = L^{-1} P dA U^{-1}: the same
+    values, and numpy's central differences of the factorization in
+    float64 (pivots fixed for a small step)."""
+    from spec.semantics import following
+    a, t = RNG.normal(size=shape), RNG.normal(size=shape)
+    prog = spec.trace(lambda x: la.lu(x)[0], _t(a))
+    tangents = {}
+    for new in (True, False):
+        with following(lu_jvp_vmaps_its_inner_rule=new):
+            tangents[new] = spec.evaluate(spec.jvp(prog), a, t)[-1]
+    np.testing.assert_allclose(tangents[False], tangents[True], rtol=1e-12, atol=1e-12)
+    eps = 1e-6
+    fd = (_run(la.lu, a + eps * t)[0] - _run(la.lu, a - eps * t)[0]) / (2 * eps)
+    np.testing.assert_allclose(tangents[False], fd, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("in_axes", [(None, 0), (0, None), (1, 2), (None, 1)])

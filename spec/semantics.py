@@ -133,7 +133,9 @@ class Semantics:
     # dim, through jnp indexing (lt, add, select_n, broadcast, concatenate):
     # the permutation's wrapping comes before the triangular masks, in
     # what a policy saves, and a batched lu gathers with every index
-    # (measured on 0.4.25 and 0.4.36; the spec models 0.4.36's rule).
+    # (measured on 0.4.25 and 0.4.36). The spec models 0.4.36's rule (jax
+    # 0.4.32 on, jax-ml/jax 7b41583414); 0.4.25's calls jnp.tril/triu,
+    # jitted there, and indexes a batch with jnp.ix_ (not modelled).
     lu_jvp_vmaps_its_inner_rule: bool = True
 
 

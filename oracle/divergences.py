@@ -1457,6 +1457,7 @@ OLDER_RULES = {
     "sort_jvp_gathers_along_its_dimension": Releases("0.4.25", "0.4.38"),
     "top_k_jvp_batches_its_gather": Releases("0.4.25", "0.4.35"),
     "approx_top_k_jvp_takes_along_axis": Releases("0.4.25", "0.7.1"),
+    "lu_jvp_vmaps_its_inner_rule": Releases("0.4.25", "0.5.3"),
 }
 
 
@@ -2017,6 +2018,21 @@ def _approx_top_k_old_indices(got, want, ctx):
 _approx_top_k_old_jvp.explains = _approx_top_k_old_indices.explains
 
 
+def _lu_old_jvp(ctx):
+    """JAX's residuals are the spec's following lu's JVP rule before jax
+    0.5.3 (spec.semantics: lu_jvp_vmaps_its_inner_rule=False: the tangent's
+    rows permuted first, with the indices of every batch dimension; whatever
+    a policy saves of them: one saving select_n saves the permutation's
+    wrapping before the triangular masks, release campaign finding
+    b91e39e751 on 0.4.25), or the baseline's with the old indices in place
+    of the new (`_lu_old_indices`), the form that composes with the other
+    additive divergences (measured on 0.4.25 and 0.4.36: a jitted
+    custom_vjp's saved output beside a batched lu's indices, which neither
+    the older rule alone nor `_older_rules_together` explains)."""
+    return _lu_old_indices(ctx) or (has_primitive(ctx.program, "lu")
+                                    and _follows_an_older_choice(ctx, lu_jvp_vmaps_its_inner_rule=False))
+
+
 @additive
 def _lu_old_indices(got, want, ctx):
     """The lists are the same but for lu's row indices: JAX's those of every
@@ -2043,6 +2059,9 @@ def _lu_old_indices(got, want, ctx):
         by_shape[_parse_shape(r[0])[:-1]].append(r)
     replaced = [by_shape[_parse_shape(r[0])[:-1]].pop(0) if old(r) else r for r in got]
     return replaced == want or _in_another_order(replaced, want, ctx)
+
+
+_lu_old_jvp.explains = _lu_old_indices.explains       # composes as the additive form
 
 
 def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool:
@@ -3935,20 +3954,30 @@ DIVERGENCES = [
         _top_k_old_jvp, releases=OLDER_RULES["top_k_jvp_batches_its_gather"]),
     Divergence(
         "lu-jvp-gathers-with-every-index",
-        "Before jax 0.5.3 lu's JVP rule (jax/_src/lax/linalg.py _lu_jvp_rule) permutes the "
-        "tangent's rows with `a_dot[(*iotas[:-1], permutation, :)]`, the indices of every batch "
-        "dimension and the row (`i32[..., m, r - 1]`, an `output of concatenate`, r the "
-        "operand's rank); from 0.5.3 (and in the spec, as 0.10.2) with the row's alone "
-        "(`i32[..., m, 1]`, an `output of broadcast_in_dim`). Measured on 0.4.25 and 0.4.36 "
-        "(the old indices) and 0.6.2, 0.10.2 (the new), the change read off JAX's history "
-        "(0.5.2 has the old rule, 0.5.3 `_lu_jvp_inner`). More memory, same values. The "
-        "predicate: the lists are the same but for such entries, JAX's listed first.",
+        "Before jax 0.5.3 lu's JVP rule (jax/_src/lax/linalg.py _lu_jvp_rule) is one batched "
+        "rule that first permutes the tangent's rows, `a_dot[(*iotas[:-1], permutation, :)]` "
+        "with an iota per batch dimension, through jnp indexing (each index wrapped with lt, "
+        "add and select_n, broadcast, and for a batch concatenated: `i32[..., m, r - 1]`, an "
+        "`output of concatenate`, r the operand's rank), then builds L and U (_tril, _triu, "
+        "eye) and solves; from 0.5.3 (jax-ml/jax 62530d5922; and in the spec, as 0.10.2) "
+        "`_lu_jvp_inner` on one matrix, vmapped, permutes after building L and U, with the "
+        "row's indices alone (`i32[..., m, 1]`, an `output of broadcast_in_dim`). So what a "
+        "policy saves of the rule comes in another order, or is the old indices' parts: one "
+        "saving select_n saves a matrix's wrapped permutation (`i32[m]`) before the two "
+        "masked factors, where the spec saves it after (release campaign finding b91e39e751 "
+        "on 0.4.25). Measured on 0.4.25 and 0.4.36 (the old rule) and 0.6.2, 0.10.2 (the "
+        "new), the change read off JAX's history (0.5.2 has the old rule); the spec's old "
+        "rule is 0.4.36's jvp jaxpr equation for equation (0.4.38, 0.5.0 and 0.5.1 too; for a "
+        "batch 0.4.25 indexes with jnp.ix_, not modelled). More memory, same values. The "
+        "predicate: JAX's residuals are the spec's following the old rule (spec.semantics: "
+        "lu_jvp_vmaps_its_inner_rule=False), or the lists are the same but for such index "
+        "entries, JAX's listed first (composing with other additive divergences).",
         "from jax._src.ad_checkpoint import saved_residuals\n"
         "import numpy as np\n"
         "r = saved_residuals(lambda b: jax.lax.linalg.lu(b)[0], np.random.RandomState(0).randn(2, 3, 3).astype(np.float32))\n"
         "print('indices:', [s.split(' from ')[0] for a, s in r if 'int' in str(a.dtype)])  "
         "# indices: ['output of concatenate']",
-        _lu_old_indices, releases=Releases("0.4.25", "0.5.3")),
+        _lu_old_jvp, releases=OLDER_RULES["lu_jvp_vmaps_its_inner_rule"]),
     Divergence(
         "xla-cpu-folds-a-constant-s-transpose-into-a-jit-as-a-bitcast",
         "With jaxlib 0.5.3 to 0.8.0, XLA:CPU computes a jitted function applied to a transpose "
@@ -4295,8 +4324,8 @@ DIVERGENCES = [
         "A release before jax 0.10.1 makes several of the older JVP rule choices the spec "
         "models one at a time (spec.semantics; OLDER_RULES in oracle/divergences.py: integer_pow's "
         "factor, acosh's product, square as integer_pow, atan2's scaling, sort's, top_k's and "
-        "approx_top_k's indices, and cond's linearization keeping a scalar zero tangent inline). "
-        "Where their changes to the residuals overlap, no divergence "
+        "approx_top_k's indices, lu's batched rule, and cond's linearization keeping a scalar "
+        "zero tangent inline). Where their changes to the residuals overlap, no divergence "
         "naming one of them explains JAX's list, nor their additive forms together. The "
         "predicate, asked last: JAX's residuals are the spec's following every older rule the "
         "release makes, and not its own (measured on 0.4.25: acos and atan2 under a policy "

@@ -3030,6 +3030,32 @@ def test_lu_s_row_indices_are_the_release_s():
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
 
 
+def test_a_matrix_lu_s_wrapped_permutation_saved_before_its_masks():
+    """Release campaign finding b91e39e751 on 0.4.25: an lu of one matrix in
+    a checkpoint whose policy saves select_n. Before jax 0.5.3 the JVP rule
+    permutes the tangent's rows first, so the permutation's wrapping
+    (`i32[4] output of select_n`) is saved before the two triangular
+    masks' select_n; from 0.5.3 after them, as the spec. The spec
+    following the old rule (spec.semantics: lu_jvp_vmaps_its_inner_rule
+    =False) explains it; JAX's own saved_residuals order decides which
+    status is expected."""
+    from jax._src.ad_checkpoint import saved_residuals
+    a = np.array([[1.1369617, 0.7697867, -0.54097354, -0.51652765], [-1.3132702, -1.4127556, 1.1066358, 1.2294966],
+                  [1.043625, -1.4350724, 1.3158536, 0.5027385], [1.3574042, 0.53358555, 1.2296555, -0.6756556]],
+                 dtype=np.float32)
+    policy = jax.checkpoint_policies.save_from_both_policies(
+        jax.checkpoint_policies.dots_saveable, lambda prim, *_, **__: prim.name in ("cos", "select_n", "sin"))
+    f = lambda x: (jax.checkpoint(lambda y: (lax.linalg.lu(y)[0],), policy=policy, prevent_cse=False)(x)[0],)  # noqa: E731
+    dtypes = [str(r.dtype) for r, _ in saved_residuals(f, a)]
+    assert sorted(dtypes) == ["float32", "float32", "int32"], dtypes
+    old = dtypes[0] == "int32"
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
+    if old:
+        assert report.results[0].detail == "lu-jvp-gathers-with-every-index", str(report)
+    assert old == _divergence_active("lu-jvp-gathers-with-every-index")
+
+
 def test_remat3_second_order_differentiates_an_unread_checkpoint_output_s_backward():
     """Pristine nightly finding b2c4742027 (jax 0.10.2): a checkpoint
     returning (igamma(m, n), sin(j)), its igamma read by nothing, under

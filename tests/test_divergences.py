@@ -3417,6 +3417,70 @@ def test_sort_s_old_indices_compose_with_another_additive_divergence():
     assert report.status("residuals", "remat2") == ("known divergence" if old else "ok"), str(report)
 
 
+def _lu_jvp_permutes_first():
+    """JAX's jvp jaxpr of a matrix's lu gathers the tangent's rows before it
+    pads its first factor (`pad`): the rule before jax 0.5.3."""
+    import jax
+    import numpy as np
+    jaxpr = jax.make_jaxpr(lambda a: jax.jvp(lambda b: jax.lax.linalg.lu(b)[0], (a,), (a,)))(np.eye(3, dtype=np.float32))
+    names = [e.primitive.name for e in jaxpr.eqns]
+    return names.index("gather") < names.index("pad")
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (2, 4, 4)])
+@pytest.mark.parametrize("saved", ["select_n", "add", "lt", "broadcast_in_dim", "concatenate", "gather"])
+def test_lu_s_old_rule_under_policies_that_save_its_parts(saved, shape):
+    """Before jax 0.5.3 lu's JVP permutes the tangent's rows first, with an
+    iota per batch dimension through jnp indexing (release campaign finding
+    b91e39e751 on 0.4.25: the wrapped permutation saved before the masks):
+    the spec following the old rule (spec.semantics:
+    lu_jvp_vmaps_its_inner_rule=False) describes what a policy saving any
+    of its parts saves. JAX's own jvp jaxpr says which rule the installed
+    release has; on a new one the spec's own rule agrees (not every policy
+    saves something the rules order differently: `ok` on an old release too)."""
+    import jax
+    import numpy as np
+
+    import oracle
+    a = np.random.default_rng(13).normal(size=shape).astype(np.float32)
+    policy = lambda prim, *_, **__: prim.name == saved    # noqa: E731
+    f = lambda x: jax.checkpoint(lambda y: jax.numpy.sin(jax.lax.linalg.lu(y)[0]), policy=policy)(x)   # noqa: E731
+    report = oracle.check(f, oracle.AS_IS, a, implementations=("remat2",), properties=("residuals",))
+    status = report.status("residuals", "remat2")
+    assert status in (("ok", "known divergence") if _lu_jvp_permutes_first() else ("ok",)), str(report)
+
+
+def test_lu_s_old_indices_compose_with_another_additive_divergence():
+    """A batched lu's old row indices (before jax 0.5.3) beside a jitted
+    custom_vjp's saved output (before 0.6.1): neither divergence alone, nor
+    the older rules together (the custom_vjp's is no rule choice), explain
+    JAX's list; lu's additive form (`_lu_old_indices`) composes with the
+    other's (measured on 0.4.25 and 0.4.36, where the older rule alone left
+    a Mismatch). JAX's own list decides whether a divergence is expected
+    (on 0.6.2 none)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.ad_checkpoint import saved_residuals
+
+    import oracle
+
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+    jitted = jax.jit(s)
+    f = lambda a, b: (jitted(a), jax.lax.linalg.lu(b)[0])    # noqa: E731
+    b = np.random.RandomState(0).randn(2, 3, 3).astype(np.float32)
+    saved = [(r.shape, s.split(" from ")[0]) for r, s in saved_residuals(f, np.float32(0.5), b)]
+    lu_old, tied = ((2, 3, 2), "output of concatenate") in saved, sum(shape == () for shape, _ in saved) == 2
+    report = oracle.check(f, oracle.AS_IS, np.float32(0.5), b, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if lu_old or tied else "ok"), str(report)
+    if lu_old and tied:
+        assert report.results[0].detail == ("lu-jvp-gathers-with-every-index + "
+                                            "custom-vjp-in-scan-or-jit-saves-its-output"), str(report)
+
+
 def test_two_order_only_divergences_compose_and_nothing_else_does(monkeypatch):
     """`_orders_explaining`: a zero moved first and two scan outputs swapped
     are the two divergences' moves one after the other; a scan output

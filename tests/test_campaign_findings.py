@@ -3045,7 +3045,8 @@ def test_a_matrix_lu_s_wrapped_permutation_saved_before_its_masks():
                  dtype=np.float32)
     policy = jax.checkpoint_policies.save_from_both_policies(
         jax.checkpoint_policies.dots_saveable, lambda prim, *_, **__: prim.name in ("cos", "select_n", "sin"))
-    f = lambda x: (jax.checkpoint(lambda y: (lax.linalg.lu(y)[0],), policy=policy, prevent_cse=False)(x)[0],)  # noqa: E731
+    checkpointed = jax.checkpoint(lambda y: (lax.linalg.lu(y)[0],), policy=policy, prevent_cse=False)
+    f = lambda x: (checkpointed(x)[0],)    # noqa: E731
     dtypes = [str(r.dtype) for r, _ in saved_residuals(f, a)]
     assert sorted(dtypes) == ["float32", "float32", "int32"], dtypes
     old = dtypes[0] == "int32"

@@ -3422,7 +3422,8 @@ def _lu_jvp_permutes_first():
     pads its first factor (`pad`): the rule before jax 0.5.3."""
     import jax
     import numpy as np
-    jaxpr = jax.make_jaxpr(lambda a: jax.jvp(lambda b: jax.lax.linalg.lu(b)[0], (a,), (a,)))(np.eye(3, dtype=np.float32))
+    lu = lambda b: jax.lax.linalg.lu(b)[0]     # noqa: E731
+    jaxpr = jax.make_jaxpr(lambda a: jax.jvp(lu, (a,), (a,)))(np.eye(3, dtype=np.float32))
     names = [e.primitive.name for e in jaxpr.eqns]
     return names.index("gather") < names.index("pad")
 

@@ -4569,3 +4569,29 @@ def test_a_checkpoint_s_unused_igammac_under_a_second_derivative():
     assert raises == _divergence_active("linearize-keeps-unused-outputs-of-staged-equations")
     report = oracle.check(f, oracle.AS_IS, *x, implementations=("remat2",), properties=("second_order",))
     assert report.status("second_order", "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
+def test_a_dead_igammac_in_a_scan_in_a_cond_branch_in_a_scan():
+    """jax.jvp of the pullback of a scan whose body's cond holds, in one
+    branch, a scan computing an igammac of its consts nothing reads
+    (release campaign finding 20ae3a20e7 on 0.4.25, under linearize o
+    grad): before direct linearization JAX keeps that dead code at every
+    level and raises igamma_grad_a's missing rule; the spec raises it for
+    the program with the dead code hoisted out of every cond and scan,
+    innermost first (one kind of hoisting alone leaves it nested). From
+    0.7.1 JAX computes, as the spec does. Whether JAX raises is read off
+    JAX."""
+    def f(a, b, c):
+        def inner(h, _):
+            lax.igammac(b, c)
+            return h, None
+
+        def outer(h, _):
+            return lax.cond(h > 0, lambda v: lax.scan(inner, v, None, length=2)[0], lambda v: v * 2.0, h), None
+        return (lax.scan(outer, a, None, length=2)[0] * a,)
+    x = (np.float32(0.3), np.full((2, 3), 0.5, np.float32), np.full((2, 3), 0.7, np.float32))
+    raises = _jax_raises(lambda: jax.jvp(lambda *d: jax.vjp(f, *d)[1]((np.float32(1.0),)), x, x),
+                         NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
+    assert raises == _divergence_active("a-scan-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative")
+    report = oracle.check(f, oracle.AS_IS, *x, implementations=("remat2",), properties=("second_order",))
+    assert report.status("second_order", "remat2") == ("known divergence" if raises else "ok"), str(report)

@@ -1506,7 +1506,8 @@ def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
     equation of that type, an `output of mul` (the factor 1 * x**0; in a
     jit an output of the jit, in a cond branch an `output of cond`, in a scan body an `output of scan`, stacked,
-    or of a jit around the scan: found by campaigns on 0.6.2 and 0.4.25)."""
+    or of a jit around the scan: found by campaigns on 0.6.2 and 0.4.25; in a
+    checkpoint an `output of closed_call`: found on 0.4.36)."""
     extra, missing = _difference(got, want)
     powers = collections.Counter()
     in_branches = {id(c) for e in _eqns(ctx.program) if e.primitive.name == "cond"
@@ -1520,6 +1521,10 @@ def _integer_pow_one_factor_saved(got, want, ctx):
             if lengths:     # in a scan body: stacked, an output of the scan, or of a jit
                 stacked = str(ArrayType(tuple(lengths) + t.shape, t.dtype))    # around it (a kept
                 powers.update([(stacked, "output of scan"), (stacked, _JIT_OUTPUT)])   # unused ys: 0.4.25)
+                # in a checkpoint, the known half of the scan's split: an `output of
+                # closed_call`, unstacked where the factor is loop invariant (found by a
+                # release campaign on 0.4.36, 1af91f8f3f, beside a custom_vjp's output)
+                powers.update([(stacked, "output of closed_call"), (str(t), "output of closed_call")])
     return not missing and bool(extra) and not (_jit_outputs_alike(extra) - powers)
 
 

@@ -3535,3 +3535,34 @@ def test_a_variant_refused_otherwise_does_not_explain_jax_s_error():
     assert not dv._variant_raises((prog, 1), refuses, NotImplementedError, "Differentiation rule for 'x'")
     assert dv._variant_raises((prog, 1), refuses, AssertionError, "(0, 1)")
     assert not dv._variant_raises((prog, 0), refuses, AssertionError, "(0, 1)")
+
+
+def test_integer_pow_s_old_factor_in_a_checkpointed_scan_beside_a_custom_vjp():
+    """A checkpoint calling a custom_vjp sin, then a scan whose body takes
+    integer_pow(h, 1) of the scan's const (release campaign finding
+    1af91f8f3f on 0.4.36): before jax 0.10.1 the old factor 1 * h**0, loop
+    invariant, is saved as the known half of the scan's split (`output of
+    closed_call`), beside the custom_vjp's output the checkpoint saves
+    before 0.6.1 (`output of reduce_precision`); the two additive
+    divergences compose. JAX's own list says what the installed release
+    saves beyond cos."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.ad_checkpoint import saved_residuals
+
+    import oracle
+
+    @jax.custom_vjp
+    def s(x):
+        return jnp.sin(x)
+    s.defvjp(lambda x: (jnp.sin(x), jnp.cos(x)), lambda c, g: (g * c,))
+
+    def body(c):
+        d = s(c)
+        return jax.lax.scan(lambda h, _: (jax.lax.integer_pow(h, 1) + d, None), c, None, length=3)[0]
+    f = jax.checkpoint(body, policy=jax.checkpoint_policies.everything_saveable)
+    x = np.linspace(0.1, 0.3, 3).astype(np.float32)
+    extra = sorted(s.split(" from ")[0] for _, s in saved_residuals(f, x) if "output of cos" not in s)
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if extra else "ok"), (extra, str(report))

@@ -210,7 +210,7 @@ def _sources(atom, prog: Program, outer: dict | None = None) -> set:
     one: found on 0.6.2)."""
     if outer and isinstance(atom, Var) and atom.id in outer:
         return set(outer[atom.id])
-    out = {str(source_of(atom, prog))}
+    out = {str(source_of(atom, prog))} | _jvp_primal_sources(atom, prog)
     for e in prog.eqns:
         if e.primitive.name in ("custom_jvp_call", "custom_vjp_call", "remat", "call") \
                 and any(v is atom for v in e.outputs):
@@ -224,6 +224,25 @@ def _sources(atom, prog: Program, outer: dict | None = None) -> set:
                     if isinstance(passed.get(b.id), Var):
                         out |= _sources(passed[b.id], prog, outer)
     return out
+
+
+def _jvp_primal_sources(atom, prog: Program) -> set:
+    """For an output of a primitive equation whose JVP rule computes the
+    primal output anew (cumlogsumexp's associative scan, ending in an
+    `add`), the name that rule's program gives it: what a linearization
+    saves it as (found by a release campaign on 0.4.36, 1a094739e5: a
+    cumlogsumexp's output named by checkpoint_name, saved by a while)."""
+    e = next((e for e in prog.eqns if any(v is atom for v in e.outputs)), None)
+    if e is None or subprograms(e.params) or not is_float(atom.type.dtype):
+        return set()
+    one = Program([a for a in e.inputs if isinstance(a, Var)], [e], list(e.outputs))
+    try:
+        jvp = spec.jvp_program(one)[0]
+    except Exception:       # noqa: BLE001 -- no JVP the spec can build: no other name
+        return set()
+    k = next(i for i, v in enumerate(e.outputs) if v is atom)
+    out = jvp.outputs[k]
+    return {str(source_of(out, jvp))} if isinstance(out, Var) else set()
 
 
 @_renaming
@@ -375,7 +394,10 @@ NORMALIZATIONS = [
                   "`eqn := named_vars[v]` rebinds the equation it names a residual by, so the "
                   "producer's saved outputs after that one are called by the name too (a scan's "
                   "stacked outputs, one of which a checkpoint in a later scan's body names, its "
-                  "known part hoisted: found by a campaign on 0.4.36). Same values, same memory.",
+                  "known part hoisted: found by a campaign on 0.4.36). The spec's name for such a "
+                  "value is its producer's, or what the producer's JVP rule computes it with "
+                  "(cumlogsumexp's associative scan ends in an `add`: found by a release campaign "
+                  "on 0.4.36). Same values, same memory.",
                   _name_inputs_named, releases=Releases("0.4.26", "0.10.2")),
     Normalization("saved-residuals-names-a-users-reduce_precision",
                   "Before jax 0.10.2 (bf1e6d9b49 made _saved_residuals look through "

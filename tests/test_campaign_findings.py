@@ -4595,3 +4595,24 @@ def test_a_dead_igammac_in_a_scan_in_a_cond_branch_in_a_scan():
     assert raises == _divergence_active("a-scan-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative")
     report = oracle.check(f, oracle.AS_IS, *x, implementations=("remat2",), properties=("second_order",))
     assert report.status("second_order", "remat2") == ("known divergence" if raises else "ok"), str(report)
+
+
+def test_a_named_cumlogsumexp_saved_by_a_while_loop():
+    """A cumlogsumexp's output named by checkpoint_name (the name unused)
+    and carried by a while loop (release campaign finding 1a094739e5 on
+    0.4.36): linearization saves the value cumlogsumexp's JVP rule
+    computes anew (its associative scan ends in an `add`), which JAX's
+    saved_residuals calls by the name from 0.4.26 to 0.10.1
+    (saved-residuals-names-the-input-of-a-name); the normalization knows
+    the rule's name for it too. The residual check agrees on every
+    release."""
+    from jax.ad_checkpoint import checkpoint_name
+
+    def f(a):
+        b = lax.cumlogsumexp(a, axis=0)
+        checkpoint_name(b, "a")
+        _, e = lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, c[1] + jnp.sin(c[1])), (0, b))
+        return (e,)
+    report = oracle.check(f, oracle.AS_IS, np.linspace(-1.0, 1.0, 5).astype(np.float32),
+                          implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", str(report)

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 import spec
-from spec.core import dce_rules, has_effects, loops_until_a_value
+from spec.core import dce_rules, has_effects, is_differentiable, loops_until_a_value
 from spec.jvp import dependence_rules
 from spec.partial_eval import dce
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, map_subprograms, subprograms
@@ -186,14 +186,39 @@ def _unread_operands(e: Eqn) -> list:
         needed = [_tangents_read(dce(b)[0]) for b in bodies]
     except Exception:       # noqa: BLE001 -- a body the spec cannot linearize: nothing to say
         return []
-    # a checkpoint's operand its body does not read at all is pruned with its
-    # tangent (remat_partial_eval DCEs the staged body and passes it only the
-    # inputs that one reads: measured on 0.4.25, 0.4.36 and 0.6.2; release
-    # campaign finding 06cbfe2920 on 0.6.2)
-    read = dce(bodies[0])[1] if e.primitive is remat_p else [True] * len(operands)
+    # a checkpoint's operand whose tangent its live body's JVP does not read
+    # (unread, read by dead code only, or through stop_gradient) is pruned
+    # with its tangent (remat_partial_eval DCEs the staged body and passes it
+    # only the inputs that one reads: measured on 0.4.25, 0.4.36 and 0.6.2;
+    # release campaign findings 06cbfe2920 and d413219730 on 0.6.2)
+    read = _jvp_reads(bodies[0]) if e.primitive is remat_p else [True] * len(operands)
     return [a for i, a in enumerate(operands if bodies else ())
             if i not in carries and read[i] and isinstance(a, Var) and is_float(a.type.dtype)
             and not any(i in n for n in needed)]
+
+
+def _jvp_reads(body: Program) -> list[bool]:
+    """Which inputs of a checkpoint's `body` have a tangent the JVP program
+    of its live code reads (the tangent of a dead equation's input is
+    pruned with it, found on 0.6.2, 06cbfe2920; a dead tangent of a live
+    equation is not, a sum compared with zero):
+    remat_partial_eval passes its staged body only those, so another
+    operand's tangent is never computed (an operand the body reads only
+    through stop_gradient, whose JVP reads no tangent: found by a release
+    campaign on 0.6.2, d413219730)."""
+    live, primal_reads = dce(body)
+    try:
+        jvp, _ = spec.jvp_program(live, instantiate_zeros=False)
+    except Exception:       # noqa: BLE001 -- no JVP the spec can build: the primal reads decide
+        return primal_reads
+    n = len(body.inputs)
+    read = {x.id for q in jvp.eqns for x in q.inputs if isinstance(x, Var)} | {
+        x.id for x in jvp.outputs if isinstance(x, Var)}
+    positions = [i for i, t in enumerate(body.in_types) if is_differentiable(t)]
+    out = [False] * n
+    for i, v in zip(positions, jvp.inputs[n:]):
+        out[i] = v.id in read
+    return out
 
 
 def _tangents_read(body: Program) -> set[int]:

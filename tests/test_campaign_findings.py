@@ -4624,3 +4624,33 @@ def test_a_named_cumlogsumexp_saved_by_a_while_loop():
     report = oracle.check(f, oracle.AS_IS, np.linspace(-1.0, 1.0, 5).astype(np.float32),
                           implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == "ok", str(report)
+
+
+def _scan_ignoring(const, carry, xs):
+    """A scan binding `const` as a const its body never reads (lax.scan would
+    drop it; the scan primitive keeps it, as the fuzzer's programs do)."""
+    from jax._src.lax.control_flow import loops
+    from oracle.jax_api.internals import scan_params
+    body = jax.make_jaxpr(lambda g, h, i: (h, h))(const, carry, xs[0])
+    outs = loops.scan_p.bind(const, carry, xs, jaxpr=body, length=xs.shape[0], reverse=False, num_consts=1,
+                             num_carry=1, unroll=1, **scan_params(3))
+    return outs[0], outs[1]
+
+
+def test_a_checkpoint_s_operand_read_only_through_stop_gradient():
+    """A scan's unread const sin(a) beside a checkpoint reading its operand
+    sin(a) only through stop_gradient (release campaign finding d413219730
+    on 0.6.2): before direct linearization the scan's const has its tangent
+    computed (cos(a) saved once), the checkpoint's operand not:
+    stop_gradient's JVP reads no tangent, and remat_partial_eval passes its
+    staged body only the tangents its JVP reads. The variant made both
+    outputs (two cos). JAX's own list says whether cos is saved."""
+    def f(a, b):
+        c, d = jnp.sin(a), jnp.sin(a)
+        e, _ = _scan_ignoring(c, a, b)
+        return (jax.checkpoint(lambda l, m: lax.stop_gradient(m) * l)(a, d), e)
+    args = (np.float32(0.3), np.ones(3, np.float32))
+    saved = [s.split(" from ")[0] for _, s in oracle.jax_api.internals.saved_residuals(f, *args)]
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    assert report.status("residuals", "remat2") == ("known divergence" if "output of cos" in saved else "ok"), \
+        (saved, str(report))

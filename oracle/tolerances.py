@@ -14,7 +14,11 @@ every result perturbed as rounding in the low dtype could
 (`rounding_noise_hook`: eps/2 relative per result, and for sums and dots
 eps/2 * sqrt(terms) * sum of |terms|, the size of an accumulation's
 rounding error however much the terms cancel); the larger of the two is
-used. JAX computes the same operations in the
+used. The runs come in antithetic pairs (the same perturbations, negated),
+whose errors are equal and opposite while the outputs are linear in the
+noise; where the first pair's are not (sin of a value rounding moves by
+radians, a comparison rounding decides), a few runs can err by little by
+chance, and NONLINEAR_NOISE_SAMPLES more runs follow. JAX computes the same operations in the
 same dtype with different but equally accurate rounding (XLA fuses and
 reorders; its transcendental functions are accurate to a few ulps), so its
 distance from the reference is of the same size. JAX passes when

@@ -53,10 +53,11 @@ def _remat3_jit_names(impl, jax_res, spec_res, prog, aliases):
     return out
 
 
-def _rename_unmatched(jax_res, spec_res, accepts):
+def _rename_unmatched(jax_res, spec_res, accepts, renamings: list | None = None):
     """Each JAX entry the spec's list lacks takes, in order, the name of a
     spec entry of the same type that JAX's list lacks, where
-    accepts(JAX's name, the spec's name). Where renaming entries in place
+    accepts(JAX's name, the spec's name); `renamings` gets each (JAX's
+    name, the spec's name) pair renamed. Where renaming entries in place
     makes the lists equal, that is the renaming (two names that swap
     places: JAX's `named 'a'` for the spec's `output of div` and `named 'c'`
     for its `named 'a'`: found on 0.6.2)."""
@@ -91,6 +92,8 @@ def _rename_unmatched(jax_res, spec_res, accepts):
         if match is not None:
             extra[(t, s)] -= 1
             free.remove(match)
+            if renamings is not None:
+                renamings.append((s, match[1]))
             s = match[1]
             renamed.append(len(out))
         out.append((t, s))
@@ -510,13 +513,27 @@ def normalize(impl, jax_res, spec_res, prog, aliases=None) -> tuple[list, list[s
     used = _renamed_in_place(active, impl, jax_res, spec_res, prog, aliases)
     if used is not None:
         return list(spec_res), used
-    got, applied = jax_res, []
+    got, applied = _renamed_together(active, impl, jax_res, spec_res, prog, aliases)
     for norm in active:
         new = norm.apply(impl, got, spec_res, prog, aliases)
         if new != got:
             applied.append(norm.name)
             got = new
     return got, applied
+
+
+def _renamed_together(active, impl, jax_res, spec_res, prog, aliases) -> tuple[list, list[str]]:
+    """JAX's list with every renaming's unmatched entries renamed at once,
+    each to the first spec entry one of them accepts (one renaming after
+    the other took the first one's names for entries another's fit: found
+    on 0.4.25, a qr's JVP masks and a jit's outputs, all `output of pjit`
+    of the same two types), and the renamings that did it."""
+    accepts = [(n.name, ok) for n in active if hasattr(n.apply, "accepts_for")
+               for ok in [n.apply.accepts_for(impl, jax_res, spec_res, prog, aliases)] if ok is not None]
+    renamings: list = []
+    got = _rename_unmatched(jax_res, spec_res, lambda j, s: any(ok(j, s) for _, ok in accepts), renamings)
+    used = [name for name, ok in accepts if any(ok(j, s) for j, s in renamings)]
+    return got, used
 
 
 def _renamed_in_place(active, impl, jax_res, spec_res, prog, aliases) -> list[str] | None:

@@ -4654,3 +4654,26 @@ def test_a_checkpoint_s_operand_read_only_through_stop_gradient():
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
     assert report.status("residuals", "remat2") == ("known divergence" if "output of cos" in saved else "ok"), \
         (saved, str(report))
+
+
+def test_a_linalg_jvp_s_masks_and_a_jit_s_outputs_named_alike_are_told_apart():
+    """A qr, then a jit of abs(sin(q)). Before 0.4.34 saved_residuals names
+    both qr's JVP masks (jnp.tril is jitted there) and the jit's outputs
+    `output of pjit`, of the same two types (bool and float32), and before
+    direct linearization the jit lists its two in another order
+    (jit-residuals-in-another-order). Renamed one renaming after the other,
+    the first took the masks for the jit's outputs, and the order looked
+    like no known divergence; renamed together, each to the nearest entry,
+    it is (release campaign finding 896ff3091c on 0.4.25). Expected: read
+    off JAX's list, the jit's residuals as the last two."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    def f(x):
+        q, _ = lax.linalg.qr(x, full_matrices=False)
+        return jax.jit(lambda v: jnp.abs(jnp.sin(v)))(q)
+    x = np.array([[1.1369617, 0.7697867, -0.54097354], [0.51652765, -1.3132702, 1.4127556],
+                  [-1.1066358, 1.2294966, 1.043625]], np.float32)
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals",))
+    jit_order = [str(a.dtype) for a, _ in saved_residuals(f, x)][-2:]
+    assert report.status("residuals", "remat2") == ("ok" if jit_order == ["float32", "bool"] else
+                                                    "known divergence"), report

@@ -46,3 +46,4 @@ from spec import prims_scatter  # noqa: F401
 from spec import prims_linalg  # noqa: F401
 from spec import prims_linear_solve  # noqa: F401
 from spec import prims_decompositions  # noqa: F401
+from spec import prims_complex, prims_fft  # noqa: F401

@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from spec.ir import (ArrayType, Eqn, Literal, Primitive, Program, Var,
-                     canonical_dtype, is_float, subprograms, type_of)
+                     canonical_dtype, is_complex, is_float, subprograms, type_of)
 
 # --------------------------------------------------------------------------
 # primitives and their rule tables
@@ -109,6 +109,12 @@ effects_sealed: set[Primitive] = set()
 # goes, so that re-emitting a program (eval_program_traced) keeps them (most
 # marks are of one transformation's program only, e.g. a tangent-side zero)
 persistent_whys: set[str] = set()
+
+# primitives whose rules (evaluation, JVP, transpose, batching) are JAX's
+# for complex operands and results too: `bind` refuses a complex operand or
+# result of any other primitive (PrimitiveError), so that a rule written for
+# real floats never computes something wrong on complex values
+complex_rules: set[Primitive] = set()
 
 primitives: dict[str, Primitive] = {}
 
@@ -228,6 +234,16 @@ def check_memory_spaces(prim: Primitive, *types) -> None:
             raise MemorySpaceError(f"memory_space of all inputs passed to `{prim.name}` must be the same. Got one "
                                    f"operand with type: {previous} and another operand with type: {t}")
         previous = t
+
+
+def check_complex(prim: Primitive, in_types, out_types) -> None:
+    """Refuse complex operands or results of a primitive outside
+    `complex_rules` (its rules are written for real values)."""
+    if prim in complex_rules:
+        return
+    for t in [*in_types, *out_types]:
+        if is_complex(t.dtype):
+            raise PrimitiveError(prim, f"complex operands and results are not modelled, got {t}")
 
 
 def check_params(prim: Primitive, params: dict) -> None:
@@ -383,6 +399,7 @@ def bind(prim: Primitive, *args, **params):
     builder = next((a.builder for a in args if isinstance(a, Tracer)), None) or current_builder()
     atoms = [to_atom(a, builder) for a in args]
     out_types = shape_rules[prim](*[a.type for a in atoms], **params)
+    check_complex(prim, [a.type for a in atoms], out_types)
     outs = [Tracer(builder, v) for v in builder.add_eqn(prim, atoms, params, out_types)]
     return outs if prim.multiple_results else outs[0]
 

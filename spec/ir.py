@@ -24,6 +24,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import builtins
+
 import ml_dtypes
 
 import numpy as np
@@ -62,10 +64,13 @@ DTYPES = {
     "u64": np.dtype("uint64"),
     "bool": np.dtype("bool"),
     "key<fry>": KEY_FRY,
+    "c64": np.dtype("complex64"),
+    "c128": np.dtype("complex128"),
 }
 SHORT_NAMES = {dt: name for name, dt in DTYPES.items()}
 FLOAT_DTYPES = frozenset(DTYPES[n] for n in ("f64", "f32", "f16", "bf16", "f8_e4m3fn", "f8_e5m2", "f8_e4m3fnuz",
                                              "f8_e5m2fnuz", "f8_e4m3b11fnuz"))
+COMPLEX_DTYPES = frozenset(DTYPES[n] for n in ("c64", "c128"))
 KEY_DTYPES = frozenset({KEY_FRY})
 
 
@@ -83,9 +88,32 @@ def canonical_dtype(dtype) -> np.dtype:
 
 
 def is_float(dtype) -> bool:
-    """Floating values carry tangents; integer, bool and key values never do
-    (their tangents and cotangents are float0 in JAX)."""
+    """Inexact values (real and complex floats: jnp.inexact) carry tangents;
+    integer, bool and key values never do (their tangents and cotangents
+    are float0 in JAX). Where "a real float" is meant: `is_real_float`."""
+    return np.dtype(dtype) in FLOAT_DTYPES or np.dtype(dtype) in COMPLEX_DTYPES
+
+
+def is_real_float(dtype) -> bool:
+    """A real floating dtype (jnp.floating): finfo, ordering, infinities."""
     return np.dtype(dtype) in FLOAT_DTYPES
+
+
+def is_complex(dtype) -> bool:
+    """complex64 or complex128 (jnp.complexfloating)."""
+    return np.dtype(dtype) in COMPLEX_DTYPES
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The dtype of a complex dtype's parts (float32 for complex64; JAX's
+    `_real_dtype`, np.finfo(dtype).dtype); a real dtype itself."""
+    return np.dtype(np.finfo(dtype).dtype) if is_complex(dtype) else np.dtype(dtype)
+
+
+def complex_dtype(dtype) -> np.dtype:
+    """The complex dtype with parts of `dtype` (complex64 for float32;
+    JAX's `_complex_dtype`); a complex dtype itself."""
+    return (np.zeros((), dtype) + np.zeros((), np.complex64)).dtype
 
 
 def supports_inf(dtype) -> bool:
@@ -370,12 +398,17 @@ class _Namer:
         return self.names[v.id]
 
 
+builtins_complex = builtins.complex
+
+
 def _fmt_literal(lit: Literal) -> str:
     v = lit.value
     if v.dtype == np.bool_:
         s = "True" if v else "False"
     elif np.issubdtype(v.dtype, np.integer):
         s = str(int(v))
+    elif is_complex(v.dtype):
+        s = repr(builtins_complex(v))        # as JAX prints it: 1j, (1+0j)
     else:
         s = repr(float(v))
     return f"{s}:{lit.type}"
@@ -462,7 +495,7 @@ def check_program(prog: Program) -> None:
     Every variable is defined once before use; every equation's output types
     equal its primitive's shape rule applied to its input types and params;
     sub-programs are checked recursively. Raises TypeCheckError."""
-    from spec.core import shape_rules  # the rules are registered there
+    from spec.core import check_complex, shape_rules  # the rules are registered there
 
     defined: set[int] = set()
 
@@ -496,6 +529,7 @@ def check_program(prog: Program) -> None:
             raise TypeCheckError(f"{where}: primitive {e.primitive.name!r} has no shape rule")
         expected = rule(*[a.type for a in e.inputs], **e.params)
         got = [v.type for v in e.outputs]
+        check_complex(e.primitive, [a.type for a in e.inputs], got)
         if list(expected) != got:
             raise TypeCheckError(f"{where}: outputs typed {got}, shape rule says {list(expected)}")
         for v in e.outputs:

@@ -26,7 +26,7 @@ from spec.partial_eval import dce_body_eqn
 from spec.prims_elementwise import mul, sin, sub, tanh
 from spec.prims_structural import reduce_sum
 from spec.batching import vmap_program
-from spec.core import batch_rules, is_undefined
+from spec.core import batch_rules, complex_rules, is_undefined
 from spec.evaluate import evaluate
 from spec.jvp import jvp_program, linearizing
 from spec.partial_eval import Source, constant_key, partial_eval, source_rules
@@ -301,3 +301,7 @@ examples[call_p] = [
     Example("linear-in-first", (((4,), "f32", "normal"), ((4,), "f32", "normal")), _call_linear_in_first,
             lambda x, y: x * y, linear=((True, False),)),
 ]
+
+
+# a call's rules are its body's: complex values pass through it
+complex_rules.add(call_p)

@@ -40,7 +40,7 @@ import numpy as np
 
 from spec.arrays import namespace
 from spec.batching import bdim_at_front, vectorized_batcher
-from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, cost_rules,
+from spec.core import (complex_rules, Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, cost_rules,
                        eval_rules, examples, instantiate, is_undefined, jax_facts, jvp_rules,
                        primitive, shape_rules, transpose_rules)
 from spec.ir import ArrayType, canonical_dtype, is_float, supports_inf
@@ -1321,3 +1321,7 @@ examples[sharding_constraint_p] = [
             lambda x: sharding_constraint(x, ("NamedSharding", _ONE_DEVICE_MESH, ("x", None), "device")),
             lambda x: x, linear=((True,),)),
 ]
+
+
+# the identity on values: complex values pass through it
+complex_rules.add(copy_p)

@@ -22,9 +22,9 @@ from spec.core import (Example, JaxFacts, PrimitiveError, examples, UndefinedPri
                        eval_rules, is_undefined, jax_facts, jvp_rules, primitive,
                        shape_rules, to_atom, transpose_rules, Tracer)
 from spec.arrays import SymbolicError, namespace
-from spec.ir import ArrayType, canonical_dtype, is_float, type_of
+from spec.ir import ArrayType, canonical_dtype, is_complex, is_float, real_dtype, type_of
 from spec.batching import bdim_at_front, broadcast_at, broadcast_batcher, moveaxis, ndim
-from spec.core import check_memory_spaces, instantiate
+from spec.core import check_memory_spaces, complex_rules, instantiate
 from spec.semantics import semantics
 from spec.ir import is_key
 
@@ -230,8 +230,22 @@ def _numeric_unary_shape(prim):
 
 shape_rules[neg_p] = _numeric_unary_shape(neg_p)
 eval_rules[neg_p] = _unary_eval("negative")
-shape_rules[abs_p] = _numeric_unary_shape(abs_p)
-eval_rules[abs_p] = _unary_eval("abs")
+
+
+def _abs_shape(x: ArrayType):
+    """unop(_complex_basetype, _signedint | _float | _complex, 'abs'): a
+    complex operand gives its parts' dtype (|x| is real)."""
+    _numeric_unary_shape(abs_p)(x)
+    return [ArrayType(x.shape, real_dtype(x.dtype))]
+
+
+def _abs_eval(x):
+    xp = namespace(x)
+    return xp.result(xp.abs(xp.compute(x)), real_dtype(x.dtype))
+
+
+shape_rules[abs_p] = _abs_shape
+eval_rules[abs_p] = _abs_eval
 
 
 def _integer_pow_shape(x: ArrayType, *, y):
@@ -331,10 +345,28 @@ def _jvp_square(primals, tangents):
 
 
 def _jvp_abs(primals, tangents):
-    # _abs_jvp_rule: select(x >= 0, t, -t)  ==  select_n(ge(x, 0), neg(t), t)
+    # def _abs_jvp_rule(g, ans, x):
+    #   if _iscomplex(x):
+    #     return _maybe_real(mul(g, div(_maybe_conj(x),
+    #            _replace_zero(convert_element_type(ans, _dtype(x))))))
+    #   else:
+    #     return select(ge(x, _zero(x)), g, neg(g))
+    # ad.defjvp2(abs_p, _abs_jvp_rule)   (select(p, a, b) == select_n(p, b, a))
     (x,), (t,) = primals, tangents
     ans = abs(x)
+    if is_complex(x.dtype):
+        return ans, _abs_jvp_complex(t, ans, x)
     return ans, select_n(ge(x, _lit_like(x, 0)), neg(t), t)
+
+
+def _abs_jvp_complex(t, ans, x):
+    """d|x| = real(t * conj(x) / |x|), |x| replaced by 1 where it is 0
+    (lax._replace_zero: select(eq(x, 0), ones, x))."""
+    from spec.prims_complex import conj, real  # a cycle: prims_complex builds on this module
+    conj_x = conj(x)                    # evaluated first, as Python evaluates div's operands
+    magnitude = convert_element_type(ans, x.dtype)
+    safe = select_n(eq(magnitude, _lit_like(magnitude, 0)), magnitude, _full_like(magnitude, 1))
+    return real(mul(t, div(conj_x, safe)))
 
 
 def _jvp_integer_pow(primals, tangents, *, y):
@@ -880,6 +912,8 @@ def _convert_eval(x, *, new_dtype, weak_type):
         return x    # exact values have no precision to change
     if new_dtype == np.bool_:
         return x != 0
+    if is_complex(x.dtype) and not is_complex(new_dtype):
+        x = np.real(x)          # complex -> real takes the real part (XLA's convert)
     if is_float(x.dtype) and not is_float(new_dtype):
         # float -> int (i32, u32) rounds toward zero and saturates, NaN -> 0 (XLA:CPU)
         info = ml_dtypes.iinfo(new_dtype)
@@ -997,3 +1031,9 @@ def _batch_select_n(args, dims):
 
 
 _register_batch_rules()
+
+# rules that hold for complex operands as JAX's do (holomorphic JVPs; the
+# transposes pair by Re(sum(ct * v)) and do not conjugate: mul's is mul(ct, y))
+complex_rules.update({neg_p, sin_p, cos_p, tanh_p, exp_p, log_p, log1p_p, logistic_p, sqrt_p, rsqrt_p, square_p,
+                      abs_p, integer_pow_p, add_p, sub_p, mul_p, div_p, add_any_p, eq_p, ne_p, select_n_p,
+                      convert_element_type_p, stop_gradient_p})

@@ -35,7 +35,7 @@ import numpy as np
 
 from spec.arrays import SymbolicError, namespace
 from spec.batching import bdim_at_front, broadcast_batcher, moveaxis, ndim
-from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules,
+from spec.core import (complex_rules, Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules,
                        examples, instantiate, is_undefined, jax_facts, jvp_rules, primitive,
                        primitives, shape_rules, transpose_rules, zeros_like_type)
 from spec.ir import SHORT_NAMES, ArrayType, canonical_dtype, is_float
@@ -1361,3 +1361,8 @@ examples[argmin_p] = [
     Example("first-axis", (((3, 4), "f32", "distinct"),), lambda x: argmin(x, 0), lambda x: np.argmin(x, 0)),
     Example("ties-first", (((4, 3), "f32", "halves"),), lambda x: argmin(x, 1), lambda x: np.argmin(x, 1)),
 ]
+
+
+# data movement holds for complex values (gather's default fill of an
+# inexact operand is NaN, nan+0j for complex)
+complex_rules.update({gather_p, dynamic_slice_p, dynamic_update_slice_p, rev_p})

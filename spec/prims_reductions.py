@@ -23,7 +23,7 @@ import numpy as np
 
 from spec.arrays import namespace
 from spec.batching import moveaxis
-from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
+from spec.core import (complex_rules, Example, JaxFacts, PrimitiveError, Tracer, Zero, batch_rules, bind, building,
                        eval_rules, examples, jax_facts, jvp_rules, primitive, shape_rules, trace,
                        transpose_rules)
 from spec.ir import ArrayType, is_float
@@ -911,3 +911,7 @@ examples[sort_p] = [
     Example("sort-unstable-distinct", (((5,), "f32", "distinct"),), lambda x: sort(x, is_stable=False),
             _sort_ref(0)),
 ]
+
+
+# cumsum is linear and holds for complex values (its transpose does not conjugate)
+complex_rules.add(cumsum_p)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from spec.batching import broadcast, moveaxis
-from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules,
+from spec.core import (complex_rules, Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, eval_rules,
                        examples, instantiate, is_undefined, jax_facts, jvp_rules, primitive,
                        shape_rules, transpose_rules)
 from spec.ir import ArrayType
@@ -169,3 +169,7 @@ examples[unstack_p] = [
     Example("last-axis", (((2, 1, 2), "f32", "normal"),), lambda x: unstack(x, 2),
             lambda x: [x[..., 0], x[..., 1]], linear=((True,),)),
 ]
+
+
+# data movement holds for complex values
+complex_rules.update({stack_p, unstack_p})

@@ -12,11 +12,11 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, co
                        is_undefined, linear_jvp,
                        examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
-from spec.ir import ArrayType, canonical_dtype, is_float
+from spec.ir import ArrayType, canonical_dtype, is_complex, is_float
 from spec.prims_elementwise import (_lit_like, add_tangents,
                                     convert_element_type, div, eq, mul)
 from spec.batching import IDENTITY_BROADCAST_FOLLOWS, bdim_at_front, broadcast, moveaxis
-from spec.core import batch_rules, instantiate
+from spec.core import batch_rules, complex_rules, instantiate
 from spec.prims_elementwise import select_n, sub
 
 
@@ -705,6 +705,8 @@ def _dot_general_dtype(lhs, rhs, preferred_element_type, precision):
     it, but may not be narrower than a non-float result (unless the
     precision is an algorithm)."""
     p = dot_general_p
+    if is_complex(lhs) or is_complex(rhs):
+        return _dot_general_complex(lhs, rhs, preferred_element_type)
     lhs_prop, rhs_prop = _type_properties(lhs), _type_properties(rhs)
     if lhs_prop == rhs_prop and lhs != rhs:
         raise PrimitiveError(p, f"argument type error: {np.dtype(lhs).name}, {np.dtype(rhs).name}")
@@ -718,6 +720,17 @@ def _dot_general_dtype(lhs, rhs, preferred_element_type, precision):
                                 f"got preferred_element_type of {pet.name} for result type of "
                                 f"{np.dtype(result).name}")
     return pet
+
+
+def _dot_general_complex(lhs, rhs, preferred_element_type):
+    """Complex operands: the spec models two operands of one complex dtype,
+    the result of that dtype (what jnp.dot and jnp.matmul of two complex64
+    arrays bind); mixed real and complex operands are refused."""
+    if lhs != rhs or preferred_element_type not in (None, lhs):
+        raise PrimitiveError(dot_general_p, f"complex operands must have one dtype and the result that dtype, "
+                                            f"got {np.dtype(lhs).name}, {np.dtype(rhs).name} -> "
+                                            f"{preferred_element_type}")
+    return np.dtype(lhs)
 
 
 def _type_properties(dt):
@@ -749,7 +762,7 @@ def _dot_general_eval(x, y, *, dimension_numbers, precision, preferred_element_t
         c = out_dtype = object
     else:
         out_dtype = _dot_general_dtype(x.dtype, y.dtype, preferred_element_type, precision)
-        c = np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
+        c = out_dtype if is_complex(out_dtype) else np.float64 if np.float64 in (x.dtype, y.dtype, out_dtype) else (
             np.float32 if is_float(x.dtype) or is_float(y.dtype) or is_float(out_dtype) else np.int64)
     if xp.name == "sympy":
         x, y = xp.compute(x), xp.compute(y)
@@ -996,3 +1009,10 @@ def _register_batch_rules():
 
 
 _register_batch_rules()
+
+
+# data movement, sums and products hold for complex values as JAX's rules do
+# (the transposes do not conjugate); dot_general takes two operands of one
+# complex dtype (_dot_general_complex)
+complex_rules.update({broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, concatenate_p, slice_p, pad_p, split_p,
+                      reduce_sum_p, dot_general_p})

@@ -47,7 +47,7 @@ from spec.semantics import semantics
 from spec.partial_eval import Source, dce, dce_body_eqn, inlined_when_known, partial_eval, source_rules
 from spec import policies as _policies
 from spec.batching import vectorized_batcher, vmap_program
-from spec.core import batch_rules, building
+from spec.core import batch_rules, building, complex_rules
 from spec.evaluate import evaluate
 from spec.ir import subprograms
 from spec.jvp import jvp_program, output_dependence
@@ -553,3 +553,7 @@ def _register_batch_rules():
 
 
 _register_batch_rules()
+
+
+# a checkpoint's rules are its body's, a name's the identity: complex values pass through them
+complex_rules.update({remat_p, name_p})

@@ -17,10 +17,10 @@ import numpy as np
 
 import spec
 from spec import policies as sp
-from spec.ir import ArrayType, Literal, Program, Var, is_float, subprograms
+from spec.ir import ArrayType, Literal, Program, Var, is_complex, is_float, subprograms
 from spec.jvp import LINEARIZATION_ERROR
 from spec.partial_eval import looked_through_value
-from spec.remat import remat_p
+from spec.remat import COMPLEX_RESIDUAL_ERROR, remat_p
 
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
@@ -2755,7 +2755,36 @@ def _tuple_prevent_cse_over_scan_constants(ctx):
                and _scans_with_constants(e.params["jaxpr"]) for e in _eqns(ctx.program))
 
 
+def _remat2_rounds_complex_residuals(ctx) -> bool:
+    """remat2's `_insert_reduce_precision` rounds a complex residual the
+    checkpoint's hoisted part reads, and reduce_precision refuses complex
+    dtypes: JAX raises its TypeError where the spec (which leaves a complex
+    residual unrounded, spec.remat.COMPLEX_RESIDUAL_ERROR) computes. Holds
+    where JAX's error is that one word for word and the program holds a
+    complex value."""
+    if ctx.implementation != "remat2" or ctx.spec_error is not None or not isinstance(ctx.error, TypeError):
+        return False
+    words = {COMPLEX_RESIDUAL_ERROR.format(dtype=d) for d in ("complex64", "complex128")}
+    return str(ctx.error) in words and _holds_complex(ctx.program)
+
+
+def _holds_complex(prog) -> bool:
+    return any(is_complex(v.type.dtype) or any(_holds_complex(b) for _, b in subprograms(e.params))
+               for e in prog.eqns for v in e.outputs)
+
+
 DIVERGENCES = [
+    Divergence(
+        "remat2-rounds-complex-residuals",
+        "A checkpoint that saves a complex value its hoisted part also reads: remat2's "
+        "`_insert_reduce_precision` (jax/_src/ad_checkpoint.py, from 0.4.31) rounds every "
+        "np.inexact residual so read, complex ones too, and lax.reduce_precision accepts only "
+        "real floats: JAX raises TypeError ('reduce_precision does not accept dtype complex64'). "
+        "remat3 has no such step and computes; the spec leaves complex residuals unrounded.",
+        "f = jax.checkpoint(lambda x: jnp.real(jnp.exp(1j * x)).sum(), "
+        "policy=jax.checkpoint_policies.everything_saveable)\n"
+        "jax.grad(f)(jnp.ones(3))  # TypeError: reduce_precision does not accept dtype complex64",
+        _remat2_rounds_complex_residuals, releases=Releases("0.4.31")),
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
         "A value saved out of a checkpoint nested in a checkpoint: remat2 forwards it through "

@@ -302,6 +302,7 @@ _remat3_checkpoint_reads.checkpoints_whole = True
 # used (remat3's hi-primitive: VJPHiPrimitive.dce); no DCE rule of its own,
 # never bound
 _WHOLE_CHECKPOINT = spec.core.Primitive("remat", True)
+spec.core.complex_rules.add(_WHOLE_CHECKPOINT)   # a checkpoint: complex values pass through it
 
 
 def _checkpoints_whole(e: Eqn) -> Eqn:

@@ -151,6 +151,14 @@ def _read_outside_checkpoints(linear: Program, n_residuals: int) -> list[bool]:
 # of the oracle's own, never registered in spec.primitives, whose JVP rule
 # does what remat3 does; its other rules are remat's.
 
+def _complex_like(prim, base) -> None:
+    """The model's primitive holds for complex values where its spec
+    primitive `base` does (spec.core.complex_rules), or where it has no
+    base (a zero, a choice of operands: no arithmetic)."""
+    if base is None or base in core.complex_rules:
+        core.complex_rules.add(prim)
+
+
 def _model_of(base, partial_eval_rule):
     """A primitive of the model's own, named as `base` is, with `base`'s
     rules except its partial-eval rule, `partial_eval_rule`; (re)registered
@@ -166,6 +174,7 @@ def _model_of(base, partial_eval_rule):
             table[prim] = table[base]
     core.partial_eval_rules[prim] = partial_eval_rule
     core.extension_primitives.add(prim)
+    _complex_like(prim, base)
     MODEL_PRIMITIVES[base.name] = prim
     return prim
 
@@ -257,6 +266,7 @@ def _tangent_zero():
     core.batch_rules[prim] = lambda args, dims, *, dtype: (bind(prim, *args, dtype=dtype), [None])
     core.cost_rules[prim] = lambda *types, **params: 0
     core.extension_primitives.add(prim)
+    _complex_like(prim, None)
     MODEL_PRIMITIVES["tangent_zero"] = prim
     return prim
 
@@ -408,6 +418,7 @@ def _remat3_checkpoint(opaque_outputs: bool, instantiated_inputs: bool, inputs_f
     core.partial_eval_rules[prim] = partial_eval
     core.jvp_rules[prim] = jvp
     core.extension_primitives.add(prim)
+    _complex_like(prim, remat_p)
     MODEL_PRIMITIVES[key] = prim
     return prim
 
@@ -457,6 +468,7 @@ def _barrier():
         return Eqn(prim, [eqn.inputs[k] for k in kept], [eqn.outputs[k] for k in kept]), list(used_outputs)
     core.dce_rules[prim] = dce_rule
     core.extension_primitives.add(prim)
+    _complex_like(prim, optimization_barrier_p)
     MODEL_PRIMITIVES["barrier"] = prim
     return prim
 
@@ -519,6 +531,7 @@ def _remat3_linearized():
             table[prim] = table[remat_p]
     core.effects_sealed.add(prim)
     core.extension_primitives.add(prim)
+    _complex_like(prim, remat_p)
     MODEL_PRIMITIVES["remat3_linearized"] = prim
     return prim
 
@@ -842,6 +855,7 @@ def _plt():
     core.eval_rules[prim] = lambda saved, recomputed: saved
     core.jvp_rules[prim] = lambda primals, tangents: (primals[0], tangents[1])
     core.extension_primitives.add(prim)
+    _complex_like(prim, None)
     MODEL_PRIMITIVES["primal_left_tangent_right"] = prim
     return prim
 
@@ -871,6 +885,7 @@ def _primal_level(base: Primitive, rematerialized: bool) -> Primitive:
         return saved, tangent
     core.jvp_rules[prim] = jvp
     core.extension_primitives.add(prim)
+    _complex_like(prim, base)
     MODEL_PRIMITIVES[key] = prim
     _PRIMAL_LEVEL[prim] = base
     return prim

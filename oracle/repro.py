@@ -356,6 +356,8 @@ def _number_source(x) -> str:
         return repr(bool(x))
     if isinstance(x, (int, np.integer)):
         return repr(int(x))
+    if np.iscomplexobj(x):      # complex(re, im), each part exactly in the parts' dtype
+        return f"complex({_number_source(np.real(x))}, {_number_source(np.imag(x))})"
     f = float(x)
     if np.isnan(f):
         return "np.nan"

@@ -43,7 +43,7 @@ from spec.batching import bdim_at_front, vectorized_batcher
 from spec.core import (complex_rules, Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, cost_rules,
                        eval_rules, examples, instantiate, is_undefined, jax_facts, jvp_rules,
                        primitive, shape_rules, transpose_rules)
-from spec.ir import ArrayType, canonical_dtype, is_float, supports_inf
+from spec.ir import ArrayType, canonical_dtype, is_complex, is_float, supports_inf
 from spec.partial_eval import looked_through
 from spec.prims_elementwise import _lit_like, add_tangents, convert_element_type
 from spec.prims_structural import (PRECISION_TO_JAX, linear_jvp, _pad_eval, broadcast_in_dim,
@@ -1138,6 +1138,9 @@ def reduce_precision(x, exponent_bits: int, mantissa_bits: int):
 
 def _reduce_precision_shape(x, *, exponent_bits, mantissa_bits):
     p = reduce_precision_p
+    if is_complex(x.dtype):     # JAX's words (lax._reduce_precision_shape: dtype rule `_float`)
+        raise PrimitiveError(p, f"reduce_precision does not accept dtype {x.dtype.name}. "
+                                f"Accepted dtypes are subtypes of floating.")
     if not is_float(x.dtype):
         raise PrimitiveError(p, f"operand must be floating point, got {x}")
     if not (isinstance(exponent_bits, int) and exponent_bits >= 1):

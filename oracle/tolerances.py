@@ -92,6 +92,8 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+
+from spec.ir import real_dtype
 from spec.core import eval_rules
 
 ULPS_PER_EQN = 8
@@ -124,12 +126,15 @@ IMPLEMENTATION_ERROR = {
 
 
 def eps(dtype) -> float:
-    return float(ml_dtypes.finfo(np.dtype(dtype)).eps)
+    """The machine epsilon of a float dtype; of a complex dtype, its parts'
+    (complex64: float32's)."""
+    return float(ml_dtypes.finfo(real_dtype(np.dtype(dtype))).eps)
 
 
 def _is_inexact(dtype) -> bool:
     dt = np.dtype(dtype)
-    return np.issubdtype(dt, np.floating) or dt == np.dtype(ml_dtypes.bfloat16)
+    return (np.issubdtype(dt, np.floating) or np.issubdtype(dt, np.complexfloating)
+            or dt == np.dtype(ml_dtypes.bfloat16))
 
 
 def compare(got, spec_value, reference, dtype, depth: int, scale: float = 1.0, noise_err: float = 0.0):
@@ -299,6 +304,32 @@ def _held_exactly(values, dtype):
         return values.astype(dtype).astype(np.float64) == values
 
 
+def _fft_noise(eqn, ins, o, half_eps):
+    """An FFT's rounding, as an accumulation's: every output element sums
+    N = prod(fft_lengths) terms of modulus |x_n| (|w| = 1), so eps/2 *
+    sqrt(N) * sum|x| over the transformed axes, broadcast along them."""
+    k = len(eqn.params["fft_lengths"])
+    axes = tuple(range(-k, 0))
+    n = int(np.prod(eqn.params["fft_lengths"]))
+    total = np.sum(np.abs(np.asarray(ins[0])), axis=axes, keepdims=True)
+    return half_eps * np.sqrt(n) * np.broadcast_to(total, o.shape)
+
+
+def _perturbed_complex(eqn, ins, o, dtype, half_eps, rng, sign, accumulation: bool):
+    """A complex128 result perturbed as rounding in `dtype`'s parts could:
+    the real and the imaginary part each by up to eps/2 of |o| (an
+    accumulation's by eps/2 * sqrt(terms) * the sum of |terms|)."""
+    if eqn.primitive.name == "fft":
+        noise = _fft_noise(eqn, ins, o, half_eps)
+    elif accumulation:
+        magnitude, terms = _accumulation(eqn, ins, o)
+        noise = half_eps * np.sqrt(terms) * np.abs(magnitude)
+    else:
+        noise = half_eps * np.abs(o)
+    unit = rng.uniform(-1, 1, o.shape) + 1j * rng.uniform(-1, 1, o.shape)
+    return o + sign * noise * unit
+
+
 def rounding_noise_hook(dtype, rng, arithmetic=None, sign: float = 1.0):
     """A spec.evaluate hook for float64 runs that perturbs every float
     result as rounding in `dtype` could: by up to eps/2 of its magnitude,
@@ -325,10 +356,15 @@ def rounding_noise_hook(dtype, rng, arithmetic=None, sign: float = 1.0):
         new = []
         for o in outs:
             o = np.asarray(o)
+            if o.dtype == np.complex128:      # each part perturbed as a float64 result is
+                new.append(_perturbed_complex(eqn, ins, o, dtype, half_eps, rng, sign, name in ACCUMULATIONS))
+                continue
             if o.dtype != np.float64:
                 new.append(o)
                 continue
-            if name in ACCUMULATIONS:
+            if name == "fft":        # an IRFFT's real result
+                noise = _fft_noise(eqn, ins, o, half_eps)
+            elif name in ACCUMULATIONS:
                 magnitude, terms = _accumulation(eqn, ins, o)
                 noise = half_eps * np.sqrt(terms) * magnitude
             elif unordered:

@@ -435,6 +435,7 @@ def spec_numbers(prog: Program, numeric: Numeric, operands: list, seed: int = 0,
     reference = numeric.outputs(prog, spec.evaluate(p64, *ops64))
     noise = [0.0] * len(reference)
     low = np.result_type(*[t.dtype for t in prog.in_types if is_float(t.dtype)] or [np.float32])
+    low = np.dtype(np.finfo(low).dtype)      # the dtype of a complex input's parts
 
     def noisy_run(k):
         # runs 2j and 2j + 1 are antithetic: the same draws, negated
@@ -466,7 +467,7 @@ def _nonlinear_in_noise(plus, minus, reference) -> bool:
                 return True
             continue
         with np.errstate(invalid="ignore", over="ignore"):
-            ep, em = np.asarray(p, np.float64) - r, np.asarray(m, np.float64) - r
+            ep, em = tolerances.widened(p) - r, tolerances.widened(m) - r
             size = np.maximum(np.abs(ep), np.abs(em))
             if np.any(np.isfinite(size) & (size > 0) & (np.abs(ep + em) > 0.5 * size)):
                 return True
@@ -485,7 +486,7 @@ def _noise(so_far, noisy, reference):
     if not is_float(reference.dtype):
         flipped = np.asarray(np.asarray(noisy) != reference)
         return flipped if isinstance(so_far, float) else so_far | flipped
-    d = np.abs(np.asarray(noisy, np.float64) - reference)
+    d = np.abs(tolerances.widened(noisy) - reference)
     return max(so_far, float(np.max(d[np.isfinite(d)], initial=0.0)))
 
 

@@ -137,6 +137,12 @@ def _is_inexact(dtype) -> bool:
             or dt == np.dtype(ml_dtypes.bfloat16))
 
 
+def widened(x) -> np.ndarray:
+    """x in float64, or complex128 where it is complex (both parts kept: a
+    float64 cast would drop the imaginary one)."""
+    return np.asarray(x, np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
 def compare(got, spec_value, reference, dtype, depth: int, scale: float = 1.0, noise_err: float = 0.0):
     """(ok, max_abs_err, max_rel_err, worst_index, tolerance)."""
     got_a, spec_a, ref_a = (np.asarray(x) for x in (got, spec_value, reference))
@@ -148,7 +154,7 @@ def compare(got, spec_value, reference, dtype, depth: int, scale: float = 1.0, n
         bad = (got_a != spec_a) & ~noise_err if isinstance(noise_err, np.ndarray) else got_a != spec_a
         return (not bad.any(), float(bad.sum()), float(bad.sum()),
                 tuple(int(i) for i in np.argwhere(bad)[0]) if bad.any() else None, 0.0)
-    g, s, r = (np.asarray(x, np.float64) for x in (got_a, spec_a, ref_a))
+    g, s, r = (widened(x) for x in (got_a, spec_a, ref_a))
     nan_g, nan_s, inf_g, inf_s = np.isnan(g), np.isnan(s), np.isinf(g), np.isinf(s)
     # exactly: the same NaN positions, the same infinities (signs included)
     differs = (nan_g != nan_s) | (inf_g != inf_s) | (inf_g & inf_s & (g != s))

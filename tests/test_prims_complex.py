@@ -153,6 +153,7 @@ def test_oracle_check_complex_losses(loss, policy):
     fn, args = _losses()[loss]
     pol = None if policy == "none" else getattr(jax.checkpoint_policies, policy)
     report = oracle.check(fn, pol, *args)
+    checked = [impl for impl in ("remat2", "remat3") if not oracle.jax_api.unavailable(impl)]   # remat3: jax 0.10.2
     for prop in ("residuals", "values", "vjp_leaves", "jvp"):
-        for impl in ("remat2", "remat3"):
+        for impl in checked:
             assert report.status(prop, impl) in ("ok", "known divergence", "not applicable"), (prop, impl, report)

@@ -52,7 +52,7 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Tracer, Zero, batch_
 from spec.ir import ArrayType, Eqn, Literal, Program, Var, constants_read, reading_constants_as_inputs
 from spec.arrays import SymbolicError
 from spec.batching import bdim_at_front, broadcast_at, moveaxis, vmap_program
-from spec.core import current_builder, to_atom
+from spec.core import complex_rules, current_builder, to_atom
 from spec.evaluate import evaluate
 from spec.explain import eqn_flops
 from spec.jvp import (LINEARIZATION_ERROR, dependence_rules, jaxpr_linearized, jvp_traced, linearizing,
@@ -884,3 +884,7 @@ def _while_jaxpr_trace(eqn: Eqn, in_unknowns, ask) -> None:
 jaxpr_trace_rules[cond_p] = _cond_jaxpr_trace
 jaxpr_trace_rules[while_p] = _while_jaxpr_trace
 linearizes_in_order.add(cond_p)   # _cond_linearize: ad.linearize_jaxpr of each branch
+
+# a cond's and a while's rules are their branches' and body's: complex
+# values pass through them
+complex_rules.update({cond_p, while_p})

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextvars
 
-from spec.core import (JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
+from spec.core import (complex_rules, JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
                        jaxpr_trace_rules, jvp_rules, linearizes_in_order, partial_eval_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
@@ -713,3 +713,7 @@ def _scan_batch(args, dims, *, jaxpr, length, reverse, num_consts, num_carry, un
 
 
 batch_rules[scan_p] = _scan_batch
+
+# a scan's rules are its body's (the carries' and stacked outputs' zeros
+# and sums are dtype-generic): complex values pass through it
+complex_rules.add(scan_p)

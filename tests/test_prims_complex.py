@@ -129,10 +129,25 @@ def _losses():
         xc = lax.complex(x[:, 0::2], x[:, 1::2])
         out = xc * jnp.exp(1j * freqs)
         return jnp.stack([jnp.real(out), jnp.imag(out)], axis=-1).reshape(x.shape)
+    def layers(ws, x, f):           # a scanned stack of checkpointed rope layers
+        def body(h, w):
+            return jax.checkpoint(lambda h, w: jnp.tanh(rope(h @ w, f)))(h, w), None
+        return (lax.scan(body, x, ws)[0] ** 2).sum()
+
+    def rotations(x, f):            # a complex carry, and a cond and a while on complex values
+        z = lax.complex(x[:, 0::2], x[:, 1::2])
+        z, ys = lax.scan(lambda z, g: (z * jnp.exp(1j * g), jnp.real(z).sum()), z, jnp.stack([f, -f]))
+        z = lax.cond(ys.sum() > 0, lambda z: z * jnp.exp(1j * f), jnp.conj, z)
+        _, z = lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * jnp.exp(1j * f)), (0, z))
+        return (jnp.abs(z) ** 2 + jnp.real(z) * jnp.imag(z)).sum()
+    jax = pytest.importorskip("jax")
     rng = np.random.default_rng(5)
     x, f = rng.normal(size=(4, 6)).astype(np.float32), rng.normal(size=(4, 3)).astype(np.float32)
     y, w = rng.normal(size=8).astype(np.float32), rng.normal(size=5).astype(np.float32)
+    ws = (rng.normal(size=(3, 6, 6)) / 3).astype(np.float32)
     return {
+        "scanned-rope": (layers, (ws, x, f)),
+        "complex-control-flow": (rotations, (x, f)),
         "rope": (lambda x, f: (rope(x, f) ** 2).sum(), (x, f)),
         "exp-1j": (lambda x: jnp.real(jnp.exp(1j * x)).sum(), (y,)),
         "abs-rfft": (lambda x: jnp.abs(jnp.fft.rfft(x)).sum(), (y,)),
@@ -141,7 +156,7 @@ def _losses():
     }
 
 
-LOSS_NAMES = ["rope", "exp-1j", "abs-rfft", "irfft-rfft", "abs-fft-sq"]
+LOSS_NAMES = ["rope", "exp-1j", "abs-rfft", "irfft-rfft", "abs-fft-sq", "scanned-rope", "complex-control-flow"]
 POLICIES = ["none", "dots_saveable", "everything_saveable"]
 
 

@@ -24,8 +24,6 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-import builtins
-
 import ml_dtypes
 
 import numpy as np
@@ -398,9 +396,6 @@ class _Namer:
         return self.names[v.id]
 
 
-builtins_complex = builtins.complex
-
-
 def _fmt_literal(lit: Literal) -> str:
     v = lit.value
     if v.dtype == np.bool_:
@@ -408,7 +403,7 @@ def _fmt_literal(lit: Literal) -> str:
     elif np.issubdtype(v.dtype, np.integer):
         s = str(int(v))
     elif is_complex(v.dtype):
-        s = repr(builtins_complex(v))        # as JAX prints it: 1j, (1+0j)
+        s = repr(complex(v))        # as JAX prints it: 1j, (1+0j)
     else:
         s = repr(float(v))
     return f"{s}:{lit.type}"

@@ -80,3 +80,34 @@ def test_a_vmap_jax_asserts_against_is_rejected_not_failed():
     prog = spec.trace(lambda a, b, c, d: tie(c * c, d), spec.f64[()], spec.f64[()], spec.f64[3], spec.f64[3])
     with pytest.raises(UnsatisfiedAssumption):
         _unless_jax_refuses_too(lambda: properties.vmap_matches_loop(prog, seed=0))
+
+
+def test_vmap_matches_loop_within_the_rounding_of_an_ill_conditioned_program():
+    """sin(dot(c, c) ** 8): the argument, ~1e7, moves by ~1e-9 when the dot
+    sums in another order (a batched dot against a looped one), so vmap
+    and the loop may differ by more than 1e-12 (found on jax 0.6.2's venv
+    by test_vmap_matches_loop); the property allows SAFETY times the
+    rounding noise, which bounds the change numpy's two summation orders
+    make, and still fails a batched value off by 1e-3."""
+    import pytest
+    from oracle.tolerances import SAFETY
+    from spec.prims_elementwise import integer_pow, sin
+    from spec.prims_structural import dot_general
+
+    def f(c):
+        return (sin(integer_pow(dot_general(c, c, (((0, 1), (0, 1)), ((), ()))), 8)),)
+    prog = spec.trace(f, spec.f64[2, 3])
+    moved = 0
+    for seed in range(10):
+        properties.vmap_matches_loop(prog, seed=seed)
+        c = np.random.default_rng(seed).uniform(0.8, 1.6, (2, 3)) * [[1, -1, 1], [-1, 1, 1]]
+        # two summation orders, computed by numpy alone
+        by_dot, by_sum = float(np.tensordot(c, c, 2)), float(np.sum(c[::-1] * c[::-1]))
+        change = abs(np.sin(by_dot ** 8) - np.sin(by_sum ** 8))
+        moved += change > 1e-12
+        assert change <= SAFETY * properties.rounding_noise(prog, [c], 0, seed), (seed, change)
+    assert moved, "no seed's summation order changed the value: the example tests nothing"
+    want = spec.evaluate(prog, np.ones((2, 3)))[0]
+    with pytest.raises(properties.PropertyFailure):
+        properties._close_within_rounding(want + 1e-3, want, 1e-12,
+                                          properties.rounding_noise(prog, [np.ones((2, 3))], 0, 0), "off")

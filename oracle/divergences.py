@@ -844,10 +844,15 @@ def _zero_cotangent_rejecters(prog: Program) -> int:
 # the properties that run a reverse pass (a stack's reverse layer too: found
 # by a campaign finding re-checked on 0.10.2)
 _REVERSE_PROPERTIES = ("prevent_cse", "vjp", "second_order", "stack")
+# ... and those whose JAX run may transpose: a stack_barriers' stack
+# may hold grad or vjp layers below its linearize (a transpose rule's
+# error there: linearize o grad o grad of a jitted select_if_vmap, found by
+# a release campaign on 0.6.2, ef57b602d9)
+_TRANSPOSING_PROPERTIES = _REVERSE_PROPERTIES + ("stack_barriers",)
 
 
 def _remat3_transposes_with_zero_cotangents(ctx) -> bool:
-    return (ctx.implementation == "remat3" and ctx.property in _REVERSE_PROPERTIES
+    return (ctx.implementation == "remat3" and ctx.property in _TRANSPOSING_PROPERTIES
             and isinstance(ctx.error, AttributeError)
             and any(f"'{zero}' object has no attribute" in str(ctx.error) for zero in ("Zero", "NoneType"))
             and _zero_cotangent_rejecters_for_unread_outputs(ctx.program))
@@ -861,8 +866,9 @@ def _jit_transposes_with_zero_cotangents(ctx) -> bool:
     linearization a jit's transpose runs its body's backward pass with the
     zero cotangents of the outputs nothing differentiates (grad o jvp of a
     jitted select_if_vmap: the primal output's; found by a release campaign
-    on 0.4.25, 6ce804760e)."""
-    return (ctx.property in _REVERSE_PROPERTIES and ctx.spec_error is None and isinstance(ctx.error, AttributeError)
+    on 0.4.25, 6ce804760e; a stack_barriers' grad layers, ef57b602d9)."""
+    return (ctx.property in _TRANSPOSING_PROPERTIES and ctx.spec_error is None
+            and isinstance(ctx.error, AttributeError)
             and any(f"'{zero}' object has no attribute" in str(ctx.error) for zero in ("Zero", "NoneType"))
             and any(_zero_cotangent_rejecters(e.params["jaxpr"]) for e in _eqns(ctx.user_program)
                     if e.primitive is call_p))

@@ -4198,6 +4198,31 @@ def test_a_jitted_select_if_vmap_under_grad_of_jvp():
     assert status == ("known divergence" if raises else "ok"), str(report)
 
 
+def test_a_jitted_select_if_vmap_under_linearize_of_grad_of_grad():
+    """linearize o grad o grad of a jitted select_if_vmap beside a square:
+    the stack_barriers property's run transposes too, so the jit's zero
+    cotangent reaches equinox's rule there as under grad (release campaign
+    finding ef57b602d9 on 0.6.2)."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import select_if_vmap_p
+    from fuzz.properties import oracle_agrees
+    from oracle.stacks import Layer, Stack
+    f = jax.jit(lambda a, p, c, d: (select_if_vmap_p.bind(p, c, d), jnp.square(a)))
+    a, p = np.float32(-1.1369617), np.bool_(True)
+    c, d = np.float32([1.3132702, 1.4127556, 1.1066358]), np.float32([-1.3158536, 0.5027385, -1.3574042])
+    report = oracle_agrees(trace_jax(f, a, p, c, d), stack=Stack((Layer("grad"), Layer("grad"), Layer("linearize"))),
+                           implementations=("remat2",), only=("stack_barriers",))
+    status = next(r.status for r in report.results if r.property == "stack_barriers")
+
+    def grad_of_grad(a, c, d):
+        inner = lambda a, c, d: sum(jnp.sum(y) for y in f(a, True, c, d))  # noqa: E731
+        return sum(jnp.sum(y) for y in jax.grad(inner, argnums=(0, 1, 2))(a, c, d))
+    outer = lambda a, c, d: jax.grad(grad_of_grad, argnums=(0, 1, 2))(a, c, d)  # noqa: E731
+    raises = _jax_raises(lambda: jax.linearize(outer, a, c, d), AttributeError,
+                         "'Zero' object has no attribute 'shape'")
+    assert status == ("known divergence" if raises else "ok"), str(report)
+
+
 def test_sort_s_old_indices_out_of_a_cond_branch():
     """A cond branch sorting a matrix it reads linearly: before jax 0.4.36
     sort's JVP gathers with int32 indices of every dimension, saved as an

@@ -1496,15 +1496,18 @@ def _follows_an_older_choice(ctx, **choices) -> bool:
     saved for a checkpoint's unused output, which the release's
     linearization keeps), or in an order-only divergence's order (found on
     0.6.2: approx_top_k's old indices beside a scan's unused output kept,
-    in 0.6.2's order)."""
+    in 0.6.2's order); each baseline also without the literals JAX lacks
+    (literal-residuals-depend-on-the-constant-s-python-type: found by a
+    release campaign on 0.6.2, dbabf8fd92, integer_pow[y=1]'s old rule
+    saving x beside a Python float divisor JAX left unsaved)."""
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
-    current = ctx.baselines()
+    current = ctx.baselines_with_python_type_literals()
     with following(**choices):      # (JAX's names normalised as that spec orders them too)
         older = dataclasses.replace(ctx, spec_residuals=ctx.residuals_with(lambda policy: policy))
         return any(_normalised_against(older, want) == want
                    or _in_another_order(_normalised_against(older, want), want, ctx)
-                   for want in older.baselines() if want not in current)
+                   for want in older.baselines_with_python_type_literals() if want not in current)
 
 
 @additive

@@ -4702,3 +4702,21 @@ def test_a_linalg_jvp_s_masks_and_a_jit_s_outputs_named_alike_are_told_apart():
     jit_order = [str(a.dtype) for a, _ in saved_residuals(f, x)][-2:]
     assert report.status("residuals", "remat2") == ("ok" if jit_order == ["float32", "bool"] else
                                                     "known divergence"), report
+
+
+def test_integer_pow_one_s_old_factor_beside_a_python_float_divisor_jax_leaves_unsaved():
+    """A checkpoint of integer_pow(x, 1) beside lax.div(b, 2.0): before jax
+    0.10.1 the old JVP rule makes the checkpoint save x, and 0.6.2 leaves
+    the Python float divisor unsaved (literal-residuals-depend-on-the-
+    constant-s-python-type); the two at once are known, not a mismatch
+    (release campaign finding dbabf8fd92 on 0.6.2)."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    def f(a, b):
+        c = jax.checkpoint(lambda d: lax.integer_pow(d, 1), policy=None, prevent_cse=False)(a)
+        return c, lax.div(b, 2.0)
+    args = np.float32(-1.1), np.ones((3, 3), np.float32)
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    jax_list = sorted(s for _, s in saved_residuals(lambda a, b: sum(jnp.sum(y) for y in f(a, b)), *args))
+    want = "ok" if jax_list == ["from a literal"] else "known divergence"
+    assert report.results[0].status == want, (str(report), jax_list)

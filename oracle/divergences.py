@@ -2666,6 +2666,22 @@ def _policy_asked_about_a_vprim(ctx):
                 lambda: ctx.numeric_program(ctx.user_program) if ctx.numeric_program else ctx.program)))
 
 
+def _maybe_set_indexes_a_numpy_buffer(ctx):
+    """JAX raised TracerArrayConversionError where the spec computes, and
+    the program (the checked function's, or a stack level's) has an equinox
+    maybe_set, or a vprim of one, whose buffer (operand 1) is a constant:
+    the JAX function holds it as a numpy array, and equinox's `_maybe_set`
+    sizes its update with `jax.eval_shape(lambda: xs[i])`, numpy indexing
+    by a traced index (found by a release campaign on 0.6.2, fe982b4ec3:
+    grad of a jitted vprim of maybe_set writing into a constant buffer;
+    0.10.2 raises too)."""
+    if ctx.spec_error is not None or type(ctx.error).__name__ != "TracerArrayConversionError":
+        return False
+    return any(e.primitive in BATCHED_AS_VPRIMS and len(e.inputs) > 1 and isinstance(e.inputs[1], Literal)
+               and (e.primitive.name == "maybe_set" or e.params["primitive"] == "maybe_set")
+               for e in _eqns_seen(ctx))
+
+
 def _vprim_in_a_checkpoint(prog: Program, inside: bool = False) -> bool:
     """A checkpoint of `prog` holds a vprim, or a primitive equinox batches
     as one (spec.prims_equinox.BATCHED_AS_VPRIMS), at any depth."""
@@ -4563,6 +4579,30 @@ DIVERGENCES = [
         "jax.grad(lambda x: f(jnp.array([True, False]), x, jnp.array([1, 2])).sum())(jnp.ones((2, 3)))"
         "  # TypeError",
         _policy_asked_about_a_vprim),
+    Divergence(
+        "equinox-maybe-set-indexes-a-numpy-buffer-with-a-tracer",
+        "equinox's `_maybe_set` (equinox/internal/_loop/common.py) sizes the value it writes "
+        "with `jax.eval_shape(lambda: xs[i])`: where the buffer xs is a numpy array (a constant "
+        "of the JAX function) and the index a tracer (vmapped: equinox's vprim batches the rule), "
+        "numpy indexes by the tracer and JAX raises TracerArrayConversionError; equinox's own "
+        "loops always hand it a traced buffer. The spec, whose maybe_set indexes any buffer, "
+        "computes (found by a release campaign on 0.6.2, fe982b4ec3: grad of a jitted vprim of "
+        "maybe_set writing into a constant buffer; measured on 0.6.2 with equinox 0.13.0 and "
+        "0.10.2 with 0.13.8). The predicate: JAX raised that error where the spec computes, and "
+        "a maybe_set or a vprim of one writes into a constant buffer.",
+        "from equinox.internal._loop.common import maybe_set_p\n"
+        "import numpy as np\n"
+        "def set_row(p, x, i):\n"
+        "    return maybe_set_p.bind(p, np.ones((4, 3), np.float32), x, i, i_static=None, "
+        "i_treedef=jax.tree_util.tree_structure(0), kwargs=(), makes_false_steps=False)\n"
+        "f = lambda x: jax.vmap(set_row, in_axes=(0, 0, 0))(jnp.array([True, False]), x, "
+        "jnp.array([1, 2])).sum()\n"
+        "try:\n"
+        "    jax.grad(f)(jnp.ones((2, 3)))\n"
+        "    print('computed')\n"
+        "except jax.errors.TracerArrayConversionError:\n"
+        "    print('TracerArrayConversionError')  # TracerArrayConversionError",
+        _maybe_set_indexes_a_numpy_buffer),
     Divergence(
         "checkpoint-residuals-are-not-rounded",
         "Before jax 0.4.31 (jax-ml/jax f498d7a3ba, #22244) remat's partial evaluation does not "

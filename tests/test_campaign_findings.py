@@ -4720,3 +4720,31 @@ def test_integer_pow_one_s_old_factor_beside_a_python_float_divisor_jax_leaves_u
     jax_list = sorted(s for _, s in saved_residuals(lambda a, b: sum(jnp.sum(y) for y in f(a, b)), *args))
     want = "ok" if jax_list == ["from a literal"] else "known divergence"
     assert report.results[0].status == want, (str(report), jax_list)
+
+
+def test_a_vmapped_maybe_set_writing_into_a_numpy_buffer_under_grad():
+    """grad of a jitted vmap of equinox's maybe_set whose buffer is a numpy
+    constant: equinox's _maybe_set indexes the buffer with the traced index
+    by numpy (TracerArrayConversionError), a known divergence wherever JAX
+    raises it; the spec computes (release campaign finding fe982b4ec3 on
+    0.6.2)."""
+    pytest.importorskip("equinox")
+    from equinox.internal._loop.common import maybe_set_p
+    from fuzz.properties import oracle_agrees
+    from oracle import divergences as dv
+    from oracle.stacks import Layer, Stack
+
+    def set_row(p, x, i):
+        return maybe_set_p.bind(p, np.ones((4, 3), np.float32), x, i, i_static=None,
+                                i_treedef=jax.tree_util.tree_structure(0), kwargs=(), makes_false_steps=False)
+    f = jax.jit(jax.vmap(set_row))
+    p, x, i = np.array([True, False]), np.ones((2, 3), np.float32), np.array([1, 2], np.int32)
+    prog = trace_jax(f, p, x, i)
+    assert any(e.primitive.name == "vprim" for e in dv._eqns(prog)), prog
+    report = oracle_agrees(prog, stack=Stack((Layer("grad"),)), implementations=("remat2",), only=("stack",))
+    status = next(r.status for r in report.results if r.property == "stack")
+    raises = _jax_raises(lambda: jax.grad(lambda x: f(p, x, i).sum())(x), jax.errors.TracerArrayConversionError,
+                         "__array__()")
+    assert status == ("known divergence" if raises else "ok"), str(report)
+    if raises:
+        assert {n for n, *_ in report.known_divergences} == {"equinox-maybe-set-indexes-a-numpy-buffer-with-a-tracer"}

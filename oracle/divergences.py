@@ -1510,6 +1510,36 @@ def _follows_an_older_choice(ctx, **choices) -> bool:
                    for want in older.baselines_with_python_type_literals() if want not in current)
 
 
+def _older_choice_moves(got, want, ctx, **choices) -> bool:
+    """The entries `got` adds to and drops from `want` are among those the
+    spec's own list gains and loses following `choices` (fields of
+    spec.semantics: a rule JAX changed on purpose): an older rule's moves in
+    their additive form, whatever the rule saves, so they compose with the
+    other additive divergences (`_composed`; found by a release campaign on
+    0.4.36, 913246c3cf: sort's old indices, their wrapping `add` saved by a
+    policy, beside the named value a custom_vjp in the checkpoint keeps)."""
+    extra, missing = _difference(got, want)
+    if not (extra or missing):
+        return False
+    older_extra, older_missing = _difference(_older_list(ctx, choices), ctx.spec_residuals)
+    return not (extra - older_extra) and not (missing - older_missing)
+
+
+def _older_list(ctx, choices: dict) -> list:
+    """The spec's residual list for `ctx` following `choices` (cached)."""
+    cache = ctx.__dict__.setdefault("_older_lists", {})
+    key = tuple(sorted(choices.items()))
+    if key not in cache:
+        with following(**choices):
+            cache[key] = ctx.residuals_with(lambda policy: policy)
+    return cache[key]
+
+
+def _or_older_moves(explains: Callable, **choices) -> Callable:
+    """`explains`, or the older choices' moves (`_older_choice_moves`)."""
+    return lambda got, want, ctx: explains(got, want, ctx) or _older_choice_moves(got, want, ctx, **choices)
+
+
 @additive
 def _integer_pow_one_factor_saved(got, want, ctx):
     """JAX's list is the baseline's plus, at most once per integer_pow[y=1]
@@ -1537,7 +1567,8 @@ def _integer_pow_one_factor_saved(got, want, ctx):
     return not missing and bool(extra) and not (_jit_outputs_alike(extra) - powers)
 
 
-_integer_pow_one_factor.explains = _integer_pow_one_factor_saved.explains   # composes as the additive form
+_integer_pow_one_factor.explains = _or_older_moves(_integer_pow_one_factor_saved.explains,  # composes as the
+                                                    integer_pow_small_y_jvp=False)   # additive form
 
 
 def _eqns_in_loops(prog: Program, lengths=()):
@@ -1680,7 +1711,8 @@ def _atan2_old_factors(got, want, ctx):
     return not (want - _jit_outputs_alike(extra)) and not (named_around_extra - _atan2s_named_around(ctx.program))
 
 
-_atan2_old_jvp.explains = _atan2_old_factors.explains     # composes as the additive form
+_atan2_old_jvp.explains = _or_older_moves(_atan2_old_factors.explains,     # composes as the additive form
+                                          atan2_jvp_divides_first=False)
 
 
 def _atan2s_named_around(prog: Program, in_checkpoint: bool = False) -> "collections.Counter":
@@ -1929,7 +1961,28 @@ def _custom_vjp_checkpoint_entries(prog: Program, nested: bool = False, source=N
         # and 0.4.36)
         allowed.update({(str(v.type), "output of remat2" if nested else str(source_of(b, c.params["jaxpr"])))
                         for c in calls for v, b in zip(c.outputs, c.params["jaxpr"].outputs)})
+        if not nested:
+            allowed.update(_operand_ancestry_entries(body, calls))
     return allowed
+
+
+def _operand_ancestry_entries(body: Program, calls: list) -> set:
+    """The entries of the values a checkpoint body computes its custom_vjp
+    calls' operands from (JAX recomputes the operands, and saves what the
+    policy lets it on the way: a named value, found by a release campaign
+    on 0.4.36, 913246c3cf, and on 0.4.25 named by its name, as
+    saved_residuals names a checkpoint_name's input there)."""
+    needed = {a.id for c in calls for a in c.inputs if isinstance(a, Var)}
+    entries = set()
+    for e in reversed(body.eqns):
+        if not any(v.id in needed for v in e.outputs):
+            continue
+        needed.update(a.id for a in e.inputs if isinstance(a, Var))
+        for v in e.outputs:
+            entries.add((str(v.type), str(source_of(v, body))))
+            if e.primitive.name == "name":
+                entries.add((str(v.type), f"named '{e.params['name']}'"))
+    return entries
 
 
 def _or_rounded(allowed: "collections.Counter") -> "collections.Counter":
@@ -1991,7 +2044,8 @@ def _sort_jvp_int32_permutation(got, want, ctx):
             and not (_jit_outputs_alike(extra) - _jit_outputs_alike(allowed)))
 
 
-_sort_old_jvp.explains = _sort_jvp_int32_permutation.explains     # composes as the additive form
+_sort_old_jvp.explains = _or_older_moves(_sort_jvp_int32_permutation.explains,     # composes as the additive
+                                         sort_jvp_gathers_along_its_dimension=False)   # form
 
 
 def _top_k_old_jvp(ctx):
@@ -2014,7 +2068,8 @@ def _top_k_old_indices(got, want, ctx):
     return _old_gather_indices(got, want, ctx, "top_k", lambda source: source == "output of reshape")
 
 
-_top_k_old_jvp.explains = _top_k_old_indices.explains     # composes as the additive form
+_top_k_old_jvp.explains = _or_older_moves(_top_k_old_indices.explains,     # composes as the additive form
+                                          top_k_jvp_batches_its_gather=False)
 
 
 def _approx_top_k_old_jvp(ctx):
@@ -2033,7 +2088,8 @@ def _approx_top_k_old_indices(got, want, ctx):
     return _old_gather_indices(got, want, ctx, "approx_top_k", _is_jit_output)
 
 
-_approx_top_k_old_jvp.explains = _approx_top_k_old_indices.explains
+_approx_top_k_old_jvp.explains = _or_older_moves(_approx_top_k_old_indices.explains,
+                                                 approx_top_k_jvp_takes_along_axis=False)
 
 
 def _lu_old_jvp(ctx):
@@ -2079,7 +2135,8 @@ def _lu_old_indices(got, want, ctx):
     return replaced == want or _in_another_order(replaced, want, ctx)
 
 
-_lu_old_jvp.explains = _lu_old_indices.explains       # composes as the additive form
+_lu_old_jvp.explains = _or_older_moves(_lu_old_indices.explains,       # composes as the additive form
+                                       lu_jvp_vmaps_its_inner_rule=False)
 
 
 def _old_gather_indices(got, want, ctx, prim: str, new_source: Callable) -> bool:
@@ -4134,7 +4191,10 @@ DIVERGENCES = [
         "checkpoint whose body calls a custom_vjp, or per custom_vjp output there (of a nested "
         "one, saved out of the enclosing checkpoint: an `output of remat2`), or per name there of "
         "the custom_vjp's output "
-        "(saved where a names policy saves it: found by a campaign on 0.4.36), or per custom_vjp "
+        "(saved where a names policy saves it: found by a campaign on 0.4.36), or per value the "
+        "body computes the custom_vjp's operands from (the checkpoint recomputes them, saving "
+        "what the policy lets it on the way: a named value, found by a release campaign on "
+        "0.4.36, 913246c3cf), or per custom_vjp "
         "output (named `output of reduce_precision` where the release rounds what remat saves), "
         "at least one; a checkpoint in a jit counts too, its entries named as what the jit returns "
         "or, for its input, the jit's operand (the jit forwards it: found by a campaign on 0.4.36).",

@@ -87,8 +87,12 @@ CASES = [
     # and equinox vprim's examples added) seeds 0-4: none, seed 5 found;
     # twenty-sixth session (dots policies' regions draw a dot read by a
     # product) seeds 0-11: found by 3 (at 185, 2 equations), 4 (150, 3),
-    # 6 (86, 4), 9 (197, 2), 10 (109, 2), not by 0-2, 5, 7, 8, 11
-    Case("policy_ignores_sin", ("residuals",), seed=10, max_examples=300),
+    # 6 (86, 4), 9 (197, 2), 10 (109, 2), not by 0-2, 5, 7, 8, 11;
+    # thirty-second session (complex, real, imag, conj and fft drawn, and
+    # half the dots a dots policy's region draws batched) seeds 0, 5, 7, 8,
+    # 10: found by 5 (at 141, 2 equations), 7 (33, 2), 8 (277, 2), 10 (67, 2),
+    # not by 0 (each the same in a fresh process and after other seeds)
+    Case("policy_ignores_sin", ("residuals",), seed=7, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
     Case("reduce_sum_batcher_drops_batch_dim", ("vmap",), seed=0, max_examples=200),
@@ -113,8 +117,10 @@ CASES = [
     # by 8 (at 111, 3 equations), 14 (120, 3) and 16 (54, 3) only;
     # twenty-sixth session (dots policies' regions draw a dot read by a
     # product) seeds 0-9, 14, 16: found by 1 (at 92, 3 equations), 7 (299,
-    # 3), 9 (263, 3), 14 (283, 3), 16 (184, 3), not by 0, 2-6, 8
-    Case("save_only_these_names_inverted", ("residuals",), seed=1, max_examples=300),
+    # 3), 9 (263, 3), 14 (283, 3), 16 (184, 3), not by 0, 2-6, 8;
+    # thirty-second session (as policy_ignores_sin above) seeds 0-16: found
+    # by 3 (at 238, 3 equations), 4 (45, 3), 6 (111, 3), 11 (125, 3) only
+    Case("save_only_these_names_inverted", ("residuals",), seed=4, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

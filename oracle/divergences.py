@@ -726,15 +726,22 @@ def _remat3_constant_output_under_jit_vmap(ctx):
 
 def _computed_from_scanned(prog: Program, scanned_inputs: frozenset = frozenset()) -> set:
     """The ids of `prog`'s vars that are, or are computed from, a stacked
-    output (a ys) of a scan of `prog` (its own equations, not sub-programs'),
-    or one of the inputs `scanned_inputs` (ids: what the enclosing program
-    passed in from a scan's ys)."""
+    output (a ys) of a scan of `prog`, or of a scan in a nested checkpoint
+    or jit that returns it (found by a pristine campaign, d3914ce803: a
+    checkpoint's unused output a nested checkpoint's scan stacked), or one
+    of the inputs `scanned_inputs` (ids: what the enclosing program passed
+    in from a scan's ys)."""
     ys_of_scan = set(scanned_inputs)
     for e in prog.eqns:
         if e.primitive.name == "scan":
             ys_of_scan.update(v.id for v in e.outputs[e.params["num_carry"]:])
         elif any(isinstance(a, Var) and a.id in ys_of_scan for a in e.inputs):
             ys_of_scan.update(v.id for v in e.outputs)
+        elif e.primitive in (remat_p, call_p):
+            body = e.params["jaxpr"]
+            inner = _computed_from_scanned(body)
+            ys_of_scan.update(v.id for v, o in zip(e.outputs, body.outputs)
+                              if isinstance(o, Var) and o.id in inner)
     return ys_of_scan
 
 

@@ -4780,3 +4780,30 @@ def test_sort_s_old_indices_beside_a_custom_vjp_s_kept_named_value():
     assert report.results[0].status == want, (str(report), jax_list)
     if old_indices and kept:     # the two together: "first + second"
         assert len(report.known_divergences[0][0].split(" + ")) == 2, str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_an_unused_checkpoint_output_a_nested_checkpoint_s_scan_stacked():
+    """A checkpoint returning, unused, what a nested checkpoint's scan
+    stacked (its carry changes: lax.scan makes an unchanged one a const):
+    remat3's reverse pass raises `Expected cotangent type`, as for a scan in
+    the checkpoint's own body, a known divergence (pristine campaign
+    finding d3914ce803); read off JAX below."""
+    def inner(j):
+        k, ys = lax.scan(lambda c, _: (c * 2.0, c), j, None, length=1)
+        return ys, j
+
+    policy = jax.checkpoint_policies.save_only_these_names("a")
+
+    def outer(f, g):
+        h, i = jax.checkpoint(inner, policy=policy, prevent_cse=False)(f)
+        return i, h
+
+    def f(a):     # jax.checkpoint reads jax_remat3 when it wraps: wrap inside
+        return jax.checkpoint(outer, policy=policy, prevent_cse=False)(a, a)[0]
+    args = np.float32(0.5),
+    with implementation("remat3"):
+        raises = _jax_raises(lambda: jax.grad(f)(*args), ValueError, "Expected cotangent type")
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("vjp",))
+    assert report.results[0].status == ("known divergence" if raises else "ok"), str(report)
+    assert raises, "the expected JAX error is gone: the divergence may not hold"

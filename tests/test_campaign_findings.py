@@ -4807,3 +4807,19 @@ def test_remat3_an_unused_checkpoint_output_a_nested_checkpoint_s_scan_stacked()
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("vjp",))
     assert report.results[0].status == ("known divergence" if raises else "ok"), str(report)
     assert raises, "the expected JAX error is gone: the divergence may not hold"
+
+
+def test_a_jitted_scan_s_zero_carry_tangent():
+    """jit of a scan whose carry, computed from a constant, is replaced by
+    the differentiated input: before direct linearization the scan's JVP
+    saves the zero tangent of the carry, named as an output of the jit
+    (release campaign finding 6a3e4af576 on 0.6.2); read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    def f(a):
+        c = jnp.zeros(3, jnp.float32) + 1.0
+        return lax.scan(lambda t, _: (a * 2.0, None), c, None, length=1)[0]
+    args = (np.ones(3, np.float32),)
+    report = oracle.check(jax.jit(f), oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
+    saved = saved_residuals(jax.jit(f), *args)
+    assert report.results[0].status == ("known divergence" if saved else "ok"), (str(report), saved)

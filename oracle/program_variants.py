@@ -379,6 +379,14 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
             inputs = _tangent_reading_inputs(e)
         elif pruned and e.primitive.name == "while":
             inputs = _while_tangent_reading_inputs(e)
+        elif pruned and e.primitive is call_p:
+            # a jit reads the tangents its body's linear program reads: its
+            # tangent half is DCE'd (pe.dce_jaxpr_pjit_rule drops an unread
+            # input); a checkpoint's output only a jit of integer_pow[y=0]
+            # (whose JVP is zeros) reads is unused (found by a pristine
+            # campaign, a7964d40fc)
+            inputs = _body_tangents_read(e, e.params["jaxpr"], e.inputs, [v.id in read for v in e.outputs],
+                                         zero, pruned, checkpoint_reads)
         elif pruned and e.primitive in dce_rules:
             whole = getattr(checkpoint_reads, "checkpoints_whole", False)
             inputs = _dce_kept_inputs(_checkpoints_whole(e) if whole else e, [v.id in read for v in e.outputs])
@@ -392,8 +400,8 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
                     # writes a zero cotangent into each, is read (found by a
                     # pristine campaign, 2c65b96caf: a nested checkpoint's output
                     # passed to an inner cond's checkpoint that never reads it)
-                    unread -= {id(a) for a in _branch_tangents_read(
-                        e, [v.id in read for v in e.outputs], zero, pruned, checkpoint_reads)}
+                    unread -= {id(a) for b in e.params["branches"] for a in _body_tangents_read(
+                        e, b, e.inputs[1:], [v.id in read for v in e.outputs], zero, pruned, checkpoint_reads)}
                 inputs = [a for a in inputs if id(a) not in unread]
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
@@ -414,16 +422,14 @@ def _may_have_forwarded(e: Eqn, read: set, zero: frozenset) -> bool:
         isinstance(a, Var) and a.id in read and is_float(a.type.dtype) and a.id not in zero for a in e.inputs)
 
 
-def _branch_tangents_read(e: Eqn, out_used: list, zero: frozenset, pruned: bool, checkpoint_reads: Callable) -> list:
-    """The operands of cond `e` whose tangents some branch reads
-    (`_live_tangents` of each branch, its outputs read as `out_used`)."""
-    read = set()
-    for b in e.params["branches"]:
-        rooted = Program(b.inputs, b.eqns, [o for o, u in zip(b.outputs, out_used) if u])
-        ids = _live_tangents(rooted, zero, pruned, checkpoint_reads)[1]
-        read |= {i for i, v in enumerate(b.inputs) if v.id in ids}
-    return [a for i, a in enumerate(e.inputs[1:]) if i in read]
-
+def _body_tangents_read(e: Eqn, body: Program, operands: list, out_used: list, zero: frozenset, pruned: bool,
+                        checkpoint_reads: Callable) -> list:
+    """The `operands` of `e` (bound to `body`'s inputs: a jit's body, a
+    cond branch) whose tangents `body` reads (`_live_tangents`, its outputs
+    read as `out_used`)."""
+    rooted = Program(body.inputs, body.eqns, [o for o, u in zip(body.outputs, out_used) if u])
+    ids = _live_tangents(rooted, zero, pruned, checkpoint_reads)[1]
+    return [a for a, v in zip(operands, body.inputs) if v.id in ids]
 
 def _while_tangent_reading_inputs(e: Eqn) -> list:
     """The operands of a while loop `e` whose tangents its JVP reads: the

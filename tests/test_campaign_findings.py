@@ -4823,3 +4823,24 @@ def test_a_jitted_scan_s_zero_carry_tangent():
     report = oracle.check(jax.jit(f), oracle.AS_IS, *args, implementations=("remat2",), properties=("residuals",))
     saved = saved_residuals(jax.jit(f), *args)
     assert report.results[0].status == ("known divergence" if saved else "ok"), (str(report), saved)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_a_checkpoint_output_only_a_jit_of_a_zero_derivative_reads():
+    """A checkpoint output read only by a jit whose body's derivative is zero
+    (integer_pow[y=0]) has no tangent read: remat3 still runs the
+    checkpoint's backward pass whole and saves what square's derivative
+    needs, as for an output nothing reads, a known divergence (pristine
+    campaign finding a7964d40fc); JAX's list is read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    c = np.array([-1.25, -1.0, -0.75], np.float32)
+
+    def f(x):
+        g, e = jax.checkpoint(lambda e: (lax.concatenate([c, jnp.square(e)], 0), e))(x)
+        return jax.jit(lambda g: lax.integer_pow(g, 0))(g), e
+    args = (np.array([0.5, -0.25, 1.5], np.float32),)
+    with implementation("remat3"):
+        saved = saved_residuals(f, *args)
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.results[0].status == ("known divergence" if saved else "ok"), (str(report), saved)
+    assert saved, "remat3 saves nothing: the divergence may not hold"

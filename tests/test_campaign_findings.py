@@ -4825,6 +4825,39 @@ def test_a_jitted_scan_s_zero_carry_tangent():
     assert report.results[0].status == ("known divergence" if saved else "ok"), (str(report), saved)
 
 
+def test_the_stub_saves_what_a_nested_offloading_policy_would_be_asked_about():
+    """A checkpoint excluding name c holds a checkpoint naming c under an
+    offloading save_from_both_policies: the documented policy recomputes c
+    in the backward pass, whose partial evaluation asks the inner policy,
+    which refuses (PolicyCombinationError); jax 0.10.2's stub saves c and
+    asks nothing (pristine campaign finding b0ade09585). Whether JAX
+    computes is read off JAX."""
+    from fuzz import properties
+    from spec import policies as sp
+    if not _divergence_active("save-anything-except-these-names-is-a-stub"):
+        pytest.skip(f"jax {jax.__version__}: save_anything_except_these_names is no stub")
+    cp = jax.checkpoint_policies
+
+    def checked(a, outer_policy, inner_policy):
+        def body(p):
+            q = jax.checkpoint(lambda r: checkpoint_name(r, "c"), policy=inner_policy, prevent_cse=False)(p)
+            return jnp.dot(q, p)
+        return jax.checkpoint(body, policy=outer_policy, prevent_cse=False)(a)
+    args = (np.array([0.5, -1.5], np.float32),)
+    inner = dict(names_which_can_be_saved=[], names_which_can_be_offloaded=["c"],
+                 offload_src="device", offload_dst="pinned_host")
+    prog = trace_jax(lambda a: checked(a, sp.save_anything_except_these_names("c"), sp.save_from_both_policies(
+        sp.save_and_offload_only_these_names(**inner), sp.nothing_saveable)), *args)
+    jax_inner = cp.save_from_both_policies(cp.save_and_offload_only_these_names(**inner), cp.nothing_saveable)
+    raises = _jax_raises(lambda: jax.grad(lambda a: checked(a, cp.save_anything_except_these_names("c"), jax_inner))(
+        *args), ValueError, "The return value of the policies should be a boolean")
+    report = properties.oracle_agrees(prog, implementations=("remat2",), only=("vjp", "prevent_cse"))
+    for prop in ("vjp", "prevent_cse"):
+        want = "ok" if raises else "known divergence"
+        assert report.status(prop, "remat2") == want, str(report)
+    assert not raises, "JAX asks the inner policy: the stub may be gone"
+
+
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
 def test_remat3_a_checkpoint_output_only_a_jit_of_a_zero_derivative_reads():
     """A checkpoint output read only by a jit whose body's derivative is zero

@@ -1531,8 +1531,8 @@ def _follows_an_older_choice(ctx, **choices) -> bool:
     if ctx.property != "residuals" or ctx.jax_residuals is None or ctx.spec_residuals is None:
         return False
     current = ctx.baselines_with_python_type_literals()
+    older = dataclasses.replace(ctx, spec_residuals=_older_list(ctx, choices))
     with following(**choices):      # (JAX's names normalised as that spec orders them too)
-        older = dataclasses.replace(ctx, spec_residuals=ctx.residuals_with(lambda policy: policy))
         return any(_normalised_against(older, want) == want
                    or _in_another_order(_normalised_against(older, want), want, ctx)
                    for want in older.baselines_with_python_type_literals() if want not in current)

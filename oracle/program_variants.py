@@ -379,13 +379,15 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
             inputs = _tangent_reading_inputs(e)
         elif pruned and e.primitive.name == "while":
             inputs = _while_tangent_reading_inputs(e)
-        elif pruned and e.primitive is call_p:
-            # a jit reads the tangents its body's linear program reads: its
-            # tangent half is DCE'd (pe.dce_jaxpr_pjit_rule drops an unread
-            # input); a checkpoint's output only a jit of integer_pow[y=0]
-            # (whose JVP is zeros) reads is unused (found by a pristine
-            # campaign, a7964d40fc)
-            inputs = _body_tangents_read(e, e.params["jaxpr"], e.inputs, [v.id in read for v in e.outputs],
+        elif pruned and e.primitive in (call_p, scan_p):
+            # a jit or scan reads the tangents its body's linear program
+            # reads (a scan's carries all read): its linear half's DCE drops
+            # an unread input (pe.dce_jaxpr_pjit_rule, _scan_dce_rule); a
+            # checkpoint's output only a jit of integer_pow[y=0] (whose JVP
+            # is zeros) reads is unused (found by a pristine campaign,
+            # a7964d40fc; in a scan body too)
+            inputs = _body_tangents_read(e, e.params["jaxpr"], e.inputs,
+                                         _body_roots(e, [v.id in read for v in e.outputs]),
                                          zero, pruned, checkpoint_reads)
         elif pruned and e.primitive in dce_rules:
             whole = getattr(checkpoint_reads, "checkpoints_whole", False)

@@ -4859,17 +4859,20 @@ def test_the_stub_saves_what_a_nested_offloading_policy_would_be_asked_about():
 
 
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
-def test_remat3_a_checkpoint_output_only_a_jit_of_a_zero_derivative_reads():
-    """A checkpoint output read only by a jit whose body's derivative is zero
-    (integer_pow[y=0]) has no tangent read: remat3 still runs the
-    checkpoint's backward pass whole and saves what square's derivative
-    needs, as for an output nothing reads, a known divergence (pristine
-    campaign finding a7964d40fc); JAX's list is read off JAX."""
+@pytest.mark.parametrize("reader", ["jit", "scan"])
+def test_remat3_a_checkpoint_output_only_a_jit_of_a_zero_derivative_reads(reader):
+    """A checkpoint output read only by a jit (or a scan) whose body's
+    derivative is zero (integer_pow[y=0]) has no tangent read: remat3 still
+    runs the checkpoint's backward pass whole and saves what square's
+    derivative needs, as for an output nothing reads, a known divergence
+    (pristine campaign finding a7964d40fc); JAX's list is read off JAX."""
     from jax._src.ad_checkpoint import saved_residuals
     c = np.array([-1.25, -1.0, -0.75], np.float32)
 
     def f(x):
         g, e = jax.checkpoint(lambda e: (lax.concatenate([c, jnp.square(e)], 0), e))(x)
+        if reader == "scan":
+            return lax.scan(lambda k, gi: (k + lax.integer_pow(gi, 0), None), np.float32(0), g)[0], e
         return jax.jit(lambda g: lax.integer_pow(g, 0))(g), e
     args = (np.array([0.5, -0.25, 1.5], np.float32),)
     with implementation("remat3"):

@@ -91,7 +91,9 @@ CASES = [
     # thirty-second session (complex, real, imag, conj and fft drawn, and
     # half the dots a dots policy's region draws batched) seeds 0, 5, 7, 8,
     # 10: found by 5 (at 141, 2 equations), 7 (33, 2), 8 (277, 2), 10 (67, 2),
-    # not by 0 (each the same in a fresh process and after other seeds)
+    # not by 0 (each the same in a fresh process and after other seeds);
+    # thirty-third session (the local-constant pool pinned empty) seed 7
+    # still finds it
     Case("policy_ignores_sin", ("residuals",), seed=7, max_examples=300),
     # needs cos of a negative value (drawn inputs have random signs)
     Case("cos_jvp_sign_at_negative_inputs", ("jvp",), seed=0, max_examples=100),
@@ -119,8 +121,12 @@ CASES = [
     # product) seeds 0-9, 14, 16: found by 1 (at 92, 3 equations), 7 (299,
     # 3), 9 (263, 3), 14 (283, 3), 16 (184, 3), not by 0, 2-6, 8;
     # thirty-second session (as policy_ignores_sin above) seeds 0-16: found
-    # by 3 (at 238, 3 equations), 4 (45, 3), 6 (111, 3), 11 (125, 3) only
-    Case("save_only_these_names_inverted", ("residuals",), seed=4, max_examples=300),
+    # by 3 (at 238, 3 equations), 4 (45, 3), 6 (111, 3), 11 (125, 3) only;
+    # thirty-third session (Hypothesis' local-constant pool pinned empty,
+    # fuzz/constants_pool.py, so draws no longer depend on the modules
+    # imported; every dots region plants a dot) seeds 0-3, 5-12: found by
+    # 1 (at 288, 3 equations), 5 (118, 3), 7 (223, 3) only
+    Case("save_only_these_names_inverted", ("residuals",), seed=5, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

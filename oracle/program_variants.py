@@ -386,7 +386,7 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
             # checkpoint's output only a jit of integer_pow[y=0] (whose JVP
             # is zeros) reads is unused (found by a pristine campaign,
             # a7964d40fc; in a scan body too)
-            inputs = _body_tangents_read(e, e.params["jaxpr"], e.inputs,
+            inputs = _body_tangents_read(e.params["jaxpr"], e.inputs,
                                          _body_roots(e, [v.id in read for v in e.outputs]),
                                          zero, pruned, checkpoint_reads)
         elif pruned and e.primitive in dce_rules:
@@ -403,7 +403,7 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
                     # pristine campaign, 2c65b96caf: a nested checkpoint's output
                     # passed to an inner cond's checkpoint that never reads it)
                     unread -= {id(a) for b in e.params["branches"] for a in _body_tangents_read(
-                        e, b, e.inputs[1:], [v.id in read for v in e.outputs], zero, pruned, checkpoint_reads)}
+                        b, e.inputs[1:], [v.id in read for v in e.outputs], zero, pruned, checkpoint_reads)}
                 inputs = [a for a in inputs if id(a) not in unread]
         read |= {a.id for a in inputs if isinstance(a, Var)}
     return live, read
@@ -424,14 +424,15 @@ def _may_have_forwarded(e: Eqn, read: set, zero: frozenset) -> bool:
         isinstance(a, Var) and a.id in read and is_float(a.type.dtype) and a.id not in zero for a in e.inputs)
 
 
-def _body_tangents_read(e: Eqn, body: Program, operands: list, out_used: list, zero: frozenset, pruned: bool,
+def _body_tangents_read(body: Program, operands: list, out_used: list, zero: frozenset, pruned: bool,
                         checkpoint_reads: Callable) -> list:
-    """The `operands` of `e` (bound to `body`'s inputs: a jit's body, a
+    """The `operands` bound to `body`'s inputs (a jit's or scan's body, a
     cond branch) whose tangents `body` reads (`_live_tangents`, its outputs
     read as `out_used`)."""
     rooted = Program(body.inputs, body.eqns, [o for o, u in zip(body.outputs, out_used) if u])
     ids = _live_tangents(rooted, zero, pruned, checkpoint_reads)[1]
     return [a for a, v in zip(operands, body.inputs) if v.id in ids]
+
 
 def _while_tangent_reading_inputs(e: Eqn) -> list:
     """The operands of a while loop `e` whose tangents its JVP reads: the

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
+import pathlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 pytest.importorskip("jax")     # only the imports may skip
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")    # the campaign itself runs in a subprocess
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import seed as hyp_seed  # noqa: E402
@@ -46,20 +52,68 @@ def _finding_dirs(out):
     return {d.name: d for d in out.iterdir() if d.is_dir() and not d.name.startswith(".")}
 
 
-@pytest.mark.slow      # a whole campaign in subprocesses (40 s); `make test-slow`
-def test_ray_campaign_finds_and_deduplicates_a_planted_bug(tmp_path, capsys):
-    out = tmp_path / "findings"
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={
+# The driver, run in a fresh interpreter: a Ray runtime that dies takes its
+# driver process with it (Ray's core worker exits the process when it loses
+# its GCS), and in the test process that would be pytest-xdist's worker, with
+# nothing said (CI, 2026-12-07: "worker 'gw0' crashed"). In a subprocess the
+# test sees the exit status, the output and Ray's own logs.
+_DRIVER = """
+import json, os, sys
+import ray
+from fuzz import cli
+ray.init(num_cpus=2, include_dashboard=False, _temp_dir=os.environ["RAY_TMP"],
+         runtime_env=json.loads(os.environ["RAY_RUNTIME_ENV"]))
+try:
+    rc = cli.main(sys.argv[1:])
+finally:
+    ray.shutdown()
+sys.exit(rc)
+"""
+
+
+def _ray_logs(ray_tmp, limit=6000):
+    """The tail of every error log Ray wrote: why a Ray runtime died."""
+    tails = []
+    for path in sorted(ray_tmp.glob("session_*/logs/*.err")) + sorted(
+            ray_tmp.glob("session_*/logs/raylet.out")):
+        text = path.read_text(errors="replace").strip()
+        if text:
+            tails.append(f"--- {path.name}\n{text[-limit:]}")
+    return "\n".join(tails)[-4 * limit:]
+
+
+def _ray_campaign(tmp_path, out):
+    """Run `remat-oracle fuzz --ray local` in a fresh interpreter on a local
+    Ray whose workers run a JAX with BUG planted: (returncode, output)."""
+    # Ray's own folder: short (its socket paths must fit AF_UNIX's 107 bytes)
+    ray_tmp = pathlib.Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    runtime_env = {
         "worker_process_setup_hook": "planted_bugs.plant_from_environment",
         "env_vars": {"PYTHONPATH": os.pathsep.join([REPO, os.path.join(REPO, "tests")]),
-                     "PLANTED_BUG": BUG, "JAX_PLATFORMS": "cpu"}})
+                     "PLANTED_BUG": BUG, "JAX_PLATFORMS": "cpu"}}
+    env = dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu", RAY_TMP=str(ray_tmp),
+               RAY_RUNTIME_ENV=json.dumps(runtime_env))
+    argv = ["fuzz", "--ray", "local", "--minutes", "0.6", "--seed", "0",
+            "--jax-impl", "remat2", "--no-corpus", "--out", str(out)]
     try:
-        rc = cli.main(["fuzz", "--ray", "local", "--minutes", "0.6", "--seed", "0",
-                       "--jax-impl", "remat2", "--no-corpus", "--out", str(out)])
+        done = subprocess.run([sys.executable, "-c", _DRIVER, *argv], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=600)
+        logs = _ray_logs(ray_tmp)
     finally:
-        ray.shutdown()
-    stdout, stderr = capsys.readouterr()
-    log = stdout + stderr
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    log = done.stdout + done.stderr
+    # cli.main answers 0 (nothing found), 1 (findings) or 2 (usage): anything
+    # else is the driver dying, and Ray's logs say why
+    assert done.returncode in (0, 1, 2), (
+        f"the campaign's driver died (exit status {done.returncode}):\n{log[-6000:]}\n"
+        f"Ray's logs:\n{logs}")
+    return done.returncode, done.stdout, log
+
+
+@pytest.mark.slow      # a whole campaign in subprocesses (40 s); `make test-slow`
+def test_ray_campaign_finds_and_deduplicates_a_planted_bug(tmp_path):
+    out = tmp_path / "findings"
+    rc, stdout, log = _ray_campaign(tmp_path, out)
     assert rc == 1, log
     assert re.search(r"\d+ programs in [\d.]+ s", stdout), log          # the summary
     assert f"{PLANTED_KEY} -> " in stdout, log

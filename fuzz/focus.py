@@ -10,6 +10,14 @@ one still shows the bug: checking just that is several times faster (a
 residual set needs no compile at all) and keeps the shrinker from sliding
 to a different failure.
 
+Shrinking also has a budget (`SHRINK_SECONDS` from the first failure):
+past it, a program not seen failing passes unchecked, so Hypothesis' shrink
+passes run out at once and it reports the smallest failure found so far
+(programs seen failing are still checked, and fail again: Hypothesis'
+final replay of the shrunk one is such a program). Under an injected bug
+whose programs shrink slowly, `pytest fuzz/` otherwise spent Hypothesis'
+whole five minutes shrinking (a 400 s mutation-benchmark timeout).
+
 Once Hypothesis has shrunk a failure, `reduced_failure` reduces the
 program further (fuzz/reduce.py), keeping a smaller one only where the same
 pair still fails: the campaign does it for each finding, and `pytest fuzz/`
@@ -18,6 +26,7 @@ reports (and its reproducer) is the reduced program's.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 import oracle
@@ -25,18 +34,47 @@ import oracle
 from fuzz import properties, watchdog
 
 
+# seconds of shrinking, from a run's first failure: Hypothesis' own cap is
+# 300 s (engine.MAX_SHRINKING_SECONDS); most of what shrinking removes goes
+# in its first passes, and fuzz/reduce.py then reduces the shrunk program
+SHRINK_SECONDS = 60.0
+
+
 class Focus:
     """The checks of one Hypothesis run: everything until a Mismatch, then
-    only the pairs that failed (a fresh Focus per run)."""
+    only the pairs that failed, for at most `shrink_seconds` (a fresh Focus
+    per run)."""
 
-    def __init__(self, implementations=("remat2", "remat3")):
+    def __init__(self, implementations=("remat2", "remat3"), *, shrink_seconds: float = SHRINK_SECONDS):
         self.implementations = tuple(implementations)
+        self.shrink_seconds = shrink_seconds
         self.failed: tuple = ()
+        self.failing: set[str] = set()          # the programs seen failing (_key)
+        self.first_failure_at: float | None = None
 
     def check(self, prog, *, stack=None, spelling=None):
         """oracle_agrees (of prog, written in `spelling`, with its `stack`)
         under the wall-clock limit; its report, or None when nothing of
-        what failed before applies to `prog`."""
+        what failed before applies to `prog`, or when the shrink budget is
+        spent and `prog` was not seen failing."""
+        key = _key(prog, stack, spelling)
+        if self._shrinking_spent() and key not in self.failing:
+            return None
+        try:
+            return self._check(prog, stack, spelling)
+        except oracle.Unsupported:
+            raise
+        except Exception:
+            self.failing.add(key)
+            if self.first_failure_at is None:
+                self.first_failure_at = time.monotonic()
+            raise
+
+    def _shrinking_spent(self) -> bool:
+        return (self.first_failure_at is not None
+                and time.monotonic() - self.first_failure_at > self.shrink_seconds)
+
+    def _check(self, prog, stack, spelling):
         only, impls = None, self.implementations
         if self.failed:
             only = tuple(sorted({p for p, _ in self.failed}))
@@ -57,6 +95,11 @@ class Focus:
 
 
 REDUCE_SECONDS = 60      # at most, per failure
+
+
+def _key(prog, stack, spelling) -> str:
+    """What a drawn example is, as text: equal for Hypothesis' replays of it."""
+    return f"{prog}\n{spelling}\n{stack}"
 
 
 def _final_replay() -> bool:

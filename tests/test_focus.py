@@ -47,3 +47,31 @@ def test_a_program_none_of_the_failed_properties_applies_to_passes():
     focus = Focus(("remat2",))
     focus.failed = (("vjp", "remat2"),)
     assert focus.check(_while_program()) is None         # no reverse mode through a while loop
+
+
+def _cos_of_double_program():
+    return spec.trace(lambda x: ops.cos(ops.add(x, x)), spec.f32[3])
+
+
+def test_past_the_shrink_budget_only_programs_seen_failing_are_checked():
+    with planted_bugs.BUGS["cos_jvp_sign_at_negative_inputs"]():
+        with pytest.raises(oracle.Mismatch):                 # it fails under the bug...
+            Focus(("remat2",)).check(_cos_of_double_program())
+        focus = Focus(("remat2",), shrink_seconds=0.0)
+        with pytest.raises(oracle.Mismatch):
+            focus.check(_cos_program())
+        # ...but the budget is spent: a program not seen failing passes unchecked
+        assert focus.check(_cos_of_double_program()) is None
+        with pytest.raises(oracle.Mismatch):                 # Hypothesis' final replay
+            focus.check(_cos_program())
+    report = focus.check(_cos_program())     # seen failing: still checked (and pristine JAX agrees)
+    assert report is not None and {r.status for r in report.results} == {"ok"}
+
+
+def test_within_the_shrink_budget_every_program_is_checked():
+    focus = Focus(("remat2",), shrink_seconds=3600.0)
+    with planted_bugs.BUGS["cos_jvp_sign_at_negative_inputs"]():
+        with pytest.raises(oracle.Mismatch):
+            focus.check(_cos_program())
+        with pytest.raises(oracle.Mismatch):
+            focus.check(_cos_of_double_program())

@@ -2579,9 +2579,14 @@ def test_a_batched_dynamic_slice_s_gradient_on_the_installed_release():
     # the second: the outer vmap leaves g unbatched, so it batches the inner
     # gather's indices alone and they lose their unique and sorted marks
     # (finding dfad72a4a5 on 0.4.25)
+    # the third: vmap o grad o vmap, where the gather's values are dead and
+    # the program the spec differentiates keeps only its transpose, a
+    # scatter-add (finding df719984dc on 0.4.36)
     stacks = (S.Stack((vmap, S.Layer("grad", argnums=(0,)))),
               S.Stack((vmap, S.Layer("vmap", in_axes=(None, 0, 0), out_axes=(0,), size=2),
-                       S.Layer("grad", argnums=(0,)))))
+                       S.Layer("grad", argnums=(0,)))),
+              S.Stack((vmap, S.Layer("grad", argnums=(0,)),
+                       S.Layer("vmap", in_axes=(0, 0, 0, 0), out_axes=(0,), size=2))))
     d = next(d for d in DIVERGENCES if d.name == "batched-dynamic-slice-drops-out-of-bounds-gradients")
     for stack in stacks:
         for j, clamped in ((3, True), (1, False)):

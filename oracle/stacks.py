@@ -8,9 +8,12 @@ A Stack is plain data: its layers, innermost first. Each layer maps a
 *level* (a function of a flat list of arrays returning a tuple of arrays,
 and the spec program computing the same) to the next:
 
-  jvp        (x, t)  -> the tangents of the float outputs (t: one per differentiated x)
-  linearize  as jvp; outermost only: jax.linearize in the checked jit, the
-             returned linear function called by a second jit
+  jvp        (x, t)  -> the outputs, then the tangents of the float outputs (t: one
+             per differentiated x): what jax.jvp returns, both checked (an
+             outer layer's primal outputs are the inner layer's tangents)
+  linearize  the tangents of the float outputs; outermost only: jax.linearize
+             in the checked jit, the returned linear function called by a
+             second jit
   vjp        (x, ct) -> the cotangents of the differentiated x (ct: one per float output)
   grad       (x, w)  -> jax.grad of sum_k sum(y_k * w_k) over the float outputs y_k,
              w.r.t. the differentiated x (the spec: vjp with cotangents w)
@@ -151,7 +154,8 @@ def next_level(level: Level, layer: Layer) -> Level:
     d = differentiated(level, layer) if layer.kind in AD_KINDS else []
     fl = [level.out_types[j] for j in level.float_outputs]
     if layer.kind in FORWARD_KINDS:
-        return Level(level.in_types + tuple(level.in_types[i] for i in d), tuple(fl),
+        outs = level.out_types + tuple(fl) if layer.kind == "jvp" else tuple(fl)
+        return Level(level.in_types + tuple(level.in_types[i] for i in d), outs,
                      level.diff + (True,) * len(d))
     if layer.kind in REVERSE_KINDS:
         held = layer.kind == "vjp"
@@ -246,8 +250,8 @@ def _spec_layer(prog: Program, level: Level, layer: Layer) -> Program:
             # policy is asked (and may refuse, as a save_from_both_policies of
             # an offload policy does: ci-draw finding); its values are the JVP's
             spec.linearize(prog, diff=_mask(level, d))
-        jp, _ = spec.jvp_program(prog, nonzeros=_mask(level, d))
-        return _select(jp, range(n, len(jp.outputs)))
+        jp, _ = spec.jvp_program(prog, nonzeros=_mask(level, d))     # outputs, then float tangents
+        return jp if layer.kind == "jvp" else _select(jp, range(n, len(jp.outputs)))
     if layer.kind == "grad":
         return spec.traced_grad(_loss_program(prog, level), argnums=tuple(d))
     if layer.kind in REVERSE_KINDS:
@@ -388,7 +392,7 @@ def _layer_source(k: int, level: Level, layer: Layer) -> list[str]:
     primals = f"[a[i] for i in {d!r}]"
     if layer.kind == "jvp":
         return head + [f"        outs, tangents = jax.jvp({at}, {primals}, list(a[{n}:]))",
-                       "        return tuple(t for o, t in zip(outs, tangents) if is_float(o))"]
+                       "        return tuple(outs) + tuple(t for o, t in zip(outs, tangents) if is_float(o))"]
     if layer.kind == "linearize":
         return head + [f"        outs, f_lin = jax.linearize({at}, *{primals})",
                        f"        return f_lin, tuple(a[{n}:])"]

@@ -59,7 +59,9 @@ def _ref_layer(fn, level: S.Level, layer: S.Layer):
         def g(a):
             t = a[n:]
             up, dn = shifted(a, t, EPS), shifted(a, t, -EPS)
-            return [(u - v) / (2 * EPS) for u, v in zip(up, dn)]
+            tangents = [(u - v) / (2 * EPS) for u, v in zip(up, dn)]
+            # jax.jvp returns the outputs too (a linearized function only the tangents)
+            return (list(fn(a[:n])) if layer.kind == "jvp" else []) + tangents
         return g
     if layer.kind in S.REVERSE_KINDS:
         def g(a):
@@ -119,7 +121,8 @@ STACKS = {
     "jvp(argnums=(0,)) o jvp(argnums=(1,))": (S.Layer("jvp", argnums=(1,)), S.Layer("jvp", argnums=(0,))),
     "vjp o jvp(argnums=(0,))": (S.Layer("jvp", argnums=(0,)), S.Layer("vjp")),
     "linearize(argnums=(1,)) o vmap": (_vmap((-1, 0, 0), (0, -1, 0)), S.Layer("linearize", argnums=(1,))),
-    "vmap o vmap o jvp": (S.Layer("jvp"), _vmap((0, 1, None, 0, 2), (1, 0)), _vmap((2, 0, 1, None, 0), (0, 2))),
+    "vmap o vmap o jvp": (S.Layer("jvp"), _vmap((0, 1, None, 0, 2), (1, 0, 1, 1, 0)),
+                          _vmap((2, 0, 1, None, 0), (0, 2, 1, 3, 0))),
 }
 
 

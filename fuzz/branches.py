@@ -25,6 +25,8 @@ import numpy as np
 
 from spec import policies as P
 from spec.ir import Literal, Program, Var, is_float, subprograms
+from spec.jvp import output_dependence
+from spec.vjp import linearize
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,33 @@ class Branch:
     cls: str            # the class of parameters
     source: str         # jax/_src/...: the function whose branch it is
     hit: Callable       # Site -> bool
+    shown_by: tuple = ()    # the properties whose verdict shows the branch ran (default: its rule's)
 
     @property
     def key(self) -> tuple:
         return (self.target, self.rule, self.cls)
+
+    @property
+    def properties(self) -> tuple:
+        """The properties (fuzz.properties.oracle_agrees) of which one
+        coming out `ok` shows JAX ran this branch and agreed: a known
+        divergence on them (JAX raising earlier, say) shows nothing."""
+        return self.shown_by or RULE_PROPERTIES[self.rule]
+
+
+# the properties that run a rule of each kind through JAX; "P:KIND" is the
+# stack property P of the one-layer stack KIND (fuzz/test_branches.py
+# checks a program under `linearize`, and under `grad` where reverse
+# properties skip it for its non-float outputs)
+RULE_PROPERTIES = {
+    "jvp": ("jvp", "second_order", "stack:linearize"),
+    "transpose": ("vjp", "second_order", "stack:grad"),
+    "vjp": ("vjp", "second_order", "stack:grad"),
+    "policy": ("residuals", "vjp_leaves", "stack_residuals:grad"),
+    "partial_eval": ("residuals", "vjp_leaves", "stack_residuals:grad"),
+    "dce": ("residuals", "vjp_leaves", "stack_residuals:grad"),
+    "batch": ("vmap",),
+}
 
 
 # --------------------------------------------------------------------------
@@ -95,6 +120,21 @@ def _size1_broadcast(s):
 
 def _dn(s):
     return s.params["dimension_numbers"]
+
+
+def _barrier_of_tangents_alone(s) -> bool:
+    """A per-input prevent_cse with every flag False, on a checkpoint whose
+    body needs no residual to be linearized: the staged remat of a called
+    linear function (jax.linearize) has a barrier only for the flags
+    remat_jvp appends for the tangents (`prevent_cse += (True,) *
+    len(nonzero_tangents)`); residuals would bring their own True flags."""
+    prevent_cse = s.params["prevent_cse"]
+    if not isinstance(prevent_cse, tuple) or any(prevent_cse):
+        return False
+    try:
+        return not linearize(s.params["jaxpr"]).residuals
+    except Exception:       # noqa: BLE001 -- a body the spec cannot linearize (a while loop): not this branch
+        return False
 
 
 def _other_side_contract_unsorted(s):
@@ -475,6 +515,9 @@ BRANCHES: tuple[Branch, ...] = tuple(
        Branch("remat", "dce", "an output unused", f"{AC}:remat_dce", _is("remat", _unused_output)),
        Branch("remat", "partial_eval", "prevent_cse False", f"{AC}:remat_partial_eval",
               _is("remat", lambda s: not s.params["prevent_cse"])),
+       Branch("remat", "jvp", "per-input prevent_cse all False, no residuals: a linear function's barrier "
+              "is the tangents' alone", f"{AC}:remat_jvp", _is("remat", _barrier_of_tangents_alone),
+              shown_by=("stack_barriers:linearize",)),
        Branch("remat", "partial_eval", "a literal operand in the body", f"{PE}:partial_eval_jaxpr_custom",
               lambda s: _literal_input(s) and any(e.primitive.name == "remat" for e in s.within)),
        Branch("remat", "partial_eval", "nested checkpoint with another policy", f"{PE}:call_partial_eval_custom_rule",
@@ -524,8 +567,8 @@ def sites(prog: Program, varies=None, within=(), top=None, live=True):
     """Every equation of `prog` and its sub-programs as a Site. `varies`:
     per input, whether it depends on the outer program's float inputs
     (default: float inputs do, others do not); `live`: whether `prog`'s
-    outputs reach the drawn program's (a sub-program's do where its
-    equation's do)."""
+    outputs reach the drawn program's, for all of them or per output (a
+    sub-program's outputs do where its equation's do)."""
     top = prog if top is None else top
     if varies is None:
         varies = [is_float(v.type.dtype) for v in prog.inputs]
@@ -533,33 +576,54 @@ def sites(prog: Program, varies=None, within=(), top=None, live=True):
     defs = {v.id: e for e in prog.eqns for v in e.outputs}
     used = frozenset(a.id for e in prog.eqns for a in e.inputs if isinstance(a, Var)) | \
         frozenset(a.id for a in prog.outputs if isinstance(a, Var))
-    reaching = _reaching_outputs(prog) if live else frozenset()
+    live_outputs = [live] * len(prog.outputs) if isinstance(live, bool) else live
+    reaching = _reaching_outputs(prog, live_outputs)
     for e in prog.eqns:
         in_dep = [isinstance(a, Var) and dep.get(a.id, False) for a in e.inputs]
-        e_live = any(v.id in reaching for v in e.outputs)
-        yield Site(e, within, tuple(not d for d in in_dep), defs, used, top, e_live)
+        outs_live = [v.id in reaching for v in e.outputs]
+        yield Site(e, within, tuple(not d for d in in_dep), defs, used, top, any(outs_live))
         for _, body in subprograms(e.params):
             n = len(body.inputs)
             inner = in_dep if n == len(in_dep) else in_dep[1:] if n == len(in_dep) - 1 else [True] * n
-            yield from sites(body, inner, within + (e,), top, e_live)
+            body_live = outs_live if len(body.outputs) == len(e.outputs) else any(outs_live)
+            yield from sites(body, inner, within + (e,), top, body_live)
         out_dep = any(in_dep) and e.primitive.name != "stop_gradient"
         for v in e.outputs:
             dep[v.id] = out_dep and is_float(v.type.dtype)
 
 
-def _reaching_outputs(prog: Program) -> frozenset:
+def _reaching_outputs(prog: Program, live_outputs) -> frozenset:
     """The ids of `prog`'s float values whose tangent can reach a float
-    output of `prog` (through float values; not through stop_gradient)."""
-    live = {a.id for a in prog.outputs if isinstance(a, Var) and is_float(a.type.dtype)}
+    output of `prog` that `live_outputs` flags (through float values; not
+    through stop_gradient; through an equation with a sub-program, from
+    the inputs its reaching outputs depend on: a checkpoint's input that
+    only an unread output depends on is not reached, found by a covering
+    program whose dot_general fed a scan's dead carry)."""
+    live = {a.id for a, l in zip(prog.outputs, live_outputs)
+            if l and isinstance(a, Var) and is_float(a.type.dtype)}
     for e in reversed(prog.eqns):
-        if e.primitive.name != "stop_gradient" and any(v.id in live for v in e.outputs):
-            live.update(a.id for a in e.inputs if isinstance(a, Var) and is_float(a.type.dtype))
+        outs_live = [v.id in live for v in e.outputs]
+        if e.primitive.name == "stop_gradient" or not any(outs_live):
+            continue
+        for k, a in enumerate(e.inputs):
+            if isinstance(a, Var) and is_float(a.type.dtype) and a.id not in live and _reaches(e, k, outs_live):
+                live.add(a.id)
     return frozenset(live)
+
+
+def _reaches(e, k: int, outs_live: list) -> bool:
+    """Some output of `e` that `outs_live` flags depends on its input `k`."""
+    if not subprograms(e.params):
+        return True
+    depends = output_dependence(e, [i == k for i in range(len(e.inputs))])
+    return any(d and l for d, l in zip(depends, outs_live))
 
 
 # the rules whose branch a program takes only where the equation's tangent
 # reaches an output: elsewhere JAX's answer does not show which path it took
-NEEDS_LIVE = ("jvp", "transpose")
+# (a checkpoint whose tangents reach no output saves nothing: its policy's
+# answers show in no residual, found by a mutant of dots_saveable surviving)
+NEEDS_LIVE = ("jvp", "transpose", "vjp", "policy", "partial_eval", "dce")
 
 
 def branches_hit(prog: Program) -> set:

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz import properties
 from fuzz.branches import BRANCHES, branches_hit
-from fuzz.strategies import programs
+from fuzz.strategies import has_custom_vjp, has_while, programs
+from oracle import stacks as S
 from spec.ir import is_float
 
 # draws of the differential strategy counted (ci: 60 examples -> 1000 draws)
@@ -62,8 +63,6 @@ def _one_layer_stack(prog, kind: str):
     """The stack of one `kind` layer where it applies to `prog` (forward
     mode not through a custom_vjp function, reverse mode not through a
     while loop), else None."""
-    from oracle import stacks as S
-    from fuzz.strategies import has_custom_vjp, has_while
     layer = S.Layer(kind)
     if (kind in S.FORWARD_KINDS and has_custom_vjp(prog) or kind in S.REVERSE_KINDS and has_while(prog)
             or S.applicable(S.base_level(prog), layer) is not None):

@@ -4882,10 +4882,9 @@ def test_remat3_a_checkpoint_output_only_a_jit_of_a_zero_derivative_reads(reader
     assert saved, "remat3 saves nothing: the divergence may not hold"
 
 
-# Two pristine-round findings on jax 0.10.2 (round s65, session 34) the spec
-# does not yet model: second-order residuals (the stack `grad`, whose
-# function is then linearized by saved_residuals) of a jit inside a
-# checkpoint. Strict xfails: each turns red once the spec is fixed.
+# Two pristine-round findings on jax 0.10.2 (round s65, session 34):
+# second-order residuals (the stack `grad`, whose function is then
+# linearized by saved_residuals) of a jit inside a checkpoint.
 
 def _second_order_residuals_agree(prog):
     """The stack `grad`'s residuals agree, where they are compared (on the
@@ -4913,10 +4912,12 @@ def _constant_in_a_jit_in_a_checkpoint(a):
                           policy=jax.checkpoint_policies.save_only_these_names("a"))(a)
 
 
-@pytest.mark.xfail(strict=True, raises=oracle.Mismatch, reason="finding 54f2840b6b: the backward checkpoint's replay of a print in a "
-                   "jit reads b, which JAX then saves at second order; the spec's transposed checkpoint "
-                   "drops the jit's copy of the print (spec/transpose.py `_without_hoisted_effects`)")
 def test_second_order_residuals_of_a_print_in_a_jit_in_a_checkpoint():
+    """Finding 54f2840b6b: transposing the staged checkpoint replays the
+    print in its jit (JAX's transposed checkpoint has it: jax.make_jaxpr of
+    the grad), so the print's operand b is saved when the gradient is
+    linearized; the spec had dropped the jit's copy of the print as a
+    hoisted duplicate (spec/transpose.py `_without_hoisted_effects`)."""
     a, b = np.array([-1.1, 0.7, 0.5], np.float32), np.ones((2, 3), np.float32)
     prog = trace_jax(_print_in_a_jit_in_a_checkpoint, a, b)
     _second_order_residuals_agree(prog)

@@ -80,15 +80,14 @@ class Branch:
 
 # the properties that run a rule of each kind through JAX; "P:KIND" is the
 # stack property P of the one-layer stack KIND (fuzz/test_branches.py
-# checks a program under `linearize`, and under `grad` where reverse
-# properties skip it for its non-float outputs)
+# checks each program under `linearize` too)
 RULE_PROPERTIES = {
     "jvp": ("jvp", "second_order", "stack:linearize"),
-    "transpose": ("vjp", "second_order", "stack:grad"),
-    "vjp": ("vjp", "second_order", "stack:grad"),
-    "policy": ("residuals", "vjp_leaves", "stack_residuals:grad"),
-    "partial_eval": ("residuals", "vjp_leaves", "stack_residuals:grad"),
-    "dce": ("residuals", "vjp_leaves", "stack_residuals:grad"),
+    "transpose": ("vjp", "second_order"),
+    "vjp": ("vjp", "second_order"),
+    "policy": ("residuals", "vjp_leaves"),
+    "partial_eval": ("residuals", "vjp_leaves"),
+    "dce": ("residuals", "vjp_leaves"),
     "batch": ("vmap",),
 }
 

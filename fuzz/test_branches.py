@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz import properties
 from fuzz.branches import BRANCHES, branches_hit
-from fuzz.strategies import has_custom_vjp, has_while, programs
+from fuzz.strategies import has_custom_vjp, programs
 from oracle import stacks as S
-from spec.ir import is_float
 
 # draws of the differential strategy counted (ci: 60 examples -> 1000 draws)
 DRAWS_PER_EXAMPLE = 50
@@ -59,13 +58,11 @@ def test_every_branch_is_drawn():
     assert not missing, f"{len(missing)} of {len(BRANCHES)} branches never drawn: {missing}"
 
 
-def _one_layer_stack(prog, kind: str):
-    """The stack of one `kind` layer where it applies to `prog` (forward
-    mode not through a custom_vjp function, reverse mode not through a
-    while loop), else None."""
-    layer = S.Layer(kind)
-    if (kind in S.FORWARD_KINDS and has_custom_vjp(prog) or kind in S.REVERSE_KINDS and has_while(prog)
-            or S.applicable(S.base_level(prog), layer) is not None):
+def _linearized(prog):
+    """The stack `linearize` where it applies to `prog` (not through a
+    custom_vjp function), else None."""
+    layer = S.Layer("linearize")
+    if has_custom_vjp(prog) or S.applicable(S.base_level(prog), layer) is not None:
         return None
     return S.Stack((layer,))
 
@@ -73,22 +70,15 @@ def _one_layer_stack(prog, kind: str):
 def _verdicts(prog) -> set:
     """The properties that came out agreeing on `prog`, checked as the
     differential test checks a program, with the stack `linearize` (its
-    linear function, called on its own, has the barriers of the tangents);
-    and, where the reverse properties skip `prog` for its non-float
-    outputs, under the stack `grad` (which differentiates the float ones).
-    A stack property P of the stack KIND is named "P:KIND". Agreeing: `ok`,
-    or JAX and the spec both raised the same error (a policy combination
-    JAX refuses, as the spec does); not a known divergence (JAX raised
-    before the rule ran, say)."""
-    def agreeing(report, kind):
-        return {f"{r.property}:{kind}" if r.property.startswith("stack") else r.property
-                for r in report.results
-                if r.status == "ok" or r.status == "not applicable" and r.detail.startswith("both raise")}
-    out = agreeing(properties.oracle_agrees(prog, stack=_one_layer_stack(prog, "linearize")), "linearize")
-    grad = _one_layer_stack(prog, "grad")
-    if grad is not None and not all(is_float(t.dtype) for t in prog.out_types):
-        out |= agreeing(properties.oracle_agrees(prog, stack=grad, only=("stack", "stack_residuals")), "grad")
-    return out
+    linear function, called on its own, has the barriers of the tangents),
+    whose properties P are named "P:linearize". Agreeing: `ok`, or JAX and
+    the spec both raised the same error (a policy combination JAX refuses,
+    as the spec does); not a known divergence (JAX raised before the rule
+    ran, say)."""
+    report = properties.oracle_agrees(prog, stack=_linearized(prog))
+    return {f"{r.property}:linearize" if r.property.startswith("stack") else r.property
+            for r in report.results
+            if r.status == "ok" or r.status == "not applicable" and r.detail.startswith("both raise")}
 
 
 def test_jax_agrees_on_programs_covering_every_branch():

@@ -300,7 +300,7 @@ def jax_barriers(f, args) -> int:
     import jax
 
     def backward(*a):
-        outs, pullback = jax.vjp(f, *a)
+        outs, pullback = jax.vjp(lambda *a: _floats(f(*a)), *a)
         return pullback(tuple(jax.numpy.ones_like(o) for o in outs))
     return jax.jit(backward).lower(*args).as_text().count("optimization_barrier")
 
@@ -576,10 +576,17 @@ def _jvp_term(f, operands, diff):
                                     [tangents[i] for i in diff]))
 
 
+def _floats(outs) -> tuple:
+    """The float outputs: the ones reverse mode pulls cotangents back from
+    (an integer output's cotangent is float0, and the spec's VJP takes none)."""
+    import jax.numpy as jnp
+    return tuple(o for o in outs if jnp.issubdtype(o.dtype, jnp.floating))
+
+
 def _pullback(f, operands, diff):
     import jax
     args, cts = operands[0], operands[2]
-    return lambda *d: jax.vjp(lambda *dd: _with(f, args, diff, dd), *d)[1](tuple(cts))
+    return lambda *d: jax.vjp(lambda *dd: _floats(_with(f, args, diff, dd)), *d)[1](tuple(cts))
 
 
 def _vjp_term(f, operands, diff):
@@ -626,8 +633,8 @@ def numeric_property(name: str, numeric: Numeric, term, *, weight: int = 1, afte
 
 VALUES = _numeric("values", _values_term)
 JVP = _numeric("jvp", _jvp_term, weight=2)
-VJP = _numeric("vjp", _vjp_term, weight=2, needs="reverse")
-SECOND_ORDER = _numeric("second_order", _second_order_term, weight=4, needs="reverse")
+VJP = _numeric("vjp", _vjp_term, weight=2)
+SECOND_ORDER = _numeric("second_order", _second_order_term, weight=4)
 VMAP = _numeric("vmap", _vmap_term, needs="inputs")
 
 PROPERTIES = {p.name: p for p in (RESIDUALS, VJP_LEAVES, PREVENT_CSE, VALUES, JVP, VJP, VMAP, SECOND_ORDER)}

@@ -1071,6 +1071,12 @@ def _flat_name(prog: Program, name: str = "f") -> str:
     return f"{name}_leaves" if call_arguments(prog) != "*args" else name
 
 
+# the pullbacks of reproducers take the float outputs' cotangents, as the
+# checker's (oracle/properties.py `_floats`)
+_FLOATS_SOURCE = ("def floats(outs):\n"
+                  "    return tuple(o for o in outs if jnp.issubdtype(o.dtype, jnp.floating))\n\n\n")
+
+
 # each property as the checker computes it (oracle/properties.py): inputs,
 # tangents and cotangents are arguments of the jitted function, not constants
 _PROPERTY_CODE = {
@@ -1228,8 +1234,9 @@ def _numeric_check(prog: Program, args, prop: str, numeric: dict | None, code: s
     text = "diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
     text += ("def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"
              "        full[i] = x\n    return full\n\n\n"
+             + _FLOATS_SOURCE +
              "def pullback(a, c):\n"
-             f"    return lambda *d: jax.vjp(lambda *dd: {_flat_name(prog)}(*with_diff(a, dd)), *d)[1](tuple(c))\n\n\n")
+             f"    return lambda *d: jax.vjp(lambda *dd: floats({_flat_name(prog)}(*with_diff(a, dd))), *d)[1](tuple(c))\n\n\n")
     for key in ("tangents", "cts", "batched", "operands"):
         text += f"{key} = [" + ", ".join(_array_source(a) for a in n.get(key, [])) + "]\n"
     text += "expected = [" + ", ".join(_array_source(a) for a in n.get("expected", [])) + "]  # the spec's answer\n"
@@ -1317,11 +1324,11 @@ def write_hang_repro(prog: Program, args, implementations, seconds: float, messa
     text += ("diff = " + repr([i for i, a in enumerate(args) if is_float(np.asarray(a).dtype)]) + "\n\n\n"
              "def with_diff(full, d):\n    full = list(full)\n    for i, x in zip(diff, d):\n"
              "        full[i] = x\n    return full\n\n\n"
+             + _FLOATS_SOURCE +
              "def pullback(a, c):\n"
-             f"    return lambda *d: jax.vjp(lambda *dd: {f}(*with_diff(a, dd)), *d)[1](tuple(c))\n\n\n"
+             f"    return lambda *d: jax.vjp(lambda *dd: floats({f}(*with_diff(a, dd))), *d)[1](tuple(c))\n\n\n"
              "tangents = [np.ones_like(a) for a in args]\n"
-             f"cts = [np.ones(o.shape, o.dtype) if jnp.issubdtype(o.dtype, jnp.floating) else "
-             f"np.zeros(o.shape, jax.dtypes.float0) for o in jax.eval_shape({f}, *args)]\n"
+             f"cts = [np.ones(o.shape, o.dtype) for o in floats(jax.eval_shape({f}, *args))]\n"
              "batched = [np.stack([a, a]) for a in args]\n\n"
              "import faulthandler\n\n"
              f"for impl in {tuple(implementations)!r}:\n"

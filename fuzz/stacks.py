@@ -73,7 +73,7 @@ def stacks(draw, prog, kinds: tuple | None = None):
     """A Stack that applies to `prog` (oracle.stacks.levels accepts it), or
     None where none does (key-typed values). `kinds`: the layers' kinds,
     innermost first, the first one closing over some of its inputs (a
-    composition fuzz/test_stack_coverage.py runs through JAX when the
+    composition fuzz/test_compositions.py runs through JAX when the
     plain draws miss it); None where they do not apply."""
     if kinds is not None:
         return draw(_stack_of(prog, kinds))

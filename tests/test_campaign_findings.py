@@ -4932,3 +4932,22 @@ def test_second_order_residuals_of_a_print_in_a_jit_in_a_checkpoint():
 def test_second_order_residuals_of_a_constant_in_a_jit_in_a_checkpoint():
     prog = trace_jax(_constant_in_a_jit_in_a_checkpoint, np.array([-1.1, 0.7, 0.5], np.float32))
     _second_order_residuals_agree(prog)
+
+
+def test_an_unbatched_output_moved_to_its_out_axis_is_broadcast_there():
+    """Finding fd2f1425cf (pristine 0.10.2): vmap(out_axes=1) of an output
+    that does not depend on the batched inputs broadcasts it with the new
+    axis at 1 at once (batching.matchaxis -> batching.broadcast), so under
+    vjp o vmap, batched again, the cotangent is reduced where its outer
+    batch axis is and then moved for the mul: JAX saves the moved value
+    (`output of transpose`); the spec, which broadcast to axis 0 and then
+    transposed, had saved the reduce_sum's. Expected read off JAX."""
+    from fuzz.properties import oracle_agrees
+    from oracle import stacks as S
+    x = np.array([-1.1, 0.7, 0.5], np.float32)
+    prog = trace_jax(lambda a, b: (jnp.sin(a), b), x, x)
+    stack = S.Stack((S.Layer("vmap", (None, 0), (1, 0), 2), S.Layer("vjp"),
+                     S.Layer("vmap", (0, 0, 1, 0), (0, 0), 2)))
+    report = oracle_agrees(prog, implementations=("remat2",), stack=stack, only=("stack", "stack_residuals"))
+    assert report.status("stack_residuals", "remat2") in ("ok", "not compared"), str(report)
+    assert report.status("stack", "remat2") == "ok", str(report)

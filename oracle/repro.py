@@ -1071,10 +1071,19 @@ def _flat_name(prog: Program, name: str = "f") -> str:
     return f"{name}_leaves" if call_arguments(prog) != "*args" else name
 
 
-# the pullbacks of reproducers take the float outputs' cotangents, as the
-# checker's (oracle/properties.py `_floats`)
-_FLOATS_SOURCE = ("def floats(outs):\n"
-                  "    return tuple(o for o in outs if jnp.issubdtype(o.dtype, jnp.floating))\n\n\n")
+# the float outputs, in the JAX code of reproducers and of stacks
+# (oracle/stacks.py): a pullback takes the float outputs' cotangents, as
+# the checker's does (oracle/properties.py `_floats`)
+FLOAT_OUTPUTS_SOURCE = '''
+def is_float(v):
+    return jnp.issubdtype(jnp.result_type(v), jnp.floating)
+
+
+def floats(outs):
+    """The float outputs (an integer output has no tangent or cotangent)."""
+    return tuple(o for o in outs if is_float(o))
+'''
+_FLOATS_SOURCE = FLOAT_OUTPUTS_SOURCE.lstrip("\n") + "\n\n"
 
 
 # each property as the checker computes it (oracle/properties.py): inputs,

@@ -43,6 +43,7 @@ import spec
 from spec.ir import ArrayType, Program, is_float, is_key, subprograms
 
 from oracle.conventions import jax_value_of
+from oracle.repro import FLOAT_OUTPUTS_SOURCE
 from oracle.errors import InvalidArgument
 from spec import ops
 from spec.barriers import linear_optimization_barriers
@@ -356,15 +357,7 @@ def _batch(rng, x, axis, size):
 # --------------------------------------------------------------------------
 # the JAX side: source
 
-_PRELUDE = '''
-def is_float(v):
-    return jnp.issubdtype(jnp.result_type(v), jnp.floating)
-
-
-def floats(outs):
-    """The float outputs (an integer output has no tangent or cotangent)."""
-    return tuple(o for o in outs if is_float(o))
-
+_PRELUDE = FLOAT_OUTPUTS_SOURCE + '''
 
 def total(v):
     """The sum of v's elements (a scalar as it is: jnp.sum would bind a

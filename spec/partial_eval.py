@@ -28,6 +28,8 @@ the policy of the enclosing one (see spec/remat.py).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
@@ -340,6 +342,31 @@ class _Split:
             self.staged_at.append(self.at)
             self.read(hosts, reload)
             self.inst.update(v.id for v in e.outputs)
+
+
+# remat_transpose splits a checkpoint's body with JaxprTrace
+# (ad_checkpoint.transpose_jaxpr: `pe.trace_to_jaxpr_nounits`), not with a
+# linearization's rules: there a jit is split by `_pjit_partial_eval`
+# (jax/_src/pjit.py), whose `pe.partial_eval_jaxpr_nounits_fwd` forwards a
+# residual that is a known input but returns one of the jit's own constants
+# from the known jit; pjit's linearize rule forwards those constants
+# (spec/prims_call.py `_Forwarding`).
+_JAXPR_TRACE_SPLIT = contextvars.ContextVar("jaxpr_trace_split", default=False)
+
+
+def splitting_by_jaxpr_trace() -> bool:
+    """Whether the split under way is JaxprTrace's (`by_jaxpr_trace`)."""
+    return _JAXPR_TRACE_SPLIT.get()
+
+
+@contextlib.contextmanager
+def by_jaxpr_trace():
+    """Split as `pe.trace_to_jaxpr_nounits` does (remat_transpose)."""
+    token = _JAXPR_TRACE_SPLIT.set(True)
+    try:
+        yield
+    finally:
+        _JAXPR_TRACE_SPLIT.reset(token)
 
 
 def partial_eval(prog: Program, unknowns: Sequence[bool], *,

@@ -10,7 +10,9 @@ except residuals that are just inputs of the call, which are forwarded,
 and residuals that are known outputs of the call, which are those outputs.
 The call's own constants (a jitted function's closed-over arrays) are no
 residuals of a split inside a checkpoint, where both halves close over
-them, and are forwarded as they are by a linearization.
+them, and are forwarded as they are by a linearization; the split by
+which a checkpoint's transpose replays its non-linear part (JaxprTrace's,
+`_pjit_partial_eval`) returns them from the known call.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from spec.batching import vmap_program
 from spec.core import batch_rules, complex_rules, is_undefined
 from spec.evaluate import evaluate
 from spec.jvp import jvp_program, linearizing
-from spec.partial_eval import Source, constant_key, partial_eval, source_rules
+from spec.partial_eval import Source, constant_key, partial_eval, source_rules, splitting_by_jaxpr_trace
 from spec.semantics import semantics
 from spec.transpose import transpose
 
@@ -122,7 +124,7 @@ def _call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize,
     res_atoms, new_res_vars, body_res_outs = [], [], []
     forwarding = _Forwarding(known_ins, known_outs, pe.known.outputs[:n_known],
                              {v.id: i for i, v in enumerate(pe.known.inputs)},
-                             _constants_of(body) if linearize else set(), linearize, constants_shared)
+                             _forwarded_constants(body, linearize), linearize, constants_shared)
     for r, out in zip(pe.residuals, pe.known.outputs[n_known:]):
         atom = forwarding.atom(out)
         if atom is None:       # returned by the known call
@@ -190,6 +192,16 @@ class _Forwarding:
             # pristine campaign on 0.10.2, 4bbc9ecb62)
             return self.known_outs[out_index]
         return self.known_ins[self.body_inputs[out.id]] if forwards_input else None
+
+
+def _forwarded_constants(body: Program, linearize: bool) -> set:
+    """The body's own constants a split forwards rather than returns from
+    the known call: all of them when linearizing (pjit's linearize rule),
+    none when the split is JaxprTrace's (`_pjit_partial_eval`, in
+    remat_transpose: a constant the transposed part reads is an output of
+    a known jit there, which the checkpoint's policy then recomputes; found
+    by a pristine campaign on 0.10.2, 4e2b1ed9f8) or inside a checkpoint."""
+    return _constants_of(body) if linearize and not splitting_by_jaxpr_trace() else set()
 
 
 def _constants_of(prog: Program) -> set:

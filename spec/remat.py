@@ -44,14 +44,15 @@ from spec.core import (JaxFacts, jax_facts, PrimitiveError, Zero, bind, instanti
 from spec.ir import Eqn, Program, Var, constants_read, is_complex, is_float, reading_constants_as_inputs
 from spec.prims_conv import reduce_precision_p
 from spec.semantics import semantics
-from spec.partial_eval import Source, dce, dce_body_eqn, inlined_when_known, partial_eval, source_rules
+from spec.partial_eval import (Source, by_jaxpr_trace, dce, dce_body_eqn, inlined_when_known, partial_eval,
+                               source_rules)
 from spec import policies as _policies
 from spec.batching import vectorized_batcher, vmap_program
 from spec.core import batch_rules, building, complex_rules
 from spec.evaluate import evaluate
 from spec.ir import subprograms
 from spec.jvp import jvp_program, output_dependence
-from spec.transpose import transpose_traced
+from spec.transpose import split_nonlinear, transpose_split
 
 # ==========================================================================
 # name (checkpoint_name)
@@ -510,7 +511,11 @@ def _remat_transpose(cts, *args, jaxpr, policy, prevent_cse, differentiated):
     with building() as b:
         nonlin_in = [b.new_input(v.type) for v, lin in zip(jaxpr.inputs, linear) if not lin]
         cts_in = [Zero(c.type) if isinstance(c, Zero) else b.new_input(c.type) for c in cts]
-        in_cts = transpose_traced(jaxpr, linear, nonlin_in, cts_in)
+        # transpose_jaxpr partially evaluates the body with JaxprTrace
+        # (`pe.trace_to_jaxpr_nounits`), then runs backward_pass on the rest
+        with by_jaxpr_trace():
+            split = split_nonlinear(jaxpr, linear)
+        in_cts = transpose_split(split, jaxpr, linear, nonlin_in, cts_in)
         in_nonzero = [not isinstance(c, Zero) for c in in_cts]
         body = b.build(nonlin_in + [c for c in cts_in if not isinstance(c, Zero)],
                        [c for c in in_cts if not isinstance(c, Zero)])

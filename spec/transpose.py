@@ -19,7 +19,7 @@ from spec.core import (UndefinedPrimal, Zero, bind, building, has_effects, insta
 from spec.ir import Program, Var
 from spec.prims_elementwise import add_any
 from spec.core import eval_program_traced
-from spec.partial_eval import partial_eval
+from spec.partial_eval import PartialEval, partial_eval
 
 
 class TransposeError(TypeError):
@@ -45,7 +45,17 @@ def transpose_traced(prog: Program, linear: Sequence[bool], nonlinear_args, cts_
     non-linear part, including the non-linear outputs of a checkpoint or
     call that also has linear outputs, is replayed forward, and only the
     purely linear rest is transposed."""
-    pe = partial_eval(prog, linear, instantiate=True, linearize=True, literals_are_residuals=False)
+    return transpose_split(split_nonlinear(prog, linear), prog, linear, nonlinear_args, cts_out)
+
+
+def split_nonlinear(prog: Program, linear: Sequence[bool]) -> PartialEval:
+    """`prog` split with its linear inputs unknown: the non-linear part
+    (known), replayed forward, and the linear rest (staged)."""
+    return partial_eval(prog, linear, instantiate=True, linearize=True, literals_are_residuals=False)
+
+
+def transpose_split(pe: PartialEval, prog: Program, linear: Sequence[bool], nonlinear_args, cts_out):
+    """`transpose_traced` of `prog` given its split `pe` (`split_nonlinear`)."""
     n_known = len(prog.outputs) - sum(pe.out_unknowns)
     known_vals = eval_program_traced(_without_hoisted_effects(pe.known, prog, pe.staged), *nonlinear_args)
     res_vals = known_vals[n_known:]

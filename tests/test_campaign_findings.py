@@ -4923,13 +4923,14 @@ def test_second_order_residuals_of_a_print_in_a_jit_in_a_checkpoint():
     _second_order_residuals_agree(prog)
 
 
-@pytest.mark.xfail(strict=True, raises=oracle.Mismatch, reason=(
-    "finding 4e2b1ed9f8: remat_transpose splits the staged checkpoint's body by partial evaluation "
-    "(pjit's _pjit_partial_eval: a known jit returns the jit's array constant as a residual, recomputed "
-    "under the policy, so nothing is saved at second order); the spec's split of a call while "
-    "transposing forwards the constant as pjit's linearize rule does (spec/prims_call.py _Forwarding), "
-    "making it a constant of the transposed checkpoint, which is then saved"))
 def test_second_order_residuals_of_a_constant_in_a_jit_in_a_checkpoint():
+    """Finding 4e2b1ed9f8: remat_transpose splits the staged checkpoint's
+    body with JaxprTrace, where `_pjit_partial_eval` returns the jit's
+    array constant from a known jit (`jit{lambda d; . (d,)}()` in JAX's
+    transposed checkpoint: jax.make_jaxpr of the grad), which the policy
+    recomputes at second order, so nothing is saved; the spec had forwarded
+    the constant, as pjit's linearize rule does, making it an operand of
+    the transposed checkpoint, saved `from a constant`."""
     prog = trace_jax(_constant_in_a_jit_in_a_checkpoint, np.array([-1.1, 0.7, 0.5], np.float32))
     _second_order_residuals_agree(prog)
 

@@ -19,8 +19,8 @@ Each (property, implementation) gets a status:
   not applicable     both raise the same error for the same reason (e.g.
                      forward mode through a custom_vjp, reverse mode
                      through a while_loop): the property has no answer
-  not compared       the property does not apply to the program (e.g. a
-                     reverse-mode property of a program with integer outputs)
+  not compared       the property does not apply to the program (e.g. vmap
+                     of a program without inputs)
   not checked        the implementation could not be checked honestly (the
                      function's checkpoints were built under the other one)
 

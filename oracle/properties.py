@@ -105,8 +105,7 @@ class Property:
     compare: Callable                          # (case, impl, jax answer, spec answer) -> detail str
     jax_side: Callable | None = None           # jaxpr tier: (case, f) -> answer
     jax_term: Callable | None = None           # compiled tier: (f, case operands, diff) -> answer
-    needs: str = "none"                        # "reverse": skipped for non-float outputs;
-                                               # "inputs": skipped for a program without inputs
+    needs: str = "none"                        # "inputs": skipped for a program without inputs
     weight: int = 1                            # tolerance depth factor: 2 ** the differentiation levels nested
     operands: Callable | None = None           # case -> the property's own operands (compiled tier: jax_term's; reproducers)
     after: Callable | None = None              # compiled tier: the jit's answer -> JAX's answer
@@ -140,8 +139,6 @@ class Property:
 
     def applies(self, case: Case, impl: str | None = None) -> str | None:
         """Why the property is not compared for this program (under `impl`), or None."""
-        if self.needs == "reverse" and any(not is_float(t.dtype) for t in case.prog.out_types):
-            return "non-float outputs"
         if self.needs == "inputs" and not case.prog.inputs:
             return "no inputs to batch (jax.vmap needs an argument with an axis)"
         if impl is not None and self.implementations is not None and impl not in self.implementations:
@@ -314,8 +311,7 @@ def _compare_barriers(case, impl, got, want):
 
 PREVENT_CSE = Property("prevent_cse", "jaxpr", lambda case: optimization_barriers(case.prog),
                        _compare_barriers, jax_side=lambda case, f: jax_barriers(case.call.flat(f),
-                                                                                case.call.jax_leaves),
-                       needs="reverse")
+                                                                                case.call.jax_leaves))
 
 
 # --------------------------------------------------------------------------

@@ -575,8 +575,7 @@ def _jvp_term(f, operands, diff):
 def _floats(outs) -> tuple:
     """The float outputs: the ones reverse mode pulls cotangents back from
     (an integer output's cotangent is float0, and the spec's VJP takes none)."""
-    import jax.numpy as jnp
-    return tuple(o for o in outs if jnp.issubdtype(o.dtype, jnp.floating))
+    return tuple(o for o in outs if _is_float_value(o))
 
 
 def _pullback(f, operands, diff):

@@ -280,7 +280,7 @@ def custom_vjp_function(fun, name, num_outputs, fwd_name, fwd_rules, bwd_name, b
             if symbolic_zeros:
                 nonzeros, args = [a.perturbed for a in args], [a.value for a in args]
             else:       # every float input counts as perturbed
-                nonzeros = [jnp.issubdtype(jnp.result_type(a), jnp.floating) for a in args]
+                nonzeros = [jnp.issubdtype(jnp.result_type(a), jnp.inexact) for a in args]
             outs = fwd_rules[rule_for(fwd_rules, nonzeros, fwd_name)][0](*consts, *args)
             return tuple(outs[:num_outputs]), tuple(outs[num_outputs:])
 
@@ -1076,11 +1076,12 @@ def _flat_name(prog: Program, name: str = "f") -> str:
 # the checker's does (oracle/properties.py `_floats`)
 FLOAT_OUTPUTS_SOURCE = '''
 def is_float(v):
-    return jnp.issubdtype(jnp.result_type(v), jnp.floating)
+    return jnp.issubdtype(jnp.result_type(v), jnp.inexact)
 
 
 def floats(outs):
-    """The float outputs (an integer output has no tangent or cotangent)."""
+    """The float (real or complex) outputs (an integer output has no
+    tangent or cotangent)."""
     return tuple(o for o in outs if is_float(o))
 '''
 _FLOATS_SOURCE = FLOAT_OUTPUTS_SOURCE.lstrip("\n") + "\n\n"
@@ -1092,7 +1093,7 @@ _PROPERTY_CODE = {
     "values": "got = list(jax.jit({f})(*args))",
     "jvp": ("primals, tans = jax.jit(lambda a, t: jax.jvp(lambda *d: {f}(*with_diff(a, d)), [a[i] for i in diff], "
             "[t[i] for i in diff]))(args, tangents)\n"
-            "got = [t for p, t in zip(primals, tans) if jnp.issubdtype(p.dtype, jnp.floating)]"),
+            "got = [t for p, t in zip(primals, tans) if jnp.issubdtype(p.dtype, jnp.inexact)]"),
     "vjp": "got = list(jax.jit(lambda a, c: pullback(a, c)(*[a[i] for i in diff]))(args, cts))",
     "second_order": ("got = list(jax.jit(lambda a, c, t: jax.jvp(pullback(a, c), [a[i] for i in diff], "
                      "[t[i] for i in diff])[1])(args, cts, tangents))"),

@@ -1116,6 +1116,7 @@ jvp_rules[optimization_barrier_p] = _opt_barrier_jvp
 transpose_rules[optimization_barrier_p] = _opt_barrier_transpose
 batch_rules[optimization_barrier_p] = lambda args, dims: (optimization_barrier(*args), list(dims))
 cost_rules[optimization_barrier_p] = lambda *xs: 0
+complex_rules.add(optimization_barrier_p)     # the values unchanged, whatever their dtype
 jax_facts[optimization_barrier_p] = JaxFacts("optimization_barrier",
                                              "lambda *xs: lax.optimization_barrier(list(xs))")
 examples[optimization_barrier_p] = [

@@ -2900,6 +2900,17 @@ def _remat2_rounds_complex_residuals(ctx) -> bool:
     return str(ctx.error) in words and _holds_complex(ctx.program)
 
 
+def _remat3_rounds_complex_saved_values(ctx) -> bool:
+    """remat3 rounds every value it saves (remat_transform's
+    `map(reduce_precision, res)`), complex ones too: JAX raises that
+    TypeError where the spec computes. Holds where JAX's error is that one
+    word for word and the program holds a complex value."""
+    if ctx.implementation != "remat3" or ctx.spec_error is not None or not isinstance(ctx.error, TypeError):
+        return False
+    words = {COMPLEX_RESIDUAL_ERROR.format(dtype=d) for d in ("complex64", "complex128")}
+    return str(ctx.error) in words and _holds_complex(ctx.program)
+
+
 def _holds_complex(prog) -> bool:
     return any(is_complex(v.type.dtype) or any(_holds_complex(b) for _, b in subprograms(e.params))
                for e in prog.eqns for v in e.outputs)
@@ -2918,6 +2929,19 @@ DIVERGENCES = [
         "policy=jax.checkpoint_policies.everything_saveable)\n"
         "jax.grad(f)(jnp.ones(3))  # TypeError: reduce_precision does not accept dtype complex64",
         _remat2_rounds_complex_residuals, releases=Releases("0.4.31")),
+    Divergence(
+        "remat3-rounds-complex-saved-values",
+        "A checkpoint under jax_remat3 (jax 0.10.2) whose policy saves a complex value (a "
+        "complex dot under dots_saveable): remat_transform (interpreters/remat.py) rounds every "
+        "saved value, `map(reduce_precision, res)`, and lax.reduce_precision accepts only real "
+        "floats: JAX raises TypeError ('reduce_precision does not accept dtype complex64'). "
+        "The spec saves the complex value unrounded (rounding is the identity on values); "
+        "remat2, which rounds only a saved value its hoisted part reads, computes here.",
+        "jax.config.update('jax_remat3', True)\n"
+        "f = jax.checkpoint(lambda x: jnp.dot(x, 1j * x), policy=jax.checkpoint_policies.dots_saveable)\n"
+        "jax.grad(lambda x: jnp.abs(f(x)) ** 2)(jnp.ones(3))  # TypeError: reduce_precision does not accept "
+        "dtype complex64 (remat2: 12.)",
+        _remat3_rounds_complex_saved_values, releases=REMAT3),
     Divergence(
         "remat3-names-nested-checkpoint-values-by-producer",
         "A value saved out of a checkpoint nested in a checkpoint: remat2 forwards it through "

@@ -12,7 +12,7 @@ from spec.core import (Example, JaxFacts, PrimitiveError, Tracer, Zero, bind, co
                        is_undefined, linear_jvp,
                        examples, jax_facts, jvp_rules, primitive, shape_rules, transpose_rules)
 from spec.arrays import namespace
-from spec.ir import ArrayType, canonical_dtype, is_complex, is_float
+from spec.ir import ArrayType, canonical_dtype, is_complex, is_float, is_real_float, real_dtype
 from spec.prims_elementwise import (_lit_like, add_tangents,
                                     convert_element_type, div, eq, mul)
 from spec.batching import IDENTITY_BROADCAST_FOLLOWS, bdim_at_front, broadcast, moveaxis
@@ -698,54 +698,50 @@ def _dot_general_shape(x, y, *, dimension_numbers, precision, preferred_element_
 
 def _dot_general_dtype(lhs, rhs, preferred_element_type, precision):
     """lax._dot_general_dtype_rule (lax.py:5781): operands of any two dtypes
-    (bool, integers, floats: `jnp.dot(bool_mask, w)` and `int_ids @ w`
-    bind exactly that), the result the "higher" of the two by
-    `_type_properties`, two different dtypes of equal properties refused;
-    then `_maybe_upcast` (lax.py:5816): a preferred_element_type replaces
-    it, but may not be narrower than a non-float result (unless the
-    precision is an algorithm)."""
+    (bool, integers, floats, complex: `jnp.dot(bool_mask, w)`, `int_ids @
+    w` and `real @ complex` bind exactly that), the result the "higher" of
+    the two by `_type_properties`, two different dtypes of equal properties
+    refused; then `_maybe_upcast` (lax.py:5816): a preferred_element_type
+    replaces it, but may not be narrower than a non-float (integer or
+    complex) result unless the precision is an algorithm."""
     p = dot_general_p
-    if is_complex(lhs) or is_complex(rhs):
-        return _dot_general_complex(lhs, rhs, preferred_element_type)
     lhs_prop, rhs_prop = _type_properties(lhs), _type_properties(rhs)
     if lhs_prop == rhs_prop and lhs != rhs:
         raise PrimitiveError(p, f"argument type error: {np.dtype(lhs).name}, {np.dtype(rhs).name}")
-    result = lhs if lhs_prop >= rhs_prop else rhs
+    result = np.dtype(lhs if lhs_prop >= rhs_prop else rhs)
     if preferred_element_type is None or canonical_dtype(preferred_element_type) == result:
         return result
     pet = canonical_dtype(preferred_element_type)
     has_algorithm = isinstance(precision, str) or (isinstance(precision, tuple) and precision[0] == "DotAlgorithm")
-    if not has_algorithm and not is_float(result) and _bit_width(pet) < _bit_width(result):
+    if not has_algorithm and not is_real_float(result) and _bit_width(pet) < _bit_width(result):
         raise PrimitiveError(p, f"`preferred_element_type` must not be narrower than the original type, "
                                 f"got preferred_element_type of {pet.name} for result type of "
                                 f"{np.dtype(result).name}")
+    if is_complex(result) and not is_complex(pet):
+        # XLA's dot of complex operands into a real type: not modelled
+        raise PrimitiveError(p, f"complex operands ({np.dtype(lhs).name}, {np.dtype(rhs).name}) with a real "
+                                f"preferred_element_type ({pet.name}) are not modelled")
     return pet
 
 
-def _dot_general_complex(lhs, rhs, preferred_element_type):
-    """Complex operands: the spec models two operands of one complex dtype,
-    the result of that dtype (what jnp.dot and jnp.matmul of two complex64
-    arrays bind); mixed real and complex operands are refused."""
-    if lhs != rhs or preferred_element_type not in (None, lhs):
-        raise PrimitiveError(dot_general_p, f"complex operands must have one dtype and the result that dtype, "
-                                            f"got {np.dtype(lhs).name}, {np.dtype(rhs).name} -> "
-                                            f"{preferred_element_type}")
-    return np.dtype(lhs)
-
-
 def _type_properties(dt):
-    """lax._dot_general_dtype_rule's type_properties (lax.py:5790): (max
-    exponent, mantissa bits) of a float, (-1, -1) otherwise, then the bit
-    width (bool: 1) and whether it is signed (the spec has no complex)."""
+    """lax._dot_general_dtype_rule's type_properties (lax.py:5790): whether
+    it is complex, then of its real part: (max exponent, mantissa bits) of
+    a float, (-1, -1) otherwise, the bit width (bool: 1) and whether it is
+    signed. So a complex operand makes the result complex."""
     dt = np.dtype(dt)
-    fi = ml_dtypes.finfo(dt) if is_float(dt) else None
-    return (fi.maxexp if fi else -1, fi.nmant if fi else -1, _bit_width(dt),
-            not np.issubdtype(dt, np.unsignedinteger))
+    part = real_dtype(dt) if is_complex(dt) else dt
+    fi = ml_dtypes.finfo(part) if is_float(part) else None
+    return (is_complex(dt), fi.maxexp if fi else -1, fi.nmant if fi else -1, _bit_width(part),
+            not np.issubdtype(part, np.unsignedinteger))
 
 
 def _bit_width(dt) -> int:
-    """lax._bit_width: bits of a number type, 1 for bool."""
+    """lax._bit_width: bits of a number type (of a complex one, its real
+    part's: `finfo(d).bits`), 1 for bool."""
     dt = np.dtype(dt)
+    if is_complex(dt):
+        dt = real_dtype(dt)
     return 1 if dt == np.bool_ else dt.itemsize * 8
 
 
@@ -854,6 +850,16 @@ def _dot_example(name, operands, dimension_numbers, reference, preferred_element
 
 
 _MATMUL = (((1,), (0,)), ((), ()))
+
+
+def _float_by_complex(x, a, b):
+    """x @ (a + ib) as jnp binds it, returned as its real and imaginary parts."""
+    from spec.prims_complex import complex as complex_, imag, real  # a cycle: its batchers use this module
+    c = complex_(a, b)
+    y = dot_general(x, c, _MATMUL, preferred_element_type=c.dtype)
+    return real(y), imag(y)
+
+
 _BATCH_0 = (((2,), (1,)), ((0,), (0,)))              # [2,3,4] . [2,4,5] -> [2,3,5]
 _BATCH_MID = (((2,), (0,)), ((1,), (1,)))            # [3,2,4] . [4,2,5] -> [2,3,5]
 _CONTRACT_2 = (((1, 2), (1, 0)), ((), ()))           # [3,4,2] . [2,4,5] -> [3,5]
@@ -882,6 +888,12 @@ examples[dot_general_p] = [
     _dot_example("float-by-i32", (_N(2, 3, 4), _I(2, 4, 5)), _BATCH_0,
                  lambda x, y: np.einsum("bij,bjk->bik", x, y.astype(np.float64)), linear=((True, False),),
                  cond=4, abs_scale=True),
+    # a real operand by a complex one, as `x @ (a + 1j * b)` binds it (the
+    # complex flag ranks first in lax._dot_general_dtype_rule); the real
+    # operand's cotangent is the real part of its transpose's complex result
+    Example("float-by-complex", (_N(3, 4), _N(4, 5), _N(4, 5)), _float_by_complex,
+            lambda x, a, b: (x @ a, x @ b), linear=((True, False, False), (False, True, True)), cond=4,
+            abs_scale=True),
 ]
 
 
@@ -1012,7 +1024,7 @@ _register_batch_rules()
 
 
 # data movement, sums and products hold for complex values as JAX's rules do
-# (the transposes do not conjugate); dot_general takes two operands of one
-# complex dtype (_dot_general_complex)
+# (the transposes do not conjugate; dot_general's converts a complex
+# cotangent of a real operand to its real part)
 complex_rules.update({broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, concatenate_p, slice_p, pad_p, split_p,
                       reduce_sum_p, dot_general_p})

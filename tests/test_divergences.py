@@ -29,6 +29,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
           "remat3-linearizes-checkpoint-bodies-per-equation": "Linearization failed to produce known values",
           "optimization-barrier-not-differentiable": "Differentiation rule for 'optimization_barrier'",
           "remat2-rounds-complex-residuals": "reduce_precision does not accept dtype",
+          "remat3-rounds-complex-saved-values": "reduce_precision does not accept dtype",
           "random-gamma-grad-not-differentiable": "Differentiation rule for 'random_gamma_grad'",
           "custom-vjp-under-vmap-of-a-batched-cond-miscounts-its-outputs":
               "safe_zip() argument 2 is longer than argument 1",

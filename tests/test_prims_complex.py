@@ -153,10 +153,15 @@ def _losses():
         "abs-rfft": (lambda x: jnp.abs(jnp.fft.rfft(x)).sum(), (y,)),
         "irfft-rfft": (lambda x, w: jnp.fft.irfft(jnp.fft.rfft(x) * w).sum(), (y, w)),
         "abs-fft-sq": (lambda x: (jnp.abs(jnp.fft.fft(x.astype(jnp.complex64))) ** 2).sum(), (y,)),
+        # a real matrix by a complex signal: dot_general of mixed operands
+        "real-by-complex": (lambda m, x, f: (jnp.abs(m @ lax.complex(x, f)) ** 2).sum(), (ws[0][:4, :4], x[:, :3], f)),
+        # complex outputs, whose cotangents are complex
+        "complex-valued": (lambda x, f: jnp.exp(1j * x[:, :3]) * lax.complex(f, -f), (x, f)),
     }
 
 
-LOSS_NAMES = ["rope", "exp-1j", "abs-rfft", "irfft-rfft", "abs-fft-sq", "scanned-rope", "complex-control-flow"]
+LOSS_NAMES = ["rope", "exp-1j", "abs-rfft", "irfft-rfft", "abs-fft-sq", "scanned-rope", "complex-control-flow",
+              "real-by-complex", "complex-valued"]
 POLICIES = ["none", "dots_saveable", "everything_saveable"]
 
 
@@ -169,6 +174,9 @@ def test_oracle_check_complex_losses(loss, policy):
     pol = None if policy == "none" else getattr(jax.checkpoint_policies, policy)
     report = oracle.check(fn, pol, *args)
     checked = [impl for impl in ("remat2", "remat3") if not oracle.jax_api.unavailable(impl)]   # remat3: jax 0.10.2
-    for prop in ("residuals", "values", "vjp_leaves", "jvp"):
+    for prop in ("residuals", "values", "vjp_leaves", "jvp", "vjp", "second_order"):
         for impl in checked:
             assert report.status(prop, impl) in ("ok", "known divergence", "not applicable"), (prop, impl, report)
+    if loss == "complex-valued":    # reverse mode is compared for complex outputs (complex cotangents)
+        assert all(report.status("vjp", impl) in ("ok", "known divergence") for impl in checked), report
+        assert policy != "none" or report.status("vjp", "remat2") == "ok", report

@@ -323,7 +323,9 @@ def _remat3_differentiates_constants_as_modelled(ctx):
     numeric property's own program too: a stack's linearize o grad of
     igamma's output passed to a checkpoint that never reads it, found by a
     pristine campaign, ed68629a1a; or of the program with the checkpoint
-    outputs nothing reads made outputs, whose backward remat3 runs)."""
+    outputs nothing reads made outputs, whose backward remat3 runs: also
+    where only a cond branch's integer output, the checkpoint's, keeps its
+    linearization live, found by a pristine nightly, 63dc385fd3)."""
     refused = isinstance(ctx.error, NotImplementedError) or (isinstance(ctx.error, ValueError)
                                                             and str(ctx.error) == WHILE_TRANSPOSE_ERROR)
     if ctx.implementation != "remat3" or not refused or ctx.spec_error is not None:

@@ -4952,3 +4952,38 @@ def test_an_unbatched_output_moved_to_its_out_axis_is_broadcast_there():
     report = oracle_agrees(prog, implementations=("remat2",), stack=stack, only=("stack", "stack_residuals"))
     assert report.status("stack_residuals", "remat2") in ("ok", "not compared"), str(report)
     assert report.status("stack", "remat2") == "ok", str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.parametrize("returned", ["as it is", "plus one"])
+def test_remat3_linearizes_a_branch_checkpoint_whose_integer_output_the_branch_returns(returned):
+    """Finding 63dc385fd3 (pristine nightly, 0.10.2): a cond branch returns
+    a checkpoint's integer output, the checkpoint reads igammac's output and
+    nothing reads its float output. remat3 still linearizes the checkpoint
+    (the integer output's float0 tangent is the branch's), so igammac's
+    JVP residual igamma_grad_a stays in the forward pass and jax.jvp of the
+    pullback raises its missing derivative, a known divergence the remat3
+    model shows; where the branch returns that output plus one, JAX
+    computes and so does the spec. JAX's behaviour read off JAX: the
+    pullback's JVP under remat3 raises exactly in the first case."""
+    u = np.array([3, 2], np.uint32)
+    c, d = np.array([1.2, 0.7], np.float32), np.array([0.9, 1.4], np.float32)
+
+    def f(c, d):
+        def branch(c, d):
+            k = jax.checkpoint(lambda q, r: (r, q))(u, lax.igammac(c, d))[1]
+            return k if returned == "as it is" else k + 1
+        return lax.cond(True, branch, lambda c, d: u, c, d)
+    with implementation("remat3"):
+        try:
+            jax.jvp(lambda c, d: jax.vjp(lambda c, d: (f(c, d),)[:0], c, d)[1](()), (c, d), (c, d))
+            raises = False
+        except NotImplementedError:
+            raises = True
+    assert raises == (returned == "as it is")
+    report = oracle.check(f, oracle.AS_IS, c, d, implementations=("remat3",), properties=("second_order",))
+    if raises:
+        assert report.known_divergences == [("remat3-differentiates-a-checkpoint-s-constants", "second_order",
+                                             "remat3")], str(report)
+    else:
+        assert report.status("second_order", "remat3") == "ok", str(report)

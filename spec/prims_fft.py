@@ -25,10 +25,12 @@ import numpy as np
 
 from spec.batching import moveaxis
 from spec.core import (Example, JaxFacts, PrimitiveError, Zero, batch_rules, bind, complex_rules, eval_rules,
-                       examples, jax_facts, jvp_rules, linear_jvp, primitive, shape_rules, transpose_rules)
+                       examples, jax_facts, jvp_rules, linear_jvp, primitive, shape_rules, trace, transpose_rules)
 from spec.ir import ArrayType, complex_dtype, is_complex, real_dtype
 from spec.prims_complex import COMPLEX_PART_DTYPES, complex, conj, imag, real
 from spec.prims_elementwise import div, mul
+from spec.prims_call import call
+from spec.prims_indexing import dynamic_update_slice
 from spec.prims_structural import broadcast_in_dim
 
 
@@ -88,36 +90,47 @@ def _fft_eval(x, *, fft_type, fft_lengths):
     return np.fft.irfftn(x, s=fft_lengths, axes=axes).astype(real_dtype(x.dtype))
 
 
-def _hermitian_mask(t, fft_lengths):
-    """The mask of _rfft_transpose / _irfft_transpose: 1 at the zero and
-    (even n) Nyquist frequencies of the last axis, 2 elsewhere, of t's
-    complex dtype, broadcast along t's leading axes (a constant here; JAX
-    builds it with full_like and dynamic_update_slice)."""
+def _jitted_fft(x, fft_type, fft_lengths):
+    """lax.fft as the transpose rules call it: `@jit(static_argnums=(1, 2))
+    def fft(...)` (jax/_src/lax/fft.py), a jit named fft of the primitive."""
+    body = trace(lambda x: fft(x, fft_type, fft_lengths), x.type)
+    return call(body, x, name="fft")[0]
+
+
+def _hermitian_mask(t, fft_lengths, dtype):
+    """The mask of _rfft_transpose / _irfft_transpose as JAX computes it:
+    `full_like(t, 2.0, shape=(m,))` with 1 written at the zero and (even n)
+    Nyquist frequencies by dynamic_update_slice, then `lax.expand_dims`
+    along t's leading axes (none for a 1-D t), of `dtype`."""
     m = fft_lengths[-1] // 2 + 1
-    mask = np.full((m,), 2.0)
-    mask[0] = 1.0
+    one = lambda: broadcast_in_dim(np.asarray(1, dtype), (1,), ())    # noqa: E731
+    mask = dynamic_update_slice(broadcast_in_dim(np.asarray(2, dtype), (m,), ()), one(), [np.int32(0)])
     if fft_lengths[-1] % 2 == 0:
-        mask[-1] = 1.0
-    return mask.astype(complex_dtype(t.dtype))
+        mask = dynamic_update_slice(mask, one(), [np.int32(m - 1)])
+    if t.ndim == 1:
+        return mask
+    return broadcast_in_dim(mask, (1,) * (t.ndim - 1) + (m,), (t.ndim - 1,))
 
 
 def _rfft_transpose(ct, fft_lengths):
-    # out = N * fft(lax.conj(t) / mask, FftType.IRFFT, fft_lengths)
-    # (N = prod(fft_lengths); inside jit(_rfft_transpose) in JAX)
-    n = math.prod(fft_lengths)
-    mask = broadcast_in_dim(_hermitian_mask(ct, fft_lengths), ct.shape, (ct.ndim - 1,))
-    out = fft(div(conj(ct), mask), FftType.IRFFT, fft_lengths)
-    return mul(np.asarray(n, out.dtype), out)
+    """`@jit(static_argnums=1) def _rfft_transpose(t, fft_lengths)`: out =
+    N * fft(lax.conj(t) / mask, FftType.IRFFT, fft_lengths), N =
+    prod(fft_lengths), a jit of its own (its mask is an output of that jit
+    where a higher order saves it)."""
+    def body(t):
+        mask = _hermitian_mask(t, fft_lengths, t.dtype)
+        out = _jitted_fft(div(conj(t), mask), FftType.IRFFT, fft_lengths)
+        return mul(np.asarray(math.prod(fft_lengths), out.dtype), out)
+    return call(trace(body, ct.type), ct, name="_rfft_transpose")[0]
 
 
 def _irfft_transpose(ct, fft_lengths):
     # x = fft(t, FftType.RFFT, fft_lengths); scale = 1 / prod(fft_lengths)
     # out = scale * lax.expand_dims(mask, range(x.ndim - 1)) * x
     # return lax.conj(out)       # JAX's convention for complex gradients (issue 6223)
-    x = fft(ct, FftType.RFFT, fft_lengths)
+    x = _jitted_fft(ct, FftType.RFFT, fft_lengths)
     scale = np.asarray(1 / math.prod(fft_lengths), x.dtype)
-    mask = broadcast_in_dim(_hermitian_mask(x, fft_lengths), x.shape, (x.ndim - 1,))
-    return conj(mul(mul(scale, mask), x))
+    return conj(mul(mul(scale, _hermitian_mask(x, fft_lengths, x.dtype)), x))
 
 
 def _fft_transpose(ct, x, *, fft_type, fft_lengths):
@@ -132,7 +145,7 @@ def _fft_transpose(ct, x, *, fft_type, fft_lengths):
         return [_rfft_transpose(ct, fft_lengths)]
     if fft_type == FftType.IRFFT:
         return [_irfft_transpose(ct, fft_lengths)]
-    return [fft(ct, fft_type, fft_lengths)]
+    return [_jitted_fft(ct, fft_type, fft_lengths)]
 
 
 def _fft_batch(args, dims, *, fft_type, fft_lengths):

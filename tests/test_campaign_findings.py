@@ -4987,3 +4987,22 @@ def test_remat3_linearizes_a_branch_checkpoint_whose_integer_output_the_branch_r
                                              "remat3")], str(report)
     else:
         assert report.status("second_order", "remat3") == "ok", str(report)
+
+
+@pytest.mark.parametrize("fft_type", ["RFFT", "IRFFT"])
+def test_second_order_residuals_of_an_fft_transpose(fft_type):
+    """Finding 1f427c74bb (pristine nightly, 0.10.2): fft_p's transpose
+    rule calls JAX's jitted helpers, `_rfft_transpose` (a jit whose mask,
+    built by broadcast_in_dim and dynamic_update_slice, then expand_dims,
+    is its output where linearizing the gradient saves it: `c64[1,5] output
+    of jitted function '_rfft_transpose'`) and `fft` (a jit of the
+    primitive); the spec had a constant mask broadcast to the cotangent's
+    shape and a bare fft, and saved the literal N and the broadcast."""
+    import spec
+    from spec.prims_complex import complex as complex_, real
+    from spec.prims_fft import FftType, fft
+    if fft_type == "RFFT":
+        prog = spec.trace(lambda a, c: (a, real(fft(c, FftType.RFFT, (8,)))), spec.f32[2, 5], spec.f32[2, 8])
+    else:
+        prog = spec.trace(lambda a, b: fft(complex_(a, b), FftType.IRFFT, (8,)), spec.f32[2, 5], spec.f32[2, 5])
+    _second_order_residuals_agree(prog)

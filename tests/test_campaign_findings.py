@@ -5006,3 +5006,30 @@ def test_second_order_residuals_of_an_fft_transpose(fft_type):
     else:
         prog = spec.trace(lambda a, b: fft(complex_(a, b), FftType.IRFFT, (8,)), spec.f32[2, 5], spec.f32[2, 5])
     _second_order_residuals_agree(prog)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.xfail(strict=True, raises=oracle.Mismatch, reason=(
+    "finding a6d63c894e: remat3's inner checkpoint in a scan pulls an instantiated zero cotangent into "
+    "an input it never reads (a scan constant), the scan's transpose returns it as an array, and the "
+    "outer checkpoint's backward reads its input for mul's transpose: a barrier "
+    "(RematTraced.vjp_bwd's optimization_barrier(primals)); the remat3 model's linearized checkpoint "
+    "prunes the unread input tangent (its DCE rule is remat's, not VJPHiPrimitive.dce's, which keeps "
+    "every input), so the barrier model counts none"))
+def test_remat3_barrier_of_an_outer_checkpoint_whose_scan_constant_an_inner_checkpoint_ignores():
+    """Finding a6d63c894e (pristine nightly, 0.10.2): JAX's backward pass has
+    one optimization barrier (read off JAX's HLO), though every prevent_cse
+    is False; without the scan it has none."""
+    x = np.float32(-1.13)
+
+    def f(x):
+        def body(v3):
+            v4 = v3 * v3
+
+            def step(c, _):
+                v10 = jax.checkpoint(lambda a, b: b, prevent_cse=False)(v4, c)
+                return v10, v10
+            return lax.scan(step, v3, None, length=1)[0], v3
+        return jax.checkpoint(body, prevent_cse=False)(x)[0]
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat3",), properties=("prevent_cse",))
+    assert report.status("prevent_cse", "remat3") == "ok", str(report)

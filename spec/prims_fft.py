@@ -116,7 +116,10 @@ def _rfft_transpose(ct, fft_lengths):
     """`@jit(static_argnums=1) def _rfft_transpose(t, fft_lengths)`: out =
     N * fft(lax.conj(t) / mask, FftType.IRFFT, fft_lengths), N =
     prod(fft_lengths), a jit of its own (its mask is an output of that jit
-    where a higher order saves it)."""
+    where a higher order saves it). jax 0.6.2 and before transposed a naive
+    RFFT there (`linear_transpose(_naive_rfft)`) and built IRFFT's mask by
+    concatenate: the same values, another structure, which shows only in
+    the names of second-order residuals (compared on 0.10.2 alone)."""
     def body(t):
         mask = _hermitian_mask(t, fft_lengths, t.dtype)
         out = _jitted_fft(div(conj(t), mask), FftType.IRFFT, fft_lengths)

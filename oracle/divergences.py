@@ -1359,13 +1359,18 @@ def _remat3_unused_outputs_read(ctx):
     unused checkpoint output used, and not those of the program itself."""
     if ctx.implementation != "remat3" or ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
-    used, n = unused_checkpoint_outputs_out(ctx.program)
-    if not n:
-        return False
     flags = dict.fromkeys(REMAT3_DEFECTS, True)
-    return (_as_threaded_out(ctx.jax_residuals, dataclasses.replace(ctx, program=used).residuals_with(**flags),
-                             has_primitive(ctx.program, "call"))
-            and ctx.jax_residuals != ctx.residuals_with(**flags))
+    if ctx.jax_residuals == ctx.residuals_with(**flags):
+        return False
+    # the outputs a checkpoint forwards from its inputs threaded out too, or
+    # not (their backward passes save nothing; threading one out of a cond
+    # branch saves the other branches' zero for it)
+    for forwarded in (True, False):
+        used, n = unused_checkpoint_outputs_out(ctx.program, forwarded=forwarded)
+        if n and _as_threaded_out(ctx.jax_residuals, dataclasses.replace(ctx, program=used).residuals_with(**flags),
+                                  has_primitive(ctx.program, "call")):
+            return True
+    return False
 
 
 def _as_threaded_out(got: list, want: list, through_calls: bool) -> bool:
@@ -3626,7 +3631,8 @@ DIVERGENCES = [
         "remat2 and the spec drop the unused output's backward. Wasted memory; gradients are "
         "right; also in a cond branch or a scan body (found by the fuzzer). The predicate: JAX's "
         "residuals are exactly the remat3 model's for the program with every unused output of a "
-        "live checkpoint made a program output (threaded out through the calls, checkpoints, cond "
+        "live checkpoint (or every one its body computes rather than returns as an input) made a "
+        "program output (threaded out through the calls, checkpoints, cond "
         "branches, whose other branches return zeros, and scan bodies, stacked, around it; a "
         "checkpoint no output of which is needed is dead code, dropped with its backward by "
         "JAX's partial evaluation: found by the fuzzer), and not for the program itself.",

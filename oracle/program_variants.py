@@ -70,7 +70,7 @@ def map_params(prog: Program, fn, primitive=lambda e: e.primitive) -> Program:
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
 
 
-def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
+def unused_checkpoint_outputs_out(prog: Program, *, forwarded: bool = True) -> tuple[Program, int]:
     """`prog` with every float output of a checkpoint that nothing reads
     made an output of the program (threaded out through the checkpoints,
     calls, cond branches and scan bodies around it: a cond's other branches
@@ -88,10 +88,27 @@ def unused_checkpoint_outputs_out(prog: Program) -> tuple[Program, int]:
     outputs only a cond's index or an operand no branch reads take (no
     cotangent reaches it; found by the fuzzer's branch cover), or one whose
     tangent no branch reads (a branch's stop_gradient of it: found by a
-    pristine nightly)."""
-    return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p), lambda e: True,
+    pristine nightly). With `forwarded=False`, an output the checkpoint's
+    body returns as one of its inputs is left unused
+    (`_computed_unused_outputs`)."""
+    return unused_outputs_out(prog, _unused_outputs_of(lambda e: e.primitive is remat_p) if forwarded
+                              else _computed_unused_outputs, lambda e: True,
                               _tangent_liveness(prog, pruned=True, zeros=False,
                                                 checkpoint_reads=_remat3_checkpoint_reads))
+
+
+def _computed_unused_outputs(e: Eqn, used: set) -> list:
+    """The unused float outputs of checkpoint `e` that its body computes, not
+    those it returns as one of its inputs: such an output's backward pass
+    saves nothing of its own (its cotangent is the input's), and threading
+    it out adds the threading's own residuals (a cond's zero for it in its
+    other branches: found by a pristine nightly, f4ee7f5ef1)."""
+    if e.primitive is not remat_p:
+        return []
+    body = e.params["jaxpr"]
+    inputs = {v.id for v in body.inputs}
+    return [v for v, o in zip(e.outputs, body.outputs) if v.id not in used and is_float(v.type.dtype)
+            and not (isinstance(o, Var) and o.id in inputs)]
 
 
 def _staged_whole(e: Eqn) -> bool:

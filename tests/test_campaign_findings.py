@@ -5057,3 +5057,28 @@ def test_remat3_names_a_saved_dot_a_jit_forwards_by_the_dot():
     assert saved[-1].startswith("output of dot_general"), saved
     report = oracle.check(f, oracle.AS_IS, a, b, implementations=("remat3",), properties=("residuals",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+def test_remat3_saves_for_an_unused_output_beside_a_branch_checkpoint_forwarding_its_input():
+    """Finding f4ee7f5ef1 (pristine nightly, 0.10.2): remat3 saves what an
+    unused checkpoint output (square's) needs, a known divergence; a cond
+    branch's checkpoint with an unused output it forwards from its input
+    had made the predicate thread that output out too, and the cond's zero
+    for it in the other branch was then saved by the model. JAX's list read
+    off JAX: the argument a and the cond's index."""
+    from jax._src.ad_checkpoint import saved_residuals
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 2, 3)
+
+    def f(a, b):
+        c, _ = jax.checkpoint(lambda e: (1.0, jnp.square(e)))(a)
+        branch = lambda h: jax.checkpoint(lambda k, l: (l, k), policy=jax.checkpoint_policies.everything_saveable,
+                                          prevent_cse=False)(h, h)[0]
+        return lax.cond(b, branch, lambda m: m, c)
+    with implementation("remat3"):
+        saved = [src for _, src in saved_residuals(f, a, np.int32(1))]
+    assert [s.split(" from ")[0] if s.startswith("output") else s for s in saved] == [
+        "from the argument a", "output of convert_element_type"], saved
+    report = oracle.check(f, oracle.AS_IS, a, np.int32(1), implementations=("remat3",), properties=("residuals",))
+    assert report.known_divergences == [("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3")], \
+        str(report)

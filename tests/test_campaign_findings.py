@@ -5082,3 +5082,36 @@ def test_remat3_saves_for_an_unused_output_beside_a_branch_checkpoint_forwarding
     report = oracle.check(f, oracle.AS_IS, a, np.int32(1), implementations=("remat3",), properties=("residuals",))
     assert report.known_divergences == [("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3")], \
         str(report)
+
+
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="remat3: jax 0.10.2")
+@pytest.mark.xfail(strict=True, raises=oracle.Mismatch, reason=(
+    "finding 3104dd2138: under remat3 a checkpoint's backward pass replays its body's debug print, "
+    "which reads a nested checkpoint's output; remat3 recomputes that output by rebinding the nested "
+    "checkpoint whole, its own child too, reading every input it passes that child, so they are saved; "
+    "the remat3 model reads through opaque grandchildren only for what linearization needs, not for "
+    "an effect's replay, and saves the print's own operands alone"))
+def test_remat3_saves_what_a_replayed_print_of_a_nested_checkpoint_s_output_recomputes():
+    """Finding 3104dd2138 (pristine nightly, 0.10.2), its program written
+    smaller: JAX's list read off JAX (saved_residuals under remat3) holds
+    the constant and y and z, the inputs the middle checkpoint passes the
+    innermost one, besides the print's operands s and t."""
+    from jax._src.ad_checkpoint import saved_residuals
+    cp = jax.checkpoint_policies
+    k = np.full((2, 4, 3), 0.5, np.float32)
+
+    def f(y, z, s, t, u):
+        def outer(m, y, z, s, t, u):
+            def middle(x, y, z):
+                return jax.checkpoint(lambda ad, ae, ag: (1.0, ad), policy=cp.dots_saveable)(x, y, z)[0], y
+            v, _ = jax.checkpoint(middle, policy=cp.save_only_these_names("a"), prevent_cse=False)(m, y, z)
+            jax.debug.print("{} {}", s + v, t)
+            return u * 2.0
+        return jax.checkpoint(outer, policy=cp.save_only_these_names("a"))(k, y, z, s, t, u)
+    args = (np.ones((4, 5), np.float32), np.ones((2, 3), np.float32), np.ones(3, np.float32),
+            np.ones(3, np.float32), np.ones(3, np.float32))
+    with implementation("remat3"):
+        saved = [src for _, src in saved_residuals(f, *args)]
+    assert saved[:3] == ["from a constant", "from the argument y", "from the argument z"], saved
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
+    assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)

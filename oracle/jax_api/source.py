@@ -120,6 +120,8 @@ lax = _Spelled(lax, **{n: _without_accuracy(getattr(lax, n)) for n in (
        if len(getattr(lax, n)._fields) == 3},
     **({} if hasattr(lax, 'optimization_barrier') else     # public from jax 0.4.3x
        {'optimization_barrier': __import__('jax._src.ad_checkpoint', fromlist=['_'])._optimization_barrier}),
+    **({} if hasattr(lax, 'FftType') else                  # xla_client's enum before jax 0.4.3x
+       {'FftType': __import__('jax._src.lib', fromlist=['_']).xla_client.FftType}),
     linalg=_linalg_spelled())
 lax_internal = _Spelled(lax_internal, **{n: getattr(lax_internal, '_' + n) for n in (
     'reduce_sum', 'reduce_max', 'reduce_min', 'reduce_prod', 'reduce_and', 'reduce_or')

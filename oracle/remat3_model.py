@@ -195,7 +195,29 @@ def _remat3_call():
     rematerialization reads one of `rem_consts`, outputs of the forward
     jit), where remat2's closed_call_partial_eval_custom_rule closes both
     halves over them and saves nothing."""
-    return _model_of(call_p, lambda *a, **k: _call_partial_eval(*a, **k, constants_shared=False))
+    return _model_of(call_p, _remat3_call_partial_eval)
+
+
+def _remat3_call_partial_eval(eqn: Eqn, in_unknowns, in_inst, *, saveable, linearize):
+    """`_pjit_remat`'s split (constants saved), with its forward jit's
+    outputs that are its inputs forwarded where a tangent reaches the jit:
+    remat3 binds the forward jit on the enclosing linearization's trace,
+    whose jit rule (`_pjit_linearize`, `pe._jaxpr_forwarding`) drops such
+    an output, so what reads it reads the input, and a value saved there is
+    named by that input's producer (found by a pristine nightly,
+    2e70fb8063: a dot's output a jit returns, `output of dot_general`).
+    With every tangent zero the jit is bound as it is (LinearizeTrace
+    binds it on its parent), forwarding nothing."""
+    known, staged, out_unknowns, staged_outputs, recomputed, subst = _call_partial_eval(
+        eqn, in_unknowns, in_inst, saveable=saveable, linearize=linearize, constants_shared=False)
+    if any(in_unknowns) and known:
+        call = known[0]
+        body = call.params["jaxpr"]
+        body_in = {v.id: a for v, a in zip(body.inputs, call.inputs)}
+        n_known = out_unknowns.count(False)
+        subst = dict(subst) | {v.id: body_in[o.id] for v, o in zip(call.outputs[:n_known], body.outputs)
+                               if isinstance(o, Var) and o.id in body_in}
+    return known, staged, out_unknowns, staged_outputs, recomputed, subst
 
 
 def _remat3_cond():
@@ -641,14 +663,16 @@ def _tangent_vars(body: Program, tangent_inputs: list) -> set:
     return tangent
 
 
-def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool, policy=None) -> list:
+def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool, policy=None,
+                   replayed: set = frozenset()) -> list:
     """The colours each input of `body` is needed with, given its outputs'
-    (see above); with `opaque`, remat3's: a checkpoint whose primal output
-    the enclosing linearization needs ("P1") reads every primal input, and
-    `body` being a nested checkpoint's, under `policy`, a value its policy
-    saves that its linearization reads ("P0") is computed by the enclosing
-    linearization ("P1") too."""
-    need = {}
+    (see above) and the values `replayed` effects read ("P1"); with
+    `opaque`, remat3's: a checkpoint whose primal output the enclosing
+    linearization needs ("P1") reads every primal input, and `body` being a
+    nested checkpoint's, under `policy`, a value its policy saves that its
+    linearization reads ("P0") is computed by the enclosing linearization
+    ("P1") too."""
+    need = {i: {"E"} for i in replayed}
     for a, c in zip(body.outputs, out_colours):
         if isinstance(a, Var):
             need.setdefault(a.id, set()).update(c)
@@ -663,17 +687,17 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool,
             outs = [c | {"P1"} if c & {"P0", "P1"} else c for c in outs]
         if is_checkpoint(e):
             sub = e.params["jaxpr"]
-            if opaque and any("P1" in c for c in outs):
+            if opaque and (any("P1" in c for c in outs) or any("E" in c for c in _rebound_for_replay(e, outs))):
                 for a in e.inputs:
                     if isinstance(a, Var) and a.id not in tangent:
                         need.setdefault(a.id, set()).add("P1")
-            sub_outs = [({"P1"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in outs]
+            sub_outs = [({"P1"} if c & {"P0", "P1", "E"} else set()) | (c & {"L"}) for c in outs]
             sub_ins = [isinstance(a, Var) and a.id in tangent for a in e.inputs]
             ins = _needed_inputs(sub, sub_outs, _tangent_vars(sub, sub_ins), opaque, e.params["policy"])
             ins = [({"P0"} if c & {"P0", "P1"} else set()) | (c & {"L"}) for c in ins]
         else:
             ins = [_input_need(e, k, outs, isinstance(a, Var) and a.id in tangent) for k, a in enumerate(e.inputs)]
-            if opaque and subprograms(e.params) and any("P1" in c for c in outs):
+            if opaque and subprograms(e.params) and any(c & {"P1", "E"} for c in outs):
                 # a checkpoint in a jit's, cond's or scan's body is as opaque (see above)
                 ins = [c | {"P1"} if r and not (isinstance(a, Var) and a.id in tangent) else c
                        for c, r, a in zip(ins, _read_through_opaque_checkpoints(e, outs), e.inputs)]
@@ -683,6 +707,16 @@ def _needed_inputs(body: Program, out_colours: list, tangent: set, opaque: bool,
             if isinstance(a, Var) and ci:
                 need.setdefault(a.id, set()).update(ci)
     return [need.get(v.id, set()) for v in body.inputs]
+
+
+def _rebound_for_replay(e: Eqn, out_colours: list) -> list:
+    """The colours of the checkpoint `e`'s outputs that a replayed effect
+    needs ("E") and remat3 recomputes by rebinding `e` whole: all but the
+    outputs its body returns as inputs, which are those inputs (measured
+    on 0.10.2: a print of a nested checkpoint's output that forwards its
+    input saves that input alone)."""
+    body = e.params["jaxpr"]
+    return [set() if any(o is v for v in body.inputs) else c for c, o in zip(out_colours, body.outputs)]
 
 
 def _saved_inside_bodies(e: Eqn, out_colours: list, in_colours: list, tangent: set, policy) -> list:
@@ -756,9 +790,21 @@ def _inputs_read_through_grandchildren(body: Program, tangent_inputs: list) -> l
     reads only because a grandchild checkpoint is opaque (see above)."""
     tangent = _tangent_vars(body, tangent_inputs)
     outs = [{"L"} if isinstance(a, Var) and a.id in tangent else set() for a in body.outputs]
-    remat3 = _needed_inputs(body, outs, tangent, opaque=True)
-    exact = _needed_inputs(body, outs, tangent, opaque=False)
+    replayed = _replayed_effect_operands(body, tangent)
+    remat3 = _needed_inputs(body, outs, tangent, opaque=True, replayed=replayed)
+    exact = _needed_inputs(body, outs, tangent, opaque=False, replayed=replayed)
     return [bool(r) and not x and not t for r, x, t in zip(remat3, exact, tangent_inputs)]
+
+
+def _replayed_effect_operands(body: Program, tangent: set) -> set:
+    """Ids of the primal values the effects of `body` (a debug print) read:
+    the backward pass replays them (`_remat3_linearized`), so remat3's
+    rematerialization computes what they read, a child checkpoint rebound
+    whole, reading every input (`VJPHiPrimitive.dce` keeps them all; found
+    by a pristine nightly, 3104dd2138: a print of a nested checkpoint's
+    output saves every input it passes its own child)."""
+    return {a.id for e in body.eqns if core.has_effects(e) and not is_checkpoint(e)
+            for a in e.inputs if isinstance(a, Var) and a.id not in tangent}
 
 
 def _reading(body: Program, new: list, at: int) -> Program:

@@ -59,6 +59,8 @@ def test_the_phase_stops_at_max_examples():
     assert checked == 2 and [k for k, _, _ in messages].count("start") == 2
 
 
+# slow (over 10 s): `make test-slow` runs it (CI does), keeping `make test` within its ten minutes
+@pytest.mark.slow
 def test_a_planted_bug_is_a_finding_of_a_corpus_case():
     """policy_ignores_sin: remat2 never saves a sine; some fast case whose
     policy saves one fails, and the phase stops there (fail-fast)."""
@@ -95,6 +97,7 @@ def test_the_campaign_summary_names_the_known_divergences_it_met(capsys):
     assert "by name" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_each_reproducer_is_run_in_a_fresh_interpreter(tmp_path):
     """A campaign runs each finding's repro.py in a fresh interpreter and
     says in the report whether it fails there: a finding that depended on

@@ -247,9 +247,12 @@ def _run_repros(bug, path):
 
 
 # the two policy bugs take 25-40 s each (they are found late and shrink
-# long): they run with the campaigns, `make test-slow` (CI runs it), so that
-# `make test` keeps within its ten minutes
-SLOW_BUGS = ("policy_ignores_sin", "save_only_these_names_inverted")
+# long), two more 11-14 s: they run with the campaigns, `make test-slow`
+# (CI runs it), so that `make test` keeps within its ten minutes; the
+# hunts left in it (cos_jvp_sign_at_negative_inputs, ...) still show
+# `make test` catching a planted bug
+SLOW_BUGS = ("policy_ignores_sin", "save_only_these_names_inverted", "add_any_transpose_forgets_second_operand",
+             "reduce_sum_batcher_drops_batch_dim")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.bug in SLOW_BUGS else c

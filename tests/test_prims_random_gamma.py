@@ -214,7 +214,7 @@ def test_oracle_check_vmap_over_keys_and_loggamma():
     _assert_ok(oracle.check(loss, jax.checkpoint_policies.nothing_saveable, np.float32(1.3), keys))
 
 
-@pytest.mark.parametrize("which", ["beta", "dirichlet"])
+@pytest.mark.parametrize("which", [pytest.param("beta", marks=pytest.mark.slow), "dirichlet"])   # beta: 16 s, slow
 def test_oracle_check_beta_and_dirichlet(which):
     import oracle
     jax = _jax()
@@ -237,6 +237,8 @@ def test_other_sample_dtypes_are_unsupported(dtype):
         oracle.check(fn, None, np.float32(1.5))
 
 
+# slow (over 10 s): `make test-slow` runs it (CI does), keeping `make test` within its ten minutes
+@pytest.mark.slow
 def test_third_order_of_a_constant_alpha_under_remat3():
     """Found by a pristine nightly (f2a46224f0): under jax_remat3 the backward
     pass of a checkpoint reads its inputs through an optimization_barrier

@@ -49,6 +49,8 @@ def test_polygamma_s_noise_is_its_order_s_measured_error():
     assert units.max() > 1.0
 
 
+# slow (over 10 s): `make test-slow` runs it (CI does), keeping `make test` within its ten minutes
+@pytest.mark.slow
 @pytest.mark.skipif(jax.__version__ != "0.10.2", reason="the table was measured on jax 0.10.2")
 def test_the_implementation_error_table_bounds_jax_s_special_functions():
     """A fresh measurement (tools/special_accuracy.py, a subprocess: float64

@@ -140,14 +140,22 @@ class _Lifetimes:
     def step_ends(self, e):
         end = len(self.builder.eqns)
         self.builder.step_end.update({i: end for i in range(self.start, end)})
-        for vid in self.released_by.get(self.index, []) + [v.id for v in e.outputs if v.id not in self.read]:
+        # an output no equation reads is never dropped: core.last_used has no
+        # entry for it, so clean_up_dead_vars keeps it in the env to the end
+        # (found by a pristine nightly, bebee5b131: a dead log of a jit's value
+        # makes that value the jit's first residual)
+        for vid in self.released_by.get(self.index, []):
             self._release(vid)
+        for v in e.outputs:
+            if v.id not in self.read:
+                self._release(v.id, forever=True)
 
-    def _release(self, vid):
+    def _release(self, vid, forever=False):
         t = self.tangent_env.get(vid)
         if isinstance(t, Tracer) and isinstance(t.atom, Var):
             released = self.builder.tangent_released
-            released[t.atom.id] = max(released.get(t.atom.id, 0), len(self.builder.eqns))
+            until = float("inf") if forever else len(self.builder.eqns)
+            released[t.atom.id] = max(released.get(t.atom.id, 0), until)
 
 
 def _primal_outputs_known(primal_outs, jvp_eqns, depends):

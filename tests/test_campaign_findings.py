@@ -5142,3 +5142,27 @@ def test_remat3_saves_what_a_replayed_print_of_a_nested_checkpoint_s_output_reco
     assert [src for _, src in producer_sources(remat3_model(trace_jax(f, *args)))] == expected
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat3",), properties=("residuals",))
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)
+
+
+@pytest.mark.parametrize("dead_log", [True, False])
+def test_a_dead_reader_in_a_jit_keeps_its_value_the_first_residual(dead_log):
+    """Finding bebee5b131 (pristine nightly, 0.10.2): a jit's residuals are
+    its linearization's tangent constants in the order they were made, and
+    eval_jaxpr's env keeps a value no equation reads to the end
+    (core.last_used has no entry for it), so the tangent of a dead `log j`
+    keeps j's constant, made first, alive: j is the first residual, before
+    sin's cos; without the dead log, cos comes first. JAX's order read off
+    JAX (saved_residuals); the spec's must be the same."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    def body(g):
+        j = lax.broadcast_in_dim(g, (2, 2, 2), ())
+        if dead_log:
+            jnp.log(j)
+        s = jnp.sin(g)
+        return lax.dot_general(j, j, (((2, 0), (1, 2)), ((), ()))), s
+    f = jax.jit(body)
+    jax_shapes = [tuple(a.shape) for a, _ in saved_residuals(f, np.float32(0.5))]
+    assert jax_shapes == ([(2, 2, 2), ()] if dead_log else [(), (2, 2, 2)])
+    prog = trace_jax(f, np.float32(0.5))
+    assert [tuple(r.type.shape) for r in spec.saved_residuals(prog)] == jax_shapes

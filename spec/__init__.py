@@ -47,3 +47,4 @@ from spec import prims_linalg  # noqa: F401
 from spec import prims_linear_solve  # noqa: F401
 from spec import prims_decompositions  # noqa: F401
 from spec import prims_complex, prims_fft  # noqa: F401
+from spec import prims_ragged_dot  # noqa: F401

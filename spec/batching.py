@@ -32,6 +32,12 @@ class BatchingError(TypeError):
     pass
 
 
+class AxesRefused(BatchingError):
+    """A JAX batching rule refuses the batch dims it is given; the spec's
+    rule raises this mixed with JAX's error class, in JAX's words (a tie:
+    both refuse)."""
+
+
 class OutAxisError(BatchingError, ValueError):
     """An output that must be unbatched (out_axes None) is batched: JAX's
     vmap raises ValueError, in these words (api._mapped_axis_spec's check,

@@ -76,7 +76,7 @@ from spec.core import (Example, JaxFacts, cost_rules, examples, jax_facts, Primi
                        is_undefined, jaxpr_trace_rules, jvp_rules, primitive, shape_rules, to_atom,
                        transpose_rules, zeros_like_type)
 from spec.ir import ArrayType, Program
-from spec.batching import BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
+from spec.batching import AxesRefused, BatchingError, broadcast_at, moveaxis, vmap_program, vmap_traced
 from spec.core import batch_rules
 from spec.evaluate import evaluate
 from spec.ir import Eqn
@@ -748,7 +748,7 @@ def tie(x, y):
     return bind(tie_p, x, y)
 
 
-class VectorizedBatchingError(BatchingError, AssertionError):
+class VectorizedBatchingError(AxesRefused, AssertionError):
     """batching.vectorized_batcher's refusal: its bare AssertionError, whose
     message is the batch dims (a BatchingError here too)."""
 

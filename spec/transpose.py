@@ -88,6 +88,15 @@ def _without_hoisted_effects(known: Program, prog: Program, staged: Program) -> 
             dropped.add(id(e))
         elif id(e) in own or any(v.id in live for v in e.outputs):
             live.update(a.id for a in e.inputs if isinstance(a, Var))
+    # dead hoisted code reading a dropped copy's outputs goes with it (a sum
+    # of a printing jit's output that only a dropped printing cond's index
+    # reads: found by a pristine nightly, b11c33dfcd)
+    gone = set()
+    for e in known.eqns:
+        if id(e) in dropped or (id(e) not in own and not any(v.id in live for v in e.outputs)
+                                and any(isinstance(a, Var) and a.id in gone for a in e.inputs)):
+            dropped.add(id(e))
+            gone.update(v.id for v in e.outputs)
     return known if not dropped else replace(known, eqns=[e for e in known.eqns if id(e) not in dropped])
 
 

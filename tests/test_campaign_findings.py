@@ -5166,3 +5166,24 @@ def test_a_dead_reader_in_a_jit_keeps_its_value_the_first_residual(dead_log):
     assert jax_shapes == ([(2, 2, 2), ()] if dead_log else [(), (2, 2, 2)])
     prog = trace_jax(f, np.float32(0.5))
     assert [tuple(r.type.shape) for r in spec.saved_residuals(prog)] == jax_shapes
+
+
+def test_a_printing_cond_whose_index_sums_a_printing_jit_s_output_in_a_checkpoint():
+    """Finding b11c33dfcd (pristine nightly, 0.10.2): transposing the
+    checkpoint, the spec drops the hoisted copy of the printing jit and of
+    the printing cond (the staged checkpoint replays them) but kept the sum
+    and comparison between them, which read the dropped jit's output: the
+    spec raised KeyError in vjp, second_order and prevent_cse."""
+    def f(a, b, c):
+        def body(e, f_, g):
+            h = lax.dot_general(e, e, (((1,), (1,)), ((0,), (0,))))
+            i = jax.jit(lambda j: (jax.debug.print("x={x}", x=j), j)[1])(f_)
+            m = (jnp.sum(i) > 0).astype(jnp.int32)
+            lax.cond(m, lambda o: None, lambda o: jax.debug.print("x={x}", x=o), g)
+            return h
+        return jax.checkpoint(body, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+                              prevent_cse=False)(a, b, c)
+    args = [np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3) * k for k in (1.0, 2.0, -1.0)]
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=("vjp", "prevent_cse"))
+    assert {r.status for r in report.results} == {"ok"}, str(report)

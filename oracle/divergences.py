@@ -1827,6 +1827,14 @@ def _custom_vjp_reads_a_zero_tangent(ctx, eqns_of: Callable) -> bool:
                for e in eqns_of(prog) if e.primitive.name == "custom_vjp_call" for a in e.inputs)
 
 
+def _ragged_dot_impl_vmap_axes(ctx) -> bool:
+    """JAX raised its vmap's TypeError for numpy integer in_axes, and the
+    checked program has a ragged_dot_general (see the divergence)."""
+    return (isinstance(ctx.error, TypeError)
+            and "vmap in_axes must be an int, None, or (nested) container" in str(ctx.error)
+            and has_primitive(ctx.user_program, "ragged_dot_general"))
+
+
 def _missing_rule(kind: str, rule_of: str = "optimization_barrier", beside: str | None = None):
     """JAX raised NotImplementedError: "<kind> rule for '<rule_of>' not
     implemented", and the checked function has a `beside` equation (by
@@ -4660,6 +4668,24 @@ DIVERGENCES = [
         "print(jax.grad(jax.grad(lambda a: jax.random.gamma(key, a)))(2.0))",
         _missing_rule("Differentiation", "random_gamma_grad", beside="random_gamma"),
         releases=Releases("0.4.25", "0.6.0")),
+    Divergence(
+        "ragged-dot-batched-twice-vmaps-with-numpy-axes",
+        "vmap of a ragged_dot_general that has a prefix dim already (a batch dim, or a vmap of "
+        "a vmap of lax.ragged_dot) raises TypeError when lowered: _dot_general_batch_dim_nums "
+        "bumps the dims with np.add (numpy integers in the new RaggedDotDimensionNumbers), and "
+        "_ragged_dot_general_impl (the CPU lowering) passes them to api.vmap as in_axes, which "
+        "takes Python ints only. The spec computes the batched product. Measured on 0.6.2 and "
+        "0.10.2 (0.4.36 has no ragged_dot_general; from its first release, 0.5.0, assumed). "
+        "The predicate: that TypeError, and the program has a ragged_dot_general (found by a "
+        "pristine nightly, 6023d0e998).",
+        "if not hasattr(jax.lax, 'ragged_dot_general'):\n"
+        "    print('jax', jax.__version__, 'has no lax.ragged_dot_general')\n"
+        "else:\n"
+        "    x, w, gs = jnp.ones((2, 2, 4, 3)), jnp.ones((2, 2, 2, 3, 2)), jnp.full((2, 2, 2), 2, jnp.int32)\n"
+        "    dims = jax.lax.RaggedDotDimensionNumbers((((2,), (2,)), ((0,), (1,))), (1,), (0,))\n"
+        "    print(jax.vmap(lambda x, w, g: jax.lax.ragged_dot_general(x, w, g, dims))(x, w, gs).shape)"
+        "  # TypeError: vmap in_axes must be an int",
+        _ragged_dot_impl_vmap_axes, releases=Releases("0.5.0")),
     Divergence(
         "optimization-barrier-not-batchable",
         "Before jax 0.4.38 lax.optimization_barrier has no batching rule (jax-ml/jax 944d822ce6 "

@@ -92,3 +92,18 @@ def test_reverse_mode_of_the_contracting_mode_is_refused_by_both():
                       spec.f32[2, 5], spec.f32[5, 3])
     with pytest.raises(NotImplementedError, match="Unimplemented grad_[xy]_dims for ragged dot general"):
         spec.vjp_program(prog)
+
+
+def test_vmap_of_a_ragged_dot_with_batch_dims_is_jax_s_known_divergence():
+    """Nightly finding 6023d0e998: JAX's lowering of a vmapped ragged dot
+    that already has a batch dim hands api.vmap numpy integer in_axes and
+    raises TypeError; the spec computes the product, the check names the
+    divergence."""
+    dims = lax.RaggedDotDimensionNumbers((((2,), (2,)), ((0,), (1,))), (1,), (0,))
+
+    def f(x, w, gs):
+        return lax.ragged_dot_general(x, w, gs, dims)
+    args = (np.ones((2, 4, 3), np.float32), np.ones((2, 2, 3, 2), np.float32), np.full((2, 2), 2, np.int32))
+    report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("vmap", "values"))
+    assert report.known_divergences == [("ragged-dot-batched-twice-vmaps-with-numpy-axes", "vmap", "remat2")]
+    assert report.status("values", "remat2") == "ok"

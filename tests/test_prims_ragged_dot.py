@@ -107,3 +107,24 @@ def test_vmap_of_a_ragged_dot_with_batch_dims_is_jax_s_known_divergence():
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",), properties=("vmap", "values"))
     assert report.known_divergences == [("ragged-dot-batched-twice-vmaps-with-numpy-axes", "vmap", "remat2")]
     assert report.status("values", "remat2") == "ok"
+
+
+@pytest.mark.parametrize("outer", ["vmap", "vmap o vmap"])
+def test_a_vmapped_grad_of_the_contracting_mode_raises_the_batching_refusal_first(outer):
+    """vmap of grad through the contracting mode, batched outside axis 0:
+    JAX runs grad's forward pass under the vmap, whose batching rule
+    refuses the axes before any transposition; the spec's grad failed in
+    the transposition first, a different error (pristine nightly finding
+    829cf0d24a). Both now raise the batching refusal: not applicable."""
+    from fuzz import properties
+    from oracle import stacks as S
+    dims = ((((1,), (0,)), ((), ())), (1,), ())
+    prog = spec.trace(lambda x, y, gs: ragged_dot_general(x, y, gs, dims),
+                      spec.f32[2, 5], spec.f32[5, 3], spec.ArrayType((2,), "int32"))
+    layers = [S.Layer("grad"), S.Layer("vmap", in_axes=(0, -1, 0, 0), out_axes=(0, 0), size=2)]
+    if outer == "vmap o vmap":
+        layers.insert(1, S.Layer("vmap", in_axes=(0, 0, 0, 0), out_axes=(0, 0), size=2))
+    report = properties.oracle_agrees(prog, stack=S.Stack(tuple(layers)), implementations=("remat2",),
+                                      only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == "not applicable", str(report)
+    assert "vmap over any dim but 0" in report.results[0].detail, str(report)

@@ -299,7 +299,9 @@ def _outer_error_first(prog: Program, level: Level, layer: Layer, outers: list, 
     there comes first. An outer vmap batches it (its batching rule may
     refuse the axes: ragged_dot_general's outside axis 0, found by a
     pristine nightly, 829cf0d24a, where the spec's grad met the
-    contracting mode's transpose refusal); an outer linearization (the
+    contracting mode's transpose refusal), an outer jvp differentiates it
+    (and a linearization beyond sees that: found by a pristine nightly,
+    014e09ed49, `jvp o grad` under saved_residuals); an outer linearization (the
     next reverse or linearize layer, or, with `then_linearized`, the
     caller's) linearizes it (a nested checkpoint's policy, asked when the
     outer linearization re-linearizes the known half a checkpoint's
@@ -320,6 +322,11 @@ def _outer_error_first(prog: Program, level: Level, layer: Layer, outers: list, 
             in_axes = list(outer.in_axes)[:len(forward.inputs)]
             if any(a is not None for a in in_axes):    # (else the forward pass is not batched)
                 forward = spec.vmap(forward, in_axes, [0] * len(forward.outputs), axis_size=outer.size)
+            continue
+        if outer.kind == "jvp" and len(forward.inputs) == len(outer_level.in_types):
+            # (its tangent inputs follow the level's: the outer layers see them in place)
+            nonzeros = _mask(outer_level, differentiated(outer_level, outer))
+            forward, _ = spec.jvp_program(forward, nonzeros=nonzeros)
             continue
         if outer.kind in ("linearize",) + REVERSE_KINDS:
             diff = _mask(outer_level, differentiated(outer_level, outer))

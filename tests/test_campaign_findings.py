@@ -1207,15 +1207,18 @@ def test_constants_are_saved_in_the_order_the_trace_first_reads_them(mul_first):
 
 
 @pytest.mark.skipif(_without_direct_linearization() is not None, reason="second-order residuals: direct linearization")
-def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first():
+@pytest.mark.parametrize("outer", ["none", "jvp", "vmap"])
+def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first(outer):
     """saved_residuals of grad(f), f padding with a differentiated padding
     value alone (pad's transpose refuses that) beside a nested checkpoint
     whose save_from_both of offload policies raises when asked: JAX runs
     grad's forward pass under the outer linearization, which re-linearizes
     the nested checkpoint's known half and asks its policy, before grad's
     backward pass reaches pad (pristine nightly finding aa3c697824: the spec
-    built the grad whole first and raised pad's refusal). JAX's error is
-    read off JAX."""
+    built the grad whole first and raised pad's refusal). So it does with
+    a jvp or a vmap of the grad between them: the forward pass runs under
+    those traces too, then under the linearization (pristine nightly
+    finding 014e09ed49, `jvp o grad`). JAX's error is read off JAX."""
     from jax._src.ad_checkpoint import saved_residuals
     from oracle import stacks as S
     offload = jax.checkpoint_policies.save_and_offload_only_these_names
@@ -1231,7 +1234,9 @@ def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first():
         return jax.checkpoint(inner, prevent_cse=False)(a), a, padded
     args = (np.float32(-1.1), np.ones((2, 3), np.float32))
     prog = trace_jax(checked, *args)
-    stack = S.Stack((S.Layer("grad", argnums=(0,)),))
+    layers = {"none": (), "jvp": (S.Layer("jvp", argnums=(0,)),),
+              "vmap": (S.Layer("vmap", in_axes=(0, 0, None, None, 0), out_axes=(0,), size=2),)}[outer]
+    stack = S.Stack((S.Layer("grad", argnums=(0,)),) + layers)
     stacked, _ = S.jax_functions(stack, S.base_level(prog))
     assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)),
                        ValueError, "The return value of the policies should be a boolean")

@@ -330,7 +330,13 @@ def _outer_error_first(prog: Program, level: Level, layer: Layer, outers: list, 
             continue
         if outer.kind in ("linearize",) + REVERSE_KINDS:
             diff = _mask(outer_level, differentiated(outer_level, outer))
-            spec.linearize(forward, diff=diff[:len(forward.inputs)])
+            linearized = spec.linearize(forward, diff=diff[:len(forward.inputs)])
+            if len(forward.inputs) != len(outer_level.in_types):
+                return
+            # (what a linearization beyond sees of it: its forward pass, whose
+            # inputs are the level's, as the layer's own function's are)
+            forward = linearized.forward_traced
+            continue
         return
     if then_linearized:
         spec.linearize(forward, diff=None)

@@ -1245,6 +1245,36 @@ def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first(out
     assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
 
 
+@pytest.mark.skipif(_without_direct_linearization() is not None, reason="third-order residuals: direct linearization")
+def test_two_outer_linearizations_of_a_grad_s_forward_pass_come_first():
+    """saved_residuals of grad(grad(f, argnums=0)), f a jitted function
+    padding igamma(d, e) with the differentiated value a alone (pad's
+    transpose refuses that):
+    JAX runs the inner grad's forward pass under both outer linearizations
+    (the outer grad's, saved_residuals' vjp), and the second differentiates
+    the igamma_grad_a that the first computes for igamma's tangent in d,
+    which has no rule: JAX raises that before the inner backward pass
+    reaches pad (pristine nightly finding 3c3ad4f168: the spec linearized
+    the forward pass once and raised pad's refusal). JAX's error is read
+    off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from oracle import stacks as S
+
+    @jax.jit
+    def checked(a, b, c, d, e):
+        return lax.pad(lax.igamma(d, e), a, ((0, 0, 0), (0, 0, 0)))
+    args = (np.float32(0.5), np.float32(0.2), np.float32(0.3), np.full((2, 3), 1.5, np.float32),
+            np.full((2, 3), 0.7, np.float32))
+    prog = trace_jax(checked, *args)
+    stack = S.Stack((S.Layer("grad", argnums=(0,)), S.Layer("grad")))
+    stacked, _ = S.jax_functions(stack, S.base_level(prog))
+    assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)),
+                       NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
+    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
+                          properties=(S.stack_residuals_property(stack, prog),))
+    assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
+
+
 @pytest.mark.parametrize("jitted", [False, True])
 def test_a_while_loop_whose_carries_are_known_stages_nothing(jitted):
     """A while loop reading a differentiated body const its body ignores,

@@ -398,15 +398,15 @@ def _live_tangents(prog: Program, zero: frozenset = frozenset(), pruned: bool = 
             inputs = _tangent_reading_inputs(e)
         elif pruned and e.primitive.name == "while":
             inputs = _while_tangent_reading_inputs(e)
-        elif pruned and e.primitive in (call_p, scan_p):
-            # a jit or scan reads the tangents its body's linear program
-            # reads (a scan's carries all read): its linear half's DCE drops
-            # an unread input (pe.dce_jaxpr_pjit_rule, _scan_dce_rule); a
-            # checkpoint's output only a jit of integer_pow[y=0] (whose JVP
+        elif pruned and e.primitive is scan_p:
+            inputs = _scan_tangents_read(e, [v.id in read for v in e.outputs], zero, checkpoint_reads)
+        elif pruned and e.primitive is call_p:
+            # a jit reads the tangents its body's linear program reads: its
+            # linear half's DCE drops an unread input (pe.dce_jaxpr_pjit_rule);
+            # a checkpoint's output only a jit of integer_pow[y=0] (whose JVP
             # is zeros) reads is unused (found by a pristine campaign,
             # a7964d40fc; in a scan body too)
-            inputs = _body_tangents_read(e.params["jaxpr"], e.inputs,
-                                         _body_roots(e, [v.id in read for v in e.outputs]),
+            inputs = _body_tangents_read(e.params["jaxpr"], e.inputs, [v.id in read for v in e.outputs],
                                          zero, pruned, checkpoint_reads)
         elif pruned and e.primitive in dce_rules:
             inputs = _dce_kept_inputs(_checkpoints_whole(e) if whole else e, [v.id in read for v in e.outputs])
@@ -473,6 +473,28 @@ def _body_tangents_read(body: Program, operands: list, out_used: list, zero: fro
     rooted = Program(body.inputs, body.eqns, [o for o, u in zip(body.outputs, out_used) if u])
     ids = _live_tangents(rooted, zero, pruned, checkpoint_reads)[1]
     return [a for a, v in zip(operands, body.inputs) if v.id in ids]
+
+
+def _scan_tangents_read(e: Eqn, out_used: list, zero: frozenset, checkpoint_reads: Callable) -> list:
+    """The operands of scan `e` whose tangents its linear scan keeps, its
+    outputs read as `out_used`: JAX's _scan_dce_rule (jax/_src/lax/
+    control_flow/loops.py), a fixpoint over the carries in which a carry
+    whose output is used keeps its input too, read by the body or not
+    (`instantiate=... used_carry_out`: a carry whose body returns a const
+    keeps the tangent of its initial value, and with it a checkpoint that
+    computes that value: found by a pristine nightly, 48ce33e916), and the
+    consts and xs the body reads for the used outputs."""
+    body, nc, ncar = e.params["jaxpr"], e.params["num_consts"], e.params["num_carry"]
+    used_carry = list(out_used[:ncar])
+    while True:
+        rooted = used_carry + list(out_used[ncar:])
+        reads = {id(a) for a in _body_tangents_read(body, e.inputs, rooted, zero, True, checkpoint_reads)}
+        carry_in = [id(a) in reads for a in e.inputs[nc:nc + ncar]]
+        grown = [u or c for u, c in zip(used_carry, carry_in)]
+        if grown == used_carry:
+            break
+        used_carry = grown
+    return [a for i, a in enumerate(e.inputs) if id(a) in reads or (nc <= i < nc + ncar and used_carry[i - nc])]
 
 
 def _while_tangent_reading_inputs(e: Eqn) -> list:

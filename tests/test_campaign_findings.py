@@ -305,6 +305,35 @@ def test_a_checkpoint_output_only_an_unread_while_const_takes_is_unused_under_re
         assert ("remat3-saves-for-unused-checkpoint-outputs", "residuals", "remat3") in report.known_divergences
 
 
+@pytest.mark.parametrize("body_reads_carry", [False, True])
+def test_a_scan_keeps_the_tangent_of_a_carry_its_body_replaces(body_reads_carry):
+    """A checkpoint's output initialises a scan carry whose body replaces
+    it with a const (and its unused square): JAX's scan DCE keeps a used
+    carry's input whether the body reads it or not (_scan_dce_rule's
+    `instantiate=... used_carry_out`), so under remat3 the checkpoint's
+    linearization is live and runs whole, saving its input for the unused
+    square (JAX: `from the argument`): the divergence
+    remat3-saves-for-unused-checkpoint-outputs, once the scan's carries
+    are kept as JAX keeps them (found by a pristine nightly, 48ce33e916;
+    the model took the carry's tangent for unread). A body that reads the
+    carry agrees the same way. JAX's residuals are read off JAX."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+
+    def f(a):
+        _, square, same = jax.checkpoint(lambda c, g: (c, g * g, g))(np.ones(1, np.float32), a)
+        body = (lambda carry, x: (carry * a, x)) if body_reads_carry else (lambda carry, x: (a, x))
+        return lax.scan(body, same, np.ones(2, np.float32))[0]
+    a = np.float32(0.7)
+    with implementation("remat3"):
+        sources = [src.split(" from ")[0] for _, src in saved_residuals(f, a)]
+    assert "from the argument a" in sources or "from the argument args[0]" in sources, sources
+    report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",))
+    assert report.status("residuals", "remat2") == "ok", str(report)
+    assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)
+
+
 def _printing_checkpoint(x, used: bool, in_cond: bool):
     """cos(x) beside a checkpoint that prints its input and returns its sin,
     the sin added to the result where `used`; in a cond branch where

@@ -1004,9 +1004,11 @@ def remat3_viewed(prog: Program, zero_tangent_recomputed: bool = True) -> Progra
 
 # in the order a difference is attributed to them (and DIVERGENCES lists them);
 # barriered_primals first: its barrier reads the inputs the staged checkpoint
-# reads first anyway, so it never moves a first-order residual, and removing it
-# first leaves the attribution of the others as it was (its effect is at the
-# next order, where a stack's property attributes nothing)
+# reads first anyway, so it never moves a first-order residual (its effect is
+# at the next order, where a stack's property attributes nothing); it may
+# rename one, read outside every checkpoint through the barrier, so no
+# first-order difference is attributed to it (oracle/divergences.py,
+# _UNATTRIBUTED_REMAT3_DEFECTS)
 REMAT3_DEFECTS = ("barriered_primals", "custom_opaque", "nested_opaque", "grandchildren_opaque",
                   "zero_tangent_recomputed", "view", "opaque_outputs", "instantiated_inputs", "inputs_first",
                   "scan_rule", "jit_rule", "linearized_body", "effects_sealed", "rounded_copies")

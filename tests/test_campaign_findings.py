@@ -334,6 +334,40 @@ def test_a_scan_keeps_the_tangent_of_a_carry_its_body_replaces(body_reads_carry)
     assert report.status("residuals", "remat3") in ("ok", "known divergence"), str(report)
 
 
+@pytest.mark.parametrize("second_policy", ["none", "save_from_both"])
+def test_remat3_names_an_output_returned_through_a_nested_identity_checkpoint(second_policy):
+    """A checkpoint returning its input through a nested identity
+    checkpoint, its output saved for a later checkpoint: remat3 reads the
+    primals of its backward pass through an optimization barrier outside
+    every checkpoint, so the value saved is the outer hi-primitive's
+    output ("output of call_hi_primitive", read off JAX), not a forward of
+    the argument, which the spec's known half simplifies it to: the
+    divergence remat3-names-nested-checkpoint-values-by-producer (found by
+    a pristine nightly, 823a348773). With the later checkpoint's policy a
+    save_from_both_policies, which remat3 does not recognise (nothing
+    saved), that divergence is the one named: the barrier that renames the
+    value was taken for the first defect, which no divergence claims."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    cp = jax.checkpoint_policies
+    policy = None if second_policy == "none" else cp.save_from_both_policies(
+        cp.save_only_these_names("a", "c"), cp.dots_saveable)
+
+    def f(a):
+        b = jax.checkpoint(lambda c: jax.checkpoint(lambda e: e)(c), policy=cp.dots_with_no_batch_dims_saveable)(a)
+        h = jax.checkpoint(lambda g: lax.dot_general(g, g, (((), ()), ((), ()))) ** 2, policy=policy)(b)
+        return h
+    a = np.array([0.3, -0.5, 0.9], np.float32)
+    with implementation("remat3"):
+        sources = [src.split(" from ")[0] for _, src in saved_residuals(f, a)]
+    assert sources == ["output of call_hi_primitive"], sources
+    report = oracle.check(f, oracle.AS_IS, a, properties=("residuals",), implementations=("remat3",))
+    expected = {"none": "remat3-names-nested-checkpoint-values-by-producer",
+                "save_from_both": "remat3-unrecognised-policy-is-full-remat"}[second_policy]
+    assert report.known_divergences == [(expected, "residuals", "remat3")], str(report)
+
+
 def _printing_checkpoint(x, used: bool, in_cond: bool):
     """cos(x) beside a checkpoint that prints its input and returns its sin,
     the sin added to the result where `used`; in a cond branch where

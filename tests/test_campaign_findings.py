@@ -1282,7 +1282,6 @@ def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first(out
     a jvp or a vmap of the grad between them: the forward pass runs under
     those traces too, then under the linearization (pristine nightly
     finding 014e09ed49, `jvp o grad`). JAX's error is read off JAX."""
-    from jax._src.ad_checkpoint import saved_residuals
     from oracle import stacks as S
     offload = jax.checkpoint_policies.save_and_offload_only_these_names
     policy = jax.checkpoint_policies.save_from_both_policies(
@@ -1300,9 +1299,18 @@ def test_an_outer_linearization_s_error_in_a_grad_s_forward_pass_comes_first(out
     layers = {"none": (), "jvp": (S.Layer("jvp", argnums=(0,)),),
               "vmap": (S.Layer("vmap", in_axes=(0, 0, None, None, 0), out_axes=(0,), size=2),)}[outer]
     stack = S.Stack((S.Layer("grad", argnums=(0,)),) + layers)
+    _assert_both_raise_under_saved_residuals(checked, args, prog, stack, ValueError,
+                                             "The return value of the policies should be a boolean")
+
+
+def _assert_both_raise_under_saved_residuals(checked, args, prog, stack, error, message):
+    """JAX's saved_residuals of the stacked function raises `error` with
+    `message` (read off JAX), and the oracle's stack residuals property
+    finds the spec raising the same: not applicable."""
+    from jax._src.ad_checkpoint import saved_residuals
+    from oracle import stacks as S
     stacked, _ = S.jax_functions(stack, S.base_level(prog))
-    assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)),
-                       ValueError, "The return value of the policies should be a boolean")
+    assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)), error, message)
     report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
                           properties=(S.stack_residuals_property(stack, prog),))
     assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
@@ -1320,7 +1328,6 @@ def test_two_outer_linearizations_of_a_grad_s_forward_pass_come_first():
     reaches pad (pristine nightly finding 3c3ad4f168: the spec linearized
     the forward pass once and raised pad's refusal). JAX's error is read
     off JAX."""
-    from jax._src.ad_checkpoint import saved_residuals
     from oracle import stacks as S
 
     @jax.jit
@@ -1330,12 +1337,8 @@ def test_two_outer_linearizations_of_a_grad_s_forward_pass_come_first():
             np.full((2, 3), 0.7, np.float32))
     prog = trace_jax(checked, *args)
     stack = S.Stack((S.Layer("grad", argnums=(0,)), S.Layer("grad")))
-    stacked, _ = S.jax_functions(stack, S.base_level(prog))
-    assert _jax_raises(lambda: saved_residuals(stacked(checked), *S.operands(prog, stack, args, 0)),
-                       NotImplementedError, "Differentiation rule for 'igamma_grad_a' not implemented")
-    report = oracle.check(checked, oracle.AS_IS, *args, implementations=("remat2",),
-                          properties=(S.stack_residuals_property(stack, prog),))
-    assert report.status(S.STACK_RESIDUALS, "remat2") == "not applicable", str(report)
+    _assert_both_raise_under_saved_residuals(checked, args, prog, stack, NotImplementedError,
+                                             "Differentiation rule for 'igamma_grad_a' not implemented")
 
 
 @pytest.mark.parametrize("jitted", [False, True])

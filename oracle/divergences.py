@@ -261,13 +261,16 @@ def _remat3_float0_tangents(ctx):
         return False
     plain = producer_sources(remat3_model(ctx.program))
     # and, the exposed outputs making a checkpoint live, with its nested checkpoints'
-    # unused outputs used (remat3-saves-for-unused-checkpoint-outputs; found by a campaign)
-    used, n_unused = unused_checkpoint_outputs_out(exposed)
+    # unused outputs used (remat3-saves-for-unused-checkpoint-outputs; found by a campaign),
+    # those it forwards from its inputs or not, as that divergence's predicate tries them
+    # (found by a pristine nightly, 01778ea6f4)
+    variants = [exposed] + [used for used, n in (unused_checkpoint_outputs_out(exposed, forwarded=forwarded)
+                                                 for forwarded in (True, False)) if n]
     # exposed through a jit, the jit returns them, and its residuals move (`_as_threaded_out`:
     # found by a pristine nightly, 1ddf79ad84, a jitted program)
     through_calls = has_primitive(ctx.program, "call")
     return any(_as_threaded_out(ctx.jax_residuals, m, through_calls) and m != plain
-               for m in [producer_sources(remat3_model(p)) for p in [exposed] + ([used] if n_unused else [])])
+               for m in [producer_sources(remat3_model(p)) for p in variants])
 
 
 def _remat3_reverse_raises_as_modelled(ctx):

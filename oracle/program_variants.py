@@ -102,13 +102,18 @@ def _computed_unused_outputs(e: Eqn, used: set) -> list:
     those it returns as one of its inputs: such an output's backward pass
     saves nothing of its own (its cotangent is the input's), and threading
     it out adds the threading's own residuals (a cond's zero for it in its
-    other branches: found by a pristine nightly, f4ee7f5ef1)."""
+    other branches: found by a pristine nightly, f4ee7f5ef1). Nor those
+    whose value a used output of `e` returns too (a program whose
+    float0-tangent outputs were exposed, `float0_tangent_outputs`, returns
+    them a second time): the backward pass runs for that one (found by a
+    pristine nightly, 01778ea6f4)."""
     if e.primitive is not remat_p:
         return []
     body = e.params["jaxpr"]
     inputs = {v.id for v in body.inputs}
+    returned = {o.id for v, o in zip(e.outputs, body.outputs) if v.id in used and isinstance(o, Var)}
     return [v for v, o in zip(e.outputs, body.outputs) if v.id not in used and is_float(v.type.dtype)
-            and not (isinstance(o, Var) and o.id in inputs)]
+            and not (isinstance(o, Var) and (o.id in inputs or o.id in returned))]
 
 
 def _staged_whole(e: Eqn) -> bool:

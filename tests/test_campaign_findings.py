@@ -368,6 +368,48 @@ def test_remat3_names_an_output_returned_through_a_nested_identity_checkpoint(se
     assert report.known_divergences == [(expected, "residuals", "remat3")], str(report)
 
 
+def test_remat3_float0_tangents_compose_with_an_unused_computed_output():
+    """A cond branch holding a checkpoint whose integer output the branch
+    returns (its float0 tangent keeps the checkpoint's linearization live
+    under remat3) beside a checkpoint with an unused computed output (its
+    cos, whose backward pass remat3 runs anyway), on a value without a
+    tangent (a while loop of constants): JAX saves the branch index, the
+    dot's operand and the cosine's (read off JAX). The predicate of
+    remat3-non-float-checkpoint-output-keeps-its-tangents-live composes
+    the exposed float0 tangents with the unused computed outputs alone,
+    not threading out again an output the exposure returns already (found
+    by a pristine nightly, 01778ea6f4: one "output of cond" too many)."""
+    from jax._src.ad_checkpoint import saved_residuals
+    if oracle.jax_api.unavailable("remat3"):
+        pytest.skip(oracle.jax_api.unavailable("remat3"))
+    cp = jax.checkpoint_policies
+    weights = np.array([[2.0, 2.25], [2.5, 2.75], [3.0, 3.25]], np.float32)
+
+    def f(c, fv, index):
+        def body(v):
+            s = lax.dot_general(weights, jnp.sin(v), (((0,), (0,)), ((1,), (1,))))
+            return v + (1.0 + 0.1 * jnp.tanh(jnp.sum(-s)))
+        j = lax.while_loop(lambda v: jnp.sum(v) < 9.0, body, jnp.zeros((3, 2), np.float32))
+
+        def second(al, fv):
+            _, _, u = jax.checkpoint(lambda k, y: (k, jnp.einsum("ij,ij->i", y, y), np.uint32(1)),
+                                     policy=cp.offload_dot_with_no_batch_dims("device", "pinned_host"))(
+                np.ones((2, 3), np.float32), al)
+            _, _, al = jax.checkpoint(lambda k, y, z: (k, jnp.cos(z), y), policy=cp.nothing_saveable)(
+                np.ones(7, np.float32), al, fv)
+            return al, u
+        a, u = lax.switch(index, (lambda al, fv: (al, np.uint32(0)), second), j, fv)
+        return u, a + c
+    args = (np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2), np.array([0.1, 0.2, 0.3], np.float32),
+            np.int32(1))
+    with implementation("remat3"):
+        listed = [(str(a.shape), src.split(" from ")[0]) for a, src in saved_residuals(f, *args)]
+    assert listed == [("()", "output of clamp"), ("(3, 2)", "output of cond"), ("(3,)", "output of cond")], listed
+    report = oracle.check(f, oracle.AS_IS, *args, properties=("residuals",), implementations=("remat3",))
+    assert report.known_divergences == [
+        ("remat3-non-float-checkpoint-output-keeps-its-tangents-live", "residuals", "remat3")], str(report)
+
+
 def _printing_checkpoint(x, used: bool, in_cond: bool):
     """cos(x) beside a checkpoint that prints its input and returns its sin,
     the sin added to the result where `used`; in a cond branch where

@@ -42,11 +42,16 @@ def optimization_barriers(prog: Program) -> int:
     # needs them: its lowering removes dead equations (pxla's `_dce_jaxpr`),
     # so the forward pass keeps what computes the residuals the backward
     # pass reads (found by a pristine campaign, 976d4c78e8: a barrier whose
-    # outputs only a ceil reads, whose derivative is zero)
+    # outputs only a ceil reads, whose derivative is zero); and the known
+    # differentiated checkpoints the forward pass keeps so (a scan's known
+    # body, split again by its hoisting, in a checkpoint whose output the
+    # backward pass reads through a stop_gradient: found by a pristine
+    # nightly, bb0c634c1b)
     backward, reads = dce(backward)
     n_out = len(lin.forward.outputs) - len(lin.residuals)
     forward, _ = dce(lin.forward, [False] * n_out + reads[:len(lin.residuals)])
-    return _count(lin.linear, linear_inputs) + _explicit(forward) + _explicit(backward)
+    return (_count(lin.linear, linear_inputs) + _explicit(forward) + _explicit(backward)
+            + _known_differentiated_checkpoints(forward))
 
 
 def linear_optimization_barriers(prog: Program, diff=None) -> int:

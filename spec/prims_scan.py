@@ -561,6 +561,12 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     elif outer_known_outs or int_vars or ext_vars:
         hoisted_prog = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
         loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
+        # the hoisting splits the known body with its consts known
+        # (`pe.partial_eval_jaxpr_nounits(jaxpr_known, ...)` in
+        # _scan_partial_eval_custom), as _scan_known_hoisting does: a nested
+        # checkpoint reading a carry is split there, its staged half
+        # barriered (found by a pristine nightly, bb0c634c1b)
+        loop_body = _restaged_by_hoisting(loop_body, n_kc)
 
         def known(*ins):
             consts = ins[:n_kc]

@@ -410,6 +410,31 @@ def test_remat3_float0_tangents_compose_with_an_unused_computed_output():
         ("remat3-non-float-checkpoint-output-keeps-its-tangents-live", "residuals", "remat3")], str(report)
 
 
+@pytest.mark.parametrize("stop_gradient", [True, False])
+def test_a_scan_s_known_body_in_a_checkpoint_is_split_again_by_its_hoisting(stop_gradient):
+    """A checkpoint around a scan whose body checkpoints its carry: the
+    scan's partial eval in the checkpoint (_scan_partial_eval_custom)
+    hoists loop-invariant residuals by splitting the known body again with
+    its consts known (pe.partial_eval_jaxpr_nounits), which splits the
+    nested checkpoint reading the carry, its staged half differentiated,
+    and remat_lowering barriers it in the forward pass. The backward pass
+    of `stop_gradient(f(a)) * a` has no other barrier: JAX's HLO has that
+    one (read off JAX), which the spec missed (pristine nightly finding
+    bb0c634c1b); without the stop_gradient the backward pass has its own."""
+    from oracle.properties import jax_barriers
+    cp = jax.checkpoint_policies
+
+    def f(a):
+        inner = jax.checkpoint(lambda g: g)
+        b = jax.checkpoint(lambda c: lax.scan(lambda e, _: (inner(e), None), c, None, length=1)[0],
+                           policy=cp.nothing_saveable, prevent_cse=False)(a)
+        return (lax.stop_gradient(b) if stop_gradient else b) * a
+    a = np.float32(0.7)
+    assert jax_barriers(lambda a: (f(a),), (a,)) > 0
+    report = oracle.check(f, oracle.AS_IS, a, properties=("prevent_cse",), implementations=("remat2",))
+    assert report.status("prevent_cse", "remat2") == "ok", str(report)
+
+
 def _printing_checkpoint(x, used: bool, in_cond: bool):
     """cos(x) beside a checkpoint that prints its input and returns its sin,
     the sin added to the result where `used`; in a cond branch where

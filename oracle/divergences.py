@@ -1869,6 +1869,14 @@ def _ragged_dot_impl_vmap_axes(ctx) -> bool:
             and has_primitive(ctx.user_program, "ragged_dot_general"))
 
 
+def _ragged_dot_zero_cotangent(ctx) -> bool:
+    """JAX raised TypeError for a symbolic Zero passed as an array, and the
+    checked program has a ragged_dot_general (see the divergence)."""
+    return (isinstance(ctx.error, TypeError) and "Argument 'Zero(" in str(ctx.error)
+            and "is not a valid JAX type" in str(ctx.error)
+            and has_primitive(ctx.user_program, "ragged_dot_general"))
+
+
 def _missing_rule(kind: str, rule_of: str = "optimization_barrier", beside: str | None = None):
     """JAX raised NotImplementedError: "<kind> rule for '<rule_of>' not
     implemented", and the checked function has a `beside` equation (by
@@ -4720,6 +4728,26 @@ DIVERGENCES = [
         "    print(jax.vmap(lambda x, w, g: jax.lax.ragged_dot_general(x, w, g, dims))(x, w, gs).shape)"
         "  # TypeError: vmap in_axes must be an int",
         _ragged_dot_impl_vmap_axes, releases=Releases("0.5.0")),
+    Divergence(
+        "ragged-dot-transposes-a-symbolic-zero-cotangent",
+        "The reverse pass of a ragged_dot_general whose output's cotangent is a symbolic zero "
+        "(the output passed through a jit that returns it unused) hands that Zero to "
+        "_ragged_dot_general_transpose_rule, which computes with it as an array and raises "
+        "TypeError (\"Argument 'Zero(float32[6,2])' ... is not a valid JAX type\"); every other "
+        "transpose rule it meets skips or instantiates a zero. The spec's transpose is given no "
+        "cotangent there, and computes the gradient. Measured on 0.6.2 (raises) and 0.10.2 "
+        "(computes); 0.4.36 has no ragged_dot_general, so from its first release, 0.5.0, "
+        "assumed, and up to 0.10.2, where it was first seen computing. The predicate: that "
+        "TypeError, and the program has a ragged_dot_general (found by a campaign on 0.6.2, "
+        "f366075906).",
+        "if not hasattr(jax.lax, 'ragged_dot_general'):\n"
+        "    print('jax', jax.__version__, 'has no lax.ragged_dot_general')\n"
+        "else:\n"
+        "    gs = jnp.array([2, 2, 2], jnp.int32)\n"
+        "    f = lambda x, w: jax.jit(lambda r, s: (s, r))(jax.lax.ragged_dot(x, w, gs), x.sum())[0]\n"
+        "    print(jax.grad(f, argnums=(0, 1))(jnp.ones((6, 3)), jnp.ones((3, 3, 2)))[1].shape)"
+        "  # TypeError: Argument 'Zero(float32[6,2])' ... is not a valid JAX type",
+        _ragged_dot_zero_cotangent, releases=Releases("0.5.0", "0.10.2")),
     Divergence(
         "optimization-barrier-not-batchable",
         "Before jax 0.4.38 lax.optimization_barrier has no batching rule (jax-ml/jax 944d822ce6 "

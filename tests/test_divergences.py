@@ -41,6 +41,7 @@ RAISES = {"remat3-checkpoint-name-has-no-batching-rule": "NotImplementedError",
               "safe_zip() argument 2 is longer than argument 1",
           "optimization-barrier-not-batchable": "Batching rule for 'optimization_barrier'",
           "ragged-dot-batched-twice-vmaps-with-numpy-axes": "vmap in_axes must be an int",
+          "ragged-dot-transposes-a-symbolic-zero-cotangent": "is not a valid JAX type",
           "remat3-jit-of-vmap-of-a-constant-checkpoint-output-crashes": "object has no attribute 'val'",
           "saved-residuals-counts-a-value-saved-beside-its-rounding-once": "assert len(results) == len(jaxpr.outvars)",
           "pad-cannot-be-transposed-for-its-padding-value-alone":

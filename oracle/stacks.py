@@ -307,8 +307,11 @@ def _outer_error_first(prog: Program, level: Level, layer: Layer, outers: list, 
     outer linearization re-linearizes the known half a checkpoint's
     partial evaluation evaluated inline: found by a pristine nightly,
     aa3c697824, pad's transpose refusal in the spec, the policy's error in
-    JAX). Returns where the forward pass goes through, or where the
-    layer's linearization fails itself (the error is then not the
+    JAX), and the next outer layer sees that linearization's forward pass
+    (grad o grad of a jitted igamma under saved_residuals differentiates
+    the igamma_grad_a the first computes: found by a pristine nightly,
+    3c3ad4f168). Returns where the forward pass goes through, or where
+    the layer's linearization fails itself (the error is then not the
     transposition's)."""
     d = differentiated(level, layer)
     inner = _loss_program(prog, level) if layer.kind == "grad" else _select(prog, level.float_outputs)

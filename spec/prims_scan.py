@@ -340,7 +340,11 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
     (`inline_known`: remat_partial_eval's `core.eval_jaxpr(jaxpr_known,
     ...)`), so an outer differentiation meets the body's equations, not a
     checkpoint (no barrier for one reading consts only: found by a
-    pristine nightly, cf078ee83e)."""
+    pristine nightly, cf078ee83e). A scan in a checkpoint is split so too:
+    _scan_partial_eval_custom hoists by `pe.partial_eval_jaxpr_nounits(
+    jaxpr_known, ...)` with the consts known (found by a pristine
+    nightly, bb0c634c1b: the barrier of a nested checkpoint reading the
+    carry)."""
     n_varying = len(known_body.inputs) - n_known_consts
     ask_policies(known_body, [False] * n_known_consts + [True] * n_varying)
     token = _RESTAGING_PRIMALS.set(True)
@@ -561,11 +565,6 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
     elif outer_known_outs or int_vars or ext_vars:
         hoisted_prog = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
         loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
-        # the hoisting splits the known body with its consts known
-        # (`pe.partial_eval_jaxpr_nounits(jaxpr_known, ...)` in
-        # _scan_partial_eval_custom), as _scan_known_hoisting does: a nested
-        # checkpoint reading a carry is split there, its staged half
-        # barriered (found by a pristine nightly, bb0c634c1b)
         loop_body = _restaged_by_hoisting(loop_body, n_kc)
 
         def known(*ins):

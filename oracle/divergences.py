@@ -86,7 +86,7 @@ class Context:
         prog = remat3_model(self.program, **model) if model else map_policies(self.program, transform)
         if self.implementation == "remat3":
             return producer_sources(prog)
-        return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+        return _listed_residuals(prog)
 
     def baselines(self) -> list:
         """The residual lists that an additive divergence (a literal left
@@ -679,6 +679,12 @@ def _remat3_zero_input_tangents(ctx):
     return ctx.remat3_defect_mattered("instantiated_inputs")
 
 
+def _listed_residuals(prog: Program) -> list:
+    """The spec's residual list of `prog` as (type, source) strings, as
+    JAX's saved_residuals list is compared."""
+    return [(str(r.type), str(r.source)) for r in spec.saved_residuals(prog)]
+
+
 def _remat3_nested_provenance(ctx):
     """JAX's residuals are the spec's renamed by `producer_sources`: of the
     program, or of its remat3 model where that saves the same list. The
@@ -690,13 +696,13 @@ def _remat3_nested_provenance(ctx):
     call_hi_primitive", not "from the argument")."""
     if ctx.implementation != "remat3" or ctx.property != "residuals":
         return False
-    listed = [(str(r.type), str(r.source)) for r in spec.saved_residuals(ctx.program)]
+    listed = _listed_residuals(ctx.program)
     if ctx.jax_residuals == listed:
         return False
     if ctx.jax_residuals == producer_sources(ctx.program):
         return True
     model = remat3_model(ctx.program)
-    return ([(str(r.type), str(r.source)) for r in spec.saved_residuals(model)] == listed
+    return (_listed_residuals(model) == listed
             and ctx.jax_residuals == producer_sources(model))
 
 
@@ -1443,7 +1449,7 @@ def _remat3_inlined_derivatives(ctx):
     if ctx.property != "residuals" or ctx.jax_residuals is None:
         return False
     modelled = dataclasses.replace(ctx, program=inlined)
-    candidates = [[(str(r.type), str(r.source)) for r in spec.saved_residuals(inlined)],
+    candidates = [_listed_residuals(inlined),
                   modelled.residuals_with(**dict.fromkeys(REMAT3_DEFECTS, True))]
     # as multisets where the inlined derivative is a linearization: remat3
     # computes its coefficients before its linear equations, the inlined JVP

@@ -32,6 +32,7 @@ backward pass depends on their shape:
 from __future__ import annotations
 
 import contextvars
+from typing import NamedTuple
 
 from spec.core import (complex_rules, JaxFacts, has_effects, jax_facts, PrimitiveError, UndefinedPrimal, Zero, batch_rules, bind, building, cost_rules,
                        dce_rules, eval_program_traced, eval_rules, instantiate, is_undefined,
@@ -322,19 +323,30 @@ def _hoisted_program(known: Program, n_known_consts: int, outputs) -> Program:
 _RESTAGING_PRIMALS = contextvars.ContextVar("restaging_primals", default=False)
 
 
-def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
+class KnownHoisting(NamedTuple):
+    """A known loop body split by _scan_known_hoisting: `hoist` maps the
+    known consts to the loop's consts, once, before the loop; `loop` maps
+    the loop's consts, then the known carries and xs, to the body's
+    outputs."""
+    hoist: Program
+    loop: Program
+
+
+def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> KnownHoisting:
     """The known loop body as _scan_known_hoisting leaves it: JAX re-traces
     it with only its consts known (pe.trace_to_jaxpr_nounits, a JaxprTrace),
-    so each equation reading a loop-varying value is staged again by its
-    partial-eval rule. A checkpoint reading one is split by
-    remat_partial_eval, its staged half `differentiated=True`, and
-    remat_lowering puts an optimization barrier on it (found by a campaign
-    on 0.4.25, measured on 0.10.2 too). JAX computes the invariant half
-    before the loop; the spec keeps it in the body (the same values). A
-    checkpoint reading only consts is split by remat_partial_eval too
-    (JaxprTrace runs the rule whatever its inputs), which asks its policy
-    about its body: a policy that raises when asked raises here (found by a
-    pristine campaign, c95dd0b0b0: save_from_both_policies of an offload
+    so each equation reading consts only runs once, before the loop, in
+    the enclosing trace (`hoist`: under an outer vmap its batching rule
+    sees the consts' own batch dims, found by a nightly, 73222c7014), and
+    each equation reading a loop-varying value is staged again by its
+    partial-eval rule (`loop`, whose consts are the known values it
+    reads). A checkpoint reading one is split by remat_partial_eval, its
+    staged half `differentiated=True`, and remat_lowering puts an
+    optimization barrier on it (found by a campaign on 0.4.25, measured on
+    0.10.2 too). A checkpoint reading only consts is split by
+    remat_partial_eval too (JaxprTrace runs the rule whatever its
+    inputs), which asks its policy about its body: a policy that raises
+    when asked raises here (found by a pristine campaign, c95dd0b0b0: save_from_both_policies of an offload
     policy, in a scan body whose checkpoint reads a const). Its known half
     JaxprTrace evaluates in the enclosing trace, a checkpoint there inline
     (`inline_known`: remat_partial_eval's `core.eval_jaxpr(jaxpr_known,
@@ -353,10 +365,34 @@ def _restaged_by_hoisting(known_body: Program, n_known_consts: int) -> Program:
                           linearize=True, literals_are_residuals=False, constants_are_residuals=False)
     finally:
         _RESTAGING_PRIMALS.reset(token)
-    known_eqns, known_atoms = clone_into(inline_known(pe.known), known_body.inputs[:n_known_consts])
-    res_atoms = known_atoms[len(known_atoms) - len(pe.residuals):]
-    staged_eqns, outs = clone_into(pe.staged, res_atoms + known_body.inputs[n_known_consts:])
-    return Program(known_body.inputs, known_eqns + staged_eqns, outs)
+    hoist = inline_known(pe.known)
+    return KnownHoisting(Program(hoist.inputs, hoist.eqns, hoist.outputs[len(hoist.outputs) - len(pe.residuals):]),
+                         pe.staged)
+
+
+def _hoisted_and_loop(known: Program, n_known_consts: int, loop_outs: list, hoisted: list) -> KnownHoisting:
+    """_scan_known_hoisting of `known` (a split loop body), asked for the
+    loop's outputs `loop_outs` and the loop-invariant residuals `hoisted`:
+    one `hoist` computes, from the known consts, the hoisted residuals and
+    then the loop's consts (JAX traces the body once, the residuals
+    known pvals of that trace). A residual that trace stages (an operand
+    `_loop_invariant` ignores, which the rule still reads) is computed by
+    `_hoisted_program` beside it."""
+    body, _ = dce(Program(known.inputs, known.eqns, list(loop_outs) + list(hoisted)))
+    hoist, loop = _restaged_by_hoisting(body, n_known_consts)
+    n_loop_outs = len(loop_outs)
+    at = {v.id: a for v, a in zip(loop.inputs, hoist.outputs)}
+    found = [at.get(a.id) if isinstance(a, Var) else a for a in loop.outputs[n_loop_outs:]]
+    missing = [h for h, a in zip(hoisted, found) if a is None]
+    eqns, computed = clone_into(_hoisted_program(known, n_known_consts, missing), hoist.inputs) if missing else ([], [])
+    computed = iter(computed)
+    hoisted_atoms = [a if a is not None else next(computed) for a in found]
+    loop, read = dce(Program(loop.inputs, loop.eqns, loop.outputs[:n_loop_outs]))
+    n_consts = len(hoist.outputs)
+    loop = Program([v for v, r in zip(loop.inputs[:n_consts], read) if r] + loop.inputs[n_consts:], loop.eqns,
+                   loop.outputs)
+    consts = [a for a, r in zip(hoist.outputs, read) if r]
+    return KnownHoisting(Program(hoist.inputs, hoist.eqns + eqns, hoisted_atoms + consts), loop)
 
 
 def _without_operands_it_ignores(e: Eqn, invariant: set) -> Eqn:
@@ -470,19 +506,16 @@ def _scan_linearize(eqn: Eqn, in_unknowns):
     res_kind, hoisted, stacked = _linearized_residual_kinds(pe, [v for v, u in zip(body.inputs, uk) if not u],
                                                             known_ins, n_kc, n_kk)
 
-    known_eqns = []
-    hoisted_atoms = []
-    if hoisted:
-        eqns, hoisted_atoms = clone_into(_hoisted_program(pe.known, n_kc, hoisted), known_ins[:n_kc])
-        known_eqns += eqns
-    # the known scan: the known carries and ys, then the stacked residuals
+    # the hoisted residuals and the known scan's consts, then the known
+    # scan: the known carries and ys, then the stacked residuals
     known_out_uk, known_outs_body, outer_known_outs = _known_scan_outputs(eqn, pe, carry_uk)
     stacked_vars = [Var(_stacked(v.type, length)) for v in stacked]
+    hoist, known_loop = _hoisted_and_loop(pe.known, n_kc, known_outs_body + stacked, hoisted)
+    known_eqns, hoist_outs = clone_into(hoist, known_ins[:n_kc])
+    hoisted_atoms, loop_consts = hoist_outs[:len(hoisted)], hoist_outs[len(hoisted):]
     if outer_known_outs or stacked_vars:
-        known_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + stacked))
-        known_body = _restaged_by_hoisting(known_body, n_kc)
-        known_eqns.append(Eqn(scan_p, known_ins, outer_known_outs + stacked_vars,
-                              dict(p, jaxpr=known_body, num_consts=n_kc, num_carry=n_kk)))
+        known_eqns.append(Eqn(scan_p, loop_consts + known_ins[n_kc:], outer_known_outs + stacked_vars,
+                              dict(p, jaxpr=known_loop, num_consts=len(loop_consts), num_carry=n_kk)))
 
     # the staged scan: [intensive res, unknown consts, carries, xs, extensive res]
     res_atoms = []
@@ -563,16 +596,15 @@ def _scan_partial_eval_custom(eqn: Eqn, in_unknowns, saveable, hoist=True):
         known_eqns.append(Eqn(eqn.primitive, known_ins, outer_known_outs + ext_vars,
                               dict(p, jaxpr=loop_body, num_consts=n_kc, num_carry=n_kk)))
     elif outer_known_outs or int_vars or ext_vars:
-        hoisted_prog = _hoisted_program(pe.known, n_kc, [a for a in int_atoms if isinstance(a, Var)])
-        loop_body, _ = dce(Program(pe.known.inputs, pe.known.eqns, known_outs_body + ext_atoms))
-        loop_body = _restaged_by_hoisting(loop_body, n_kc)
+        int_hoisted = [a for a in int_atoms if isinstance(a, Var)]
+        hoist, loop_body = _hoisted_and_loop(pe.known, n_kc, known_outs_body + ext_atoms, int_hoisted)
 
-        def known(*ins):
-            consts = ins[:n_kc]
-            hoisted = iter(eval_program_traced(hoisted_prog, *consts))
+        def known(*ins):    # the call: the hoisted computation, then the loop
+            hoist_outs = eval_program_traced(hoist, *ins[:n_kc])
+            hoisted, loop_consts = iter(hoist_outs[:len(int_hoisted)]), hoist_outs[len(int_hoisted):]
             int_vals = [next(hoisted) if isinstance(a, Var) else a for a in int_atoms]
-            outs = bind(scan_p, *ins, **dict(p, jaxpr=loop_body, num_consts=n_kc, num_carry=n_kk)) \
-                if loop_body.outputs else []
+            outs = bind(scan_p, *loop_consts, *ins[n_kc:], **dict(
+                p, jaxpr=loop_body, num_consts=len(loop_consts), num_carry=n_kk)) if loop_body.outputs else []
             return int_vals + list(outs)
         with building() as b:
             ins = [b.new_input(a.type) for a in known_ins]

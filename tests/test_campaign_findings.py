@@ -5382,3 +5382,31 @@ def test_a_printing_cond_whose_index_sums_a_printing_jit_s_output_in_a_checkpoin
     report = oracle.check(f, oracle.AS_IS, *args, implementations=("remat2",),
                           properties=("vjp", "prevent_cse"))
     assert {r.status for r in report.results} == {"ok"}, str(report)
+
+
+@pytest.mark.parametrize("k_axis, raised", [(None, "(1, None)"), (0, "(1, 0)"), (1, None)])
+def test_vmap_of_vjp_batches_a_scan_s_loop_invariant_primal_outside_the_loop(k_axis, raised):
+    """JAX's _scan_known_hoisting traces the known loop body with its consts
+    known (pe.trace_to_jaxpr_nounits), so a known computation reading consts
+    only runs once, before the loop, in the enclosing trace: under an outer
+    vmap, its batching rule sees the batch dims the consts arrive with, not
+    the scan body's (batched consts at axis 0). `tie`'s batching rule
+    asserts its operands' dims are equal, and says them: (1, None) outside
+    the loop, (0, None) inside it (found by a nightly, 73222c7014): both
+    must raise it ("not applicable"). With both consts batched along one
+    axis, JAX computes: the spec must too, and agree."""
+    from fuzz import properties
+    from oracle import stacks as S
+    from oracle.spellings import Spelling
+    from spec.prims_custom import tie
+
+    def fn(j, k):
+        return (spec.scan(lambda _c, _x, s, t: (None, tie(s, t)), None, None, consts=(j, k), length=2)[1],)
+    vmap = S.Layer("vmap", in_axes=(1, k_axis, None), out_axes=(0, 0), size=2)
+    stack = S.Stack((S.Layer("vjp"), vmap))
+    report = properties.oracle_agrees(spec.trace(fn, spec.f32[3], spec.f32[3]), implementations=("remat2",),
+                                      stack=stack, spelling=Spelling(), only=(S.STACK,))
+    status = "ok" if raised is None else "not applicable"
+    assert [(r.property, r.status) for r in report.results] == [(S.STACK, status)], str(report)
+    if raised is not None:
+        assert f"both raise AssertionError: {raised}" in str(report)

@@ -603,9 +603,12 @@ def zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple
     output. An x the branch reads itself comes first: its tangent is
     computed anyway, where another's (an operand only that branch passes
     over, sin(a)) would need residuals of its own (found by a pristine
-    nightly, 05f0d47a5d: cos saved for it)."""
-    read = {a.id for e in branch.eqns for a in e.inputs if isinstance(a, Var)} | {
-        a.id for a in branch.outputs if isinstance(a, Var)}
+    nightly, 05f0d47a5d: cos saved for it). Read by live code only: an
+    operand of dead code has no tangent computed (found by a nightly,
+    00592ff8de: the cos of the operand a dead `mul` read)."""
+    live, _ = dce(branch)
+    read = {a.id for e in live.eqns for a in e.inputs if isinstance(a, Var)} | {
+        a.id for a in live.outputs if isinstance(a, Var)}
     usable = [v for v in branch.inputs if v.type.dtype == t.dtype and v.id not in zero]
     x = next((v for v in usable if v.id in read), usable[0] if usable else None)
     if x is None:

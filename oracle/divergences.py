@@ -2678,20 +2678,28 @@ def _dead_primal_unlinearizable(ctx):
     grad leaves a reduce_window of an input it holds constant dead). Or
     JAX, having linearized, raised the missing transpose of the generic
     reduce_window its linear program keeps (a dead one's, in a cond branch
-    it stages whole: found by a campaign on 0.6.2, beaee60703)."""
+    it stages whole: found by a campaign on 0.6.2, beaee60703). Or the
+    spec linearizing by JVP then partial evaluation, as JAX did then
+    (spec.semantics: direct_linearization=False), does: the primal is
+    live but no output depends on it (a scan carry that only a while body
+    const the loop never reads takes: found by a campaign on 0.4.36,
+    9b7516a386)."""
     spec_error = ctx.spec_error if ctx.error is None else ctx.spec_error_too
     if not (isinstance(spec_error, ValueError) and str(spec_error) == LINEARIZATION_ERROR
             and (ctx.error is None or _transposes_an_unknown_primal(ctx.error, ctx.program))):
         return False
+    build = ctx.without_dead_code or (lambda: spec.linearize(dce(ctx.program)[0]))
     try:
-        if ctx.without_dead_code is not None:
-            ctx.without_dead_code()
-        else:
-            spec.linearize(dce(ctx.program)[0])
+        build()
+        return True
     except ValueError as e:
-        if str(e) == LINEARIZATION_ERROR:
+        if str(e) != LINEARIZATION_ERROR:
+            raise
+    with following(direct_linearization=False):
+        try:
+            build()
+        except Exception:       # noqa: BLE001  (refused there too: not explained)
             return False
-        raise
     return True
 
 

@@ -5437,3 +5437,37 @@ def test_a_threaded_output_s_zero_in_another_cond_branch_reads_a_live_operand():
     assert report.status("residuals", "remat2") == "ok"
     if not oracle.jax_api.unavailable("remat3"):
         assert report.status("residuals", "remat3") == "known divergence", str(report)
+
+
+def test_a_generic_reduce_window_no_output_depends_on_through_a_while_loop():
+    """A generic reduce_window's output is a scan's carry that the body
+    passes only through a while loop, unchanged, beside the carry the loop
+    returns (the finding's: a while body const the body never reads): no
+    output depends on it, yet it is live (dead-code removal keeps it).
+    Linearizing by JVP then partial evaluation (before direct
+    linearization) the while's outputs are known whatever that const, so
+    JAX computes; the spec, linearizing directly, refuses the window, and
+    following JAX's older linearization (direct_linearization=False)
+    computes (release campaign finding 9b7516a386 on 0.4.36). JAX computing
+    is read off JAX."""
+    ones = np.ones((2, 3), np.float32)
+
+    def f(a):
+        b = lax.reduce_window(a, 0.0, lambda c, d: c, (3, 2), (2, 1), ((1, 1), (1, 0)))
+
+        def step(h, _):
+            i = lax.while_loop(lambda k: jnp.sum(k[0]) < 37.5, lambda k: (k[0] + 1.0 - 0.0 * ones, k[1]),
+                               (ones, h))[0]
+            return h, i
+        return lax.scan(step, b, None, length=2)[1]
+    x = np.arange(20, dtype=np.float32).reshape(5, 4) / 10
+    try:
+        jax.vjp(f, x)[1](np.ones((2, 2, 3), np.float32))
+        computes = True
+    except (ValueError, NotImplementedError):   # direct linearization (and before 0.4.28, no JVP rule) refuses
+        computes = False
+    assert computes == _divergence_active("linearize-ignores-an-unlinearizable-dead-primal")
+    report = oracle.check(f, oracle.AS_IS, x, implementations=("remat2",), properties=("residuals", "vjp"))
+    for prop in ("residuals", "vjp"):
+        status = report.status(prop, "remat2")
+        assert status in (("known divergence",) if computes else ("not applicable", "known divergence")), str(report)

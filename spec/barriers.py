@@ -142,7 +142,9 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False, transposed
     nightly, c1ae4873a9). In a checkpoint's body that remat_transpose
     transposes, it is replayed by partial evaluation, which inlines a known
     checkpoint (see `optimization_barriers`), except before stackless
-    tracing (spec.semantics: partial_eval_inlines_known_checkpoints). A
+    tracing (spec.semantics: partial_eval_inlines_known_checkpoints); the
+    checkpoints nested in it are bound as they are, barriered (found by a
+    release campaign on 0.4.36, 6dc18efcf5, a false alarm on 0.10.2 too). A
     linear function that is called, not `transposed`, replays nothing: a
     checkpoint's body is lowered as it is, a nested checkpoint of known
     values in it too, barriered (remat_lowering; found by a pristine
@@ -158,11 +160,15 @@ def _count(prog: Program, linear_inputs, in_checkpoint: bool = False, transposed
         if is_remat and e.params["differentiated"] and (any(reads) or replayed_as_is) \
                 and _prevents_cse(e.params):
             count += 1
+        # an inlined checkpoint's body is bound as it is (remat_partial_eval's
+        # core.eval_jaxpr of its known half, in the enclosing trace), nested
+        # checkpoints and all
+        body_replayed_as_is = replayed_as_is or is_remat and not any(reads)
         for _, sub in subprograms(e.params):
             offset = len(e.inputs) - len(sub.inputs)
             if offset >= 0:     # a literal operand of a body is linear there (a zero tangent)
                 count += _count(sub, [r or not isinstance(a, Var) for r, a in zip(reads, e.inputs)][offset:],
-                                (in_checkpoint or is_remat) and not replayed_as_is, transposed)
+                                (in_checkpoint or is_remat) and not body_replayed_as_is, transposed)
         if not any(reads) and any(isinstance(a, Var) for a in e.inputs):
             forward.update(v.id for v in e.outputs)
     return count

@@ -5471,3 +5471,24 @@ def test_a_generic_reduce_window_no_output_depends_on_through_a_while_loop():
     for prop in ("residuals", "vjp"):
         status = report.status(prop, "remat2")
         assert status in (("known divergence",) if computes else ("not applicable", "known divergence")), str(report)
+
+
+@pytest.mark.parametrize("inner_cse, innermost_cse", [(False, True), (True, True), (False, False)])
+def test_a_checkpoint_nested_in_a_replayed_checkpoint_is_barriered(inner_cse, innermost_cse):
+    """The backward pass of a checkpoint recomputes a nested checkpoint
+    whose tangent nothing reads (its output only decides a `where`):
+    remat_transpose's partial evaluation evaluates that known checkpoint
+    inline (no barrier of its own), binding the equations of its body as
+    they are, so a checkpoint nested in it, differentiated, is lowered
+    with its barrier where its prevent_cse is set (found by a release
+    campaign on 0.4.36, 6dc18efcf5, a false alarm on 0.10.2 too: the spec
+    counted 0, the HLO 1). JAX's count is read off its HLO."""
+    def make():     # built under each implementation (jax.checkpoint picks it when called)
+        def outer(c):
+            inner = jax.checkpoint(lambda e: jnp.sum(e * jax.checkpoint(lambda g: g, prevent_cse=innermost_cse)(e)),
+                                   prevent_cse=inner_cse)
+            return jnp.where(inner(c) > 0, c, 2.0 * c)
+        return jax.checkpoint(outer, prevent_cse=False)
+    report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.ones((2, 3), np.float32),
+                          implementations=("remat2",), properties=("prevent_cse",))
+    assert report.status("prevent_cse", "remat2") == "ok", str(report)

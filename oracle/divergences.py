@@ -25,7 +25,7 @@ from spec.remat import COMPLEX_RESIDUAL_ERROR, remat_p
 from oracle.errors import Unsupported
 from oracle.jax_api.versions import ALL, REMAT3, Releases, holds
 from oracle.normalizations import NORMALIZATIONS, normalize
-from oracle.program_variants import (all_eqns, dead_code_hoisted, constant_transposes_bitcast, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
+from oracle.program_variants import (all_eqns, checkpoint_dead_code_live, dead_code_hoisted, constant_transposes_bitcast, effectful_loops_held_constant, jits_inlined, float_round_trips_out, has_primitive, tangents_read, unread_operands_out, zero_tangents, inline_checkpoints, map_policies, policies_in,
                                      unread_effectful_checkpoints_emptied, unused_checkpoint_outputs_out,
                                      unused_linearize_outputs_out)
 from oracle.remat3_model import (REMAT3_DEFECTS, float0_tangent_outputs, producer_sources, remat3_barrier_model,
@@ -447,6 +447,20 @@ def _control_flow_dead_code_hoisted(prog: Program) -> tuple[Program, int]:
     inlined, n = jits_inlined(prog)
     hoisted, m = dead_code_hoisted(inlined, out_of=(cond_p, scan_p))
     return hoisted, m and n + m
+
+
+def _remat3_forward_runs_dead_checkpoint_code(ctx) -> bool:
+    """Under remat3 JAX raised where the spec computes, and the spec raises
+    it word for word building the property's program for the checked
+    program with its checkpoints' dead code made live
+    (`checkpoint_dead_code_live`): remat3 runs a checkpoint's body as
+    written, its dead code and that code's derivative too, so an outer
+    vmap batches them (a ragged_dot_general: found by a pristine nightly,
+    410783b9f9)."""
+    build = ctx.numeric_program
+    if ctx.implementation != "remat3" or ctx.error is None or ctx.spec_error is not None or build is None:
+        return False
+    return _variant_raises(checkpoint_dead_code_live(ctx.user_program), build, type(ctx.error), str(ctx.error))
 
 
 def _dead_code_raises_as_jax(ctx, variant: Callable) -> bool:
@@ -3473,6 +3487,31 @@ DIVERGENCES = [
         "jax.jvp(pull, x, x)\n"
         "print('computes')  # computes",
         _remat3_second_order_skips_dead_forward_code, releases=REMAT3),
+    Divergence(
+        "remat3-forward-pass-runs-a-checkpoint-s-dead-code",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's body runs as written, its dead "
+        "equations and their derivatives included, where remat2 partially evaluates it and "
+        "removes them (remat_partial_eval's pe.dce_jaxpr): an outer transformation meets that "
+        "dead code, an outer vmap batching a ragged_dot_general (or its transpose, reading a "
+        "batched cotangent), which its batching rule refuses (NotImplementedError \"ragged_dot "
+        "vmap over any dim but 0 - NYI\"), where remat2 and the spec compute (found by a "
+        "pristine nightly, 410783b9f9, vmap o grad). The predicate: remat3, JAX raised where "
+        "the spec computes, and the spec raises it word for word building the property's "
+        "program for the checked program with its checkpoints' dead values made live (each "
+        "added, times zero, to its body's first float output).",
+        "jax.config.update('jax_remat3', True)\n"
+        "gs = jnp.array([2, 2, 2], jnp.int32)\n"
+        "def f(a, b, c):\n"
+        "    def body(a, b, c):\n"
+        "        jax.lax.ragged_dot(b, c, gs)   # dead\n"
+        "        return jnp.sin(a)\n"
+        "    return jax.checkpoint(body)(a, b, c).sum()\n"
+        "try:\n"
+        "    jax.vmap(jax.grad(f), in_axes=(0, 1, None))(jnp.ones((2, 3)), jnp.ones((6, 2, 3)), jnp.ones((3, 3, 2)))\n"
+        "    print('computes')\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)  # ragged_dot vmap over any dim but 0 - NYI",
+        _remat3_forward_runs_dead_checkpoint_code, releases=REMAT3),
     Divergence(
         "a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative",
         "jax.jvp of a pullback differentiates every equation jax.vjp's forward pass ran, a value "

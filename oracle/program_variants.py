@@ -21,7 +21,7 @@ from spec.remat import ROUNDED, remat_p
 from spec.ir import is_float
 from spec.prims_call import call_p
 from spec.prims_control import cond_p
-from spec.prims_elementwise import mul_p, stop_gradient_p
+from spec.prims_elementwise import add_p, mul_p, stop_gradient_p
 from spec.prims_scan import carry_fixpoint, scan_p
 from spec.prims_structural import broadcast_in_dim_p, reduce_sum_p, reshape_p, slice_p
 
@@ -694,6 +694,51 @@ def _dead_code_hoisted(prog: Program, out_of: tuple, copied: list) -> Program:
                 copied[0] += 1
         eqns.append(Eqn(e.primitive, e.inputs, e.outputs, params, why=e.why, residual_outputs=e.residual_outputs))
     return Program(prog.inputs, eqns, prog.outputs, input_names=prog.input_names)
+
+
+def checkpoint_dead_code_live(prog: Program) -> tuple[Program, int]:
+    """`prog` with the dead float values of each checkpoint's body (at any
+    depth) made live, and how many were: each added, times zero and
+    summed, to the body's first float output, as it is (the checkpoint's
+    outputs and the program's keep their types). What a differentiation
+    that runs a checkpoint's body as written, dead code and its
+    derivative included, meets (remat3's)."""
+    count = [0]
+
+    def walk(p: Program, in_checkpoint: bool) -> Program:
+        eqns = [Eqn(e.primitive, e.inputs, e.outputs,
+                    map_subprograms(e.params, lambda s: walk(s, in_checkpoint or e.primitive is remat_p)),
+                    why=e.why, residual_outputs=e.residual_outputs) for e in p.eqns]
+        p = Program(p.inputs, eqns, p.outputs, input_names=p.input_names)
+        return _made_live(p, count) if in_checkpoint else p
+    return walk(prog, False), count[0]
+
+
+def _made_live(body: Program, count: list) -> Program:
+    """`body` with its dead values of its first float output's dtype added
+    to that output, times zero (`checkpoint_dead_code_live`)."""
+    first = next((k for k, a in enumerate(body.outputs) if isinstance(a, Var) and is_float(a.type.dtype)), None)
+    if first is None:
+        return body
+    out = body.outputs[first]
+    live = {v.id for e in dce(body)[0].eqns for v in e.outputs}
+    dead = [v for e in body.eqns for v in e.outputs if v.id not in live and v.type.dtype == out.type.dtype]
+    if not dead:
+        return body
+    eqns, total = list(body.eqns), out
+    zero = Literal(np.zeros((), out.type.dtype), ArrayType((), out.type.dtype))
+    for v in dead:
+        summed, scaled, spread, added = (Var(ArrayType((), out.type.dtype)), Var(ArrayType((), out.type.dtype)),
+                                         Var(out.type), Var(out.type))
+        eqns += [Eqn(reduce_sum_p, [v], [summed], dict(axes=tuple(range(v.type.ndim)))),
+                 Eqn(mul_p, [summed, zero], [scaled], {}),
+                 Eqn(broadcast_in_dim_p, [scaled], [spread], dict(shape=out.type.shape, broadcast_dimensions=())),
+                 Eqn(add_p, [total, spread], [added], {})]
+        total = added
+        count[0] += 1
+    outputs = list(body.outputs)
+    outputs[first] = total
+    return Program(body.inputs, eqns, outputs, input_names=body.input_names)
 
 
 def _bodies_on_operands(e: Eqn, params: dict, eqns: list) -> list:

@@ -5492,3 +5492,34 @@ def test_a_checkpoint_nested_in_a_replayed_checkpoint_is_barriered(inner_cse, in
     report = oracle.check(oracle.Factory(make), oracle.AS_IS, np.ones((2, 3), np.float32),
                           implementations=("remat2",), properties=("prevent_cse",))
     assert report.status("prevent_cse", "remat2") == "ok", str(report)
+
+
+@pytest.mark.skipif(not hasattr(lax, "ragged_dot"), reason="no lax.ragged_dot on this release")
+@pytest.mark.parametrize("dead, b_axis", [("ragged_dot", 1), ("ragged_dot", None), ("sin", 1)])
+def test_remat3_batches_a_checkpoint_s_dead_code(dead, b_axis):
+    """vmap o grad of a checkpoint whose body computes a ragged_dot nothing
+    reads: remat3 runs the body as written, the dead ragged_dot and its
+    derivative too, so the vmap batches them (even with the ragged_dot's
+    operands unbatched: its transpose reads a batched cotangent), and its
+    batching rule raises NotImplementedError; remat2 removes the dead code
+    (found by a pristine nightly, 410783b9f9). The known divergence names
+    exactly that: a dead `sin` batches, and remat3 computes and agrees."""
+    from fuzz import properties
+    from oracle import stacks as S
+    gs = np.array([2, 2, 2], np.int32)
+
+    def f(a, b, c):
+        def body(a, b, c):
+            lax.ragged_dot(b, c, gs) if dead == "ragged_dot" else jnp.sin(b)
+            return jnp.sin(a)
+        return jax.checkpoint(body)(a, b, c)
+    args = (np.ones(3, np.float32), np.ones((6, 3), np.float32), np.ones((3, 3, 2), np.float32))
+    prog = trace_jax(f, *args)
+    stack = S.Stack((S.Layer("grad"), S.Layer("vmap", in_axes=(0, b_axis, None, 0), out_axes=(0, 0, 0), size=2)))
+    report = properties.oracle_agrees(prog, implementations=("remat2", "remat3"), stack=stack, only=(S.STACK,))
+    assert report.status(S.STACK, "remat2") == "ok", str(report)
+    if not oracle.jax_api.unavailable("remat3"):
+        want = "known divergence" if dead == "ragged_dot" else "ok"
+        assert report.status(S.STACK, "remat3") == want, str(report)
+        if dead == "ragged_dot":
+            assert [k[0] for k in report.known_divergences] == ["remat3-forward-pass-runs-a-checkpoint-s-dead-code"]

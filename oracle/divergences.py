@@ -3488,31 +3488,6 @@ DIVERGENCES = [
         "print('computes')  # computes",
         _remat3_second_order_skips_dead_forward_code, releases=REMAT3),
     Divergence(
-        "remat3-forward-pass-runs-a-checkpoint-s-dead-code",
-        "Under jax_remat3 (jax 0.10.2) a checkpoint's body runs as written, its dead "
-        "equations and their derivatives included, where remat2 partially evaluates it and "
-        "removes them (remat_partial_eval's pe.dce_jaxpr): an outer transformation meets that "
-        "dead code, an outer vmap batching a ragged_dot_general (or its transpose, reading a "
-        "batched cotangent), which its batching rule refuses (NotImplementedError \"ragged_dot "
-        "vmap over any dim but 0 - NYI\"), where remat2 and the spec compute (found by a "
-        "pristine nightly, 410783b9f9, vmap o grad). The predicate: remat3, JAX raised where "
-        "the spec computes, and the spec raises it word for word building the property's "
-        "program for the checked program with its checkpoints' dead values made live (each "
-        "added, times zero, to its body's first float output).",
-        "jax.config.update('jax_remat3', True)\n"
-        "gs = jnp.array([2, 2, 2], jnp.int32)\n"
-        "def f(a, b, c):\n"
-        "    def body(a, b, c):\n"
-        "        jax.lax.ragged_dot(b, c, gs)   # dead\n"
-        "        return jnp.sin(a)\n"
-        "    return jax.checkpoint(body)(a, b, c).sum()\n"
-        "try:\n"
-        "    jax.vmap(jax.grad(f), in_axes=(0, 1, None))(jnp.ones((2, 3)), jnp.ones((6, 2, 3)), jnp.ones((3, 3, 2)))\n"
-        "    print('computes')\n"
-        "except NotImplementedError as e:\n"
-        "    print(e)  # ragged_dot vmap over any dim but 0 - NYI",
-        _remat3_forward_runs_dead_checkpoint_code, releases=REMAT3),
-    Divergence(
         "a-jit-keeps-the-dead-values-of-jvp-rules-for-a-second-derivative",
         "jax.jvp of a pullback differentiates every equation jax.vjp's forward pass ran, a value "
         "a JVP rule makes for a tangent nothing reads too: igammac's JVP computes igamma_grad_a, "
@@ -3638,6 +3613,31 @@ DIVERGENCES = [
         "    return jnp.sum(jnp.sin(x))\n"
         "jax.grad(jax.checkpoint(f))(jnp.ones(5))  # ValueError",
         _remat3_linearizes_checkpoint_bodies, releases=REMAT3),
+    Divergence(
+        "remat3-forward-pass-runs-a-checkpoint-s-dead-code",
+        "Under jax_remat3 (jax 0.10.2) a checkpoint's body runs as written, its dead "
+        "equations and their derivatives included, where remat2 partially evaluates it and "
+        "removes them (remat_partial_eval's pe.dce_jaxpr): an outer transformation meets that "
+        "dead code, an outer vmap batching a ragged_dot_general (or its transpose, reading a "
+        "batched cotangent), which its batching rule refuses (NotImplementedError \"ragged_dot "
+        "vmap over any dim but 0 - NYI\"), where remat2 and the spec compute (found by a "
+        "pristine nightly, 410783b9f9, vmap o grad). The predicate: remat3, JAX raised where "
+        "the spec computes, and the spec raises it word for word building the property's "
+        "program for the checked program with its checkpoints' dead values made live (each "
+        "added, times zero, to its body's first float output).",
+        "jax.config.update('jax_remat3', True)\n"
+        "gs = jnp.array([2, 2, 2], jnp.int32)\n"
+        "def f(a, b, c):\n"
+        "    def body(a, b, c):\n"
+        "        jax.lax.ragged_dot(b, c, gs)   # dead\n"
+        "        return jnp.sin(a)\n"
+        "    return jax.checkpoint(body)(a, b, c).sum()\n"
+        "try:\n"
+        "    jax.vmap(jax.grad(f), in_axes=(0, 1, None))(jnp.ones((2, 3)), jnp.ones((6, 2, 3)), jnp.ones((3, 3, 2)))\n"
+        "    print('computes')\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)  # ragged_dot vmap over any dim but 0 - NYI",
+        _remat3_forward_runs_dead_checkpoint_code, releases=REMAT3),
     Divergence(
         "remat3-barrier-iff-backward-reads-checkpoint-inputs",
         "Under jax_remat3 (jax 0.10.2) prevent_cse is not consulted: the backward pass of a "

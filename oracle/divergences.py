@@ -2956,16 +2956,18 @@ def _offloaded_residual_cotangent_on_host(ctx):
 
 
 def _scans_with_constants(prog: Program) -> bool:
-    """A scan of `prog`, at any depth, whose body holds a constant array of
-    its own (a non-scalar literal, at any depth of the body)."""
+    """A scan or a jit of `prog`, at any depth, whose body holds a constant
+    array of its own (a non-scalar literal, at any depth of the body): its
+    closed jaxpr keeps it, and the transposed body takes it as a constant."""
     def holds_constant(body: Program) -> bool:
         return any(isinstance(a, Literal) and not a.is_scalar for e in _eqns(body) for a in e.inputs)
-    return any(e.primitive.name == "scan" and holds_constant(e.params["jaxpr"]) for e in _eqns(prog))
+    return any(e.primitive.name in ("scan", "call") and holds_constant(e.params["jaxpr"]) for e in _eqns(prog))
 
 
 def _tuple_prevent_cse_over_scan_constants(ctx):
     """remat2 raised _remat_bind's bare AssertionError, and a checkpoint
-    with a per-argument prevent_cse runs a scan with constants of its own."""
+    with a per-argument prevent_cse runs a scan or a jit with constants of
+    its own (a jit's: found by a pristine nightly, 0e86027b80)."""
     if ctx.implementation != "remat2" or type(ctx.error) is not AssertionError or str(ctx.error):
         return False
     return any(e.primitive is remat_p and isinstance(e.params["prevent_cse"], tuple)
@@ -4946,10 +4948,11 @@ DIVERGENCES = [
         "closed jaxpr keeps a constant array (lax.scan hoists a closed-over array into an "
         "operand; a scan bound on a ClosedJaxpr with consts, as JAX's own transformations make "
         "them, keeps it) inside a checkpoint with a tuple prevent_cse is such a body: reverse "
-        "mode crashes where the spec computes (found by a pristine campaign, 670d63a880). The "
-        "predicate: remat2, JAX raised that bare AssertionError, and a checkpoint of the "
-        "program has a tuple prevent_cse and runs a scan with a constant of its own "
-        "(`_scans_with_constants`).",
+        "mode crashes where the spec computes (found by a pristine campaign, 670d63a880); so "
+        "is a jit whose jaxpr closes over a constant array (found by a pristine nightly, "
+        "0e86027b80). The predicate: remat2, JAX raised that bare AssertionError, and a "
+        "checkpoint of the program has a tuple prevent_cse and runs a scan or a jit with a "
+        "constant of its own (`_scans_with_constants`).",
         "import numpy as np\n"
         "from jax._src.lax.control_flow.loops import scan_p\n"
         "k = np.array([0.5, 0.75, 1.0], np.float32)\n"

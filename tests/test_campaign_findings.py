@@ -844,7 +844,8 @@ def test_concatenate_transposes_by_one_split(name):
 
 def _checkpoint_over(kind: str, prevent_cse):
     """A spec program: a checkpoint (prevent_cse as given) of sin(c) * K, K
-    a constant array, computed in a scan body, a cond branch or inline."""
+    a constant array, computed in a scan body, a jit (the checkpoint saving
+    everything), a cond branch or inline."""
     import spec
     from spec import ops
     from spec.prims_elementwise import gt
@@ -854,13 +855,18 @@ def _checkpoint_over(kind: str, prevent_cse):
         return ops.mul(ops.sin(f), k)
 
     bodies = {"scan": lambda c: spec.scan(lambda f, _: (scaled(f), None), c, None, length=1)[0],
+              "jit": lambda c: ops.call(spec.trace(scaled, c.type), c)[0],
               "cond": lambda c: spec.cond(gt(ops.reduce_sum(c, (0,)), 0.0), scaled, lambda f: f, c),
               "inline": scaled}
-    return spec.trace(lambda a: (ops.checkpoint(bodies[kind], prevent_cse=prevent_cse)(a),), spec.f32[3])
+    # (a jit's constant reaches the transposed body where the policy saves its values)
+    policy = spec.policies.everything_saveable if kind == "jit" else None
+    return spec.trace(lambda a: (ops.checkpoint(bodies[kind], prevent_cse=prevent_cse, policy=policy)(a),),
+                      spec.f32[3])
 
 
 @pytest.mark.parametrize("kind, prevent_cse, crashes", [
-    ("scan", (False,), True), ("scan", True, False), ("cond", (False,), False), ("inline", (False,), False)])
+    ("scan", (False,), True), ("scan", True, False), ("jit", (False,), True), ("jit", True, False),
+    ("cond", (False,), False), ("inline", (False,), False)])
 def test_remat_transpose_crashes_on_a_scan_constant_under_tuple_prevent_cse(kind, prevent_cse, crashes):
     """JAX's remat_transpose (from 0.7.2) gives the transposed checkpoint a
     prevent_cse tuple without its constants' entries: reverse mode of a

@@ -613,6 +613,12 @@ def zeros_read_linearly(branch: Program, t: ArrayType, zero: frozenset) -> tuple
     x = next((v for v in usable if v.id in read), usable[0] if usable else None)
     if x is None:
         return [], spec.ir.Literal(np.zeros(t.shape, t.dtype), t)
+    return _zero_times_sum(x, t)
+
+
+def _zero_times_sum(x: Var, t: ArrayType) -> tuple[list, Var]:
+    """(equations, var): 0 * sum(x), broadcast to type `t` (x of t's dtype):
+    zeros whose tangent is linear in x's."""
     total, scaled, zeros = Var(ArrayType((), t.dtype)), Var(ArrayType((), t.dtype)), Var(t)
     zero = spec.ir.Literal(np.zeros((), t.dtype), ArrayType((), t.dtype))
     return [Eqn(reduce_sum_p, [x], [total], dict(axes=tuple(range(x.type.ndim)))),
@@ -726,14 +732,10 @@ def _made_live(body: Program, count: list) -> Program:
     if not dead:
         return body
     eqns, total = list(body.eqns), out
-    zero = Literal(np.zeros((), out.type.dtype), ArrayType((), out.type.dtype))
     for v in dead:
-        summed, scaled, spread, added = (Var(ArrayType((), out.type.dtype)), Var(ArrayType((), out.type.dtype)),
-                                         Var(out.type), Var(out.type))
-        eqns += [Eqn(reduce_sum_p, [v], [summed], dict(axes=tuple(range(v.type.ndim)))),
-                 Eqn(mul_p, [summed, zero], [scaled], {}),
-                 Eqn(broadcast_in_dim_p, [scaled], [spread], dict(shape=out.type.shape, broadcast_dimensions=())),
-                 Eqn(add_p, [total, spread], [added], {})]
+        zero_eqns, spread = _zero_times_sum(v, out.type)
+        added = Var(out.type)
+        eqns += zero_eqns + [Eqn(add_p, [total, spread], [added], {})]
         total = added
         count[0] += 1
     outputs = list(body.outputs)
